@@ -1,0 +1,1 @@
+//! informer (in progress).

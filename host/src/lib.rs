@@ -1,0 +1,14 @@
+//! kubewasm: client-go-correct Kubernetes informers that deliver every event to sandboxed
+//! WebAssembly component handlers.
+//!
+//! Layers, lowest first; a module never imports from a layer above it:
+//! - [`workqueue`] and [`informer`]: Kubernetes list/watch machinery, no knowledge of WASM.
+//! - [`runtime`]: wasmtime engine and the `kubewasm:handler` world, no knowledge of watches.
+//! - [`plugins`]: glues informers to runtime instances (directory watching, lifecycle, dispatch).
+//! - [`cli`]: the `kubewasm` subcommands and HTTP endpoints.
+
+pub mod cli;
+pub mod informer;
+pub mod plugins;
+pub mod runtime;
+pub mod workqueue;

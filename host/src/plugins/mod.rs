@@ -1,0 +1,1 @@
+//! plugins (in progress).

@@ -1,0 +1,1 @@
+//! workqueue (in progress).
