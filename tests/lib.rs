@@ -1,1 +1,243 @@
-//! Shared helpers for the end-to-end tests.
+//! Shared helpers for the end-to-end tests: an embedded API server, a host against it, and
+//! recorders that let a test await what handlers did instead of sleeping.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubewasm::cli::host::{Host, HostConfig};
+use kubewasm::plugins::{CallKind, CallOutcome, PluginEvent};
+use kubewasm::runtime::{GuestLogLevel, Limits, RuntimeConfig};
+use parking_lot::Mutex;
+use tokio::sync::{Notify, broadcast};
+
+/// Upper bound for any awaited condition: a failure guard, never a synchronisation device.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Directory the guest build scripts write components to.
+pub fn dist_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dist")
+}
+
+/// A built guest component; panics with the build command when it is missing.
+pub fn guest(file: &str) -> PathBuf {
+    let p = dist_dir().join(file);
+    assert!(
+        p.is_file(),
+        "{} is missing: build the guests first with `bash guest-examples/build.sh`",
+        p.display()
+    );
+    p
+}
+
+/// Starts an embedded API server with fast bookmarks and fault endpoints.
+pub async fn start_server() -> apiserver::ApiServer {
+    apiserver::ApiServer::start(apiserver::Config {
+        bookmark_interval: Duration::from_millis(500),
+        ..apiserver::Config::default()
+    })
+    .await
+    .expect("embedded API server starts")
+}
+
+/// A kube client for the server.
+pub fn client(server: &apiserver::ApiServer) -> kube::Client {
+    let config = kube::Config::new(server.url().parse().expect("server url"));
+    kube::Client::try_from(config).expect("client")
+}
+
+/// One guest log line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestLine {
+    /// Plugin name.
+    pub plugin: String,
+    /// Level.
+    pub level: String,
+    /// Message.
+    pub message: String,
+}
+
+/// Collects guest log lines through the runtime's log observer.
+#[derive(Clone, Default)]
+pub struct GuestLogs {
+    lines: Arc<Mutex<Vec<GuestLine>>>,
+    changed: Arc<Notify>,
+}
+
+impl GuestLogs {
+    /// The observer to put in a [`RuntimeConfig`].
+    pub fn observer(&self) -> Arc<dyn Fn(&str, GuestLogLevel, &str) + Send + Sync> {
+        let me = self.clone();
+        Arc::new(move |plugin: &str, level: GuestLogLevel, msg: &str| {
+            me.lines.lock().push(GuestLine {
+                plugin: plugin.to_string(),
+                level: format!("{level:?}").to_lowercase(),
+                message: msg.to_string(),
+            });
+            me.changed.notify_waiters();
+        })
+    }
+
+    /// Lines logged by `plugin`, in order.
+    pub fn of(&self, plugin: &str) -> Vec<String> {
+        self.lines
+            .lock()
+            .iter()
+            .filter(|l| l.plugin == plugin)
+            .map(|l| l.message.clone())
+            .collect()
+    }
+
+    /// Waits until `pred` holds for the lines of `plugin`; panics after [`PATIENCE`].
+    pub async fn wait_for(&self, plugin: &str, what: &str, pred: impl Fn(&[String]) -> bool) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let notified = self.changed.notified();
+            let lines = self.of(plugin);
+            if pred(&lines) {
+                return lines;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                panic!("timed out waiting for {plugin}: {what}; lines so far:\n{}", self.of(plugin).join("\n"));
+            }
+        }
+    }
+
+    /// Waits until `plugin` logged a line equal to `line`.
+    pub async fn wait_line(&self, plugin: &str, line: &str) -> Vec<String> {
+        self.wait_for(plugin, line, |l| l.iter().any(|x| x == line)).await
+    }
+}
+
+/// One handler call, as the host saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// Plugin version.
+    pub version: u64,
+    /// Export.
+    pub call: CallKind,
+    /// Object key.
+    pub key: String,
+    /// The call's flag.
+    pub flag: bool,
+    /// Outcome.
+    pub outcome: CallOutcome,
+}
+
+/// Records every plugin event of a host, per plugin, and lets tests await conditions.
+#[derive(Clone, Default)]
+pub struct Recorder {
+    calls: Arc<Mutex<HashMap<String, Vec<Call>>>>,
+    events: Arc<Mutex<Vec<PluginEvent>>>,
+    changed: Arc<Notify>,
+}
+
+impl Recorder {
+    /// Starts recording from `rx`.
+    pub fn start(mut rx: broadcast::Receiver<PluginEvent>) -> Recorder {
+        let r = Recorder::default();
+        let me = r.clone();
+        tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(e) => {
+                        if let PluginEvent::Called {
+                            plugin,
+                            version,
+                            call,
+                            key,
+                            flag,
+                            outcome,
+                        } = &e
+                        {
+                            me.calls.lock().entry(plugin.clone()).or_default().push(Call {
+                                version: *version,
+                                call: *call,
+                                key: key.clone(),
+                                flag: *flag,
+                                outcome: outcome.clone(),
+                            });
+                        }
+                        me.events.lock().push(e);
+                        me.changed.notify_waiters();
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => panic!("recorder lagged by {n} events"),
+                    Err(broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        });
+        r
+    }
+
+    /// Calls made to `plugin` so far.
+    pub fn calls(&self, plugin: &str) -> Vec<Call> {
+        self.calls.lock().get(plugin).cloned().unwrap_or_default()
+    }
+
+    /// Calls to `plugin` for object `key`.
+    pub fn calls_for(&self, plugin: &str, key: &str) -> Vec<Call> {
+        self.calls(plugin).into_iter().filter(|c| c.key == key).collect()
+    }
+
+    /// Lifecycle events so far.
+    pub fn events(&self) -> Vec<PluginEvent> {
+        self.events.lock().clone()
+    }
+
+    /// Waits until `pred` holds over the recorder; panics after [`PATIENCE`] with `what`.
+    pub async fn wait(&self, what: &str, pred: impl Fn(&Recorder) -> bool) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let notified = self.changed.notified();
+            if pred(self) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                panic!("timed out waiting for: {what}\ncalls: {:#?}\nevents: {:#?}", self.calls.lock(), self.events.lock());
+            }
+        }
+    }
+
+    /// Waits for a call to `plugin` matching `pred`.
+    pub async fn wait_call(&self, plugin: &str, what: &str, pred: impl Fn(&Call) -> bool) {
+        self.wait(what, |r| r.calls(plugin).iter().any(&pred)).await
+    }
+}
+
+/// A host on the embedded server with recorders attached and no directory watching.
+pub struct TestHost {
+    /// The host.
+    pub host: Host,
+    /// Call and lifecycle events.
+    pub recorder: Recorder,
+    /// Guest log lines.
+    pub logs: GuestLogs,
+}
+
+/// Starts a host against `server`, optionally watching `plugins_dir`.
+pub async fn start_host(server: &apiserver::ApiServer, plugins_dir: Option<PathBuf>, limits: Limits) -> TestHost {
+    let logs = GuestLogs::default();
+    let cache = tempfile::tempdir().expect("tempdir").keep();
+    let config = HostConfig {
+        client: client(server),
+        plugins_dir: None,
+        runtime: RuntimeConfig {
+            cache_dir: Some(cache),
+            log_observer: Some(logs.observer()),
+            ..RuntimeConfig::default()
+        },
+        limits,
+        metrics_addr: None,
+        health_addr: Some("127.0.0.1:0".parse().unwrap()),
+    };
+    // The recorder must subscribe before the first plugin loads, so the directory is attached
+    // after the host (and its event channel) exists.
+    let host = Host::start(config).await.expect("host starts");
+    let recorder = Recorder::start(host.manager.subscribe());
+    let host = match plugins_dir {
+        Some(dir) => host.watch_directory(dir).await.expect("watch plugins directory"),
+        None => host,
+    };
+    TestHost { host, recorder, logs }
+}

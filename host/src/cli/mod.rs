@@ -1,6 +1,85 @@
-//! The `kubewasm` command line (in progress).
+//! The `kubewasm` command line: `run`, `dev`, `apiserver` and `check`.
 
-/// Entry point of the binary.
+pub mod check;
+pub mod dev;
+pub mod endpoints;
+pub mod host;
+pub mod logging;
+pub mod run;
+
+use clap::{Parser, Subcommand};
+
+/// Kubernetes event handlers as sandboxed WebAssembly components.
+#[derive(Parser, Debug)]
+#[command(name = "kubewasm", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the handlers in a plugins directory against a cluster (kubeconfig or in-cluster).
+    Run(run::RunArgs),
+    /// Run an embedded API server and the handlers together; no cluster needed.
+    Dev(dev::DevArgs),
+    /// Run only the embedded Kubernetes API server.
+    Apiserver(apiserver::cli::ApiserverArgs),
+    /// Validate handler components and print their describe() as JSON.
+    Check(check::CheckArgs),
+}
+
+/// Entry point of the binary: parses arguments, runs the subcommand, maps errors to exit code 1.
 pub fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
+    let cli = Cli::parse();
+    let format = match &cli.command {
+        Command::Run(a) => a.host.log_format,
+        Command::Dev(a) => a.host.log_format,
+        _ => logging::LogFormat::Text,
+    };
+    logging::init(format);
+    let result = match cli.command {
+        Command::Check(args) => check::check(args),
+        command => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(async move {
+                match command {
+                    Command::Run(a) => run::run(a).await,
+                    Command::Dev(a) => dev::dev(a).await,
+                    Command::Apiserver(a) => apiserver::cli::run(a).await,
+                    Command::Check(_) => unreachable!("handled above"),
+                }
+            }),
+            Err(e) => Err(e.into()),
+        },
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kubewasm: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM (what Kubernetes sends a pod).
+pub async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
 }

@@ -1,0 +1,99 @@
+//! `/metrics`, `/healthz` and `/readyz`, served like controller-runtime's managers serve them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+
+use crate::plugins::PluginManager;
+
+#[derive(Clone)]
+struct AppState {
+    registry: Arc<Registry>,
+    manager: PluginManager,
+}
+
+async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
+    let mut body = String::new();
+    match prometheus_client::encoding::text::encode(&mut body, &s.registry) {
+        Ok(()) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            body,
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
+    let mut not_ready = Vec::new();
+    for p in s.manager.status().await {
+        if !p.ready {
+            not_ready.push(format!("plugin {} has not consumed its initial list", p.name));
+        }
+    }
+    for key in s.manager.factory().keys() {
+        if !s.manager.factory().has_synced(&key) {
+            not_ready.push(format!("informer {key} has not synced"));
+        }
+    }
+    if not_ready.is_empty() {
+        (StatusCode::OK, "ok".to_string())
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, not_ready.join("\n"))
+    }
+}
+
+/// Binds the endpoints. When both addresses are equal one listener serves all three paths;
+/// `None` disables a group. Returns the bound addresses (useful with port 0).
+pub async fn serve(
+    metrics_addr: Option<SocketAddr>,
+    health_addr: Option<SocketAddr>,
+    registry: Arc<Registry>,
+    manager: PluginManager,
+    stop: CancellationToken,
+) -> anyhow::Result<(Option<SocketAddr>, Option<SocketAddr>)> {
+    let state = AppState { registry, manager };
+    let metrics_router = Router::new().route("/metrics", get(metrics));
+    let health_router = Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz));
+    let mut bound = (None, None);
+    let mut spawn = |addr: SocketAddr, router: Router<AppState>| -> anyhow::Result<SocketAddr> {
+        let std_listener = std::net::TcpListener::bind(addr)
+            .map_err(|e| anyhow::anyhow!("cannot bind endpoint address {addr}: {e}"))?;
+        std_listener.set_nonblocking(true)?;
+        let local = std_listener.local_addr()?;
+        let listener = tokio::net::TcpListener::from_std(std_listener)?;
+        let app = router.with_state(state.clone());
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await;
+        });
+        Ok(local)
+    };
+    match (metrics_addr, health_addr) {
+        (Some(m), Some(h)) if m == h => {
+            let a = spawn(m, metrics_router.merge(health_router))?;
+            bound = (Some(a), Some(a));
+        }
+        (m, h) => {
+            if let Some(m) = m {
+                bound.0 = Some(spawn(m, metrics_router)?);
+            }
+            if let Some(h) = h {
+                bound.1 = Some(spawn(h, health_router)?);
+            }
+        }
+    }
+    Ok(bound)
+}

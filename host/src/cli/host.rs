@@ -1,0 +1,126 @@
+//! Assembles one running host: informers, runtime, plugins, directory watcher and endpoints.
+//! `kubewasm run`, `kubewasm dev` and the end-to-end tests all start the host through here.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+
+use crate::informer::{InformerFactory, InformerMetrics};
+use crate::plugins::{DirectoryWatcher, PluginManager, PluginMetrics};
+use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
+
+/// Everything a host needs to start.
+pub struct HostConfig {
+    /// Access to the API server (real cluster or the embedded one).
+    pub client: kube::Client,
+    /// Directory to watch for plugins; `None` means plugins are loaded through the manager only.
+    pub plugins_dir: Option<PathBuf>,
+    /// Runtime settings (compile cache, log observer).
+    pub runtime: RuntimeConfig,
+    /// Limits for plugins without a manifest.
+    pub limits: Limits,
+    /// Where `/metrics` is served; `None` disables it.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Where `/healthz` and `/readyz` are served; `None` disables them.
+    pub health_addr: Option<SocketAddr>,
+}
+
+/// A running host; [`Host::shutdown`] stops it in order (watcher, plugins, informers, endpoints).
+pub struct Host {
+    /// The plugin manager, for loading files directly and subscribing to events.
+    pub manager: PluginManager,
+    /// The shared informers.
+    pub factory: InformerFactory,
+    /// The metrics registry served at `/metrics`.
+    pub registry: Arc<Registry>,
+    /// Bound address of `/metrics`, if enabled.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Bound address of `/healthz` and `/readyz`, if enabled.
+    pub health_addr: Option<SocketAddr>,
+    stop: CancellationToken,
+    watcher: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+/// The per-user compile cache directory (`$XDG_CACHE_HOME/kubewasm` or `~/.cache/kubewasm`).
+pub fn default_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|d| d.join("kubewasm"))
+}
+
+impl Host {
+    /// Starts the host; plugin files already in the directory are loaded before this returns.
+    pub async fn start(config: HostConfig) -> anyhow::Result<Host> {
+        let mut registry = Registry::default();
+        let informer_metrics = InformerMetrics::new(&mut registry);
+        let runtime_metrics = RuntimeMetrics::new(&mut registry);
+        let plugin_metrics = PluginMetrics::new(&mut registry);
+        let registry = Arc::new(registry);
+
+        let runtime = Runtime::new(config.runtime, runtime_metrics)?;
+        let factory = InformerFactory::new(config.client, informer_metrics);
+        let manager = PluginManager::new(runtime, factory.clone(), plugin_metrics, config.limits);
+        let stop = CancellationToken::new();
+
+        let (metrics_addr, health_addr) = super::endpoints::serve(
+            config.metrics_addr,
+            config.health_addr,
+            registry.clone(),
+            manager.clone(),
+            stop.clone(),
+        )
+        .await?;
+
+        let watcher = match config.plugins_dir {
+            Some(dir) => {
+                if !dir.is_dir() {
+                    anyhow::bail!("plugins directory {} does not exist or is not a directory", dir.display());
+                }
+                let mut w = DirectoryWatcher::new(dir, manager.clone());
+                w.rescan().await;
+                Some(tokio::spawn(w.run(stop.clone())))
+            }
+            None => None,
+        };
+        Ok(Host {
+            manager,
+            factory,
+            registry,
+            metrics_addr,
+            health_addr,
+            stop,
+            watcher,
+        })
+    }
+
+    /// Starts watching `dir` (after loading what it holds), for hosts started without one.
+    pub async fn watch_directory(mut self, dir: PathBuf) -> anyhow::Result<Host> {
+        anyhow::ensure!(self.watcher.is_none(), "the host already watches a plugins directory");
+        if !dir.is_dir() {
+            anyhow::bail!("plugins directory {} does not exist or is not a directory", dir.display());
+        }
+        let mut w = DirectoryWatcher::new(dir, self.manager.clone());
+        w.rescan().await;
+        self.watcher = Some(tokio::spawn(w.run(self.stop.clone())));
+        Ok(self)
+    }
+
+    /// Resolves when the host was asked to stop.
+    pub async fn stopped(&self) {
+        self.stop.cancelled().await
+    }
+
+    /// Stops watching, unloads every plugin (closing their watches) and the endpoints.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        if let Some(w) = self.watcher {
+            let _ = w.await;
+        }
+        self.manager.unload_all().await;
+        self.factory.shutdown().await;
+    }
+}

@@ -1,0 +1,124 @@
+//! `kubewasm run`: the production mode, against a real cluster.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use super::host::{Host, HostConfig, default_cache_dir};
+use super::logging::LogFormat;
+use crate::runtime::{Limits, RuntimeConfig};
+
+/// Flags shared by every subcommand that runs a host.
+#[derive(clap::Args, Debug, Clone)]
+pub struct HostArgs {
+    /// Log output format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Address of the Prometheus `/metrics` endpoint ("0" disables it).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub metrics_bind_address: String,
+    /// Address of `/healthz` and `/readyz` ("0" disables them).
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub health_probe_bind_address: String,
+    /// Where compiled plugins are cached (default: `$XDG_CACHE_HOME/kubewasm`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// CPU deadline of one handler call, for plugins without a manifest.
+    #[arg(long, default_value_t = 1000)]
+    pub deadline_ms: u64,
+    /// Linear-memory cap of one plugin, for plugins without a manifest.
+    #[arg(long, default_value_t = 64)]
+    pub memory_limit_mib: u64,
+}
+
+impl HostArgs {
+    /// The host configuration these flags describe.
+    pub fn host_config(&self, client: kube::Client, plugins_dir: PathBuf) -> anyhow::Result<HostConfig> {
+        Ok(HostConfig {
+            client,
+            plugins_dir: Some(plugins_dir),
+            runtime: RuntimeConfig {
+                cache_dir: self.cache_dir.clone().or_else(default_cache_dir),
+                ..RuntimeConfig::default()
+            },
+            limits: Limits {
+                deadline: Duration::from_millis(self.deadline_ms.max(1)),
+                memory_bytes: self.memory_limit_mib.max(1) * 1024 * 1024,
+            },
+            metrics_addr: parse_addr("--metrics-bind-address", &self.metrics_bind_address)?,
+            health_addr: parse_addr("--health-probe-bind-address", &self.health_probe_bind_address)?,
+        })
+    }
+}
+
+/// Parses an endpoint address; "0" (like controller-runtime) or "" disables the endpoint, and a
+/// bare ":8080" means all interfaces.
+pub fn parse_addr(flag: &str, s: &str) -> anyhow::Result<Option<SocketAddr>> {
+    let s = s.trim();
+    if s.is_empty() || s == "0" {
+        return Ok(None);
+    }
+    let full = if s.starts_with(':') { format!("0.0.0.0{s}") } else { s.to_string() };
+    full.parse()
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("{flag}: invalid address {s:?}: {e}"))
+}
+
+/// Arguments of `kubewasm run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Directory of handler components (`*.wasm`, with optional `NAME.toml` manifests).
+    #[arg(long)]
+    pub plugins: PathBuf,
+    /// Kubeconfig file (default: like kubectl — KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use instead of the current one.
+    #[arg(long)]
+    pub context: Option<String>,
+    #[command(flatten)]
+    pub host: HostArgs,
+}
+
+/// Resolves cluster access the way kubectl does.
+pub async fn client_config(kubeconfig: Option<&PathBuf>, context: Option<&String>) -> anyhow::Result<kube::Config> {
+    let options = KubeConfigOptions {
+        context: context.cloned(),
+        ..Default::default()
+    };
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| anyhow::anyhow!("cannot read kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &options).await?
+        }
+        None if context.is_some() => kube::Config::from_kubeconfig(&options).await?,
+        None => kube::Config::infer().await?,
+    };
+    Ok(config)
+}
+
+/// Runs the host until Ctrl-C / SIGTERM.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let config = client_config(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
+    tracing::info!(server = %config.cluster_url, "connecting to the API server");
+    let client = kube::Client::try_from(config)?;
+    let host = Host::start(args.host.host_config(client, args.plugins)?).await?;
+    log_endpoints(&host);
+    super::wait_for_signal().await;
+    tracing::info!("shutting down");
+    host.shutdown().await;
+    Ok(())
+}
+
+/// Says where the endpoints are, once.
+pub fn log_endpoints(host: &Host) {
+    if let Some(a) = host.metrics_addr {
+        tracing::info!(address = %a, "serving /metrics");
+    }
+    if let Some(a) = host.health_addr {
+        tracing::info!(address = %a, "serving /healthz and /readyz");
+    }
+}

@@ -1,0 +1,82 @@
+//! Lifecycle and delivery events a host publishes, so that tests, `kubewasm dev` and tooling
+//! can await what happened instead of polling logs or sleeping.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::metrics::CallKind;
+use crate::runtime::PluginInfo;
+
+/// How one call into a handler ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// The handler returned `ok`.
+    Ok,
+    /// The handler returned `retry(msg)`.
+    Retry(String),
+    /// The handler returned `fatal(msg)`.
+    Fatal(String),
+    /// The guest trapped, ran out of time or memory; the instance was discarded.
+    Failed(String),
+}
+
+/// Something a plugin host did.
+#[derive(Clone, Debug)]
+pub enum PluginEvent {
+    /// A plugin file was loaded for the first time and is receiving its replay.
+    Loaded {
+        /// Plugin name (file stem).
+        plugin: String,
+        /// Host-assigned version number, unique for the process.
+        version: u64,
+        /// What the handler's `describe()` returned (after manifest overrides).
+        info: PluginInfo,
+    },
+    /// A changed file replaced the running version.
+    Swapped {
+        /// Plugin name (file stem).
+        plugin: String,
+        /// The version that stopped.
+        from: u64,
+        /// The version now receiving.
+        to: u64,
+    },
+    /// A file could not be loaded; any previous version keeps running.
+    LoadFailed {
+        /// Plugin name (file stem).
+        plugin: String,
+        /// The offending file.
+        path: PathBuf,
+        /// The cause, naming the file.
+        error: String,
+    },
+    /// A plugin was removed and its listeners detached.
+    Unloaded {
+        /// Plugin name (file stem).
+        plugin: String,
+        /// The version that stopped.
+        version: u64,
+    },
+    /// A handler export was called.
+    Called {
+        /// Plugin name (file stem).
+        plugin: String,
+        /// The plugin version that handled it.
+        version: u64,
+        /// Which export.
+        call: CallKind,
+        /// `namespace/name` of the object.
+        key: String,
+        /// `is-in-initial-list`, `is-sync` or `final-state-unknown`, by export.
+        flag: bool,
+        /// How it ended.
+        outcome: CallOutcome,
+    },
+    /// A plugin was paused after consecutive failed calls.
+    Quarantined {
+        /// Plugin name (file stem).
+        plugin: String,
+        /// How long deliveries are paused.
+        pause: Duration,
+    },
+}

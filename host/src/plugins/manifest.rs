@@ -1,0 +1,141 @@
+//! The optional `NAME.toml` that sits beside `NAME.wasm` and tunes one plugin's limits.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::runtime::Limits;
+
+/// Per-plugin settings an operator can change without rebuilding the handler.
+///
+/// Unknown keys are rejected so that a typo (`deadline_ms` for `deadline-ms`) is an error the
+/// operator sees instead of a limit silently not applied.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Manifest {
+    /// CPU deadline for one call into the guest, in milliseconds.
+    pub deadline_ms: Option<u64>,
+    /// Cap on the guest's linear memory, in MiB.
+    pub memory_limit_mib: Option<u64>,
+    /// Replaces the resync period of every subscription the handler declares (0 disables resync).
+    pub resync_period_ms: Option<u64>,
+}
+
+/// Why a manifest could not be used; the plugin it belongs to is then not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The file exists but could not be read.
+    #[error("cannot read manifest {path}: {source}")]
+    Read {
+        /// The manifest file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown or mistyped keys.
+    #[error("invalid manifest {path}: {message}")]
+    Invalid {
+        /// The manifest file.
+        path: PathBuf,
+        /// What the parser said, with line and column.
+        message: String,
+    },
+}
+
+/// Upper bounds that keep a manifest from asking for more than the host can give.
+const MAX_DEADLINE_MS: u64 = 10 * 60 * 1000;
+const MAX_MEMORY_MIB: u64 = 4096;
+
+impl Manifest {
+    /// The manifest path that belongs to a plugin file (`foo.wasm` → `foo.toml`).
+    pub fn path_for(wasm: &Path) -> PathBuf {
+        wasm.with_extension("toml")
+    }
+
+    /// Reads the manifest beside `wasm`; a missing file means defaults.
+    pub fn load_for(wasm: &Path) -> Result<Manifest, ManifestError> {
+        let path = Self::path_for(wasm);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Self::parse(&path, &text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::default()),
+            Err(source) => Err(ManifestError::Read { path, source }),
+        }
+    }
+
+    /// Parses manifest text; `path` only names the file in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
+        let invalid = |message: String| ManifestError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let m: Manifest = toml::from_str(text).map_err(|e| invalid(e.to_string().trim().to_string()))?;
+        if let Some(d) = m.deadline_ms
+            && !(1..=MAX_DEADLINE_MS).contains(&d)
+        {
+            return Err(invalid(format!("deadline-ms must be between 1 and {MAX_DEADLINE_MS}, got {d}")));
+        }
+        if let Some(mib) = m.memory_limit_mib
+            && !(1..=MAX_MEMORY_MIB).contains(&mib)
+        {
+            return Err(invalid(format!(
+                "memory-limit-mib must be between 1 and {MAX_MEMORY_MIB}, got {mib}"
+            )));
+        }
+        Ok(m)
+    }
+
+    /// The runtime limits for this plugin, starting from the host defaults.
+    pub fn limits(&self, defaults: Limits) -> Limits {
+        let mut limits = defaults;
+        if let Some(ms) = self.deadline_ms {
+            limits.deadline = Duration::from_millis(ms);
+        }
+        if let Some(mib) = self.memory_limit_mib {
+            limits.memory_bytes = mib * 1024 * 1024;
+        }
+        limits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_all_keys() {
+        let m = Manifest::parse(
+            Path::new("x.toml"),
+            "deadline-ms = 250\nmemory-limit-mib = 16\nresync-period-ms = 1000\n",
+        )
+        .unwrap();
+        assert_eq!(m.deadline_ms, Some(250));
+        assert_eq!(m.memory_limit_mib, Some(16));
+        assert_eq!(m.resync_period_ms, Some(1000));
+        let l = m.limits(Limits::default());
+        assert_eq!(l.deadline, Duration::from_millis(250));
+        assert_eq!(l.memory_bytes, 16 << 20);
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_names_the_file() {
+        let err = Manifest::parse(Path::new("/p/bad.toml"), "deadline_ms = 5\n").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("/p/bad.toml"), "{msg}");
+        assert!(msg.contains("deadline_ms"), "{msg}");
+    }
+
+    #[test]
+    fn rejects_out_of_range_values() {
+        assert!(Manifest::parse(Path::new("a.toml"), "deadline-ms = 0").is_err());
+        assert!(Manifest::parse(Path::new("a.toml"), "memory-limit-mib = 100000").is_err());
+        assert!(Manifest::parse(Path::new("a.toml"), "deadline-ms = \"fast\"").is_err());
+    }
+
+    #[test]
+    fn missing_manifest_means_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Manifest::load_for(&dir.path().join("p.wasm")).unwrap();
+        assert_eq!(m, Manifest::default());
+    }
+}

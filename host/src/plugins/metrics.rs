@@ -1,0 +1,118 @@
+//! Per-plugin Prometheus metrics: what operators alert on when a handler misbehaves.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Which export of the handler world was called.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum CallKind {
+    /// `on-add`.
+    Add,
+    /// `on-update`.
+    Update,
+    /// `on-delete`.
+    Delete,
+}
+
+/// How a failed call failed.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum ErrorKind {
+    /// The handler asked for redelivery.
+    Retry,
+    /// The handler reported a permanent failure.
+    Fatal,
+    /// The guest trapped (panic, unreachable, uncaught exception).
+    Trap,
+    /// The guest ran past its CPU deadline.
+    Deadline,
+    /// The guest hit its memory cap.
+    OutOfMemory,
+    /// A fresh instance could not be created.
+    Instantiate,
+}
+
+/// Labels of per-call series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabels {
+    /// Plugin name (the file stem).
+    pub plugin: String,
+    /// The export called.
+    pub call: CallKind,
+}
+
+/// Labels of per-error series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// Plugin name (the file stem).
+    pub plugin: String,
+    /// The failure mode.
+    pub kind: ErrorKind,
+}
+
+/// Labels of per-plugin series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginLabels {
+    /// Plugin name (the file stem).
+    pub plugin: String,
+}
+
+/// The plugin layer's metric families; cheap to clone (all handles are shared).
+#[derive(Clone)]
+pub struct PluginMetrics {
+    /// Calls into handlers, by export.
+    pub events: Family<CallLabels, Counter>,
+    /// Failed calls, by failure mode.
+    pub errors: Family<ErrorLabels, Counter>,
+    /// Notifications scheduled again after a `retry`.
+    pub retries: Family<PluginLabels, Counter>,
+    /// Times a plugin was put in quarantine after consecutive traps.
+    pub quarantines: Family<PluginLabels, Counter>,
+    /// Wall time of one call into the guest.
+    pub call_seconds: Family<PluginLabels, Histogram>,
+    /// Notifications waiting for the plugin.
+    pub queue_depth: Family<PluginLabels, Gauge>,
+    /// Loads, swaps and failed loads.
+    pub loads: Family<LoadLabels, Counter>,
+}
+
+/// Labels of plugin lifecycle series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LoadLabels {
+    /// Plugin name (the file stem).
+    pub plugin: String,
+    /// `loaded`, `swapped`, `failed` or `unloaded`.
+    pub result: &'static str,
+}
+
+impl PluginMetrics {
+    /// Creates the families and registers them under the `kubewasm_plugin` prefix.
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Self::unregistered();
+        let r = registry.sub_registry_with_prefix("kubewasm_plugin");
+        r.register("calls", "Calls into handler exports", m.events.clone());
+        r.register("errors", "Failed handler calls by failure mode", m.errors.clone());
+        r.register("retries", "Notifications redelivered after a retry error", m.retries.clone());
+        r.register("quarantines", "Quarantines after consecutive traps", m.quarantines.clone());
+        r.register("call_duration_seconds", "Duration of one handler call", m.call_seconds.clone());
+        r.register("queue_depth", "Notifications waiting for the handler", m.queue_depth.clone());
+        r.register("lifecycle", "Plugin loads, swaps, failures and unloads", m.loads.clone());
+        m
+    }
+
+    /// Families not attached to any registry, for tests and benchmarks.
+    pub fn unregistered() -> Self {
+        PluginMetrics {
+            events: Family::default(),
+            errors: Family::default(),
+            retries: Family::default(),
+            quarantines: Family::default(),
+            call_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_01, 4.0, 12))),
+            queue_depth: Family::default(),
+            loads: Family::default(),
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The plugins directory watcher: level-triggered reconciliation of the directory's `.wasm`
+//! files against the running plugins, woken by `notify` and debounced.
+//!
+//! Reacting to "the directory changed, rescan it" rather than to individual file events makes
+//! every way of replacing a file behave the same: in-place writes, atomic renames, editors'
+//! temp-file dances and the `..data` symlink swap of Kubernetes ConfigMap volumes.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::lifecycle::{PluginManager, plugin_name};
+
+/// Quiet time after the last file-system event before the directory is rescanned: long enough
+/// to coalesce one copy's many write events, short enough to keep hot-swap latency low.
+pub const DEBOUNCE: Duration = Duration::from_millis(30);
+
+/// Whether a directory entry can be a plugin: `*.wasm`, not hidden, not an editor temp file.
+pub fn is_plugin_file(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    !name.starts_with('.')
+        && !name.starts_with('#')
+        && !name.ends_with('~')
+        && path.extension().is_some_and(|e| e == "wasm")
+}
+
+/// What identifies a file's content cheaply; a change means "hash it again".
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Fingerprint {
+    len: u64,
+    modified: Option<SystemTime>,
+    inode: u64,
+    manifest: Option<(u64, Option<SystemTime>, u64)>,
+}
+
+fn fingerprint(path: &Path) -> Option<Fingerprint> {
+    use std::os::unix::fs::MetadataExt;
+    // `metadata` follows symlinks, so a `..data` swap shows up as a different inode.
+    let m = std::fs::metadata(path).ok()?;
+    if !m.is_file() {
+        return None;
+    }
+    let manifest = std::fs::metadata(path.with_extension("toml"))
+        .ok()
+        .map(|t| (t.len(), t.modified().ok(), t.ino()));
+    Some(Fingerprint {
+        len: m.len(),
+        modified: m.modified().ok(),
+        inode: m.ino(),
+        manifest,
+    })
+}
+
+/// Reconciles a plugins directory with a [`PluginManager`].
+pub struct DirectoryWatcher {
+    dir: PathBuf,
+    manager: PluginManager,
+    seen: HashMap<PathBuf, Fingerprint>,
+}
+
+impl DirectoryWatcher {
+    /// A watcher for `dir`; nothing happens until [`DirectoryWatcher::rescan`] or [`DirectoryWatcher::run`].
+    pub fn new(dir: impl Into<PathBuf>, manager: PluginManager) -> Self {
+        DirectoryWatcher {
+            dir: dir.into(),
+            manager,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Loads new and changed plugin files and unloads plugins whose file is gone. Errors are
+    /// logged and published by the manager; they never stop the watcher.
+    pub async fn rescan(&mut self) {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!(dir = %self.dir.display(), error = %e, "cannot read plugins directory");
+                return;
+            }
+        };
+        let mut present = HashSet::new();
+        let mut candidates: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| is_plugin_file(p))
+            .collect();
+        candidates.sort();
+        for path in candidates {
+            let Some(fp) = fingerprint(&path) else { continue };
+            present.insert(plugin_name(&path));
+            if self.seen.get(&path) == Some(&fp) {
+                continue;
+            }
+            // Remember the fingerprint before loading: a half-written file fails validation, and
+            // the write that completes it changes the fingerprint and brings us back here.
+            self.seen.insert(path.clone(), fp);
+            let _ = self.manager.reconcile_file(&path).await;
+        }
+        self.seen.retain(|p, _| present.contains(&plugin_name(p)));
+        for name in self.manager.names().await {
+            if !present.contains(&name) {
+                self.manager.unload(&name).await;
+            }
+        }
+    }
+
+    /// Watches the directory until `stop` is cancelled, rescanning after each burst of events.
+    pub async fn run(mut self, stop: CancellationToken) -> anyhow::Result<()> {
+        let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+            Ok(_) => {
+                let _ = tx.send(());
+            }
+            Err(e) => tracing::warn!(error = %e, "plugins directory watch error"),
+        })?;
+        watcher.watch(&self.dir, RecursiveMode::NonRecursive)?;
+        tracing::info!(dir = %self.dir.display(), "watching plugins directory");
+        self.rescan().await;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                got = rx.recv() => {
+                    if got.is_none() { break; }
+                }
+            }
+            // Debounce: wait until the directory has been quiet for DEBOUNCE.
+            loop {
+                match tokio::time::timeout(DEBOUNCE, rx.recv()).await {
+                    Ok(Some(())) => continue,
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            self.rescan().await;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_file_filter() {
+        assert!(is_plugin_file(Path::new("/p/foo.wasm")));
+        assert!(!is_plugin_file(Path::new("/p/.foo.wasm")));
+        assert!(!is_plugin_file(Path::new("/p/foo.wasm~")));
+        assert!(!is_plugin_file(Path::new("/p/#foo.wasm#")));
+        assert!(!is_plugin_file(Path::new("/p/foo.wasm.swp")));
+        assert!(!is_plugin_file(Path::new("/p/foo.toml")));
+        assert!(!is_plugin_file(Path::new("/p/..data")));
+    }
+}
