@@ -1,0 +1,1 @@
+//! Scenario tests (spec section 4) over a scripted source.
