@@ -115,7 +115,7 @@ impl SourceError {
             SourceErrorKind::TooLarge
         } else if code == 429 || reason == "TooManyRequests" {
             SourceErrorKind::TooManyRequests
-        } else if code == 500 || reason == "InternalError" {
+        } else if reason == "InternalError" || (code == 500 && reason.is_empty()) {
             SourceErrorKind::InternalError
         } else {
             SourceErrorKind::Other

@@ -26,6 +26,19 @@ pub trait ResourceEventHandler: Send + Sync + 'static {
     fn on_delete(&self, obj: &SharedObject, final_state_unknown: bool);
 }
 
+/// Lets a shared handler be registered directly (and wrapped by adapters).
+impl<H: ResourceEventHandler + ?Sized> ResourceEventHandler for Arc<H> {
+    fn on_add(&self, obj: &SharedObject, init: bool) {
+        (**self).on_add(obj, init)
+    }
+    fn on_update(&self, old: &SharedObject, new: &SharedObject, is_sync: bool) {
+        (**self).on_update(old, new, is_sync)
+    }
+    fn on_delete(&self, obj: &SharedObject, fsu: bool) {
+        (**self).on_delete(obj, fsu)
+    }
+}
+
 /// One queued notification.
 #[derive(Clone, Debug)]
 pub enum Notification {

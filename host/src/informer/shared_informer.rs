@@ -289,6 +289,12 @@ pub struct HandlerHandle {
     listener: Arc<Listener>,
 }
 
+impl std::fmt::Debug for HandlerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HandlerHandle").field("id", &self.id).finish()
+    }
+}
+
 impl HandlerHandle {
     /// Per-handler HasSynced: the informer has synced and this handler has consumed every
     /// initial add handed to it.
