@@ -1,0 +1,356 @@
+//! DeltaFIFO (classic path): per-key delta lists in a FIFO of keys, with client-go's dedup,
+//! Replace-with-tombstones, resync-skips-pending-keys and initial-population accounting.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::indexer::Indexer;
+use super::object::SharedObject;
+
+/// What happened to an object (client-go `DeltaType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeltaType {
+    Added,
+    Updated,
+    Deleted,
+    /// Listed again by a relist (`EmitDeltaTypeReplaced`).
+    Replaced,
+    /// Replayed from the cache by a resync.
+    Sync,
+}
+
+impl DeltaType {
+    /// client-go's string form, for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeltaType::Added => "Added",
+            DeltaType::Updated => "Updated",
+            DeltaType::Deleted => "Deleted",
+            DeltaType::Replaced => "Replaced",
+            DeltaType::Sync => "Sync",
+        }
+    }
+}
+
+/// A deletion the informer inferred from a relist rather than observed: it carries the last
+/// state we knew (client-go `DeletedFinalStateUnknown`), `None` if even that was gone.
+#[derive(Clone, Debug)]
+pub struct DeletedFinalStateUnknown {
+    pub key: String,
+    pub obj: Option<SharedObject>,
+}
+
+/// Payload of a delta: the object version, or a tombstone.
+#[derive(Clone, Debug)]
+pub enum DeltaObject {
+    Object(SharedObject),
+    Tombstone(DeletedFinalStateUnknown),
+}
+
+impl DeltaObject {
+    /// The key the delta belongs to (tombstones carry their own, like `DeletionHandlingMetaNamespaceKeyFunc`).
+    pub fn key(&self) -> &str {
+        match self {
+            DeltaObject::Object(o) => o.key(),
+            DeltaObject::Tombstone(t) => &t.key,
+        }
+    }
+
+    /// The object version, unwrapping a tombstone to its last known state.
+    pub fn object(&self) -> Option<&SharedObject> {
+        match self {
+            DeltaObject::Object(o) => Some(o),
+            DeltaObject::Tombstone(t) => t.obj.as_ref(),
+        }
+    }
+
+    /// True for an inferred deletion.
+    pub fn is_tombstone(&self) -> bool {
+        matches!(self, DeltaObject::Tombstone(_))
+    }
+}
+
+/// One queued change.
+#[derive(Clone, Debug)]
+pub struct Delta {
+    pub kind: DeltaType,
+    pub object: DeltaObject,
+}
+
+#[derive(Default)]
+struct State {
+    items: HashMap<String, Vec<Delta>>,
+    queue: VecDeque<String>,
+    populated: bool,
+    initial_population_count: usize,
+    closed: bool,
+}
+
+impl State {
+    fn has_synced(&self) -> bool {
+        self.populated && self.initial_population_count == 0
+    }
+
+    fn queue_action(&mut self, kind: DeltaType, object: DeltaObject) {
+        let key = object.key().to_string();
+        let delta = Delta { kind, object };
+        match self.items.get_mut(&key) {
+            Some(deltas) => {
+                deltas.push(delta);
+                dedup(deltas);
+            }
+            None => {
+                self.queue.push_back(key.clone());
+                self.items.insert(key, vec![delta]);
+            }
+        }
+    }
+}
+
+/// Only the last two deltas are compared, and only deletion pairs merge: keep the older real
+/// delete, but prefer a newer delete over an older tombstone (it holds more information).
+fn dedup(deltas: &mut Vec<Delta>) {
+    let n = deltas.len();
+    if n < 2 {
+        return;
+    }
+    let (a, b) = (&deltas[n - 2], &deltas[n - 1]);
+    if a.kind == DeltaType::Deleted && b.kind == DeltaType::Deleted {
+        if a.object.is_tombstone() {
+            deltas.remove(n - 2);
+        } else {
+            deltas.pop();
+        }
+    }
+}
+
+/// The informer's work queue between the reflector and the process loop. One lock guards the
+/// whole state and `pop` runs the processor under it, so resync, replace and `has_synced` are
+/// atomic with respect to delta processing, exactly as in client-go.
+pub struct DeltaFifo {
+    state: Mutex<State>,
+    notify: Notify,
+    known: Option<Indexer>,
+    emit_replaced: bool,
+}
+
+impl DeltaFifo {
+    /// A FIFO that consults `known` (the informer's indexer) for deletes, relists and resyncs.
+    /// `emit_replaced` selects `Replaced` (as the shared informer does) over `Sync` for relists.
+    pub fn new(known: Option<Indexer>, emit_replaced: bool) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            notify: Notify::new(),
+            known,
+            emit_replaced,
+        }
+    }
+
+    fn wake(&self) {
+        self.notify.notify_waiters();
+    }
+
+    /// Queues an `Added` delta.
+    pub fn add(&self, obj: SharedObject) {
+        let mut s = self.state.lock();
+        s.populated = true;
+        s.queue_action(DeltaType::Added, DeltaObject::Object(obj));
+        drop(s);
+        self.wake();
+    }
+
+    /// Queues an `Updated` delta.
+    pub fn update(&self, obj: SharedObject) {
+        let mut s = self.state.lock();
+        s.populated = true;
+        s.queue_action(DeltaType::Updated, DeltaObject::Object(obj));
+        drop(s);
+        self.wake();
+    }
+
+    /// Queues a `Deleted` delta unless the key is unknown to both the queue and the cache.
+    pub fn delete(&self, obj: DeltaObject) {
+        let mut s = self.state.lock();
+        s.populated = true;
+        let key = obj.key();
+        let queued = s.items.contains_key(key);
+        let known = self.known.as_ref().is_some_and(|k| k.get(key).is_some());
+        if !queued && !known {
+            return;
+        }
+        s.queue_action(DeltaType::Deleted, obj);
+        drop(s);
+        self.wake();
+    }
+
+    /// Re-queues deltas for a key that is not queued any more (client-go `AddIfNotPresent`).
+    pub fn add_if_not_present(&self, key: String, deltas: Vec<Delta>) {
+        if deltas.is_empty() {
+            return;
+        }
+        let mut s = self.state.lock();
+        s.populated = true;
+        if s.items.contains_key(&key) {
+            return;
+        }
+        s.queue.push_back(key.clone());
+        s.items.insert(key, deltas);
+        drop(s);
+        self.wake();
+    }
+
+    /// Replaces the world with a fresh list: every item gets `Replaced` (or `Sync`), every queued
+    /// or cached key missing from the list gets a `Deleted` tombstone with its newest known state.
+    pub fn replace(&self, list: Vec<SharedObject>) {
+        let mut s = self.state.lock();
+        let action = if self.emit_replaced {
+            DeltaType::Replaced
+        } else {
+            DeltaType::Sync
+        };
+        let keys: HashSet<String> = list.iter().map(|o| o.key().to_string()).collect();
+        for obj in list {
+            s.queue_action(action, DeltaObject::Object(obj));
+        }
+        let mut queued_deletions = 0;
+        let missing: Vec<(String, Option<SharedObject>)> = s
+            .items
+            .iter()
+            .filter(|(k, _)| !keys.contains(k.as_str()))
+            .map(|(k, d)| {
+                let newest = d.last().and_then(|d| d.object.object().cloned());
+                (k.clone(), newest)
+            })
+            .collect();
+        for (key, obj) in missing {
+            queued_deletions += 1;
+            s.queue_action(
+                DeltaType::Deleted,
+                DeltaObject::Tombstone(DeletedFinalStateUnknown { key, obj }),
+            );
+        }
+        if let Some(known) = &self.known {
+            for key in known.list_keys() {
+                if keys.contains(&key) || s.items.contains_key(&key) {
+                    continue;
+                }
+                let obj = known.get(&key);
+                queued_deletions += 1;
+                s.queue_action(
+                    DeltaType::Deleted,
+                    DeltaObject::Tombstone(DeletedFinalStateUnknown { key, obj }),
+                );
+            }
+        }
+        if !s.populated {
+            s.populated = true;
+            s.initial_population_count = keys.len() + queued_deletions;
+        }
+        drop(s);
+        self.wake();
+    }
+
+    /// Queues `Sync` for every cached key that has no pending deltas (a pending delta is newer
+    /// than the cache, so syncing the cached value would be stale: k/k#32125).
+    pub fn resync(&self) {
+        let Some(known) = &self.known else { return };
+        let mut s = self.state.lock();
+        let mut any = false;
+        for key in known.list_keys() {
+            if s.items.contains_key(&key) {
+                continue;
+            }
+            if let Some(obj) = known.get(&key) {
+                s.queue_action(DeltaType::Sync, DeltaObject::Object(obj));
+                any = true;
+            }
+        }
+        drop(s);
+        if any {
+            self.wake();
+        }
+    }
+
+    /// True once the first `replace` (or any add/update/delete before it) has been fully popped.
+    pub fn has_synced(&self) -> bool {
+        self.state.lock().has_synced()
+    }
+
+    /// Pops the head key without waiting and runs `process(deltas, is_in_initial_list)` under
+    /// the FIFO lock. `None` if the queue is empty or closed.
+    pub fn try_pop<R>(&self, process: impl FnOnce(Vec<Delta>, bool) -> R) -> Option<R> {
+        let mut s = self.state.lock();
+        let (deltas, init) = Self::pop_locked(&mut s)?;
+        Some(process(deltas, init))
+    }
+
+    fn pop_locked(s: &mut State) -> Option<(Vec<Delta>, bool)> {
+        if s.closed {
+            return None;
+        }
+        let key = s.queue.pop_front()?;
+        // Computed before the decrement: the last initial item is still "initial".
+        let is_in_initial_list = !s.has_synced();
+        if s.initial_population_count > 0 {
+            s.initial_population_count -= 1;
+        }
+        let deltas = s.items.remove(&key).unwrap_or_default();
+        Some((deltas, is_in_initial_list))
+    }
+
+    /// Waits for a key and processes it like [`try_pop`](Self::try_pop); `None` once closed.
+    pub async fn pop<R>(&self, process: impl FnOnce(Vec<Delta>, bool) -> R) -> Option<R> {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut s = self.state.lock();
+                if s.closed {
+                    return None;
+                }
+                if let Some((deltas, init)) = Self::pop_locked(&mut s) {
+                    return Some(process(deltas, init));
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Stops the FIFO; pending and future pops return `None`.
+    pub fn close(&self) {
+        self.state.lock().closed = true;
+        self.wake();
+    }
+
+    /// Keys in queue order.
+    pub fn list_keys(&self) -> Vec<String> {
+        self.state.lock().queue.iter().cloned().collect()
+    }
+
+    /// Copy of the deltas queued for `key`.
+    pub fn get(&self, key: &str) -> Option<Vec<Delta>> {
+        self.state.lock().items.get(key).cloned()
+    }
+
+    /// Newest queued object of every key (tombstones unwrapped).
+    pub fn list(&self) -> Vec<SharedObject> {
+        let s = self.state.lock();
+        s.queue
+            .iter()
+            .filter_map(|k| s.items.get(k)?.last()?.object.object().cloned())
+            .collect()
+    }
+
+    /// Number of queued keys.
+    pub fn len(&self) -> usize {
+        self.state.lock().queue.len()
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,180 @@
+//! One listener per registered handler (client-go processorListener): an unbounded ordered
+//! buffer drained by the listener's own task, so a slow handler only delays itself.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+use parking_lot::Mutex;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::mpsc;
+
+use super::object::SharedObject;
+use super::selector::LabelSelector;
+
+/// Receives an informer's notifications. Called from the handler's own listener task, in order;
+/// must not block for long (it only delays this handler, but its backlog grows without bound).
+pub trait ResourceEventHandler: Send + Sync + 'static {
+    /// `is_in_initial_list` is true for the informer's first population and for a late
+    /// joiner's replay of the cache.
+    fn on_add(&self, obj: &SharedObject, is_in_initial_list: bool);
+    /// `is_sync` is true when both versions have the same resourceVersion (resync, or a relist
+    /// that found the object unchanged); such updates reach only handlers due for a resync.
+    fn on_update(&self, old: &SharedObject, new: &SharedObject, is_sync: bool);
+    /// `final_state_unknown` is true for a deletion inferred by a relist; `obj` is then the last
+    /// known state (client-go `DeletedFinalStateUnknown`).
+    fn on_delete(&self, obj: &SharedObject, final_state_unknown: bool);
+}
+
+/// Lets a shared handler be registered directly (and wrapped by adapters).
+impl<H: ResourceEventHandler + ?Sized> ResourceEventHandler for Arc<H> {
+    fn on_add(&self, obj: &SharedObject, init: bool) {
+        (**self).on_add(obj, init)
+    }
+    fn on_update(&self, old: &SharedObject, new: &SharedObject, is_sync: bool) {
+        (**self).on_update(old, new, is_sync)
+    }
+    fn on_delete(&self, obj: &SharedObject, fsu: bool) {
+        (**self).on_delete(obj, fsu)
+    }
+}
+
+/// One queued notification.
+#[derive(Clone, Debug)]
+pub enum Notification {
+    Add {
+        obj: SharedObject,
+        initial: bool,
+    },
+    Update {
+        old: SharedObject,
+        new: SharedObject,
+        is_sync: bool,
+    },
+    Delete {
+        obj: SharedObject,
+        final_state_unknown: bool,
+    },
+}
+
+/// A registered handler's delivery machinery.
+pub(crate) struct Listener {
+    pub id: u64,
+    tx: Mutex<Option<mpsc::UnboundedSender<Notification>>>,
+    removed: Arc<AtomicBool>,
+    /// Initial adds handed to the buffer but not yet returned from `on_add` (synctrack).
+    pending_initial: Arc<AtomicI64>,
+    depth: Gauge,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Listener {
+    /// Spawns the delivery task on the current tokio runtime.
+    pub fn spawn(
+        id: u64,
+        informer: String,
+        handler: Arc<dyn ResourceEventHandler>,
+        depth: Gauge,
+    ) -> Arc<Self> {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Notification>();
+        let removed = Arc::new(AtomicBool::new(false));
+        let pending_initial = Arc::new(AtomicI64::new(0));
+        let (r, p, d) = (removed.clone(), pending_initial.clone(), depth.clone());
+        let task = tokio::spawn(async move {
+            while let Some(n) = rx.recv().await {
+                if r.load(Ordering::Acquire) {
+                    break;
+                }
+                d.dec();
+                let initial = matches!(n, Notification::Add { initial: true, .. });
+                let res = std::panic::catch_unwind(AssertUnwindSafe(|| match &n {
+                    Notification::Add { obj, initial } => handler.on_add(obj, *initial),
+                    Notification::Update { old, new, is_sync } => {
+                        handler.on_update(old, new, *is_sync)
+                    }
+                    Notification::Delete {
+                        obj,
+                        final_state_unknown,
+                    } => handler.on_delete(obj, *final_state_unknown),
+                }));
+                if initial {
+                    p.fetch_sub(1, Ordering::AcqRel);
+                }
+                if res.is_err() {
+                    tracing::error!(informer = %informer, handler = id,
+                        "event handler panicked; notification skipped, handler keeps running");
+                }
+            }
+        });
+        Arc::new(Self {
+            id,
+            tx: Mutex::new(Some(tx)),
+            removed,
+            pending_initial,
+            depth,
+            task: Mutex::new(Some(task)),
+        })
+    }
+
+    /// Buffers a notification; never blocks.
+    pub fn add(&self, n: Notification) {
+        let g = self.tx.lock();
+        let Some(tx) = g.as_ref() else { return };
+        if matches!(n, Notification::Add { initial: true, .. }) {
+            self.pending_initial.fetch_add(1, Ordering::AcqRel);
+        }
+        self.depth.inc();
+        if tx.send(n).is_err() {
+            self.depth.dec();
+        }
+    }
+
+    /// Whether every initial add handed to this listener has been delivered.
+    pub fn initial_delivered(&self) -> bool {
+        self.pending_initial.load(Ordering::Acquire) <= 0
+    }
+
+    /// Stops delivery at once, discarding buffered notifications.
+    pub fn stop(&self) {
+        self.removed.store(true, Ordering::Release);
+        self.tx.lock().take();
+        self.depth.set(0);
+    }
+
+    /// The delivery task, for joining on shutdown.
+    pub fn take_task(&self) -> Option<tokio::task::JoinHandle<()>> {
+        self.task.lock().take()
+    }
+}
+
+/// Adapts a handler to see only objects passing a label selector, turning updates that cross the
+/// selector boundary into adds or deletes (client-go `FilteringResourceEventHandler`).
+pub struct FilteringHandler<H> {
+    pub selector: LabelSelector,
+    pub inner: H,
+}
+
+impl<H: ResourceEventHandler> ResourceEventHandler for FilteringHandler<H> {
+    fn on_add(&self, obj: &SharedObject, init: bool) {
+        if self.selector.matches(&obj.meta().labels) {
+            self.inner.on_add(obj, init);
+        }
+    }
+
+    fn on_update(&self, old: &SharedObject, new: &SharedObject, is_sync: bool) {
+        let o = self.selector.matches(&old.meta().labels);
+        let n = self.selector.matches(&new.meta().labels);
+        match (o, n) {
+            (true, true) => self.inner.on_update(old, new, is_sync),
+            (false, true) => self.inner.on_add(new, false),
+            (true, false) => self.inner.on_delete(old, false),
+            (false, false) => {}
+        }
+    }
+
+    fn on_delete(&self, obj: &SharedObject, fsu: bool) {
+        if self.selector.matches(&obj.meta().labels) {
+            self.inner.on_delete(obj, fsu);
+        }
+    }
+}

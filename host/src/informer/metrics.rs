@@ -1,0 +1,175 @@
+//! Prometheus metrics for informers, labelled by the informer key string.
+
+use std::sync::Arc;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+struct Families {
+    lists: Family<Labels, Counter>,
+    relists: Family<Labels, Counter>,
+    watch_restarts: Family<Labels, Counter>,
+    resyncs: Family<Labels, Counter>,
+    objects: Family<Labels, Gauge>,
+    listener_queue_depth: Family<Labels, Gauge>,
+}
+
+/// Metric families shared by every informer; cheap to clone. Per-event paths only touch cached
+/// counter handles (one atomic op), never the family maps.
+#[derive(Clone)]
+pub struct InformerMetrics {
+    f: Arc<Families>,
+}
+
+impl std::fmt::Debug for InformerMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InformerMetrics")
+    }
+}
+
+impl InformerMetrics {
+    /// Registers the families in the registry the binary serves.
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Self::unregistered();
+        let f = &m.f;
+        registry.register(
+            "kubewasm_informer_lists",
+            "LIST requests made by informers (every page counts)",
+            f.lists.clone(),
+        );
+        registry.register(
+            "kubewasm_informer_relists",
+            "Full relists after the initial list, by cause",
+            f.relists.clone(),
+        );
+        registry.register(
+            "kubewasm_informer_watch_restarts",
+            "Watches (re)opened after the first one",
+            f.watch_restarts.clone(),
+        );
+        registry.register(
+            "kubewasm_informer_resyncs",
+            "Resyncs (cache replays) performed",
+            f.resyncs.clone(),
+        );
+        registry.register(
+            "kubewasm_informer_objects",
+            "Objects in the informer's cache",
+            f.objects.clone(),
+        );
+        registry.register(
+            "kubewasm_informer_listener_queue_depth",
+            "Notifications buffered for a handler and not yet delivered",
+            f.listener_queue_depth.clone(),
+        );
+        m
+    }
+
+    /// Metrics that are counted but exported nowhere (tests, benchmarks).
+    pub fn unregistered() -> Self {
+        Self {
+            f: Arc::new(Families {
+                lists: Family::default(),
+                relists: Family::default(),
+                watch_restarts: Family::default(),
+                resyncs: Family::default(),
+                objects: Family::default(),
+                listener_queue_depth: Family::default(),
+            }),
+        }
+    }
+
+    /// Handles for one informer.
+    pub(crate) fn informer(&self, informer: &str) -> InformerCounters {
+        let l: Labels = vec![("informer".into(), informer.to_string())];
+        InformerCounters {
+            lists: self.f.lists.get_or_create_owned(&l),
+            watch_restarts: self.f.watch_restarts.get_or_create_owned(&l),
+            resyncs: self.f.resyncs.get_or_create_owned(&l),
+            objects: self.f.objects.get_or_create_owned(&l),
+            informer: informer.to_string(),
+            metrics: self.clone(),
+        }
+    }
+
+    /// Queue-depth gauge of one listener.
+    pub(crate) fn listener_depth(&self, informer: &str, handler: u64) -> Gauge {
+        self.f
+            .listener_queue_depth
+            .get_or_create_owned(&listener_labels(informer, handler))
+    }
+
+    /// Drops a removed listener's series.
+    pub(crate) fn remove_listener(&self, informer: &str, handler: u64) {
+        self.f
+            .listener_queue_depth
+            .remove(&listener_labels(informer, handler));
+    }
+
+    /// Current value of the relist counter for `informer` and `cause` (tests, diagnostics).
+    pub fn relists(&self, informer: &str, cause: &str) -> u64 {
+        self.f
+            .relists
+            .get_or_create(&relist_labels(informer, cause))
+            .get()
+    }
+
+    /// Current value of the list counter for `informer`.
+    pub fn lists(&self, informer: &str) -> u64 {
+        self.informer(informer).lists.get()
+    }
+
+    /// Current value of the resync counter for `informer`.
+    pub fn resyncs(&self, informer: &str) -> u64 {
+        self.informer(informer).resyncs.get()
+    }
+
+    /// Current value of the watch-restart counter for `informer`.
+    pub fn watch_restarts(&self, informer: &str) -> u64 {
+        self.informer(informer).watch_restarts.get()
+    }
+
+    /// Current object gauge of `informer`.
+    pub fn objects(&self, informer: &str) -> i64 {
+        self.informer(informer).objects.get()
+    }
+}
+
+fn listener_labels(informer: &str, handler: u64) -> Labels {
+    vec![
+        ("informer".into(), informer.to_string()),
+        ("handler".into(), handler.to_string()),
+    ]
+}
+
+fn relist_labels(informer: &str, cause: &str) -> Labels {
+    vec![
+        ("informer".into(), informer.to_string()),
+        ("cause".into(), cause.to_string()),
+    ]
+}
+
+/// Cached per-informer handles.
+#[derive(Clone)]
+pub(crate) struct InformerCounters {
+    pub lists: Counter,
+    pub watch_restarts: Counter,
+    pub resyncs: Counter,
+    pub objects: Gauge,
+    informer: String,
+    metrics: InformerMetrics,
+}
+
+impl InformerCounters {
+    pub fn relist(&self, cause: &str) {
+        self.metrics
+            .f
+            .relists
+            .get_or_create(&relist_labels(&self.informer, cause))
+            .inc();
+    }
+}

@@ -1,0 +1,567 @@
+//! The reflector: keeps the DeltaFIFO in step with the API server through LIST and WATCH,
+//! deciding when to relist, at which resourceVersion, and when to merely re-watch.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use parking_lot::Mutex;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::{Backoff, BackoffConfig};
+use super::delta_fifo::{DeltaFifo, DeltaObject};
+use super::list_watch::{
+    ListOptions, ListerWatcher, SourceError, SourceErrorKind, WatchEvent, WatchOptions,
+    WatchStream,
+};
+use super::metrics::InformerCounters;
+use super::object::{KubeObject, SharedObject};
+use super::processor::Processor;
+
+/// Pager default page size (client-go `tools/pager`).
+pub const DEFAULT_PAGE_SIZE: u32 = 500;
+/// A watch that closes sooner than this with no events is treated as a failure.
+pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
+/// Lower bound of the random watch timeout (client-go `defaultMinWatchTimeout`).
+pub const DEFAULT_MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Reflector knobs (client-go defaults; exposed for tests and tuning).
+#[derive(Clone, Debug)]
+pub struct ReflectorConfig {
+    /// `WatchListPageSize`: fixed page size for every list. `None` = client-go's policy
+    /// (500 for RV ""/"0", unlimited for relists at a known RV unless the server paginated).
+    pub page_size: Option<u32>,
+    /// Watch timeouts are drawn from `[m, 2m)`; values below 5 min are raised to 5 min.
+    pub min_watch_timeout: Duration,
+    pub backoff: BackoffConfig,
+    /// Streaming initial list (sendInitialEvents), falling back to LIST on failure.
+    pub use_watch_list: bool,
+    /// `MaxInternalErrorRetryDuration`: re-watch on 500s for this long (0 = never).
+    pub max_internal_error_retry: Duration,
+}
+
+impl Default for ReflectorConfig {
+    fn default() -> Self {
+        Self {
+            page_size: None,
+            min_watch_timeout: DEFAULT_MIN_WATCH_TIMEOUT,
+            backoff: BackoffConfig::default(),
+            use_watch_list: false,
+            max_internal_error_retry: Duration::ZERO,
+        }
+    }
+}
+
+/// The reflector's state machine. Every transition is one `step`.
+enum State {
+    /// Needs a snapshot (initial sync or relist); `cause` labels the relist metric.
+    List { cause: &'static str },
+    /// The store is in sync up to `last_sync_rv`: open a watch from there, without listing.
+    Watch,
+    /// A watch is open; `events` counts accepted events for very-short-watch detection.
+    Watching {
+        stream: WatchStream,
+        started: Instant,
+        events: u64,
+    },
+    /// Sleep one backoff interval, then go on with `then`.
+    Backoff { then: Box<State> },
+    /// Cancelled.
+    Stopped,
+}
+
+/// client-go `retryWithDeadline` for internal errors during a watch.
+struct InternalErrorRetry {
+    max: Duration,
+    first: Option<Instant>,
+}
+
+impl InternalErrorRetry {
+    fn after(&mut self, err: Option<&SourceError>) {
+        match err {
+            Some(e) if e.kind == SourceErrorKind::InternalError => {
+                self.first.get_or_insert_with(Instant::now);
+            }
+            _ => self.first = None,
+        }
+    }
+
+    fn should_retry(&mut self) -> bool {
+        if self.max.is_zero() {
+            return false;
+        }
+        match self.first {
+            Some(f) if Instant::now().duration_since(f) <= self.max => true,
+            _ => {
+                self.first = None;
+                false
+            }
+        }
+    }
+}
+
+/// Drives one informer's list/watch cycle until cancelled.
+pub(crate) struct Reflector {
+    pub name: String,
+    pub api_version: String,
+    pub kind: String,
+    pub lw: Arc<dyn ListerWatcher>,
+    pub fifo: Arc<DeltaFifo>,
+    pub processor: Arc<Processor>,
+    pub counters: InformerCounters,
+    pub config: ReflectorConfig,
+    pub cancel: CancellationToken,
+    /// Shared so the informer can report it.
+    pub last_sync_rv: Arc<Mutex<String>>,
+    rv_unavailable: bool,
+    paginated_result: bool,
+    backoff: Backoff,
+    internal_retry: InternalErrorRetry,
+    watches_opened: u64,
+}
+
+impl Reflector {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: String,
+        api_version: String,
+        kind: String,
+        lw: Arc<dyn ListerWatcher>,
+        fifo: Arc<DeltaFifo>,
+        processor: Arc<Processor>,
+        counters: InformerCounters,
+        config: ReflectorConfig,
+        cancel: CancellationToken,
+        last_sync_rv: Arc<Mutex<String>>,
+    ) -> Self {
+        Self {
+            backoff: Backoff::new(config.backoff.clone()),
+            internal_retry: InternalErrorRetry {
+                max: config.max_internal_error_retry,
+                first: None,
+            },
+            name,
+            api_version,
+            kind,
+            lw,
+            fifo,
+            processor,
+            counters,
+            config,
+            cancel,
+            last_sync_rv,
+            rv_unavailable: false,
+            paginated_result: false,
+            watches_opened: 0,
+        }
+    }
+
+    fn last_sync(&self) -> String {
+        self.last_sync_rv.lock().clone()
+    }
+
+    fn set_last_sync(&self, rv: &str) {
+        if !rv.is_empty() {
+            *self.last_sync_rv.lock() = rv.to_string();
+        }
+    }
+
+    /// client-go `relistResourceVersion`.
+    fn relist_rv(&self) -> String {
+        if self.rv_unavailable {
+            String::new()
+        } else {
+            let rv = self.last_sync();
+            if rv.is_empty() { "0".into() } else { rv }
+        }
+    }
+
+    fn watch_timeout(&self) -> u32 {
+        let min = self.config.min_watch_timeout.max(DEFAULT_MIN_WATCH_TIMEOUT);
+        (min.as_secs_f64() * (rand::random::<f64>() + 1.0)) as u32
+    }
+
+    /// Runs until the cancellation token fires.
+    pub async fn run(mut self) {
+        let mut state = State::List { cause: "initial" };
+        loop {
+            state = match state {
+                State::Stopped => return,
+                State::List { cause } => self.list(cause).await,
+                State::Watch => self.open_watch().await,
+                State::Watching {
+                    stream,
+                    started,
+                    events,
+                } => self.watch(stream, started, events).await,
+                State::Backoff { then } => {
+                    let d = self.backoff.next();
+                    tokio::select! {
+                        _ = self.cancel.cancelled() => State::Stopped,
+                        _ = tokio::time::sleep(d) => *then,
+                    }
+                }
+            };
+        }
+    }
+
+    fn to_object(&self, v: serde_json::Value, what: &str) -> Option<SharedObject> {
+        match KubeObject::from_value_for(v, &self.api_version, &self.kind) {
+            Ok(o) => Some(Arc::new(o)),
+            Err(e) => {
+                tracing::warn!(informer = %self.name, event = what, error = %e,
+                    "skipping malformed object");
+                None
+            }
+        }
+    }
+
+    async fn list(&mut self, cause: &'static str) -> State {
+        if cause != "initial" {
+            self.counters.relist(cause);
+        }
+        if self.config.use_watch_list {
+            match self.watch_list().await {
+                Ok(s) => return s,
+                Err(e) => tracing::warn!(informer = %self.name, error = %e,
+                    "streaming list failed, falling back to the standard LIST/WATCH semantics"),
+            }
+        }
+        loop {
+            let rv = self.relist_rv();
+            let limit = match self.config.page_size {
+                Some(p) => Some(p),
+                None if self.paginated_result => Some(DEFAULT_PAGE_SIZE),
+                None if !rv.is_empty() && rv != "0" => None,
+                None => Some(DEFAULT_PAGE_SIZE),
+            };
+            let res = tokio::select! {
+                _ = self.cancel.cancelled() => return State::Stopped,
+                r = self.list_pages(&rv, limit) => r,
+            };
+            match res {
+                Ok((items, list_rv, paginated)) => {
+                    if rv == "0" && paginated {
+                        self.paginated_result = true;
+                    }
+                    self.rv_unavailable = false;
+                    let objs: Vec<SharedObject> = items
+                        .into_iter()
+                        .filter_map(|v| self.to_object(v, "LIST item"))
+                        .collect();
+                    self.fifo.replace(objs);
+                    self.set_last_sync(&list_rv);
+                    self.processor.rearm(Instant::now());
+                    return State::Watch;
+                }
+                Err(e) if e.needs_consistent_relist() && !rv.is_empty() => {
+                    tracing::info!(informer = %self.name, rv = %rv, error = %e,
+                        "list at resourceVersion failed; relisting with a consistent read");
+                    self.rv_unavailable = true;
+                }
+                Err(e) => {
+                    if e.needs_consistent_relist() {
+                        self.rv_unavailable = true;
+                    }
+                    tracing::warn!(informer = %self.name, error = %e, "failed to list; backing off");
+                    return State::Backoff {
+                        then: Box::new(State::List { cause }),
+                    };
+                }
+            }
+        }
+    }
+
+    /// Paged list; a continuation that expired falls back to one full list at the same RV.
+    async fn list_pages(
+        &self,
+        rv: &str,
+        mut limit: Option<u32>,
+    ) -> Result<(Vec<serde_json::Value>, String, bool), SourceError> {
+        let mut items = Vec::new();
+        let mut cont: Option<String> = None;
+        let mut paginated = false;
+        loop {
+            let opts = ListOptions {
+                resource_version: if cont.is_some() {
+                    String::new()
+                } else {
+                    rv.to_string()
+                },
+                limit,
+                continue_token: cont.clone(),
+            };
+            self.counters.lists.inc();
+            match self.lw.list(&opts).await {
+                Ok(page) => {
+                    items.extend(page.items);
+                    match page.continue_token.filter(|c| !c.is_empty()) {
+                        Some(c) => {
+                            paginated = true;
+                            cont = Some(c);
+                        }
+                        None => return Ok((items, page.resource_version, paginated)),
+                    }
+                }
+                Err(e) if cont.is_some() && e.kind == SourceErrorKind::Expired => {
+                    tracing::info!(informer = %self.name, error = %e,
+                        "list continuation expired; listing everything in one request");
+                    items.clear();
+                    cont = None;
+                    limit = None;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn open_watch(&mut self) -> State {
+        let opts = WatchOptions {
+            resource_version: self.last_sync(),
+            timeout_seconds: self.watch_timeout(),
+            allow_bookmarks: true,
+            send_initial_events: false,
+        };
+        let res = tokio::select! {
+            _ = self.cancel.cancelled() => return State::Stopped,
+            r = self.lw.watch(&opts) => r,
+        };
+        match res {
+            Ok(stream) => {
+                self.watches_opened += 1;
+                if self.watches_opened > 1 {
+                    self.counters.watch_restarts.inc();
+                }
+                State::Watching {
+                    stream,
+                    started: Instant::now(),
+                    events: 0,
+                }
+            }
+            Err(e) if e.is_watch_retriable() => {
+                tracing::warn!(informer = %self.name, error = %e, "watch failed; retrying without relist");
+                State::Backoff {
+                    then: Box::new(State::Watch),
+                }
+            }
+            Err(e) => {
+                tracing::warn!(informer = %self.name, error = %e, "watch failed; relisting after backoff");
+                State::Backoff {
+                    then: Box::new(State::List {
+                        cause: cause_of(&e),
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Applies one watch event to the FIFO. Returns false if it was skipped.
+    fn handle_event(&self, ev: WatchEvent) -> bool {
+        let what = ev.type_name();
+        match ev {
+            WatchEvent::Bookmark {
+                resource_version, ..
+            } => {
+                self.set_last_sync(&resource_version);
+                true
+            }
+            WatchEvent::Added(v) | WatchEvent::Modified(v) | WatchEvent::Deleted(v) => {
+                let is = |t: &str| what == t;
+                let Some(obj) = self.to_object(v, what) else {
+                    return false;
+                };
+                let rv = obj.resource_version().to_string();
+                if is("ADDED") {
+                    self.fifo.add(obj);
+                } else if is("MODIFIED") {
+                    self.fifo.update(obj);
+                } else {
+                    self.fifo.delete(DeltaObject::Object(obj));
+                }
+                self.set_last_sync(&rv);
+                true
+            }
+        }
+    }
+
+    async fn watch(&mut self, mut stream: WatchStream, started: Instant, mut events: u64) -> State {
+        let processor = self.processor.clone();
+        let mut deadline = processor.next_resync();
+        let plan_changed = processor.plan_changed.notified();
+        tokio::pin!(plan_changed);
+        plan_changed.as_mut().enable();
+        loop {
+            let resync_at = deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86400 * 365));
+            tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => return State::Stopped,
+                _ = &mut plan_changed => {
+                    plan_changed.set(processor.plan_changed.notified());
+                    plan_changed.as_mut().enable();
+                    deadline = processor.next_resync();
+                }
+                _ = tokio::time::sleep_until(resync_at), if deadline.is_some() => {
+                    if processor.should_resync(Instant::now()) {
+                        self.counters.resyncs.inc();
+                        self.fifo.resync();
+                    }
+                    deadline = processor.next_resync();
+                }
+                ev = stream.next() => match ev {
+                    None => {
+                        if events == 0 && started.elapsed() < VERY_SHORT_WATCH {
+                            tracing::warn!(informer = %self.name,
+                                "very short watch: closed in under 1s with no events; relisting after backoff");
+                            return State::Backoff { then: Box::new(State::List { cause: "very_short_watch" }) };
+                        }
+                        self.internal_retry.after(None);
+                        return State::Watch;
+                    }
+                    Some(Ok(ev)) => {
+                        if self.handle_event(ev) {
+                            events += 1;
+                        }
+                    }
+                    Some(Err(e)) => {
+                        match e.kind {
+                            SourceErrorKind::Malformed => {
+                                tracing::warn!(informer = %self.name, error = %e, "skipping undecodable watch event");
+                                continue;
+                            }
+                            SourceErrorKind::Expired => {
+                                tracing::info!(informer = %self.name, error = %e, "watch expired; relisting");
+                                return State::Backoff { then: Box::new(State::List { cause: "expired" }) };
+                            }
+                            SourceErrorKind::TooManyRequests => {
+                                tracing::warn!(informer = %self.name, error = %e, "watch throttled; re-watching after backoff");
+                                return State::Backoff { then: Box::new(State::Watch) };
+                            }
+                            _ => {
+                                self.internal_retry.after(Some(&e));
+                                if self.internal_retry.should_retry() {
+                                    tracing::warn!(informer = %self.name, error = %e, "internal error in watch; re-watching");
+                                    return State::Watch;
+                                }
+                                tracing::warn!(informer = %self.name, error = %e, "watch error; relisting after backoff");
+                                return State::Backoff { then: Box::new(State::List { cause: cause_of(&e) }) };
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Streaming initial list: the watch's initial events fill a temporary store that replaces
+    /// the FIFO at the `initial-events-end` bookmark; the same stream then continues.
+    async fn watch_list(&mut self) -> Result<State, SourceError> {
+        loop {
+            let rv = if self.rv_unavailable {
+                String::new()
+            } else {
+                self.last_sync()
+            };
+            let opts = WatchOptions {
+                resource_version: rv,
+                timeout_seconds: self.watch_timeout(),
+                allow_bookmarks: true,
+                send_initial_events: true,
+            };
+            let res = tokio::select! {
+                _ = self.cancel.cancelled() => return Ok(State::Stopped),
+                r = self.lw.watch(&opts) => r,
+            };
+            let mut stream = match res {
+                Ok(s) => s,
+                Err(e) if e.is_watch_retriable() => {
+                    let d = self.backoff.next();
+                    tokio::select! {
+                        _ = self.cancel.cancelled() => return Ok(State::Stopped),
+                        _ = tokio::time::sleep(d) => continue,
+                    }
+                }
+                Err(e) if e.needs_consistent_relist() => {
+                    self.rv_unavailable = true;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            self.watches_opened += 1;
+            let started = Instant::now();
+            let mut order: Vec<String> = Vec::new();
+            let mut temp: HashMap<String, SharedObject> = HashMap::new();
+            loop {
+                let ev = tokio::select! {
+                    _ = self.cancel.cancelled() => return Ok(State::Stopped),
+                    ev = stream.next() => ev,
+                };
+                match ev {
+                    None => {
+                        return Err(SourceError::new(
+                            SourceErrorKind::Other,
+                            "watch closed before the initial-events-end bookmark",
+                        ));
+                    }
+                    Some(Ok(WatchEvent::Bookmark {
+                        resource_version,
+                        initial_events_end,
+                    })) => {
+                        if initial_events_end {
+                            let objs: Vec<SharedObject> =
+                                order.iter().filter_map(|k| temp.remove(k)).collect();
+                            self.fifo.replace(objs);
+                            self.set_last_sync(&resource_version);
+                            self.rv_unavailable = false;
+                            self.processor.rearm(Instant::now());
+                            return Ok(State::Watching {
+                                stream,
+                                started,
+                                events: 1,
+                            });
+                        }
+                    }
+                    Some(Ok(ev)) => {
+                        let what = ev.type_name();
+                        let (WatchEvent::Added(v) | WatchEvent::Modified(v) | WatchEvent::Deleted(v)) =
+                            ev
+                        else {
+                            continue;
+                        };
+                        let Some(obj) = self.to_object(v, what) else {
+                            continue;
+                        };
+                        let key = obj.key().to_string();
+                        if what == "DELETED" {
+                            temp.remove(&key);
+                        } else {
+                            if !temp.contains_key(&key) {
+                                order.push(key.clone());
+                            }
+                            temp.insert(key, obj);
+                        }
+                    }
+                    Some(Err(e)) if e.kind == SourceErrorKind::Malformed => {
+                        tracing::warn!(informer = %self.name, error = %e, "skipping undecodable watch event");
+                    }
+                    Some(Err(e)) if e.needs_consistent_relist() => {
+                        self.rv_unavailable = true;
+                        break;
+                    }
+                    Some(Err(e)) => return Err(e),
+                }
+            }
+        }
+    }
+}
+
+/// Relist-metric label for an error.
+fn cause_of(e: &SourceError) -> &'static str {
+    match e.kind {
+        SourceErrorKind::Expired => "expired",
+        SourceErrorKind::TooLarge => "too_large",
+        SourceErrorKind::InternalError => "internal_error",
+        _ => "watch_error",
+    }
+}

@@ -1,0 +1,304 @@
+//! SharedIndexInformer: one reflector + DeltaFIFO + indexer + processor per informer key,
+//! shared by every handler registered for that key.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::delta_fifo::{Delta, DeltaFifo, DeltaObject, DeltaType};
+use super::indexer::Indexer;
+use super::list_watch::ListerWatcher;
+use super::listener::{Listener, Notification, ResourceEventHandler};
+use super::metrics::{InformerCounters, InformerMetrics};
+use super::processor::{Processor, ProcessorState};
+use super::reflector::{Reflector, ReflectorConfig};
+use super::resync::determine_resync_period;
+use super::{InformerError, InformerKey};
+
+/// Process-wide listener ids (also the `handler` metric label).
+static NEXT_LISTENER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One informer. Handlers registered before [`run`](Self::run) see the initial list through the
+/// FIFO; later ones get a replay of the cache first.
+pub struct SharedIndexInformer {
+    key: InformerKey,
+    name: String,
+    lw: Arc<dyn ListerWatcher>,
+    indexer: Indexer,
+    fifo: Arc<DeltaFifo>,
+    processor: Arc<Processor>,
+    config: ReflectorConfig,
+    metrics: InformerMetrics,
+    counters: InformerCounters,
+    cancel: CancellationToken,
+    started: AtomicBool,
+    stopped: AtomicBool,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    last_sync_rv: Arc<Mutex<String>>,
+}
+
+impl std::fmt::Debug for SharedIndexInformer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedIndexInformer")
+            .field("key", &self.name)
+            .finish()
+    }
+}
+
+impl SharedIndexInformer {
+    /// A stopped-until-run informer over `lw`.
+    pub fn new(
+        key: InformerKey,
+        lw: Arc<dyn ListerWatcher>,
+        metrics: InformerMetrics,
+        config: ReflectorConfig,
+    ) -> Arc<Self> {
+        let name = key.to_string();
+        let indexer = Indexer::new();
+        let fifo = Arc::new(DeltaFifo::new(Some(indexer.clone()), true));
+        Arc::new(Self {
+            counters: metrics.informer(&name),
+            key,
+            name,
+            lw,
+            indexer,
+            fifo,
+            processor: Arc::new(Processor::default()),
+            config,
+            metrics,
+            cancel: CancellationToken::new(),
+            started: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            tasks: Mutex::new(Vec::new()),
+            last_sync_rv: Arc::new(Mutex::new(String::new())),
+        })
+    }
+
+    /// The informer's key.
+    pub fn key(&self) -> &InformerKey {
+        &self.key
+    }
+
+    /// The shared cache.
+    pub fn indexer(&self) -> &Indexer {
+        &self.indexer
+    }
+
+    /// The informer's DeltaFIFO (diagnostics, benchmarks).
+    pub fn fifo(&self) -> &Arc<DeltaFifo> {
+        &self.fifo
+    }
+
+    /// True once the initial list has been fully processed.
+    pub fn has_synced(&self) -> bool {
+        self.fifo.has_synced()
+    }
+
+    /// True after [`stop`](Self::stop).
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// The resourceVersion the reflector is in sync with.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.last_sync_rv.lock().clone()
+    }
+
+    /// Number of registered handlers.
+    pub fn handler_count(&self) -> usize {
+        self.processor.len()
+    }
+
+    /// Smallest effective resync period among handlers (client-go's check period).
+    pub fn resync_check_period(&self) -> Option<Duration> {
+        self.processor.check_period()
+    }
+
+    /// Effective resync period of each handler id.
+    pub fn resync_periods(&self) -> Vec<(u64, Option<Duration>)> {
+        self.processor.periods()
+    }
+
+    /// Registers a handler. After start, the cache is replayed to it as initial adds, atomically
+    /// with respect to delta processing (queued deltas reach it later as normal notifications).
+    pub fn add_event_handler(
+        &self,
+        handler: Arc<dyn ResourceEventHandler>,
+        resync: Option<Duration>,
+    ) -> Result<HandlerHandle, InformerError> {
+        let mut st = self.processor.lock();
+        // Checked under the processor lock, which `stop` also takes: no orphan listeners.
+        if self.is_stopped() {
+            return Err(InformerError::Stopped(self.name.clone()));
+        }
+        let id = NEXT_LISTENER_ID.fetch_add(1, Ordering::Relaxed);
+        let period = determine_resync_period(resync);
+        let listener = Listener::spawn(
+            id,
+            self.name.clone(),
+            handler,
+            self.metrics.listener_depth(&self.name, id),
+        );
+        self.processor.add_locked(&mut st, listener.clone(), period);
+        if self.started.load(Ordering::Acquire) {
+            for obj in self.indexer.list() {
+                listener.add(Notification::Add { obj, initial: true });
+            }
+        }
+        drop(st);
+        Ok(HandlerHandle { id, listener })
+    }
+
+    /// Removes a handler, dropping its undelivered notifications. Idempotent; an id belonging
+    /// to another informer is ignored. Returns the number of handlers left.
+    pub fn remove_event_handler(&self, id: u64) -> usize {
+        if self.processor.remove(id).is_some() {
+            self.metrics.remove_listener(&self.name, id);
+        }
+        self.processor.len()
+    }
+
+    /// Starts the reflector and the process loop on the current runtime. A second call is a no-op.
+    pub fn run(self: &Arc<Self>) {
+        if self.is_stopped() || self.started.swap(true, Ordering::AcqRel) {
+            tracing::warn!(informer = %self.name, "informer already started or stopped");
+            return;
+        }
+        let reflector = Reflector::new(
+            self.name.clone(),
+            self.key.api_version.clone(),
+            self.key.kind.clone(),
+            self.lw.clone(),
+            self.fifo.clone(),
+            self.processor.clone(),
+            self.counters.clone(),
+            self.config.clone(),
+            self.cancel.clone(),
+            self.last_sync_rv.clone(),
+        );
+        let refl = tokio::spawn(reflector.run());
+        let me = self.clone();
+        let process = tokio::spawn(async move {
+            loop {
+                let processed = me
+                    .fifo
+                    .pop(|deltas, init| me.process_deltas(deltas, init))
+                    .await;
+                if processed.is_none() {
+                    return;
+                }
+            }
+        });
+        self.tasks.lock().extend([refl, process]);
+    }
+
+    /// client-go `processDeltas`: update the cache, then notify (see the spec's table).
+    fn process_deltas(&self, deltas: Vec<Delta>, is_in_initial_list: bool) {
+        let st: parking_lot::MutexGuard<'_, ProcessorState> = self.processor.lock();
+        for d in deltas {
+            match d.kind {
+                DeltaType::Deleted => {
+                    let old = self.indexer.delete(d.object.key());
+                    let (obj, fsu) = match d.object {
+                        DeltaObject::Object(o) => (o, false),
+                        DeltaObject::Tombstone(t) => match t.obj.or(old) {
+                            Some(o) => (o, true),
+                            None => {
+                                tracing::warn!(informer = %self.name, key = %t.key,
+                                    "tombstone without any known state; delete not delivered");
+                                continue;
+                            }
+                        },
+                    };
+                    st.distribute(
+                        Notification::Delete {
+                            obj,
+                            final_state_unknown: fsu,
+                        },
+                        false,
+                    );
+                }
+                DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
+                    let DeltaObject::Object(obj) = d.object else {
+                        continue;
+                    };
+                    match self.indexer.upsert(obj.clone()) {
+                        Some(old) => {
+                            let is_sync = old.resource_version() == obj.resource_version();
+                            st.distribute(
+                                Notification::Update {
+                                    old,
+                                    new: obj,
+                                    is_sync,
+                                },
+                                is_sync,
+                            );
+                        }
+                        None => st.distribute(
+                            Notification::Add {
+                                obj,
+                                initial: is_in_initial_list,
+                            },
+                            false,
+                        ),
+                    }
+                }
+            }
+        }
+        drop(st);
+        self.counters.objects.set(self.indexer.len() as i64);
+    }
+
+    /// Stops the reflector (its watch closes), the process loop and every listener.
+    pub fn stop(&self) {
+        {
+            let _st = self.processor.lock();
+            if self.stopped.swap(true, Ordering::AcqRel) {
+                return;
+            }
+        }
+        self.cancel.cancel();
+        self.fifo.close();
+        let listeners = self.processor.stop_all();
+        let mut tasks = self.tasks.lock();
+        for l in listeners {
+            self.metrics.remove_listener(&self.name, l.id);
+            tasks.extend(l.take_task());
+        }
+        self.processor.plan_changed.notify_waiters();
+    }
+
+    /// Waits for the informer's tasks after [`stop`](Self::stop).
+    pub async fn join(&self) {
+        let tasks: Vec<_> = std::mem::take(&mut *self.tasks.lock());
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// A registered handler inside one informer.
+#[derive(Clone)]
+pub struct HandlerHandle {
+    /// Listener id (unique in the process).
+    pub id: u64,
+    listener: Arc<Listener>,
+}
+
+impl std::fmt::Debug for HandlerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HandlerHandle").field("id", &self.id).finish()
+    }
+}
+
+impl HandlerHandle {
+    /// Per-handler HasSynced: the informer has synced and this handler has consumed every
+    /// initial add handed to it.
+    pub fn has_synced(&self, informer: &SharedIndexInformer) -> bool {
+        informer.has_synced() && self.listener.initial_delivered()
+    }
+}
