@@ -37,7 +37,9 @@ impl GuestObject for Obj {
 
 /// A ConfigMap whose JSON is about 2 KB.
 fn object(rv: &str) -> Obj {
-    let data: String = (0..30).map(|i| format!(r#""key-{i:02}":"value-{i:02}-{}","#, "x".repeat(40))).collect();
+    let data: String = (0..30)
+        .map(|i| format!(r#""key-{i:02}":"value-{i:02}-{}","#, "x".repeat(40)))
+        .collect();
     let json = format!(
         r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"bench","namespace":"default","resourceVersion":"{rv}","labels":{{"app":"bench","tier":"web"}}}},"data":{{{}}}}}"#,
         data.trim_end_matches(',')
@@ -45,7 +47,10 @@ fn object(rv: &str) -> Obj {
     Obj {
         name: "bench".into(),
         rv: rv.into(),
-        labels: vec![("app".into(), "bench".into()), ("tier".into(), "web".into())],
+        labels: vec![
+            ("app".into(), "bench".into()),
+            ("tier".into(), "web".into()),
+        ],
         json,
     }
 }
@@ -53,17 +58,33 @@ fn object(rv: &str) -> Obj {
 struct NoCache;
 
 impl CacheReader for NoCache {
-    fn get(&self, _: &str, _: &str, _: Option<&str>, _: &str) -> Result<Option<Arc<dyn GuestObject>>, String> {
+    fn get(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<&str>,
+        _: &str,
+    ) -> Result<Option<Arc<dyn GuestObject>>, String> {
         Ok(None)
     }
-    fn list(&self, _: &str, _: &str, _: Option<&str>, _: Option<&str>) -> Result<Vec<Arc<dyn GuestObject>>, String> {
+    fn list(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
         Ok(Vec::new())
     }
 }
 
 fn rss_kib() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     pages * 4
 }
 
@@ -76,43 +97,75 @@ fn main() -> anyhow::Result<()> {
     let dist = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dist");
     let path = dist.join("rust-test-fixture.wasm");
     let wasm = std::fs::read(&path).map_err(|e| {
-        anyhow::anyhow!("{}: {e}; run guest-examples/rust/build.sh first", path.display())
+        anyhow::anyhow!(
+            "{}: {e}; run guest-examples/rust/build.sh first",
+            path.display()
+        )
     })?;
     println!("guest: {} ({} KiB)", path.display(), wasm.len() / 1024);
 
     let rt = Runtime::new(RuntimeConfig::default(), RuntimeMetrics::unregistered())?;
-    let compile = median((0..3).map(|_| {
-        let t = Instant::now();
-        rt.compile(&wasm).unwrap();
-        t.elapsed()
-    }).collect());
-    println!("compile (Cranelift, no cache):   {:>9.2} ms", compile.as_secs_f64() * 1e3);
+    let compile = median(
+        (0..3)
+            .map(|_| {
+                let t = Instant::now();
+                rt.compile(&wasm).unwrap();
+                t.elapsed()
+            })
+            .collect(),
+    );
+    println!(
+        "compile (Cranelift, no cache):   {:>9.2} ms",
+        compile.as_secs_f64() * 1e3
+    );
 
     let dir = tempfile::tempdir()?;
     let cached = Runtime::new(
-        RuntimeConfig { cache_dir: Some(dir.path().into()), ..Default::default() },
+        RuntimeConfig {
+            cache_dir: Some(dir.path().into()),
+            ..Default::default()
+        },
         RuntimeMetrics::unregistered(),
     )?;
     cached.compile(&wasm)?;
-    let load = median((0..20).map(|_| {
-        let t = Instant::now();
-        assert!(cached.compile(&wasm).unwrap().cache_hit());
-        t.elapsed()
-    }).collect());
-    println!("load from disk cache:            {:>9.2} ms", load.as_secs_f64() * 1e3);
+    let load = median(
+        (0..20)
+            .map(|_| {
+                let t = Instant::now();
+                assert!(cached.compile(&wasm).unwrap().cache_hit());
+                t.elapsed()
+            })
+            .collect(),
+    );
+    println!(
+        "load from disk cache:            {:>9.2} ms",
+        load.as_secs_f64() * 1e3
+    );
 
     let compiled = rt.compile(&wasm)?;
-    let inst = median((0..50).map(|_| {
-        let t = Instant::now();
-        let h = rt.instantiate(&compiled, "bench", Limits::default(), Arc::new(NoCache)).unwrap();
-        let e = t.elapsed();
-        drop(h);
-        e
-    }).collect());
-    println!("instantiate:                     {:>9.1} us", inst.as_secs_f64() * 1e6);
+    let inst = median(
+        (0..50)
+            .map(|_| {
+                let t = Instant::now();
+                let h = rt
+                    .instantiate(&compiled, "bench", Limits::default(), Arc::new(NoCache))
+                    .unwrap();
+                let e = t.elapsed();
+                drop(h);
+                e
+            })
+            .collect(),
+    );
+    println!(
+        "instantiate:                     {:>9.1} us",
+        inst.as_secs_f64() * 1e6
+    );
 
     let (old, new) = (object("100"), object("101"));
-    println!("object JSON size:                {:>9} bytes", new.json.len());
+    println!(
+        "object JSON size:                {:>9} bytes",
+        new.json.len()
+    );
     let mut h = rt.instantiate(&compiled, "bench", Limits::default(), Arc::new(NoCache))?;
     for _ in 0..2_000 {
         assert_eq!(h.on_update(&old, &new, false).unwrap(), HandlerOutcome::Ok);
@@ -133,7 +186,12 @@ fn main() -> anyhow::Result<()> {
     let before = rss_kib();
     let mut instances = Vec::new();
     for i in 0..100 {
-        let mut h = rt.instantiate(&compiled, &format!("idle-{i}"), Limits::default(), Arc::new(NoCache))?;
+        let mut h = rt.instantiate(
+            &compiled,
+            &format!("idle-{i}"),
+            Limits::default(),
+            Arc::new(NoCache),
+        )?;
         h.describe().unwrap();
         h.on_update(&old, &new, false).unwrap();
         instances.push(h);

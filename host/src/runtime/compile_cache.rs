@@ -34,7 +34,11 @@ impl DiskCache {
 
     /// Path of the artifact for a wasm file with this sha256.
     pub fn path_for(&self, wasm_sha256: &[u8; 32]) -> PathBuf {
-        self.dir.join(format!("{}-{:016x}.cwasm", hex::encode(wasm_sha256), self.engine_hash))
+        self.dir.join(format!(
+            "{}-{:016x}.cwasm",
+            hex::encode(wasm_sha256),
+            self.engine_hash
+        ))
     }
 
     /// The cached component, or `None` when absent, corrupted or incompatible (then the file is
@@ -122,6 +126,9 @@ fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
     let path = dir.join(name);
-    let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
     Ok((path, file))
 }

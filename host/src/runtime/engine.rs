@@ -43,15 +43,17 @@ pub(crate) fn build_engine(max_instances: u32, max_memory_bytes: u64) -> anyhow:
 /// reference, so it never keeps the engine alive.
 pub(crate) fn spawn_epoch_ticker(engine: &Engine) -> anyhow::Result<()> {
     let weak: EngineWeak = engine.weak();
-    std::thread::Builder::new().name("kubewasm-epoch".into()).spawn(move || {
-        loop {
-            std::thread::sleep(EPOCH_TICK);
-            match weak.upgrade() {
-                Some(engine) => engine.increment_epoch(),
-                None => return,
+    std::thread::Builder::new()
+        .name("kubewasm-epoch".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(EPOCH_TICK);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => return,
+                }
             }
-        }
-    })?;
+        })?;
     Ok(())
 }
 
@@ -59,5 +61,7 @@ pub(crate) fn spawn_epoch_ticker(engine: &Engine) -> anyhow::Result<()> {
 pub(crate) fn deadline_ticks(deadline: Duration) -> u64 {
     let tick = EPOCH_TICK.as_nanos();
     let ticks = deadline.as_nanos().div_ceil(tick);
-    u64::try_from(ticks).unwrap_or(u64::MAX / 2).saturating_add(1)
+    u64::try_from(ticks)
+        .unwrap_or(u64::MAX / 2)
+        .saturating_add(1)
 }

@@ -37,7 +37,12 @@ pub struct RuntimeConfig {
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
-        Self { cache_dir: None, max_memory_bytes: 256 << 20, max_instances: 256, log_observer: None }
+        Self {
+            cache_dir: None,
+            max_memory_bytes: 256 << 20,
+            max_instances: 256,
+            log_observer: None,
+        }
     }
 }
 
@@ -101,8 +106,20 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
-        let disk_cache = config.cache_dir.clone().map(|d| DiskCache::new(d, &engine)).transpose()?;
-        Ok(Self { inner: Arc::new(RuntimeInner { engine, linker, disk_cache, config, metrics }) })
+        let disk_cache = config
+            .cache_dir
+            .clone()
+            .map(|d| DiskCache::new(d, &engine))
+            .transpose()?;
+        Ok(Self {
+            inner: Arc::new(RuntimeInner {
+                engine,
+                linker,
+                disk_cache,
+                config,
+                metrics,
+            }),
+        })
     }
 
     /// The shared engine (e.g. for benchmarks comparing raw calls).
@@ -119,14 +136,22 @@ impl Runtime {
         let Some(disk) = &inner.disk_cache else {
             let pre = self.compile_fresh(wasm)?;
             inner.metrics.compiled("uncached");
-            return Ok(CompiledHandler { pre, wasm_sha256, cache_hit: false });
+            return Ok(CompiledHandler {
+                pre,
+                wasm_sha256,
+                cache_hit: false,
+            });
         };
         let path = disk.path_for(&wasm_sha256);
         if let Some(component) = disk.load(&inner.engine, &path) {
             match check_world(&inner.engine, &inner.linker, &component) {
                 Ok(pre) => {
                     inner.metrics.compiled("hit");
-                    return Ok(CompiledHandler { pre, wasm_sha256, cache_hit: true });
+                    return Ok(CompiledHandler {
+                        pre,
+                        wasm_sha256,
+                        cache_hit: true,
+                    });
                 }
                 Err(e) => tracing::warn!(path = %path.display(), error = %e,
                     "cached artifact no longer validates; recompiling"),
@@ -135,7 +160,11 @@ impl Runtime {
         let pre = self.compile_fresh(wasm)?;
         disk.store(&path, pre.instance_pre().component());
         inner.metrics.compiled("miss");
-        Ok(CompiledHandler { pre, wasm_sha256, cache_hit: false })
+        Ok(CompiledHandler {
+            pre,
+            wasm_sha256,
+            cache_hit: false,
+        })
     }
 
     fn compile_fresh(&self, wasm: &[u8]) -> Result<HandlerPre<StoreState>, RuntimeError> {

@@ -28,7 +28,9 @@ impl cache::Host for StoreState {
         namespace: Option<String>,
         name: String,
     ) -> Result<Option<types::ObjectResult>, String> {
-        let found = self.cache.get(&api_version, &kind, namespace.as_deref(), &name)?;
+        let found = self
+            .cache
+            .get(&api_version, &kind, namespace.as_deref(), &name)?;
         Ok(found.map(|o| owned_object(&*o)))
     }
 
@@ -39,8 +41,12 @@ impl cache::Host for StoreState {
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Result<Vec<types::ObjectResult>, String> {
-        let found =
-            self.cache.list(&api_version, &kind, namespace.as_deref(), label_selector.as_deref())?;
+        let found = self.cache.list(
+            &api_version,
+            &kind,
+            namespace.as_deref(),
+            label_selector.as_deref(),
+        )?;
         Ok(found.iter().map(|o| owned_object(&**o)).collect())
     }
 }

@@ -97,7 +97,8 @@ impl HandlerInstance {
     ) -> Result<HandlerOutcome, CallError> {
         let labels = borrowed_labels(obj);
         let obj = object_param(obj, &labels);
-        self.call(|h, store| h.call_on_add(store, obj, is_in_initial_list)).map(outcome)
+        self.call(|h, store| h.call_on_add(store, obj, is_in_initial_list))
+            .map(outcome)
     }
 
     pub fn on_update(
@@ -107,8 +108,12 @@ impl HandlerInstance {
         is_sync: bool,
     ) -> Result<HandlerOutcome, CallError> {
         let (old_labels, new_labels) = (borrowed_labels(old), borrowed_labels(new));
-        let (old, new) = (object_param(old, &old_labels), object_param(new, &new_labels));
-        self.call(|h, store| h.call_on_update(store, old, new, is_sync)).map(outcome)
+        let (old, new) = (
+            object_param(old, &old_labels),
+            object_param(new, &new_labels),
+        );
+        self.call(|h, store| h.call_on_update(store, old, new, is_sync))
+            .map(outcome)
     }
 
     pub fn on_delete(
@@ -118,12 +123,16 @@ impl HandlerInstance {
     ) -> Result<HandlerOutcome, CallError> {
         let labels = borrowed_labels(obj);
         let obj = object_param(obj, &labels);
-        self.call(|h, store| h.call_on_delete(store, obj, final_state_unknown)).map(outcome)
+        self.call(|h, store| h.call_on_delete(store, obj, final_state_unknown))
+            .map(outcome)
     }
 
     fn instantiate_live(&self) -> Result<Live, String> {
-        let state =
-            StoreState::new(self.log.clone(), self.limits.memory_bytes, self.cache.clone());
+        let state = StoreState::new(
+            self.log.clone(),
+            self.limits.memory_bytes,
+            self.cache.clone(),
+        );
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
         // Start-up code runs under the same deadline as a call.
@@ -209,11 +218,18 @@ fn outcome(result: Result<(), wit::HandlerError>) -> HandlerOutcome {
 }
 
 fn borrowed_labels(obj: &dyn GuestObject) -> Vec<(&str, &str)> {
-    obj.view().labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    obj.view()
+        .labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
 }
 
 /// Borrows the object's strings; wasmtime copies them straight into guest memory.
-fn object_param<'a>(obj: &'a dyn GuestObject, labels: &'a [(&'a str, &'a str)]) -> wit::ObjectParam<'a> {
+fn object_param<'a>(
+    obj: &'a dyn GuestObject,
+    labels: &'a [(&'a str, &'a str)],
+) -> wit::ObjectParam<'a> {
     let v = obj.view();
     wit::ObjectParam {
         meta: wit::ObjectMetaParam {

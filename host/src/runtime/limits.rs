@@ -13,7 +13,10 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { deadline: Duration::from_secs(1), memory_bytes: 64 << 20 }
+        Self {
+            deadline: Duration::from_secs(1),
+            memory_bytes: 64 << 20,
+        }
     }
 }
 
@@ -36,7 +39,11 @@ pub(crate) struct MemoryLimiter {
 
 impl MemoryLimiter {
     pub fn new(cap: u64) -> Self {
-        Self { cap, total: 0, cap_hit: false }
+        Self {
+            cap,
+            total: 0,
+            cap_hit: false,
+        }
     }
 }
 
@@ -50,7 +57,11 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
         let desired_total = self.total + (desired as u64).saturating_sub(current as u64);
         if desired_total > self.cap {
             self.cap_hit = true;
-            return Err(MemoryCapExceeded { desired: desired_total, cap: self.cap }.into());
+            return Err(MemoryCapExceeded {
+                desired: desired_total,
+                cap: self.cap,
+            }
+            .into());
         }
         self.total = desired_total;
         Ok(true)

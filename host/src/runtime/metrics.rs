@@ -59,11 +59,20 @@ impl RuntimeMetrics {
     }
 
     pub(crate) fn instantiated(&self, plugin: &str) {
-        self.instantiations.get_or_create(&PluginLabels { plugin: plugin.to_owned() }).inc();
+        self.instantiations
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
     }
 
     pub(crate) fn failed(&self, plugin: &str, cause: &'static str) {
-        self.failures.get_or_create(&FailureLabels { plugin: plugin.to_owned(), cause }).inc();
+        self.failures
+            .get_or_create(&FailureLabels {
+                plugin: plugin.to_owned(),
+                cause,
+            })
+            .inc();
     }
 
     pub(crate) fn compiled(&self, result: &'static str) {
@@ -72,12 +81,21 @@ impl RuntimeMetrics {
 
     /// Instances created for `plugin` so far (for tests and diagnostics).
     pub fn instantiations(&self, plugin: &str) -> u64 {
-        self.instantiations.get_or_create(&PluginLabels { plugin: plugin.to_owned() }).get()
+        self.instantiations
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .get()
     }
 
     /// Calls of `plugin` that discarded the instance for `cause` (`trap`, `deadline`, `oom`,
     /// `instantiate`).
     pub fn failures(&self, plugin: &str, cause: &'static str) -> u64 {
-        self.failures.get_or_create(&FailureLabels { plugin: plugin.to_owned(), cause }).get()
+        self.failures
+            .get_or_create(&FailureLabels {
+                plugin: plugin.to_owned(),
+                cause,
+            })
+            .get()
     }
 }

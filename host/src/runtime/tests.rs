@@ -52,8 +52,10 @@ impl GuestObject for TestObject {
 }
 
 fn configmap(namespace: Option<&str>, name: &str, rv: &str, labels: &[(&str, &str)]) -> TestObject {
-    let labels: Vec<(String, String)> =
-        labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let labels: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let json = serde_json::json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv,
@@ -126,7 +128,9 @@ struct Shared {
 fn observer(lines: &Lines) -> LogObserver {
     let lines = lines.clone();
     Arc::new(move |plugin: &str, level: GuestLogLevel, msg: &str| {
-        lines.lock().push((plugin.to_string(), level, msg.to_string()))
+        lines
+            .lock()
+            .push((plugin.to_string(), level, msg.to_string()))
     })
 }
 
@@ -135,21 +139,39 @@ fn shared() -> &'static Shared {
     SHARED.get_or_init(|| {
         let lines = Lines::default();
         let metrics = RuntimeMetrics::unregistered();
-        let config = RuntimeConfig { log_observer: Some(observer(&lines)), ..Default::default() };
+        let config = RuntimeConfig {
+            log_observer: Some(observer(&lines)),
+            ..Default::default()
+        };
         let runtime = Runtime::new(config, metrics.clone()).unwrap();
         let logger = runtime.compile(&guest_bytes("configmap-logger")).unwrap();
         let fixture = runtime.compile(&guest_bytes("test-fixture")).unwrap();
-        Shared { runtime, metrics, lines, logger, fixture }
+        Shared {
+            runtime,
+            metrics,
+            lines,
+            logger,
+            fixture,
+        }
     })
 }
 
 fn instance(compiled: &CompiledHandler, plugin: &str, limits: Limits) -> HandlerInstance {
-    shared().runtime.instantiate(compiled, plugin, limits, Arc::new(FakeCache)).unwrap()
+    shared()
+        .runtime
+        .instantiate(compiled, plugin, limits, Arc::new(FakeCache))
+        .unwrap()
 }
 
 /// Messages logged so far by `plugin`.
 fn logged(plugin: &str) -> Vec<String> {
-    shared().lines.lock().iter().filter(|(p, ..)| p == plugin).map(|(.., m)| m.clone()).collect()
+    shared()
+        .lines
+        .lock()
+        .iter()
+        .filter(|(p, ..)| p == plugin)
+        .map(|(.., m)| m.clone())
+        .collect()
 }
 
 fn logged_with_level(plugin: &str) -> Vec<(GuestLogLevel, String)> {
@@ -182,7 +204,10 @@ fn logger_describe() {
             }],
         }
     );
-    assert!(logged("logger-describe").is_empty(), "describe logs nothing");
+    assert!(
+        logged("logger-describe").is_empty(),
+        "describe logs nothing"
+    );
 }
 
 #[test]
@@ -207,7 +232,10 @@ fn logger_logs_one_info_line_per_call() {
         "delete cluster-wide rv=5 final-state-unknown=true",
     ];
     let lines = logged_with_level(p);
-    assert_eq!(lines.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>(), expected);
+    assert_eq!(
+        lines.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>(),
+        expected
+    );
     assert!(lines.iter().all(|(l, _)| *l == GuestLogLevel::Info));
 }
 
@@ -218,11 +246,20 @@ fn logger_fail_label_maps_to_outcomes() {
     let retry = configmap(Some("n"), "r", "1", &[("kubewasm.io/fail", "retry")]);
     let fatal = configmap(Some("n"), "f", "1", &[("kubewasm.io/fail", "fatal")]);
     let other = configmap(Some("n"), "o", "1", &[("kubewasm.io/fail", "maybe")]);
-    assert_eq!(h.on_add(&retry, false).unwrap(), HandlerOutcome::Retry("kubewasm.io/fail=retry".into()));
-    assert_eq!(h.on_add(&fatal, false).unwrap(), HandlerOutcome::Fatal("kubewasm.io/fail=fatal".into()));
+    assert_eq!(
+        h.on_add(&retry, false).unwrap(),
+        HandlerOutcome::Retry("kubewasm.io/fail=retry".into())
+    );
+    assert_eq!(
+        h.on_add(&fatal, false).unwrap(),
+        HandlerOutcome::Fatal("kubewasm.io/fail=fatal".into())
+    );
     assert_eq!(h.on_add(&other, false).unwrap(), HandlerOutcome::Ok);
     // on-update decides on the *new* object.
-    assert_eq!(h.on_update(&retry, &other, false).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(
+        h.on_update(&retry, &other, false).unwrap(),
+        HandlerOutcome::Ok
+    );
     assert_eq!(
         h.on_update(&other, &fatal, false).unwrap(),
         HandlerOutcome::Fatal("kubewasm.io/fail=fatal".into())
@@ -240,9 +277,18 @@ fn trap_discards_instance_and_next_call_gets_a_fresh_one() {
     let mut h = instance(&shared().logger, p, Limits::default());
     let trap = configmap(Some("n"), "t", "3", &[("kubewasm.io/fail", "trap")]);
     let err = h.on_add(&trap, false).unwrap_err();
-    let CallError::Trap(msg) = &err else { panic!("expected a trap, got {err:?}") };
-    assert!(msg.contains("kubewasm.io/fail=trap"), "trap message carries the panic: {msg}");
-    assert_eq!(logged(p)[0], "add n/t rv=3 init=false", "the line is logged before the trap");
+    let CallError::Trap(msg) = &err else {
+        panic!("expected a trap, got {err:?}")
+    };
+    assert!(
+        msg.contains("kubewasm.io/fail=trap"),
+        "trap message carries the panic: {msg}"
+    );
+    assert_eq!(
+        logged(p)[0],
+        "add n/t rv=3 init=false",
+        "the line is logged before the trap"
+    );
     let ok = configmap(Some("n"), "ok", "4", &[]);
     assert_eq!(h.on_add(&ok, false).unwrap(), HandlerOutcome::Ok);
     let m = &shared().metrics;
@@ -256,24 +302,46 @@ fn trap_discards_instance_and_next_call_gets_a_fresh_one() {
 fn endless_loop_hits_the_deadline() {
     let p = "fixture-loop";
     let deadline = Duration::from_millis(200);
-    let mut h = instance(&shared().fixture, p, Limits { deadline, ..Limits::default() });
+    let mut h = instance(
+        &shared().fixture,
+        p,
+        Limits {
+            deadline,
+            ..Limits::default()
+        },
+    );
     let started = Instant::now();
     let err = h.on_add(&action("loop"), false).unwrap_err();
     let elapsed = started.elapsed();
     assert_eq!(err, CallError::DeadlineExceeded);
     assert!(elapsed >= deadline, "interrupted early: {elapsed:?}");
-    assert!(elapsed < deadline + Duration::from_secs(2), "interrupted late: {elapsed:?}");
-    assert_eq!(h.on_add(&action("other"), false).unwrap(), HandlerOutcome::Ok);
+    assert!(
+        elapsed < deadline + Duration::from_secs(2),
+        "interrupted late: {elapsed:?}"
+    );
+    assert_eq!(
+        h.on_add(&action("other"), false).unwrap(),
+        HandlerOutcome::Ok
+    );
     assert_eq!(shared().metrics.failures(p, "deadline"), 1);
 }
 
 #[test]
 fn memory_hog_hits_the_cap() {
     let p = "fixture-oom";
-    let limits = Limits { memory_bytes: 16 << 20, ..Limits::default() };
+    let limits = Limits {
+        memory_bytes: 16 << 20,
+        ..Limits::default()
+    };
     let mut h = instance(&shared().fixture, p, limits);
-    assert_eq!(h.on_add(&action("oom"), false).unwrap_err(), CallError::OutOfMemory);
-    assert_eq!(h.on_update(&action("x"), &action("other"), false).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(
+        h.on_add(&action("oom"), false).unwrap_err(),
+        CallError::OutOfMemory
+    );
+    assert_eq!(
+        h.on_update(&action("x"), &action("other"), false).unwrap(),
+        HandlerOutcome::Ok
+    );
     assert_eq!(shared().metrics.failures(p, "oom"), 1);
 }
 
@@ -294,11 +362,20 @@ fn no_ambient_capabilities() {
 fn cache_imports_are_forwarded_and_refusals_are_values() {
     let p = "fixture-cache";
     let mut h = instance(&shared().fixture, p, Limits::default());
-    assert_eq!(h.on_add(&action("cache-get-secret"), false).unwrap(), HandlerOutcome::Ok);
-    assert_eq!(h.on_add(&action("cache-list-configmaps"), false).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(
+        h.on_add(&action("cache-get-secret"), false).unwrap(),
+        HandlerOutcome::Ok
+    );
+    assert_eq!(
+        h.on_add(&action("cache-list-configmaps"), false).unwrap(),
+        HandlerOutcome::Ok
+    );
     assert_eq!(
         logged(p),
-        ["cache-get-secret: error: not subscribed to v1/Secret", "cache-list-configmaps: 2"]
+        [
+            "cache-get-secret: error: not subscribed to v1/Secret",
+            "cache-list-configmaps: 2"
+        ]
     );
 }
 
@@ -306,7 +383,10 @@ fn cache_imports_are_forwarded_and_refusals_are_values() {
 fn stdout_and_stderr_lines_are_logged_with_the_plugin() {
     let p = "fixture-print";
     let mut h = instance(&shared().fixture, p, Limits::default());
-    assert_eq!(h.on_add(&action("print"), false).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(
+        h.on_add(&action("print"), false).unwrap(),
+        HandlerOutcome::Ok
+    );
     assert_eq!(
         logged_with_level(p),
         [
@@ -318,13 +398,19 @@ fn stdout_and_stderr_lines_are_logged_with_the_plugin() {
 
 #[test]
 fn memory_cap_above_the_ceiling_is_refused() {
-    let limits = Limits { memory_bytes: 1 << 40, ..Limits::default() };
+    let limits = Limits {
+        memory_bytes: 1 << 40,
+        ..Limits::default()
+    };
     let err = shared()
         .runtime
         .instantiate(&shared().fixture, "too-big", limits, Arc::new(FakeCache))
         .err()
         .expect("must be refused");
-    assert!(matches!(err, RuntimeError::Instantiate(ref m) if m.contains("ceiling")), "{err}");
+    assert!(
+        matches!(err, RuntimeError::Instantiate(ref m) if m.contains("ceiling")),
+        "{err}"
+    );
 }
 
 // ---------- validation ----------
@@ -361,7 +447,10 @@ fn components_of_other_worlds_are_wrong_world() {
     )
     .unwrap();
     let err = rt.compile(&wrong_types).err().expect("must be rejected");
-    assert!(matches!(err, RuntimeError::WrongWorld(ref m) if m.contains("wrong types")), "{err}");
+    assert!(
+        matches!(err, RuntimeError::WrongWorld(ref m) if m.contains("wrong types")),
+        "{err}"
+    );
     let truncated = &guest_bytes("configmap-logger")[..4096];
     let err = rt.compile(truncated).err().expect("must be rejected");
     assert!(matches!(err, RuntimeError::Compile(_)), "{err}");
@@ -373,7 +462,10 @@ fn components_of_other_worlds_are_wrong_world() {
 fn compile_cache_hits_survive_restarts_and_corruption_recompiles() {
     let dir = tempfile::tempdir().unwrap();
     let wasm = guest_bytes("configmap-logger");
-    let config = RuntimeConfig { cache_dir: Some(dir.path().into()), ..Default::default() };
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().into()),
+        ..Default::default()
+    };
     let rt = Runtime::new(config.clone(), RuntimeMetrics::unregistered()).unwrap();
     assert!(!rt.compile(&wasm).unwrap().cache_hit());
     assert!(rt.compile(&wasm).unwrap().cache_hit());
@@ -382,11 +474,16 @@ fn compile_cache_hits_survive_restarts_and_corruption_recompiles() {
     let rt = Runtime::new(config, RuntimeMetrics::unregistered()).unwrap();
     let compiled = rt.compile(&wasm).unwrap();
     assert!(compiled.cache_hit());
-    let mut h = rt.instantiate(&compiled, "cached", Limits::default(), Arc::new(FakeCache)).unwrap();
+    let mut h = rt
+        .instantiate(&compiled, "cached", Limits::default(), Arc::new(FakeCache))
+        .unwrap();
     assert_eq!(h.describe().unwrap().name, "configmap-logger");
 
     // Corrupt the artifact: it is detected, recompiled and rewritten.
-    let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    let entries: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
     let mut bytes = std::fs::read(&entries[0]).unwrap();
     let mid = bytes.len() / 2;
@@ -394,7 +491,14 @@ fn compile_cache_hits_survive_restarts_and_corruption_recompiles() {
     std::fs::write(&entries[0], &bytes).unwrap();
     let compiled = rt.compile(&wasm).unwrap();
     assert!(!compiled.cache_hit());
-    let mut h = rt.instantiate(&compiled, "recompiled", Limits::default(), Arc::new(FakeCache)).unwrap();
+    let mut h = rt
+        .instantiate(
+            &compiled,
+            "recompiled",
+            Limits::default(),
+            Arc::new(FakeCache),
+        )
+        .unwrap();
     assert_eq!(h.describe().unwrap().name, "configmap-logger");
     assert!(rt.compile(&wasm).unwrap().cache_hit());
 
@@ -408,4 +512,77 @@ fn deadline_never_fires_early() {
     assert_eq!(engine::deadline_ticks(Duration::from_millis(200)), 21);
     assert_eq!(engine::deadline_ticks(Duration::from_millis(1)), 2);
     assert_eq!(engine::deadline_ticks(Duration::ZERO), 1);
+}
+
+#[test]
+fn guest_logs_become_tracing_events_with_the_plugin_name() {
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .finish();
+    let mut h = instance(&shared().logger, "traced", Limits::default());
+    tracing::subscriber::with_default(subscriber, || {
+        h.on_add(&configmap(Some("n"), "c", "9", &[]), true)
+            .unwrap();
+    });
+    let out = String::from_utf8(capture.0.lock().clone()).unwrap();
+    let event: serde_json::Value = out
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["target"] == "kubewasm::guest")
+        .unwrap_or_else(|| panic!("no guest event in {out}"));
+    assert_eq!(event["level"], "INFO");
+    assert_eq!(event["fields"]["plugin"], "traced");
+    assert_eq!(event["fields"]["message"], "add n/c rv=9 init=true");
+}
+
+// ---------- label-auditor ----------
+
+#[test]
+fn label_auditor_reports_drift_on_resync() {
+    let p = "auditor";
+    let compiled = shared()
+        .runtime
+        .compile(&guest_bytes("label-auditor"))
+        .unwrap();
+    let mut h = instance(&compiled, p, Limits::default());
+    let info = h.describe().unwrap();
+    assert_eq!(info.name, "label-auditor");
+    assert_eq!(info.subscriptions[0].resync_period_ms, 30_000);
+    let bad = configmap(Some("ns"), "bad", "1", &[]);
+    let good = configmap(
+        Some("ns"),
+        "good",
+        "1",
+        &[("app.kubernetes.io/name", "web")],
+    );
+    h.on_add(&bad, true).unwrap();
+    h.on_add(&good, true).unwrap();
+    // A resync replay: the full audit from `cache.list` (FakeCache serves a/one and b/two,
+    // both unlabelled, and no longer ns/bad) reports what the events missed.
+    assert_eq!(h.on_update(&good, &good, true).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(
+        logged(p),
+        [
+            "violation ns/bad: missing app.kubernetes.io/name",
+            "drift ns/bad: no longer a violator (missed event)",
+            "drift a/one: violator not seen before (missed event)",
+            "drift b/two: violator not seen before (missed event)",
+            "audit: 2 configmaps, 2 violators",
+        ]
+    );
 }

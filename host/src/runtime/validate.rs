@@ -52,7 +52,9 @@ pub(crate) fn check_world(
         )));
     }
     let pre = linker.instantiate_pre(component).map_err(|e| {
-        RuntimeError::WrongWorld(format!("imports something the host does not provide: {e:#}"))
+        RuntimeError::WrongWorld(format!(
+            "imports something the host does not provide: {e:#}"
+        ))
     })?;
     HandlerPre::new(pre)
         .map_err(|e| RuntimeError::WrongWorld(format!("exports have the wrong types: {e:#}")))

@@ -73,7 +73,12 @@ struct LineBuffer {
 
 impl LineBuffer {
     fn new(log: GuestLog, stderr: bool) -> Self {
-        Self { log, stderr, partial: Vec::new(), tail: VecDeque::new() }
+        Self {
+            log,
+            stderr,
+            partial: Vec::new(),
+            tail: VecDeque::new(),
+        }
     }
 
     fn write(&mut self, mut bytes: &[u8]) {
@@ -153,7 +158,11 @@ impl Pollable for CaptureStream {
 }
 
 impl tokio::io::AsyncWrite for CaptureStream {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         self.0.lock().write(buf);
         Poll::Ready(Ok(buf.len()))
     }

@@ -54,7 +54,11 @@ impl Guest for ConfigMapLogger {
         let m = &obj.meta;
         log(
             Level::Info,
-            &format!("add {} rv={} init={is_in_initial_list}", key(m), m.resource_version),
+            &format!(
+                "add {} rv={} init={is_in_initial_list}",
+                key(m),
+                m.resource_version
+            ),
         );
         outcome(m)
     }

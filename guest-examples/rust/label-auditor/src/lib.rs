@@ -45,7 +45,9 @@ fn key(meta: &ObjectMeta) -> String {
 }
 
 fn compliant(meta: &ObjectMeta) -> bool {
-    meta.labels.iter().any(|(k, v)| k == REQUIRED_LABEL && !v.is_empty())
+    meta.labels
+        .iter()
+        .any(|(k, v)| k == REQUIRED_LABEL && !v.is_empty())
 }
 
 /// Records the object's current status; returns true if the set changed.
@@ -68,10 +70,16 @@ fn full_audit(state: &mut State) -> Result<(), HandlerError> {
         .map(|o| key(&o.meta))
         .collect();
     for k in state.violators.difference(&fresh) {
-        log(Level::Warn, &format!("drift {k}: no longer a violator (missed event)"));
+        log(
+            Level::Warn,
+            &format!("drift {k}: no longer a violator (missed event)"),
+        );
     }
     for k in fresh.difference(&state.violators) {
-        log(Level::Warn, &format!("drift {k}: violator not seen before (missed event)"));
+        log(
+            Level::Warn,
+            &format!("drift {k}: violator not seen before (missed event)"),
+        );
     }
     log(
         Level::Info,
@@ -100,7 +108,10 @@ impl Guest for LabelAuditor {
     fn on_add(obj: Object, _is_in_initial_list: bool) -> Result<(), HandlerError> {
         STATE.with_borrow_mut(|s| {
             if record(s, &obj.meta) && !compliant(&obj.meta) {
-                log(Level::Warn, &format!("violation {}: missing {REQUIRED_LABEL}", key(&obj.meta)));
+                log(
+                    Level::Warn,
+                    &format!("violation {}: missing {REQUIRED_LABEL}", key(&obj.meta)),
+                );
             }
         });
         Ok(())
@@ -114,13 +125,20 @@ impl Guest for LabelAuditor {
                 // A resync replay should never change anything: if it does, events were missed.
                 (true, true, _) => log(Level::Warn, &format!("drift {k}: corrected on resync")),
                 (false, true, true) => log(Level::Info, &format!("fixed {k}")),
-                (false, true, false) => {
-                    log(Level::Warn, &format!("violation {k}: missing {REQUIRED_LABEL}"))
-                }
+                (false, true, false) => log(
+                    Level::Warn,
+                    &format!("violation {k}: missing {REQUIRED_LABEL}"),
+                ),
                 _ => {}
             }
-            let due = s.last_audit.is_none_or(|t| t.elapsed() >= RESYNC - RESYNC / 10);
-            if is_sync && due { full_audit(s) } else { Ok(()) }
+            let due = s
+                .last_audit
+                .is_none_or(|t| t.elapsed() >= RESYNC - RESYNC / 10);
+            if is_sync && due {
+                full_audit(s)
+            } else {
+                Ok(())
+            }
         })
     }
 

@@ -8,9 +8,9 @@ wit_bindgen::generate!({
     world: "handler",
 });
 
+use kubewasm::handler::cache;
 use kubewasm::handler::log::{Level, log};
 use kubewasm::handler::types::{ObjectMeta, Subscription};
-use kubewasm::handler::cache;
 
 struct TestFixture;
 
