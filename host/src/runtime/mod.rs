@@ -1,1 +1,36 @@
-//! runtime (in progress).
+//! The WebAssembly side of kubewasm: one wasmtime [`Engine`](wasmtime::Engine) shared by every
+//! plugin, compiled handlers cached on disk, and sandboxed instances of the `kubewasm:handler`
+//! world with a per-call deadline and a memory cap.
+//!
+//! Knows nothing about informers or watches: callers hand in borrowed [`ObjectView`]s and a
+//! [`CacheReader`], and get [`HandlerOutcome`]s or [`CallError`]s back. Calls are synchronous;
+//! the plugins layer runs each plugin on its own thread.
+
+mod bindings;
+mod compile_cache;
+mod engine;
+mod error;
+mod guest_log;
+mod handle;
+mod host_imports;
+mod instance;
+mod limits;
+mod metrics;
+mod store;
+mod types;
+mod validate;
+mod wasi;
+
+#[cfg(test)]
+mod tests;
+
+pub use engine::EPOCH_TICK;
+pub use error::{CallError, RuntimeError};
+pub use handle::{CompiledHandler, Runtime, RuntimeConfig};
+pub use instance::HandlerInstance;
+pub use limits::Limits;
+pub use metrics::RuntimeMetrics;
+pub use types::{
+    CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, LogObserver, ObjectView, PluginInfo,
+    Subscription,
+};

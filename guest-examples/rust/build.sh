@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds every Rust guest for wasm32-wasip2 and copies it to guest-examples/dist/rust-<name>.wasm.
+# Works from any directory; honours CARGO_TARGET_DIR (default: <repo>/target).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+target_dir="${CARGO_TARGET_DIR:-$repo/target}"
+dist="$repo/guest-examples/dist"
+guests=(configmap-logger label-auditor test-fixture)
+
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
+    rustup target add wasm32-wasip2
+fi
+
+cargo build --release --target wasm32-wasip2 \
+    --manifest-path "$here/Cargo.toml" --target-dir "$target_dir"
+
+mkdir -p "$dist"
+for g in "${guests[@]}"; do
+    src="$target_dir/wasm32-wasip2/release/${g//-/_}.wasm"
+    cp "$src" "$dist/rust-$g.wasm"
+    echo "built $dist/rust-$g.wasm ($(wc -c <"$src") bytes)"
+done

@@ -1,0 +1,116 @@
+//! A handler for kubewasm's own tests and benchmarks, not an example: the object's
+//! `kubewasm.io/action` label picks a misbehaviour (trap, endless loop, memory hog, attempts to
+//! use ambient capabilities) so the host's containment can be checked. Without the label every
+//! call returns at once, which is what the benchmarks measure.
+
+wit_bindgen::generate!({
+    path: "../../../wit",
+    world: "handler",
+});
+
+use kubewasm::handler::cache;
+use kubewasm::handler::log::{Level, log};
+use kubewasm::handler::types::{ObjectMeta, Subscription};
+
+struct TestFixture;
+
+fn key(meta: &ObjectMeta) -> String {
+    match &meta.namespace {
+        Some(ns) => format!("{ns}/{}", meta.name),
+        None => meta.name.clone(),
+    }
+}
+
+fn info(msg: &str) {
+    log(Level::Info, msg);
+}
+
+/// Performs the action named by the `kubewasm.io/action` label.
+fn act(meta: &ObjectMeta) -> Result<(), HandlerError> {
+    let Some(action) = meta
+        .labels
+        .iter()
+        .find(|(k, _)| k == "kubewasm.io/action")
+        .map(|(_, v)| v.as_str())
+    else {
+        return Ok(());
+    };
+    match action {
+        "trap" => panic!("test-fixture: trap requested for {}", key(meta)),
+        "loop" => {
+            let mut i: u64 = 0;
+            loop {
+                i = std::hint::black_box(i.wrapping_add(1));
+            }
+        }
+        "oom" => {
+            let mut hoard: Vec<Vec<u8>> = Vec::new();
+            loop {
+                // Touch every page so the memory is really committed.
+                hoard.push(vec![1u8; 1 << 20]);
+                std::hint::black_box(&hoard);
+            }
+        }
+        "read-file" => match std::fs::read("/etc/passwd") {
+            Ok(_) => info("read-file: ALLOWED"),
+            Err(e) => info(&format!("read-file: denied: {e}")),
+        },
+        "env" => {
+            let vars = std::env::vars().count();
+            let args = std::env::args().count();
+            if vars == 0 && args == 0 {
+                info("env: none visible");
+            } else {
+                info(&format!("env: VISIBLE vars={vars} args={args}"));
+            }
+        }
+        "net" => match std::net::TcpStream::connect("127.0.0.1:80") {
+            Ok(_) => info("net: ALLOWED"),
+            Err(e) => info(&format!("net: denied: {e}")),
+        },
+        "cache-get-secret" => match cache::get("v1", "Secret", Some("default"), "anything") {
+            Ok(_) => info("cache-get-secret: ALLOWED"),
+            Err(e) => info(&format!("cache-get-secret: error: {e}")),
+        },
+        "cache-list-configmaps" => match cache::list("v1", "ConfigMap", None, None) {
+            Ok(objs) => info(&format!("cache-list-configmaps: {}", objs.len())),
+            Err(e) => info(&format!("cache-list-configmaps: error: {e}")),
+        },
+        "print" => {
+            println!("print: stdout {}", key(meta));
+            eprintln!("print: stderr {}", key(meta));
+        }
+        _ => info(&format!("ok {}", key(meta))),
+    }
+    Ok(())
+}
+
+impl Guest for TestFixture {
+    fn describe() -> PluginInfo {
+        PluginInfo {
+            name: "test-fixture".to_string(),
+            subscriptions: vec![Subscription {
+                api_version: "v1".to_string(),
+                kind: "ConfigMap".to_string(),
+                namespace: None,
+                label_selector: None,
+                field_selector: None,
+                resync_period_ms: 0,
+            }],
+        }
+    }
+
+    fn on_add(obj: Object, _is_in_initial_list: bool) -> Result<(), HandlerError> {
+        act(&obj.meta)
+    }
+
+    fn on_update(_old: Object, new: Object, _is_sync: bool) -> Result<(), HandlerError> {
+        act(&new.meta)
+    }
+
+    fn on_delete(_obj: Object, _final_state_unknown: bool) -> Result<(), HandlerError> {
+        Ok(())
+    }
+}
+
+export!(TestFixture);

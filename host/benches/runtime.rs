@@ -1,0 +1,206 @@
+//! Micro-benchmark of the WASM runtime alone (no informers): compile, cached load,
+//! instantiation, per-call cost of the no-op path, idle memory per instance.
+//!
+//! Run `guest-examples/rust/build.sh`, then `cargo bench -p kubewasm --bench runtime`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kubewasm::runtime::{
+    CacheReader, GuestObject, HandlerOutcome, Limits, ObjectView, Runtime, RuntimeConfig,
+    RuntimeMetrics,
+};
+
+struct Obj {
+    name: String,
+    rv: String,
+    labels: Vec<(String, String)>,
+    json: String,
+}
+
+impl GuestObject for Obj {
+    fn view(&self) -> ObjectView<'_> {
+        ObjectView {
+            api_version: "v1",
+            kind: "ConfigMap",
+            namespace: Some("default"),
+            name: &self.name,
+            uid: "0b7c3e1e-5f2a-4c1e-9a43-2d1f0c9e8b11",
+            resource_version: &self.rv,
+            generation: None,
+            labels: &self.labels,
+            json: &self.json,
+        }
+    }
+}
+
+/// A ConfigMap whose JSON is about 2 KB.
+fn object(rv: &str) -> Obj {
+    let data: String = (0..30)
+        .map(|i| format!(r#""key-{i:02}":"value-{i:02}-{}","#, "x".repeat(40)))
+        .collect();
+    let json = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"bench","namespace":"default","resourceVersion":"{rv}","labels":{{"app":"bench","tier":"web"}}}},"data":{{{}}}}}"#,
+        data.trim_end_matches(',')
+    );
+    Obj {
+        name: "bench".into(),
+        rv: rv.into(),
+        labels: vec![
+            ("app".into(), "bench".into()),
+            ("tier".into(), "web".into()),
+        ],
+        json,
+    }
+}
+
+struct NoCache;
+
+impl CacheReader for NoCache {
+    fn get(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<&str>,
+        _: &str,
+    ) -> Result<Option<Arc<dyn GuestObject>>, String> {
+        Ok(None)
+    }
+    fn list(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
+        Ok(Vec::new())
+    }
+}
+
+fn rss_kib() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    pages * 4
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() -> anyhow::Result<()> {
+    let dist = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dist");
+    let path = dist.join("rust-test-fixture.wasm");
+    let wasm = std::fs::read(&path).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {e}; run guest-examples/rust/build.sh first",
+            path.display()
+        )
+    })?;
+    println!("guest: {} ({} KiB)", path.display(), wasm.len() / 1024);
+
+    let rt = Runtime::new(RuntimeConfig::default(), RuntimeMetrics::unregistered())?;
+    let compile = median(
+        (0..3)
+            .map(|_| {
+                let t = Instant::now();
+                rt.compile(&wasm).unwrap();
+                t.elapsed()
+            })
+            .collect(),
+    );
+    println!(
+        "compile (Cranelift, no cache):   {:>9.2} ms",
+        compile.as_secs_f64() * 1e3
+    );
+
+    let dir = tempfile::tempdir()?;
+    let cached = Runtime::new(
+        RuntimeConfig {
+            cache_dir: Some(dir.path().into()),
+            ..Default::default()
+        },
+        RuntimeMetrics::unregistered(),
+    )?;
+    cached.compile(&wasm)?;
+    let load = median(
+        (0..20)
+            .map(|_| {
+                let t = Instant::now();
+                assert!(cached.compile(&wasm).unwrap().cache_hit());
+                t.elapsed()
+            })
+            .collect(),
+    );
+    println!(
+        "load from disk cache:            {:>9.2} ms",
+        load.as_secs_f64() * 1e3
+    );
+
+    let compiled = rt.compile(&wasm)?;
+    let inst = median(
+        (0..50)
+            .map(|_| {
+                let t = Instant::now();
+                let h = rt
+                    .instantiate(&compiled, "bench", Limits::default(), Arc::new(NoCache))
+                    .unwrap();
+                let e = t.elapsed();
+                drop(h);
+                e
+            })
+            .collect(),
+    );
+    println!(
+        "instantiate:                     {:>9.1} us",
+        inst.as_secs_f64() * 1e6
+    );
+
+    let (old, new) = (object("100"), object("101"));
+    println!(
+        "object JSON size:                {:>9} bytes",
+        new.json.len()
+    );
+    let mut h = rt.instantiate(&compiled, "bench", Limits::default(), Arc::new(NoCache))?;
+    for _ in 0..2_000 {
+        assert_eq!(h.on_update(&old, &new, false).unwrap(), HandlerOutcome::Ok);
+    }
+    let n = 50_000;
+    let t = Instant::now();
+    for _ in 0..n {
+        h.on_update(&old, &new, false).unwrap();
+    }
+    let per_call = t.elapsed() / n;
+    println!(
+        "on-update, 2 x ~2 KB, no-op:     {:>9.2} us/call ({:.0} calls/s)",
+        per_call.as_secs_f64() * 1e6,
+        1.0 / per_call.as_secs_f64()
+    );
+    drop(h);
+
+    let before = rss_kib();
+    let mut instances = Vec::new();
+    for i in 0..100 {
+        let mut h = rt.instantiate(
+            &compiled,
+            &format!("idle-{i}"),
+            Limits::default(),
+            Arc::new(NoCache),
+        )?;
+        h.describe().unwrap();
+        h.on_update(&old, &new, false).unwrap();
+        instances.push(h);
+    }
+    let after = rss_kib();
+    println!(
+        "idle RSS per instance:           {:>9} KiB (100 instances, +{} KiB)",
+        after.saturating_sub(before) / 100,
+        after.saturating_sub(before)
+    );
+    Ok(())
+}

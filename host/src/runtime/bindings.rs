@@ -1,0 +1,11 @@
+//! Host bindings generated from `wit/handler.wit`.
+//!
+//! Borrowing ownership makes export parameters (`ObjectParam<'a>`) borrow the host's strings,
+//! so an object's JSON is copied once, straight into guest memory; objects the host returns from
+//! `cache` imports use the owned twin (`ObjectResult`).
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "handler",
+    ownership: Borrowing { duplicate_if_necessary: true },
+});

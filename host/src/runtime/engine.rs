@@ -1,0 +1,67 @@
+//! The one wasmtime `Engine`: component model, pooling allocator sized from the runtime's
+//! configuration, epoch interruption driven by a ticker thread.
+
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// Granularity of call deadlines: the ticker bumps the engine's epoch this often, so a deadline
+/// fires between `deadline` and `deadline + EPOCH_TICK` after the call started.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Pool shape for `max_instances` handler instances whose memories may each reach
+/// `max_memory_bytes`. Pooling makes instantiation a slot reuse instead of mmap/munmap, which
+/// keeps the "fresh instance after a trap" path cheap.
+pub(crate) fn build_engine(max_instances: u32, max_memory_bytes: u64) -> anyhow::Result<Engine> {
+    let max_memory = usize::try_from(max_memory_bytes)?;
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(max_instances)
+        // A Rust wasip2 component has a handful of core instances, one or two memories and a
+        // few tables (wit-component shims); leave headroom for other toolchains.
+        .max_core_instances_per_component(32)
+        .total_core_instances(max_instances.saturating_mul(8))
+        .max_memories_per_component(4)
+        .total_memories(max_instances.saturating_mul(2))
+        .max_tables_per_component(8)
+        .total_tables(max_instances.saturating_mul(4))
+        .max_memory_size(max_memory);
+
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .epoch_interruption(true)
+        // Reserve only what the cap allows instead of 4 GiB per slot: the pool stays small in
+        // address space at the price of explicit bounds checks.
+        .memory_reservation(max_memory_bytes)
+        .memory_reservation_for_growth(0)
+        .memory_guard_size(64 << 10)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Ok(Engine::new(&config)?)
+}
+
+/// Bumps the epoch every [`EPOCH_TICK`] until the engine is dropped; holds only a weak
+/// reference, so it never keeps the engine alive.
+pub(crate) fn spawn_epoch_ticker(engine: &Engine) -> anyhow::Result<()> {
+    let weak: EngineWeak = engine.weak();
+    std::thread::Builder::new()
+        .name("kubewasm-epoch".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(EPOCH_TICK);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => return,
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// Epoch ticks that guarantee at least `deadline` of run time.
+pub(crate) fn deadline_ticks(deadline: Duration) -> u64 {
+    let tick = EPOCH_TICK.as_nanos();
+    let ticks = deadline.as_nanos().div_ceil(tick);
+    u64::try_from(ticks)
+        .unwrap_or(u64::MAX / 2)
+        .saturating_add(1)
+}

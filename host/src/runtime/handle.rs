@@ -1,0 +1,198 @@
+//! [`Runtime`]: the shared engine, linker and compile cache; turns bytes into
+//! [`CompiledHandler`]s and those into [`HandlerInstance`]s.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::{Component, HasSelf, Linker};
+
+use super::bindings::{Handler, HandlerPre};
+use super::compile_cache::DiskCache;
+use super::engine::{build_engine, spawn_epoch_ticker};
+use super::error::RuntimeError;
+use super::instance::HandlerInstance;
+use super::limits::Limits;
+use super::metrics::RuntimeMetrics;
+use super::store::StoreState;
+use super::types::{CacheReader, LogObserver};
+use super::validate::{check_binary, check_world};
+
+/// Process-wide runtime settings; per-plugin settings are [`Limits`].
+#[derive(Clone)]
+pub struct RuntimeConfig {
+    /// Where compiled artifacts are kept across restarts; `None` compiles every time.
+    pub cache_dir: Option<PathBuf>,
+    /// Ceiling for any plugin's memory cap; sizes the pooling allocator's memory slots.
+    pub max_memory_bytes: u64,
+    /// Instances that may exist at once (pool size): plugins, plus their replacements during a
+    /// hot swap, plus one-off checks.
+    pub max_instances: u32,
+    /// Taps guest log lines (tests); they always go to `tracing` as well.
+    pub log_observer: Option<LogObserver>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            max_memory_bytes: 256 << 20,
+            max_instances: 256,
+            log_observer: None,
+        }
+    }
+}
+
+impl fmt::Debug for RuntimeConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeConfig")
+            .field("cache_dir", &self.cache_dir)
+            .field("max_memory_bytes", &self.max_memory_bytes)
+            .field("max_instances", &self.max_instances)
+            .field("log_observer", &self.log_observer.as_ref().map(|_| "<fn>"))
+            .finish()
+    }
+}
+
+/// The wasmtime machinery shared by all plugins; clones are cheap handles to the same engine.
+#[derive(Clone)]
+pub struct Runtime {
+    pub(crate) inner: Arc<RuntimeInner>,
+}
+
+pub(crate) struct RuntimeInner {
+    pub engine: Engine,
+    pub linker: Linker<StoreState>,
+    pub disk_cache: Option<DiskCache>,
+    pub config: RuntimeConfig,
+    pub metrics: RuntimeMetrics,
+}
+
+/// A validated, compiled handler, ready to instantiate any number of times; cheap to clone.
+#[derive(Clone)]
+pub struct CompiledHandler {
+    pub(crate) pre: HandlerPre<StoreState>,
+    wasm_sha256: [u8; 32],
+    cache_hit: bool,
+}
+
+impl CompiledHandler {
+    /// Whether the artifact came from the disk cache instead of Cranelift.
+    pub fn cache_hit(&self) -> bool {
+        self.cache_hit
+    }
+
+    /// Hex sha256 of the wasm bytes, identifying the handler version (e.g. to ignore a re-drop
+    /// of an unchanged file).
+    pub fn wasm_sha256(&self) -> String {
+        hex::encode(self.wasm_sha256)
+    }
+
+    /// The underlying wasmtime component.
+    pub fn component(&self) -> &Component {
+        self.pre.instance_pre().component()
+    }
+}
+
+impl Runtime {
+    /// Builds the engine (pool sized by `config`), starts its epoch ticker and links WASI p2
+    /// plus the world's imports once for all plugins.
+    pub fn new(config: RuntimeConfig, metrics: RuntimeMetrics) -> anyhow::Result<Self> {
+        let engine = build_engine(config.max_instances, config.max_memory_bytes)?;
+        spawn_epoch_ticker(&engine)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+        let disk_cache = config
+            .cache_dir
+            .clone()
+            .map(|d| DiskCache::new(d, &engine))
+            .transpose()?;
+        Ok(Self {
+            inner: Arc::new(RuntimeInner {
+                engine,
+                linker,
+                disk_cache,
+                config,
+                metrics,
+            }),
+        })
+    }
+
+    /// The shared engine (e.g. for benchmarks comparing raw calls).
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Validates and compiles `wasm`, or loads it from the disk cache when configured (see
+    /// [`CompiledHandler::cache_hit`]). A corrupted cache entry is recompiled, never loaded.
+    pub fn compile(&self, wasm: &[u8]) -> Result<CompiledHandler, RuntimeError> {
+        check_binary(wasm)?;
+        let inner = &*self.inner;
+        let wasm_sha256: [u8; 32] = Sha256::digest(wasm).into();
+        let Some(disk) = &inner.disk_cache else {
+            let pre = self.compile_fresh(wasm)?;
+            inner.metrics.compiled("uncached");
+            return Ok(CompiledHandler {
+                pre,
+                wasm_sha256,
+                cache_hit: false,
+            });
+        };
+        let path = disk.path_for(&wasm_sha256);
+        if let Some(component) = disk.load(&inner.engine, &path) {
+            match check_world(&inner.engine, &inner.linker, &component) {
+                Ok(pre) => {
+                    inner.metrics.compiled("hit");
+                    return Ok(CompiledHandler {
+                        pre,
+                        wasm_sha256,
+                        cache_hit: true,
+                    });
+                }
+                Err(e) => tracing::warn!(path = %path.display(), error = %e,
+                    "cached artifact no longer validates; recompiling"),
+            }
+        }
+        let pre = self.compile_fresh(wasm)?;
+        disk.store(&path, pre.instance_pre().component());
+        inner.metrics.compiled("miss");
+        Ok(CompiledHandler {
+            pre,
+            wasm_sha256,
+            cache_hit: false,
+        })
+    }
+
+    fn compile_fresh(&self, wasm: &[u8]) -> Result<HandlerPre<StoreState>, RuntimeError> {
+        let started = Instant::now();
+        let component = Component::from_binary(&self.inner.engine, wasm)
+            .map_err(|e| RuntimeError::Compile(format!("{e:#}")))?;
+        tracing::debug!(target: "kubewasm::runtime", bytes = wasm.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64, "compiled component");
+        check_world(&self.inner.engine, &self.inner.linker, &component)
+    }
+
+    /// Creates `plugin_name`'s instance right away, so a handler whose start-up traps or does not
+    /// fit its limits is rejected here rather than on its first event.
+    pub fn instantiate(
+        &self,
+        compiled: &CompiledHandler,
+        plugin_name: &str,
+        limits: Limits,
+        cache: Arc<dyn CacheReader>,
+    ) -> Result<HandlerInstance, RuntimeError> {
+        let ceiling = self.inner.config.max_memory_bytes;
+        if limits.memory_bytes > ceiling {
+            return Err(RuntimeError::Instantiate(format!(
+                "memory cap of {} bytes exceeds the runtime's ceiling of {ceiling} bytes",
+                limits.memory_bytes
+            )));
+        }
+        HandlerInstance::new(self.clone(), compiled.clone(), plugin_name, limits, cache)
+            .map_err(RuntimeError::Instantiate)
+    }
+}

@@ -1,0 +1,80 @@
+//! Per-plugin resource limits and the wasmtime limiter that enforces the memory cap.
+
+use std::time::Duration;
+
+/// Per-plugin limits, set from the plugin's manifest or the defaults (1 s, 64 MiB).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest a single call (or instantiation) may run before it is interrupted.
+    pub deadline: Duration,
+    /// Cap on the sum of the instance's linear memories.
+    pub memory_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_secs(1),
+            memory_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Error a memory growth beyond the cap raises; it traps the guest at the `memory.grow` (rather
+/// than letting the allocator see -1) so the cause is unambiguous and the call ends at once.
+#[derive(Debug, thiserror::Error)]
+#[error("linear memory would grow to {desired} bytes, over the plugin's cap of {cap} bytes")]
+pub(crate) struct MemoryCapExceeded {
+    pub desired: u64,
+    pub cap: u64,
+}
+
+/// Tracks the total linear memory of one instance against its cap.
+pub(crate) struct MemoryLimiter {
+    cap: u64,
+    total: u64,
+    /// Set when a growth was refused; lets the caller classify the resulting failure.
+    pub cap_hit: bool,
+}
+
+impl MemoryLimiter {
+    pub fn new(cap: u64) -> Self {
+        Self {
+            cap,
+            total: 0,
+            cap_hit: false,
+        }
+    }
+}
+
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let desired_total = self.total + (desired as u64).saturating_sub(current as u64);
+        if desired_total > self.cap {
+            self.cap_hit = true;
+            return Err(MemoryCapExceeded {
+                desired: desired_total,
+                cap: self.cap,
+            }
+            .into());
+        }
+        self.total = desired_total;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // Tables hold function references; a generous fixed bound keeps them from being a
+        // way around the memory cap.
+        Ok(desired <= 100_000)
+    }
+}

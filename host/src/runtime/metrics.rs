@@ -1,0 +1,101 @@
+//! Prometheus figures of the runtime: instantiations and discarded instances per plugin,
+//! compile cache effectiveness.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    plugin: String,
+    cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CompileLabels {
+    result: &'static str,
+}
+
+/// Handles to the runtime's counters; clones share the same series.
+#[derive(Clone, Debug, Default)]
+pub struct RuntimeMetrics {
+    instantiations: Family<PluginLabels, Counter>,
+    failures: Family<FailureLabels, Counter>,
+    compiles: Family<CompileLabels, Counter>,
+}
+
+impl RuntimeMetrics {
+    /// Registers `kubewasm_runtime_*` series in `registry` (pass the root registry: names are
+    /// already prefixed).
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        registry.register(
+            "kubewasm_runtime_instantiations",
+            "Handler instances created, including fresh ones after a failed call",
+            m.instantiations.clone(),
+        );
+        registry.register(
+            "kubewasm_runtime_instance_failures",
+            "Calls that discarded their instance, by cause (trap, deadline, oom, instantiate)",
+            m.failures.clone(),
+        );
+        registry.register(
+            "kubewasm_runtime_compiles",
+            "Component loads by result: hit (disk cache), miss (compiled, cached), uncached",
+            m.compiles.clone(),
+        );
+        m
+    }
+
+    /// Counters that go nowhere, for tests and one-shot tools such as `kubewasm check`.
+    pub fn unregistered() -> Self {
+        Self::default()
+    }
+
+    pub(crate) fn instantiated(&self, plugin: &str) {
+        self.instantiations
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn failed(&self, plugin: &str, cause: &'static str) {
+        self.failures
+            .get_or_create(&FailureLabels {
+                plugin: plugin.to_owned(),
+                cause,
+            })
+            .inc();
+    }
+
+    pub(crate) fn compiled(&self, result: &'static str) {
+        self.compiles.get_or_create(&CompileLabels { result }).inc();
+    }
+
+    /// Instances created for `plugin` so far (for tests and diagnostics).
+    pub fn instantiations(&self, plugin: &str) -> u64 {
+        self.instantiations
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .get()
+    }
+
+    /// Calls of `plugin` that discarded the instance for `cause` (`trap`, `deadline`, `oom`,
+    /// `instantiate`).
+    pub fn failures(&self, plugin: &str, cause: &'static str) -> u64 {
+        self.failures
+            .get_or_create(&FailureLabels {
+                plugin: plugin.to_owned(),
+                cause,
+            })
+            .get()
+    }
+}

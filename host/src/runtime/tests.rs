@@ -1,0 +1,588 @@
+//! Runtime tests against the real Rust guests in `guest-examples/dist/` (built by
+//! `guest-examples/rust/build.sh`).
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::*;
+
+// ---------- fixtures ----------
+
+fn guest_bytes(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../guest-examples/dist")
+        .join(format!("rust-{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read {} ({e}); build the guests first: guest-examples/rust/build.sh",
+            path.display()
+        )
+    })
+}
+
+/// A Kubernetes object owned by the test.
+struct TestObject {
+    api_version: String,
+    kind: String,
+    namespace: Option<String>,
+    name: String,
+    uid: String,
+    resource_version: String,
+    labels: Vec<(String, String)>,
+    json: String,
+}
+
+impl GuestObject for TestObject {
+    fn view(&self) -> ObjectView<'_> {
+        ObjectView {
+            api_version: &self.api_version,
+            kind: &self.kind,
+            namespace: self.namespace.as_deref(),
+            name: &self.name,
+            uid: &self.uid,
+            resource_version: &self.resource_version,
+            generation: None,
+            labels: &self.labels,
+            json: &self.json,
+        }
+    }
+}
+
+fn configmap(namespace: Option<&str>, name: &str, rv: &str, labels: &[(&str, &str)]) -> TestObject {
+    let labels: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let json = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv,
+                     "labels": labels.iter().cloned().collect::<std::collections::BTreeMap<_, _>>()},
+        "data": {"k": "v"},
+    })
+    .to_string();
+    TestObject {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: namespace.map(Into::into),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        resource_version: rv.into(),
+        labels,
+        json,
+    }
+}
+
+fn action(action: &str) -> TestObject {
+    configmap(Some("ns"), action, "1", &[("kubewasm.io/action", action)])
+}
+
+/// Serves two ConfigMaps; refuses every other kind like the plugins layer does.
+struct FakeCache;
+
+impl CacheReader for FakeCache {
+    fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<dyn GuestObject>>, String> {
+        if (api_version, kind) != ("v1", "ConfigMap") {
+            return Err(format!("not subscribed to {api_version}/{kind}"));
+        }
+        Ok(Some(Arc::new(configmap(namespace, name, "7", &[]))))
+    }
+
+    fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        _namespace: Option<&str>,
+        _label_selector: Option<&str>,
+    ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
+        if (api_version, kind) != ("v1", "ConfigMap") {
+            return Err(format!("not subscribed to {api_version}/{kind}"));
+        }
+        Ok(vec![
+            Arc::new(configmap(Some("a"), "one", "1", &[])),
+            Arc::new(configmap(Some("b"), "two", "2", &[])),
+        ])
+    }
+}
+
+type Lines = Arc<Mutex<Vec<(String, GuestLogLevel, String)>>>;
+
+/// One runtime and one compile of each guest for all tests; tests tell their logs apart by
+/// giving each instance a unique plugin name.
+struct Shared {
+    runtime: Runtime,
+    metrics: RuntimeMetrics,
+    lines: Lines,
+    logger: CompiledHandler,
+    fixture: CompiledHandler,
+}
+
+fn observer(lines: &Lines) -> LogObserver {
+    let lines = lines.clone();
+    Arc::new(move |plugin: &str, level: GuestLogLevel, msg: &str| {
+        lines
+            .lock()
+            .push((plugin.to_string(), level, msg.to_string()))
+    })
+}
+
+fn shared() -> &'static Shared {
+    static SHARED: OnceLock<Shared> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let lines = Lines::default();
+        let metrics = RuntimeMetrics::unregistered();
+        let config = RuntimeConfig {
+            log_observer: Some(observer(&lines)),
+            ..Default::default()
+        };
+        let runtime = Runtime::new(config, metrics.clone()).unwrap();
+        let logger = runtime.compile(&guest_bytes("configmap-logger")).unwrap();
+        let fixture = runtime.compile(&guest_bytes("test-fixture")).unwrap();
+        Shared {
+            runtime,
+            metrics,
+            lines,
+            logger,
+            fixture,
+        }
+    })
+}
+
+fn instance(compiled: &CompiledHandler, plugin: &str, limits: Limits) -> HandlerInstance {
+    shared()
+        .runtime
+        .instantiate(compiled, plugin, limits, Arc::new(FakeCache))
+        .unwrap()
+}
+
+/// Messages logged so far by `plugin`.
+fn logged(plugin: &str) -> Vec<String> {
+    shared()
+        .lines
+        .lock()
+        .iter()
+        .filter(|(p, ..)| p == plugin)
+        .map(|(.., m)| m.clone())
+        .collect()
+}
+
+fn logged_with_level(plugin: &str) -> Vec<(GuestLogLevel, String)> {
+    shared()
+        .lines
+        .lock()
+        .iter()
+        .filter(|(p, ..)| p == plugin)
+        .map(|(_, l, m)| (*l, m.clone()))
+        .collect()
+}
+
+// ---------- configmap-logger: the reference behaviour ----------
+
+#[test]
+fn logger_describe() {
+    let mut h = instance(&shared().logger, "logger-describe", Limits::default());
+    let info = h.describe().unwrap();
+    assert_eq!(
+        info,
+        PluginInfo {
+            name: "configmap-logger".into(),
+            subscriptions: vec![Subscription {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: None,
+                label_selector: None,
+                field_selector: None,
+                resync_period_ms: 0,
+            }],
+        }
+    );
+    assert!(
+        logged("logger-describe").is_empty(),
+        "describe logs nothing"
+    );
+}
+
+#[test]
+fn logger_logs_one_info_line_per_call() {
+    let p = "logger-lines";
+    let mut h = instance(&shared().logger, p, Limits::default());
+    let a = configmap(Some("default"), "cfg", "10", &[]);
+    let b = configmap(Some("default"), "cfg", "11", &[]);
+    let c = configmap(None, "cluster-wide", "5", &[]);
+    assert_eq!(h.on_add(&a, true).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(h.on_add(&c, false).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(h.on_update(&a, &b, false).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(h.on_update(&b, &b, true).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(h.on_delete(&b, false).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(h.on_delete(&c, true).unwrap(), HandlerOutcome::Ok);
+    let expected = [
+        "add default/cfg rv=10 init=true",
+        "add cluster-wide rv=5 init=false",
+        "update default/cfg rv=10->11 sync=false",
+        "update default/cfg rv=11->11 sync=true",
+        "delete default/cfg rv=11 final-state-unknown=false",
+        "delete cluster-wide rv=5 final-state-unknown=true",
+    ];
+    let lines = logged_with_level(p);
+    assert_eq!(
+        lines.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>(),
+        expected
+    );
+    assert!(lines.iter().all(|(l, _)| *l == GuestLogLevel::Info));
+}
+
+#[test]
+fn logger_fail_label_maps_to_outcomes() {
+    let p = "logger-outcomes";
+    let mut h = instance(&shared().logger, p, Limits::default());
+    let retry = configmap(Some("n"), "r", "1", &[("kubewasm.io/fail", "retry")]);
+    let fatal = configmap(Some("n"), "f", "1", &[("kubewasm.io/fail", "fatal")]);
+    let other = configmap(Some("n"), "o", "1", &[("kubewasm.io/fail", "maybe")]);
+    assert_eq!(
+        h.on_add(&retry, false).unwrap(),
+        HandlerOutcome::Retry("kubewasm.io/fail=retry".into())
+    );
+    assert_eq!(
+        h.on_add(&fatal, false).unwrap(),
+        HandlerOutcome::Fatal("kubewasm.io/fail=fatal".into())
+    );
+    assert_eq!(h.on_add(&other, false).unwrap(), HandlerOutcome::Ok);
+    // on-update decides on the *new* object.
+    assert_eq!(
+        h.on_update(&retry, &other, false).unwrap(),
+        HandlerOutcome::Ok
+    );
+    assert_eq!(
+        h.on_update(&other, &fatal, false).unwrap(),
+        HandlerOutcome::Fatal("kubewasm.io/fail=fatal".into())
+    );
+    assert_eq!(
+        h.on_delete(&retry, false).unwrap(),
+        HandlerOutcome::Retry("kubewasm.io/fail=retry".into())
+    );
+    assert_eq!(logged(p).len(), 6);
+}
+
+#[test]
+fn trap_discards_instance_and_next_call_gets_a_fresh_one() {
+    let p = "logger-trap";
+    let mut h = instance(&shared().logger, p, Limits::default());
+    let trap = configmap(Some("n"), "t", "3", &[("kubewasm.io/fail", "trap")]);
+    let err = h.on_add(&trap, false).unwrap_err();
+    let CallError::Trap(msg) = &err else {
+        panic!("expected a trap, got {err:?}")
+    };
+    assert!(
+        msg.contains("kubewasm.io/fail=trap"),
+        "trap message carries the panic: {msg}"
+    );
+    assert_eq!(
+        logged(p)[0],
+        "add n/t rv=3 init=false",
+        "the line is logged before the trap"
+    );
+    let ok = configmap(Some("n"), "ok", "4", &[]);
+    assert_eq!(h.on_add(&ok, false).unwrap(), HandlerOutcome::Ok);
+    let m = &shared().metrics;
+    assert_eq!(m.instantiations(p), 2);
+    assert_eq!(m.failures(p, "trap"), 1);
+}
+
+// ---------- containment ----------
+
+#[test]
+fn endless_loop_hits_the_deadline() {
+    let p = "fixture-loop";
+    let deadline = Duration::from_millis(200);
+    let mut h = instance(
+        &shared().fixture,
+        p,
+        Limits {
+            deadline,
+            ..Limits::default()
+        },
+    );
+    let started = Instant::now();
+    let err = h.on_add(&action("loop"), false).unwrap_err();
+    let elapsed = started.elapsed();
+    assert_eq!(err, CallError::DeadlineExceeded);
+    assert!(elapsed >= deadline, "interrupted early: {elapsed:?}");
+    assert!(
+        elapsed < deadline + Duration::from_secs(2),
+        "interrupted late: {elapsed:?}"
+    );
+    assert_eq!(
+        h.on_add(&action("other"), false).unwrap(),
+        HandlerOutcome::Ok
+    );
+    assert_eq!(shared().metrics.failures(p, "deadline"), 1);
+}
+
+#[test]
+fn memory_hog_hits_the_cap() {
+    let p = "fixture-oom";
+    let limits = Limits {
+        memory_bytes: 16 << 20,
+        ..Limits::default()
+    };
+    let mut h = instance(&shared().fixture, p, limits);
+    assert_eq!(
+        h.on_add(&action("oom"), false).unwrap_err(),
+        CallError::OutOfMemory
+    );
+    assert_eq!(
+        h.on_update(&action("x"), &action("other"), false).unwrap(),
+        HandlerOutcome::Ok
+    );
+    assert_eq!(shared().metrics.failures(p, "oom"), 1);
+}
+
+#[test]
+fn no_ambient_capabilities() {
+    let p = "fixture-ambient";
+    let mut h = instance(&shared().fixture, p, Limits::default());
+    for a in ["read-file", "env", "net"] {
+        assert_eq!(h.on_add(&action(a), false).unwrap(), HandlerOutcome::Ok);
+    }
+    let lines = logged(p);
+    assert!(lines[0].starts_with("read-file: denied: "), "{lines:?}");
+    assert_eq!(lines[1], "env: none visible");
+    assert!(lines[2].starts_with("net: denied: "), "{lines:?}");
+}
+
+#[test]
+fn cache_imports_are_forwarded_and_refusals_are_values() {
+    let p = "fixture-cache";
+    let mut h = instance(&shared().fixture, p, Limits::default());
+    assert_eq!(
+        h.on_add(&action("cache-get-secret"), false).unwrap(),
+        HandlerOutcome::Ok
+    );
+    assert_eq!(
+        h.on_add(&action("cache-list-configmaps"), false).unwrap(),
+        HandlerOutcome::Ok
+    );
+    assert_eq!(
+        logged(p),
+        [
+            "cache-get-secret: error: not subscribed to v1/Secret",
+            "cache-list-configmaps: 2"
+        ]
+    );
+}
+
+#[test]
+fn stdout_and_stderr_lines_are_logged_with_the_plugin() {
+    let p = "fixture-print";
+    let mut h = instance(&shared().fixture, p, Limits::default());
+    assert_eq!(
+        h.on_add(&action("print"), false).unwrap(),
+        HandlerOutcome::Ok
+    );
+    assert_eq!(
+        logged_with_level(p),
+        [
+            (GuestLogLevel::Info, "print: stdout ns/print".to_string()),
+            (GuestLogLevel::Warn, "print: stderr ns/print".to_string()),
+        ]
+    );
+}
+
+#[test]
+fn memory_cap_above_the_ceiling_is_refused() {
+    let limits = Limits {
+        memory_bytes: 1 << 40,
+        ..Limits::default()
+    };
+    let err = shared()
+        .runtime
+        .instantiate(&shared().fixture, "too-big", limits, Arc::new(FakeCache))
+        .err()
+        .expect("must be refused");
+    assert!(
+        matches!(err, RuntimeError::Instantiate(ref m) if m.contains("ceiling")),
+        "{err}"
+    );
+}
+
+// ---------- validation ----------
+
+#[test]
+fn garbage_and_core_modules_are_not_components() {
+    let rt = &shared().runtime;
+    for bytes in [&b"hello world, not wasm"[..], b"", b"\0asm\x01\0\0\0"] {
+        let err = rt.compile(bytes).err().expect("must be rejected");
+        assert!(matches!(err, RuntimeError::NotAComponent(_)), "{err}");
+    }
+    let err = rt.compile(b"\0asm\x01\0\0\0").err().unwrap();
+    assert!(err.to_string().contains("core WebAssembly module"), "{err}");
+}
+
+#[test]
+fn components_of_other_worlds_are_wrong_world() {
+    let rt = &shared().runtime;
+    let empty = wat::parse_str("(component)").unwrap();
+    let err = rt.compile(&empty).err().expect("must be rejected");
+    assert!(
+        matches!(err, RuntimeError::WrongWorld(ref m) if m.contains("describe, on-add, on-update, on-delete")),
+        "{err}"
+    );
+    let wrong_types = wat::parse_str(
+        r#"(component
+            (core module $m (func (export "f")))
+            (core instance $i (instantiate $m))
+            (func $f (canon lift (core func $i "f")))
+            (export "describe" (func $f))
+            (export "on-add" (func $f))
+            (export "on-update" (func $f))
+            (export "on-delete" (func $f)))"#,
+    )
+    .unwrap();
+    let err = rt.compile(&wrong_types).err().expect("must be rejected");
+    assert!(
+        matches!(err, RuntimeError::WrongWorld(ref m) if m.contains("wrong types")),
+        "{err}"
+    );
+    let truncated = &guest_bytes("configmap-logger")[..4096];
+    let err = rt.compile(truncated).err().expect("must be rejected");
+    assert!(matches!(err, RuntimeError::Compile(_)), "{err}");
+}
+
+// ---------- compile cache ----------
+
+#[test]
+fn compile_cache_hits_survive_restarts_and_corruption_recompiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = guest_bytes("configmap-logger");
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().into()),
+        ..Default::default()
+    };
+    let rt = Runtime::new(config.clone(), RuntimeMetrics::unregistered()).unwrap();
+    assert!(!rt.compile(&wasm).unwrap().cache_hit());
+    assert!(rt.compile(&wasm).unwrap().cache_hit());
+
+    // A restart (new engine, same configuration) reuses the artifact.
+    let rt = Runtime::new(config, RuntimeMetrics::unregistered()).unwrap();
+    let compiled = rt.compile(&wasm).unwrap();
+    assert!(compiled.cache_hit());
+    let mut h = rt
+        .instantiate(&compiled, "cached", Limits::default(), Arc::new(FakeCache))
+        .unwrap();
+    assert_eq!(h.describe().unwrap().name, "configmap-logger");
+
+    // Corrupt the artifact: it is detected, recompiled and rewritten.
+    let entries: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let mut bytes = std::fs::read(&entries[0]).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&entries[0], &bytes).unwrap();
+    let compiled = rt.compile(&wasm).unwrap();
+    assert!(!compiled.cache_hit());
+    let mut h = rt
+        .instantiate(
+            &compiled,
+            "recompiled",
+            Limits::default(),
+            Arc::new(FakeCache),
+        )
+        .unwrap();
+    assert_eq!(h.describe().unwrap().name, "configmap-logger");
+    assert!(rt.compile(&wasm).unwrap().cache_hit());
+
+    // Truncated to nothing: same.
+    std::fs::write(&entries[0], b"").unwrap();
+    assert!(!rt.compile(&wasm).unwrap().cache_hit());
+}
+
+#[test]
+fn deadline_never_fires_early() {
+    assert_eq!(engine::deadline_ticks(Duration::from_millis(200)), 21);
+    assert_eq!(engine::deadline_ticks(Duration::from_millis(1)), 2);
+    assert_eq!(engine::deadline_ticks(Duration::ZERO), 1);
+}
+
+#[test]
+fn guest_logs_become_tracing_events_with_the_plugin_name() {
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .finish();
+    let mut h = instance(&shared().logger, "traced", Limits::default());
+    tracing::subscriber::with_default(subscriber, || {
+        h.on_add(&configmap(Some("n"), "c", "9", &[]), true)
+            .unwrap();
+    });
+    let out = String::from_utf8(capture.0.lock().clone()).unwrap();
+    let event: serde_json::Value = out
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["target"] == "kubewasm::guest")
+        .unwrap_or_else(|| panic!("no guest event in {out}"));
+    assert_eq!(event["level"], "INFO");
+    assert_eq!(event["fields"]["plugin"], "traced");
+    assert_eq!(event["fields"]["message"], "add n/c rv=9 init=true");
+}
+
+// ---------- label-auditor ----------
+
+#[test]
+fn label_auditor_reports_drift_on_resync() {
+    let p = "auditor";
+    let compiled = shared()
+        .runtime
+        .compile(&guest_bytes("label-auditor"))
+        .unwrap();
+    let mut h = instance(&compiled, p, Limits::default());
+    let info = h.describe().unwrap();
+    assert_eq!(info.name, "label-auditor");
+    assert_eq!(info.subscriptions[0].resync_period_ms, 30_000);
+    let bad = configmap(Some("ns"), "bad", "1", &[]);
+    let good = configmap(
+        Some("ns"),
+        "good",
+        "1",
+        &[("app.kubernetes.io/name", "web")],
+    );
+    h.on_add(&bad, true).unwrap();
+    h.on_add(&good, true).unwrap();
+    // A resync replay: the full audit from `cache.list` (FakeCache serves a/one and b/two,
+    // both unlabelled, and no longer ns/bad) reports what the events missed.
+    assert_eq!(h.on_update(&good, &good, true).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(
+        logged(p),
+        [
+            "violation ns/bad: missing app.kubernetes.io/name",
+            "drift ns/bad: no longer a violator (missed event)",
+            "drift a/one: violator not seen before (missed event)",
+            "drift b/two: violator not seen before (missed event)",
+            "audit: 2 configmaps, 2 violators",
+        ]
+    );
+}
