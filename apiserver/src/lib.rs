@@ -1,1 +1,237 @@
-//! The embedded Kubernetes API server (in progress).
+//! An embedded, in-process Kubernetes API server speaking the real wire protocol.
+//!
+//! It exists so kubewasm can run on a laptop with no cluster and so every test has an API server that behaves
+//! like the real one under list, watch, relist and faults. The real `kubectl` and kube-rs are its clients.
+//! See `README.md` for what is implemented and what is approximated.
+
+mod discovery;
+mod faults;
+mod openapi;
+mod ops;
+mod patch;
+mod persistence;
+mod registry;
+mod routes;
+mod selectors;
+mod status;
+mod store;
+mod watch;
+
+pub mod cli;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::bail;
+use parking_lot::RwLock;
+
+pub use faults::{Faults, Stats};
+
+use faults::Counters;
+use persistence::{Loaded, Persistence};
+use registry::Registry;
+use store::Store;
+
+/// How to run the server. `Config::default()` is the safe, in-memory, loopback-only setup tests want.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Listen address; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// Persist objects and the RV counter here (redb); `None` keeps everything in memory.
+    pub data_dir: Option<PathBuf>,
+    /// Retained watch history, in events; older RVs get 410 Expired.
+    pub history_max_events: usize,
+    /// Retained watch history (and continue-token snapshots), in time.
+    pub history_max_age: Duration,
+    /// Period of progress BOOKMARK events on watches that asked for them.
+    pub bookmark_interval: Duration,
+    /// Serve `POST /_kubewasm/faults/*` (off by default: anyone who can reach the port could use it).
+    pub enable_fault_endpoints: bool,
+    /// Allow binding a non-loopback address (the server has no authentication).
+    pub allow_non_loopback: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir: None,
+            history_max_events: 10_000,
+            history_max_age: Duration::from_secs(15 * 60),
+            bookmark_interval: Duration::from_secs(10),
+            enable_fault_endpoints: false,
+            allow_non_loopback: false,
+        }
+    }
+}
+
+/// Shared state of a running server.
+pub(crate) struct App {
+    pub(crate) store: Arc<Store>,
+    pub(crate) registry: RwLock<Registry>,
+    pub(crate) faults: Faults,
+    pub(crate) counters: Counters,
+    pub(crate) config: Config,
+    /// `host:port` advertised in `/api`.
+    pub(crate) host: String,
+}
+
+/// A running server. Dropping it (or calling [`ApiServer::shutdown`]) stops it.
+pub struct ApiServer {
+    app: Arc<App>,
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+const PRECREATED_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+impl ApiServer {
+    /// Open storage, bind, pre-create the standard namespaces and start serving.
+    pub async fn start(config: Config) -> anyhow::Result<ApiServer> {
+        if !config.bind.ip().is_loopback() && !config.allow_non_loopback {
+            bail!(
+                "refusing to bind non-loopback address {} without allow_non_loopback (the server has no authentication)",
+                config.bind
+            );
+        }
+        let (persist, loaded) = match &config.data_dir {
+            Some(dir) => {
+                let (p, l) = Persistence::open(dir)?;
+                (Some(p), l)
+            }
+            None => (
+                None,
+                Loaded {
+                    rv: 1,
+                    objects: Vec::new(),
+                },
+            ),
+        };
+        let store = Arc::new(Store::new(
+            loaded.rv,
+            loaded.objects,
+            config.history_max_events,
+            config.history_max_age,
+            persist,
+        ));
+        let listener = tokio::net::TcpListener::bind(config.bind).await?;
+        let addr = listener.local_addr()?;
+        let app = Arc::new(App {
+            store: store.clone(),
+            registry: RwLock::new(Registry::with_builtins()),
+            faults: Faults::new(store.clone()),
+            counters: Counters::default(),
+            host: addr.to_string(),
+            config,
+        });
+        ops::restore_crds(&app);
+        let ns_type = app
+            .registry
+            .read()
+            .find("", "v1", "namespaces")
+            .expect("built-in namespaces");
+        for ns in PRECREATED_NAMESPACES {
+            if store.get("/namespaces", "", ns).is_none() {
+                let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+                ops::create(&app, &ns_type, "", body, &ops::WriteOpts::default())
+                    .map_err(|e| anyhow::anyhow!("pre-creating namespace {ns}: {}", e.message))?;
+            }
+        }
+        let router = axum::Router::new()
+            .fallback(routes::handle)
+            .with_state(app.clone());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            });
+            if let Err(e) = serve.await {
+                tracing::error!("apiserver: {e}");
+            }
+        });
+        Ok(ApiServer {
+            app,
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A kubeconfig (cluster/user/context `kubewasm`, namespace `default`) pointing at this server.
+    pub fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubewasm\n  cluster:\n    server: {}\nusers:\n- name: kubewasm\n  user: {{}}\ncontexts:\n- name: kubewasm\n  context:\n    cluster: kubewasm\n    user: kubewasm\n    namespace: default\ncurrent-context: kubewasm\npreferences: {{}}\n",
+            self.url()
+        )
+    }
+
+    /// Write [`ApiServer::kubeconfig_yaml`] to `path` (creating parent directories).
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(parent) = path.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, self.kubeconfig_yaml())
+    }
+
+    /// Fault injection handle.
+    pub fn faults(&self) -> &Faults {
+        &self.app.faults
+    }
+
+    /// Request counters.
+    pub fn stats(&self) -> Stats {
+        self.app.counters.snapshot()
+    }
+
+    /// The newest resourceVersion (handy in tests).
+    pub fn resource_version(&self) -> u64 {
+        self.app.store.current_rv()
+    }
+
+    /// Stop serving: open watches end cleanly, pending persistence writes are committed.
+    pub async fn shutdown(mut self) {
+        self.app.faults.end_watches();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(3), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        self.app.store.flush();
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.app.faults.end_watches();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        self.app.store.flush();
+    }
+}

@@ -1,0 +1,70 @@
+//! `kubewasm apiserver …`: run the embedded API server as a standalone process.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use crate::{ApiServer, Config};
+
+/// Default port: near kubectl proxy's 8001 but distinct from it and from a real apiserver's 6443.
+pub const DEFAULT_PORT: u16 = 8011;
+
+/// Command-line options of `kubewasm apiserver`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ApiserverArgs {
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Keep objects and resourceVersions in this directory (redb); without it state is in memory only.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Where to write the kubeconfig (default: `<data-dir>/kubeconfig`, else `./kubewasm.kubeconfig`).
+    #[arg(long)]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind_address: IpAddr,
+    /// Required to bind a non-loopback address: the server has no authentication.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Serve `POST /_kubewasm/faults/{compact,end-watches,short-watches,drop-streams,fail,latency}`.
+    #[arg(long)]
+    pub enable_fault_endpoints: bool,
+}
+
+/// Start the server, write the kubeconfig, print `export KUBECONFIG=…`, and serve until Ctrl-C.
+pub async fn run(args: ApiserverArgs) -> anyhow::Result<()> {
+    if !args.bind_address.is_loopback() {
+        if !args.allow_remote {
+            anyhow::bail!(
+                "--bind-address {} is not a loopback address; pass --allow-remote to expose an unauthenticated API server",
+                args.bind_address
+            );
+        }
+        eprintln!(
+            "WARNING: serving on {} with NO authentication or authorisation: anyone who can reach this port can read and change every object",
+            args.bind_address
+        );
+    }
+    let config = Config {
+        bind: SocketAddr::new(args.bind_address, args.port),
+        data_dir: args.data_dir.clone(),
+        enable_fault_endpoints: args.enable_fault_endpoints,
+        allow_non_loopback: args.allow_remote,
+        ..Config::default()
+    };
+    let server = ApiServer::start(config).await?;
+    let path = args
+        .kubeconfig_out
+        .clone()
+        .unwrap_or_else(|| match &args.data_dir {
+            Some(d) => d.join("kubeconfig"),
+            None => PathBuf::from("kubewasm.kubeconfig"),
+        });
+    server.write_kubeconfig(&path)?;
+    let abs = std::fs::canonicalize(&path).unwrap_or(path);
+    eprintln!("kubewasm apiserver listening on {}", server.url());
+    println!("export KUBECONFIG={}", abs.display());
+    tokio::signal::ctrl_c().await?;
+    server.shutdown().await;
+    Ok(())
+}

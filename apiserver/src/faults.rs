@@ -1,0 +1,164 @@
+//! Fault injection for tests: history compaction, watch endings, failing requests, latency.
+//!
+//! Everything takes effect immediately and is safe to call from any thread.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::store::Store;
+
+/// Injectable faults of a running server (see [`crate::ApiServer::faults`]).
+pub struct Faults {
+    store: Arc<Store>,
+    /// Bumped by `end_watches`; every watch ends when it sees a change.
+    end_epoch: tokio::sync::watch::Sender<u64>,
+    short: AtomicUsize,
+    fail: Mutex<(usize, u16)>,
+    latency: Mutex<Duration>,
+    drop_streams: AtomicUsize,
+}
+
+fn take_one(counter: &AtomicUsize) -> bool {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+impl Faults {
+    pub(crate) fn new(store: Arc<Store>) -> Faults {
+        Faults {
+            store,
+            end_epoch: tokio::sync::watch::channel(0).0,
+            short: AtomicUsize::new(0),
+            fail: Mutex::new((0, 500)),
+            latency: Mutex::new(Duration::ZERO),
+            drop_streams: AtomicUsize::new(0),
+        }
+    }
+
+    /// Drop the retained history now: older RVs and continue tokens get 410 Expired.
+    pub fn compact(&self) {
+        self.store.compact();
+    }
+
+    /// End every open watch stream normally (clean EOF); clients resume from their last RV.
+    pub fn end_watches(&self) {
+        self.end_epoch.send_modify(|e| *e += 1);
+    }
+
+    /// The next `n` watches end immediately with no events.
+    pub fn short_watches(&self, n: usize) {
+        self.short.store(n, Ordering::SeqCst);
+    }
+
+    /// The next `n` requests are answered with `status` (429 or 500 make sense) and a Status body.
+    pub fn fail_next(&self, n: usize, status: u16) {
+        *self.fail.lock() = (n, status);
+    }
+
+    /// Delay every request by `d` (zero disables).
+    pub fn set_latency(&self, d: Duration) {
+        *self.latency.lock() = d;
+    }
+
+    /// The next `n` watch streams are cut mid-stream (connection dropped, no clean end).
+    pub fn drop_next_streams(&self, n: usize) {
+        self.drop_streams.store(n, Ordering::SeqCst);
+    }
+
+    pub(crate) fn end_receiver(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.end_epoch.subscribe()
+    }
+
+    pub(crate) fn take_short(&self) -> bool {
+        take_one(&self.short)
+    }
+
+    pub(crate) fn take_drop(&self) -> bool {
+        take_one(&self.drop_streams)
+    }
+
+    pub(crate) fn take_failure(&self) -> Option<u16> {
+        let mut f = self.fail.lock();
+        if f.0 == 0 {
+            return None;
+        }
+        f.0 -= 1;
+        Some(f.1)
+    }
+
+    pub(crate) fn latency(&self) -> Duration {
+        *self.latency.lock()
+    }
+}
+
+/// Request counters tests assert on (how many lists and watches clients made).
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// All list requests.
+    pub lists: u64,
+    /// All watch requests.
+    pub watches: u64,
+    /// All write requests (create, update, patch, delete).
+    pub writes: u64,
+    /// Per resource plural: (lists, watches).
+    pub per_resource: HashMap<String, (u64, u64)>,
+}
+
+impl Stats {
+    /// Lists of one resource (by plural, e.g. `configmaps`).
+    pub fn lists_of(&self, plural: &str) -> u64 {
+        self.per_resource.get(plural).map(|p| p.0).unwrap_or(0)
+    }
+
+    /// Watches of one resource (by plural).
+    pub fn watches_of(&self, plural: &str) -> u64 {
+        self.per_resource.get(plural).map(|p| p.1).unwrap_or(0)
+    }
+}
+
+/// Lock-light counters behind [`Stats`].
+#[derive(Default)]
+pub(crate) struct Counters {
+    lists: AtomicU64,
+    watches: AtomicU64,
+    writes: AtomicU64,
+    per_resource: Mutex<HashMap<String, (u64, u64)>>,
+}
+
+impl Counters {
+    pub(crate) fn list(&self, plural: &str) {
+        self.lists.fetch_add(1, Ordering::Relaxed);
+        self.per_resource
+            .lock()
+            .entry(plural.to_string())
+            .or_default()
+            .0 += 1;
+    }
+
+    pub(crate) fn watch(&self, plural: &str) {
+        self.watches.fetch_add(1, Ordering::Relaxed);
+        self.per_resource
+            .lock()
+            .entry(plural.to_string())
+            .or_default()
+            .1 += 1;
+    }
+
+    pub(crate) fn write(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> Stats {
+        Stats {
+            lists: self.lists.load(Ordering::Relaxed),
+            watches: self.watches.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            per_resource: self.per_resource.lock().clone(),
+        }
+    }
+}

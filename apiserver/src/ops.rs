@@ -1,0 +1,700 @@
+//! Object semantics shared by all resources: server-owned metadata, preconditions, generation, finalizers,
+//! status subresources and the CRD side effects. HTTP parsing lives in `routes.rs`.
+
+use std::sync::Arc;
+
+use rand::Rng;
+use serde_json::{Map, Value, json};
+
+use crate::App;
+use crate::patch::{self, PatchError, PatchKind};
+use crate::registry::{ResourceType, types_from_crd};
+use crate::status::{ApiError, ApiResult};
+use crate::store::{Change, Obj, Outcome};
+
+/// Options common to writes.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOpts {
+    /// `dryRun=All`: compute and answer, store nothing.
+    pub dry_run: bool,
+    /// `fieldManager`.
+    pub field_manager: Option<String>,
+    /// `force=true` (apply only).
+    pub force: bool,
+}
+
+/// DeleteOptions that matter here.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOpts {
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `dryRun: ["All"]`.
+    pub dry_run: bool,
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn meta(v: &Value) -> &Value {
+    v.get("metadata").unwrap_or(&Value::Null)
+}
+
+fn meta_str<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    meta(v).get(key).and_then(Value::as_str)
+}
+
+fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.get("metadata").is_some_and(Value::is_object) {
+        v["metadata"] = json!({});
+    }
+    v["metadata"].as_object_mut().expect("metadata object")
+}
+
+fn finalizers(v: &Value) -> Vec<Value> {
+    meta(v)
+        .get("finalizers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The part of an object whose change bumps `metadata.generation`.
+fn spec_part(rt: &ResourceType, v: &Value) -> Value {
+    let mut c = v.clone();
+    if let Some(o) = c.as_object_mut() {
+        o.remove("metadata");
+        if rt.status_subresource {
+            o.remove("status");
+        }
+    }
+    c
+}
+
+fn check_type_meta(rt: &ResourceType, v: &Value) -> ApiResult<()> {
+    if let Some(av) = v.get("apiVersion").and_then(Value::as_str)
+        && av != rt.api_version()
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({av}) does not match the expected API version ({})",
+            rt.api_version()
+        )));
+    }
+    if let Some(k) = v.get("kind").and_then(Value::as_str)
+        && k != rt.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({k}) does not match the expected kind ({})",
+            rt.kind
+        )));
+    }
+    Ok(())
+}
+
+fn check_namespace(rt: &ResourceType, v: &Value, ns: &str) -> ApiResult<()> {
+    if !rt.namespaced {
+        return Ok(());
+    }
+    match meta_str(v, "namespace") {
+        Some(n) if !n.is_empty() && n != ns => Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn random_suffix() -> String {
+    const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
+        .collect()
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// Run a write through the store (or, for dry runs, only compute it).
+fn write<F>(
+    app: &App,
+    rt: &ResourceType,
+    ns: &str,
+    name: &str,
+    dry_run: bool,
+    f: F,
+) -> ApiResult<Outcome>
+where
+    F: FnOnce(Option<&Arc<Obj>>) -> ApiResult<Change>,
+{
+    let res = rt.storage_key();
+    if dry_run {
+        let cur = app.store.get(&res, ns, name);
+        return Ok(match f(cur.as_ref())? {
+            Change::Put(v) => Outcome {
+                obj: Some(Obj::new(v, cur.as_ref().map(|c| c.rv).unwrap_or(0))),
+                event: None,
+            },
+            Change::Delete | Change::Keep => Outcome {
+                obj: cur,
+                event: None,
+            },
+        });
+    }
+    app.counters.write();
+    let out = app.store.mutate(&res, ns, name, f)?;
+    if rt.group == "apiextensions.k8s.io"
+        && rt.plural == "customresourcedefinitions"
+        && out.event.is_some()
+    {
+        crd_changed(app, &out);
+    }
+    Ok(out)
+}
+
+/// Create an object (POST). Returns the stored object.
+pub fn create(
+    app: &App,
+    rt: &ResourceType,
+    ns: &str,
+    mut body: Value,
+    opts: &WriteOpts,
+) -> ApiResult<Arc<Obj>> {
+    if !body.is_object() {
+        return Err(ApiError::bad_request(
+            "the object provided is not a JSON object",
+        ));
+    }
+    check_type_meta(rt, &body)?;
+    check_namespace(rt, &body, ns)?;
+    if rt.namespaced && app.store.get("/namespaces", "", ns).is_none() {
+        return Err(ApiError::namespace_not_found(ns));
+    }
+    let given = meta_str(&body, "name").unwrap_or("").to_string();
+    let generate = meta_str(&body, "generateName").unwrap_or("").to_string();
+    if given.is_empty() && generate.is_empty() {
+        return Err(ApiError::invalid(
+            &rt.kind,
+            "",
+            "metadata.name",
+            "Required value: name or generateName is required",
+        ));
+    }
+    if !given.is_empty() && !valid_name(&given) {
+        return Err(ApiError::invalid(
+            &rt.kind,
+            &given,
+            "metadata.name",
+            &format!(
+                "Invalid value: \"{given}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+            ),
+        ));
+    }
+    body["apiVersion"] = json!(rt.api_version());
+    body["kind"] = json!(rt.kind);
+    {
+        let m = meta_mut(&mut body);
+        for k in [
+            "resourceVersion",
+            "uid",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+            "generation",
+        ] {
+            m.remove(k);
+        }
+        m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        m.insert("creationTimestamp".into(), json!(now_rfc3339()));
+        if rt.namespaced {
+            m.insert("namespace".into(), json!(ns));
+        } else {
+            m.remove("namespace");
+        }
+        if rt.has_generation {
+            m.insert("generation".into(), json!(1));
+        }
+    }
+    prepare_create_status(rt, &mut body)?;
+    for attempt in 0..8 {
+        let name = if given.is_empty() {
+            format!("{generate}{}", random_suffix())
+        } else {
+            given.clone()
+        };
+        let mut obj = body.clone();
+        meta_mut(&mut obj).insert("name".into(), json!(name));
+        let result = write(app, rt, ns, &name, opts.dry_run, |cur| match cur {
+            Some(_) => Err(ApiError::already_exists(rt, &name)),
+            None => Ok(Change::Put(obj)),
+        });
+        match result {
+            Err(e) if e.code == 409 && given.is_empty() && attempt < 7 => continue,
+            Err(e) => return Err(e),
+            Ok(out) => {
+                return out
+                    .obj
+                    .ok_or_else(|| ApiError::internal("create produced no object"));
+            }
+        }
+    }
+    Err(ApiError::internal("could not generate a unique name"))
+}
+
+/// Kind-specific status on creation (CRDs become Established immediately).
+fn prepare_create_status(rt: &ResourceType, body: &mut Value) -> ApiResult<()> {
+    match (rt.group.as_str(), rt.kind.as_str()) {
+        ("", "Namespace") => body["status"] = json!({"phase": "Active"}),
+        ("", "Pod") => {
+            if body.get("status").is_none() {
+                body["status"] = json!({"phase": "Pending"});
+            }
+        }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            let types =
+                types_from_crd(body).map_err(|e| ApiError::invalid(&rt.kind, "", "spec", &e))?;
+            let group = body
+                .pointer("/spec/group")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let plural = body
+                .pointer("/spec/names/plural")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let expected = format!("{plural}.{group}");
+            let name = meta_str(body, "name").unwrap_or("").to_string();
+            if name != expected {
+                return Err(ApiError::invalid(
+                    &rt.kind,
+                    &name,
+                    "metadata.name",
+                    &format!(
+                        "Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
+                    ),
+                ));
+            }
+            let storage = body
+                .pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .and_then(|vs| {
+                    vs.iter()
+                        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+                })
+                .and_then(|v| v.get("name"))
+                .cloned()
+                .unwrap_or(json!("v1"));
+            let mut accepted = body.pointer("/spec/names").cloned().unwrap_or(json!({}));
+            let first = types.first().ok_or_else(|| {
+                ApiError::invalid(
+                    &rt.kind,
+                    &name,
+                    "spec.versions",
+                    "Invalid value: no served versions",
+                )
+            })?;
+            accepted["singular"] = json!(first.singular);
+            accepted["listKind"] = json!(first.list_kind);
+            let t = now_rfc3339();
+            body["status"] = json!({
+                "conditions": [
+                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                     "message": "no conflicts found", "lastTransitionTime": t},
+                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                     "message": "the initial names have been accepted", "lastTransitionTime": t}],
+                "acceptedNames": accepted,
+                "storedVersions": [storage],
+            });
+        }
+        _ => {
+            if rt.custom && rt.status_subresource {
+                if let Some(o) = body.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Register/unregister the kinds of a CRD after it was written.
+fn crd_changed(app: &App, out: &Outcome) {
+    let Some(obj) = &out.obj else { return };
+    let group = obj
+        .value
+        .pointer("/spec/group")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let plural = obj
+        .value
+        .pointer("/spec/names/plural")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let deleted = out.event == Some(crate::store::EventType::Deleted);
+    let types = if deleted {
+        Vec::new()
+    } else {
+        types_from_crd(&obj.value).unwrap_or_default()
+    };
+    app.registry.write().set_custom(&group, &plural, types);
+}
+
+/// Re-register the kinds of every stored CRD (start-up after a restore).
+pub fn restore_crds(app: &App) {
+    let (_, crds) = app
+        .store
+        .list("apiextensions.k8s.io/customresourcedefinitions", None);
+    for crd in crds {
+        crd_changed(
+            app,
+            &Outcome {
+                obj: Some(crd),
+                event: Some(crate::store::EventType::Added),
+            },
+        );
+    }
+}
+
+/// Carry server-owned metadata over from the stored object and decide the resulting change.
+fn finish_update(rt: &ResourceType, cur: &Obj, mut new: Value) -> ApiResult<Change> {
+    let old = &cur.value;
+    new["apiVersion"] = json!(rt.api_version());
+    new["kind"] = json!(rt.kind);
+    let name = meta_str(old, "name").unwrap_or("").to_string();
+    let old_meta = meta(old).clone();
+    {
+        let m = meta_mut(&mut new);
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "name",
+            "namespace",
+            "generation",
+        ] {
+            match old_meta.get(k) {
+                Some(v) => {
+                    m.insert(k.into(), v.clone());
+                }
+                None => {
+                    m.remove(k);
+                }
+            }
+        }
+        if !m.contains_key("managedFields")
+            && let Some(mf) = old_meta.get("managedFields")
+        {
+            m.insert("managedFields".into(), mf.clone());
+        }
+        m.remove("selfLink");
+    }
+    if rt.has_generation && spec_part(rt, old) != spec_part(rt, &new) {
+        let g = old_meta
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        meta_mut(&mut new).insert("generation".into(), json!(g + 1));
+    }
+    let terminating = old_meta.get("deletionTimestamp").is_some();
+    if terminating {
+        let before = finalizers(old);
+        let after = finalizers(&new);
+        if after.iter().any(|f| !before.contains(f)) {
+            return Err(ApiError::invalid(
+                &rt.kind,
+                &name,
+                "metadata.finalizers",
+                "Forbidden: no new finalizers can be added if the object is being deleted",
+            ));
+        }
+        if after.is_empty() {
+            return Ok(Change::Delete);
+        }
+    }
+    if rt.kind == "CustomResourceDefinition" && rt.group == "apiextensions.k8s.io" {
+        types_from_crd(&new).map_err(|e| ApiError::invalid(&rt.kind, &name, "spec", &e))?;
+    }
+    Ok(Change::Put(new))
+}
+
+fn check_rv_precondition(rt: &ResourceType, name: &str, cur: &Obj, given: &Value) -> ApiResult<()> {
+    if let Some(rv) = meta_str(given, "resourceVersion")
+        && !rv.is_empty()
+        && rv != cur.rv.to_string()
+    {
+        return Err(ApiError::conflict(rt, name));
+    }
+    Ok(())
+}
+
+/// Replace an object (PUT), or only its status (`status_only`).
+pub fn update(
+    app: &App,
+    rt: &ResourceType,
+    ns: &str,
+    name: &str,
+    body: Value,
+    status_only: bool,
+    opts: &WriteOpts,
+) -> ApiResult<Arc<Obj>> {
+    if !body.is_object() {
+        return Err(ApiError::bad_request(
+            "the object provided is not a JSON object",
+        ));
+    }
+    check_type_meta(rt, &body)?;
+    check_namespace(rt, &body, ns)?;
+    if let Some(n) = meta_str(&body, "name")
+        && n != name
+    {
+        return Err(ApiError::bad_request(
+            "the name of the object does not match the name on the URL",
+        ));
+    }
+    let out = write(app, rt, ns, name, opts.dry_run, |cur| {
+        let cur = cur.ok_or_else(|| ApiError::not_found(rt, name))?;
+        check_rv_precondition(rt, name, cur, &body)?;
+        let new = merge_subresource(rt, &cur.value, body, status_only);
+        finish_update(rt, cur, new)
+    })?;
+    out.obj.ok_or_else(|| ApiError::not_found(rt, name))
+}
+
+/// Restrict a new state to what the endpoint may change: `/status` only status, the main resource
+/// everything but status (when status is a subresource).
+fn merge_subresource(rt: &ResourceType, old: &Value, new: Value, status_only: bool) -> Value {
+    if status_only {
+        let mut out = old.clone();
+        match new.get("status") {
+            Some(s) => out["status"] = s.clone(),
+            None => {
+                if let Some(o) = out.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+        out
+    } else if rt.status_subresource {
+        let mut out = new;
+        match old.get("status") {
+            Some(s) => out["status"] = s.clone(),
+            None => {
+                if let Some(o) = out.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+        out
+    } else {
+        new
+    }
+}
+
+/// PATCH an object (any flavour). Server-side apply creates missing objects (`created == true`).
+pub fn patch(
+    app: &App,
+    rt: &ResourceType,
+    ns: &str,
+    name: &str,
+    kind: PatchKind,
+    body: Value,
+    status_only: bool,
+    opts: &WriteOpts,
+) -> ApiResult<(Arc<Obj>, bool)> {
+    if kind == PatchKind::Apply {
+        if opts.field_manager.as_deref().is_none_or(str::is_empty) {
+            let mut e = ApiError::new(
+                422,
+                "Invalid",
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            );
+            e.details = Some(
+                json!({"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [{"reason": "FieldValueRequired",
+                "message": "Required value: is required for apply patch", "field": "fieldManager"}]}),
+            );
+            return Err(e);
+        }
+        if !body.is_object() {
+            return Err(ApiError::bad_request("apply patch must be an object"));
+        }
+        check_type_meta(rt, &body)?;
+        if body.get("apiVersion").is_none() || body.get("kind").is_none() {
+            return Err(ApiError::bad_request(
+                "apiVersion and kind must be set in an apply patch",
+            ));
+        }
+        if meta_str(&body, "name") != Some(name) {
+            return Err(ApiError::bad_request(
+                "the name of the object does not match the name on the URL",
+            ));
+        }
+        check_namespace(rt, &body, ns)?;
+    } else if opts.force {
+        return Err(ApiError::invalid_options(
+            "PatchOptions",
+            "force",
+            "Forbidden: may not be specified for non-apply patch",
+        ));
+    }
+    if kind == PatchKind::Strategic && !rt.strategic_merge {
+        return Err(ApiError::unsupported_media_type());
+    }
+    if kind == PatchKind::Apply
+        && app.store.get(&rt.storage_key(), ns, name).is_none()
+        && !status_only
+    {
+        match create(app, rt, ns, body.clone(), opts) {
+            Ok(obj) => return Ok((obj, true)),
+            Err(e) if e.code == 409 => {} // raced with another creation: fall through to a merge
+            Err(e) => return Err(e),
+        }
+    }
+    let out = write(app, rt, ns, name, opts.dry_run, |cur| {
+        let cur = cur.ok_or_else(|| ApiError::not_found(rt, name))?;
+        if body.is_object() {
+            check_rv_precondition(rt, name, cur, &body)?;
+        }
+        let mut new = cur.value.clone();
+        match kind {
+            PatchKind::Merge => patch::merge_patch(&mut new, &body),
+            PatchKind::Strategic => patch::strategic_merge(&mut new, &body).map_err(patch_err)?,
+            PatchKind::Json => patch::json_patch(&mut new, &body).map_err(patch_err)?,
+            PatchKind::Apply => patch::apply_merge(&mut new, &body, !rt.custom),
+        }
+        let new = merge_subresource(rt, &cur.value, new, status_only);
+        finish_update(rt, cur, new)
+    })?;
+    Ok((out.obj.ok_or_else(|| ApiError::not_found(rt, name))?, false))
+}
+
+fn patch_err(e: PatchError) -> ApiError {
+    match e {
+        PatchError::Malformed(m) => ApiError::bad_request(m),
+        PatchError::Failed(m) => {
+            let mut e = ApiError::new(
+                422,
+                "Invalid",
+                "the server rejected our request due to an error in our request",
+            );
+            e.details = Some(json!({"causes": [{"message": m}]}));
+            e
+        }
+    }
+}
+
+/// What DELETE did.
+pub enum Deleted {
+    /// Removed now; the last state (stamped with the deletion RV).
+    Gone(Arc<Obj>),
+    /// Finalizers pending: marked with deletionTimestamp.
+    Terminating(Arc<Obj>),
+}
+
+/// DELETE one object.
+pub fn delete(
+    app: &App,
+    rt: &ResourceType,
+    ns: &str,
+    name: &str,
+    opts: &DeleteOpts,
+) -> ApiResult<Deleted> {
+    let mut terminating = false;
+    let out = write(app, rt, ns, name, opts.dry_run, |cur| {
+        let cur = cur.ok_or_else(|| ApiError::not_found(rt, name))?;
+        if let Some(uid) = &opts.uid {
+            let actual = meta_str(&cur.value, "uid").unwrap_or("");
+            if uid != actual {
+                return Err(ApiError::conflict_msg(
+                    rt,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                    ),
+                ));
+            }
+        }
+        if let Some(rv) = &opts.resource_version
+            && *rv != cur.rv.to_string()
+        {
+            return Err(ApiError::conflict_msg(
+                rt,
+                name,
+                &format!(
+                    "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
+                    cur.rv
+                ),
+            ));
+        }
+        if finalizers(&cur.value).is_empty() {
+            return Ok(Change::Delete);
+        }
+        terminating = true;
+        if meta(&cur.value).get("deletionTimestamp").is_some() {
+            return Ok(Change::Keep);
+        }
+        let mut new = cur.value.clone();
+        let m = meta_mut(&mut new);
+        m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+        m.insert("deletionGracePeriodSeconds".into(), json!(0));
+        if let Some(g) = m.get("generation").and_then(Value::as_i64) {
+            m.insert("generation".into(), json!(g + 1));
+        }
+        Ok(Change::Put(new))
+    })?;
+    let obj = out.obj.ok_or_else(|| ApiError::not_found(rt, name))?;
+    if terminating {
+        return Ok(Deleted::Terminating(obj));
+    }
+    if !opts.dry_run {
+        cascade(app, rt, &obj);
+    }
+    Ok(Deleted::Gone(obj))
+}
+
+/// Deleting a namespace deletes its contents; deleting a CRD deletes its custom resources.
+fn cascade(app: &App, rt: &ResourceType, obj: &Obj) {
+    let name = meta_str(&obj.value, "name").unwrap_or("").to_string();
+    let targets: Vec<(Arc<ResourceType>, Option<String>)> =
+        if rt.group.is_empty() && rt.plural == "namespaces" {
+            let reg = app.registry.read();
+            let mut seen = Vec::new();
+            let mut out = Vec::new();
+            for t in reg.all().iter().filter(|t| t.namespaced) {
+                if !seen.contains(&t.storage_key()) {
+                    seen.push(t.storage_key());
+                    out.push((t.clone(), Some(name.clone())));
+                }
+            }
+            out
+        } else if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
+            // The kinds were unregistered already; rebuild a type just to address the storage.
+            types_from_crd(&obj.value)
+                .unwrap_or_default()
+                .into_iter()
+                .take(1)
+                .map(|t| (Arc::new(t), None))
+                .collect()
+        } else {
+            return;
+        };
+    for (t, ns) in targets {
+        let (_, items) = app.store.list(&t.storage_key(), ns.as_deref());
+        for item in items {
+            let ins = meta_str(&item.value, "namespace").unwrap_or("").to_string();
+            let iname = meta_str(&item.value, "name").unwrap_or("").to_string();
+            let _ = app
+                .store
+                .mutate(&t.storage_key(), &ins, &iname, |_| Ok(Change::Delete));
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The resource registry: which kinds exist, how they are addressed and what the server does to them.
+//!
+//! Built-in kinds are registered at start-up; CustomResourceDefinitions add and remove entries at run time.
+//! Discovery and OpenAPI documents are generated from this registry, so whatever is here is what clients see.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// Everything the server needs to know about one served resource (group, version, plural).
+#[derive(Debug, Clone)]
+pub struct ResourceType {
+    /// API group, `""` for the core group.
+    pub group: String,
+    /// API version inside the group, e.g. `v1`.
+    pub version: String,
+    /// Lower-case plural used in URLs.
+    pub plural: String,
+    /// Lower-case singular (`kubectl get widget`).
+    pub singular: String,
+    /// Kind of a single object.
+    pub kind: String,
+    /// Kind of the list envelope.
+    pub list_kind: String,
+    /// Whether objects live inside a namespace.
+    pub namespaced: bool,
+    /// Short names advertised in discovery.
+    pub short_names: Vec<String>,
+    /// Categories advertised in discovery (e.g. `all`).
+    pub categories: Vec<String>,
+    /// Whether `/status` is a separate subresource (then the main resource ignores `.status`).
+    pub status_subresource: bool,
+    /// Whether the server maintains `metadata.generation` for this kind.
+    pub has_generation: bool,
+    /// Whether DELETE answers with the deleted object instead of a Status.
+    pub return_deleted_object: bool,
+    /// Whether strategic merge patch is accepted (built-in kinds only).
+    pub strategic_merge: bool,
+    /// Defined by a CRD rather than built in.
+    pub custom: bool,
+}
+
+impl ResourceType {
+    /// `v1` for the core group, `group/version` otherwise.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Storage identity: objects of all versions of one group/plural share a single collection.
+    pub fn storage_key(&self) -> String {
+        format!("{}/{}", self.group, self.plural)
+    }
+
+    /// The "qualified resource" used in error messages: `configmaps`, `widgets.example.com`.
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// URL prefix of the group-version: `/api/v1` or `/apis/g/v`.
+    pub fn gv_path(&self) -> String {
+        if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn builtin(
+    group: &str,
+    plural: &str,
+    singular: &str,
+    kind: &str,
+    namespaced: bool,
+    short: &[&str],
+    status: bool,
+    generation: bool,
+    return_deleted: bool,
+) -> ResourceType {
+    ResourceType {
+        group: group.into(),
+        version: "v1".into(),
+        plural: plural.into(),
+        singular: singular.into(),
+        kind: kind.into(),
+        list_kind: format!("{kind}List"),
+        namespaced,
+        short_names: short.iter().map(|s| s.to_string()).collect(),
+        categories: if namespaced && kind != "Event" && kind != "Lease" {
+            vec!["all".into()]
+        } else {
+            vec![]
+        },
+        status_subresource: status,
+        has_generation: generation,
+        return_deleted_object: return_deleted,
+        strategic_merge: true,
+        custom: false,
+    }
+}
+
+/// Resource types served by the registry, in discovery order.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    types: Vec<Arc<ResourceType>>,
+    /// Bumped on every change, used as the OpenAPI/discovery hash so clients refetch.
+    pub generation: u64,
+}
+
+impl Registry {
+    /// The built-in kinds every cluster has.
+    pub fn with_builtins() -> Registry {
+        let mut cm = builtin(
+            "",
+            "configmaps",
+            "configmap",
+            "ConfigMap",
+            true,
+            &["cm"],
+            false,
+            false,
+            false,
+        );
+        cm.categories.clear();
+        let mut secret = builtin(
+            "",
+            "secrets",
+            "secret",
+            "Secret",
+            true,
+            &[],
+            false,
+            false,
+            false,
+        );
+        secret.categories.clear();
+        let mut sa = builtin(
+            "",
+            "serviceaccounts",
+            "serviceaccount",
+            "ServiceAccount",
+            true,
+            &["sa"],
+            false,
+            false,
+            true,
+        );
+        sa.categories.clear();
+        let types = vec![
+            builtin(
+                "",
+                "namespaces",
+                "namespace",
+                "Namespace",
+                false,
+                &["ns"],
+                true,
+                false,
+                false,
+            ),
+            cm,
+            secret,
+            builtin(
+                "",
+                "services",
+                "service",
+                "Service",
+                true,
+                &["svc"],
+                true,
+                false,
+                false,
+            ),
+            builtin("", "pods", "pod", "Pod", true, &["po"], true, false, true),
+            sa,
+            builtin(
+                "",
+                "events",
+                "event",
+                "Event",
+                true,
+                &["ev"],
+                false,
+                false,
+                false,
+            ),
+            builtin(
+                "apps",
+                "deployments",
+                "deployment",
+                "Deployment",
+                true,
+                &["deploy"],
+                true,
+                true,
+                false,
+            ),
+            builtin(
+                "coordination.k8s.io",
+                "leases",
+                "lease",
+                "Lease",
+                true,
+                &[],
+                false,
+                false,
+                false,
+            ),
+            builtin(
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                "customresourcedefinition",
+                "CustomResourceDefinition",
+                false,
+                &["crd", "crds"],
+                true,
+                true,
+                false,
+            ),
+        ];
+        Registry {
+            types: types.into_iter().map(Arc::new).collect(),
+            generation: 1,
+        }
+    }
+
+    /// All served resource types.
+    pub fn all(&self) -> &[Arc<ResourceType>] {
+        &self.types
+    }
+
+    /// Look a resource up by its URL coordinates.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
+        self.types
+            .iter()
+            .find(|t| t.group == group && t.version == version && t.plural == plural)
+            .cloned()
+    }
+
+    /// Whether any resource is served under this group-version.
+    pub fn has_group_version(&self, group: &str, version: &str) -> bool {
+        self.types
+            .iter()
+            .any(|t| t.group == group && t.version == version)
+    }
+
+    /// Groups (excluding core) with their versions in preference order.
+    pub fn groups(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for t in &self.types {
+            let v = out.entry(t.group.clone()).or_default();
+            if !v.contains(&t.version) {
+                v.push(t.version.clone());
+            }
+        }
+        for versions in out.values_mut() {
+            versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        }
+        out
+    }
+
+    /// Group names in discovery order: built-in groups first, then custom ones alphabetically.
+    pub fn group_order(&self) -> Vec<String> {
+        let mut seen: Vec<String> = Vec::new();
+        for t in self.types.iter().filter(|t| !t.custom) {
+            if !seen.contains(&t.group) {
+                seen.push(t.group.clone());
+            }
+        }
+        let mut custom: Vec<String> = self
+            .types
+            .iter()
+            .filter(|t| t.custom && !seen.contains(&t.group))
+            .map(|t| t.group.clone())
+            .collect();
+        custom.sort();
+        custom.dedup();
+        seen.extend(custom);
+        seen
+    }
+
+    /// Replace all resources defined by the CRD `crd_name` with `types` (empty removes them).
+    pub fn set_custom(&mut self, crd_group: &str, crd_plural: &str, types: Vec<ResourceType>) {
+        self.types
+            .retain(|t| !(t.custom && t.group == crd_group && t.plural == crd_plural));
+        self.types.extend(types.into_iter().map(Arc::new));
+        self.generation += 1;
+    }
+}
+
+/// Kubernetes version ordering: GA > beta > alpha, then by number.
+fn version_priority(v: &str) -> (u8, u32, u32) {
+    let rest = match v.strip_prefix('v') {
+        Some(r) => r,
+        None => return (0, 0, 0),
+    };
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let major: u32 = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    if tail.is_empty() {
+        return (3, major, 0);
+    }
+    let (class, num) = if let Some(n) = tail.strip_prefix("beta") {
+        (2, n)
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (1, n)
+    } else {
+        return (0, major, 0);
+    };
+    (class, major, num.parse().unwrap_or(0))
+}
+
+/// Derive the resource types a CRD object serves (one per `served: true` version).
+pub fn types_from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
+    let spec = crd.get("spec").ok_or("spec: Required value")?;
+    let group = spec
+        .get("group")
+        .and_then(Value::as_str)
+        .ok_or("spec.group: Required value")?;
+    let names = spec.get("names").ok_or("spec.names: Required value")?;
+    let plural = names
+        .get("plural")
+        .and_then(Value::as_str)
+        .ok_or("spec.names.plural: Required value")?;
+    let kind = names
+        .get("kind")
+        .and_then(Value::as_str)
+        .ok_or("spec.names.kind: Required value")?;
+    let singular = names
+        .get("singular")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| kind.to_lowercase());
+    let list_kind = names
+        .get("listKind")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{kind}List"));
+    let strings = |key: &str| -> Vec<String> {
+        names
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let scope = spec
+        .get("scope")
+        .and_then(Value::as_str)
+        .unwrap_or("Namespaced");
+    if scope != "Namespaced" && scope != "Cluster" {
+        return Err(format!("spec.scope: Unsupported value: \"{scope}\""));
+    }
+    let versions = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .filter(|v| !v.is_empty())
+        .ok_or(
+            "spec.versions: Invalid value: must have exactly one version marked as storage version",
+        )?;
+    let storage = versions
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .count();
+    if storage != 1 {
+        return Err(
+            "spec.versions: Invalid value: must have exactly one version marked as storage version"
+                .into(),
+        );
+    }
+    let mut out = Vec::new();
+    for v in versions {
+        let name = v
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or("spec.versions[].name: Required value")?;
+        if v.get("served").and_then(Value::as_bool) != Some(true) {
+            continue;
+        }
+        let status = v.pointer("/subresources/status").is_some();
+        out.push(ResourceType {
+            group: group.into(),
+            version: name.into(),
+            plural: plural.into(),
+            singular: singular.clone(),
+            kind: kind.into(),
+            list_kind: list_kind.clone(),
+            namespaced: scope == "Namespaced",
+            short_names: strings("shortNames"),
+            categories: strings("categories"),
+            status_subresource: status,
+            has_generation: true,
+            return_deleted_object: false,
+            strategic_merge: false,
+            custom: true,
+        });
+    }
+    out.sort_by(|a, b| version_priority(&b.version).cmp(&version_priority(&a.version)));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_sort_by_kubernetes_priority() {
+        let mut v = vec!["v1alpha1", "v2", "v1beta2", "v1", "v1beta1"];
+        v.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        assert_eq!(v, vec!["v2", "v1", "v1beta2", "v1beta1", "v1alpha1"]);
+    }
+}

@@ -1,0 +1,755 @@
+//! HTTP layer: path resolution, query parsing, bodies, content negotiation and responses.
+//!
+//! One fallback handler resolves every path itself, because Kubernetes paths are ambiguous
+//! (`/api/v1/namespaces/x/configmaps` vs `/api/v1/namespaces/x/status`) and depend on the live registry.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use bytes::{Bytes, BytesMut};
+use http::{HeaderValue, Method, StatusCode, header};
+use rand::Rng;
+use serde_json::{Value, json};
+
+use crate::App;
+use crate::discovery;
+use crate::openapi;
+use crate::ops::{self, DeleteOpts, Deleted, WriteOpts};
+use crate::patch::PatchKind;
+use crate::registry::ResourceType;
+use crate::selectors::{FieldSelector, LabelSelector, Selectors};
+use crate::status::{ApiError, ApiResult};
+use crate::store::{Expired, Obj};
+use crate::watch::{self, WatchSpec, WatchStart};
+
+/// Largest accepted request body (etcd's object size limit).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Parsed query string (last value wins; empty pairs skipped, as kube-rs sends `?&a=b`).
+struct Query(HashMap<String, String>);
+
+impl Query {
+    fn parse(q: Option<&str>) -> Query {
+        let mut m = HashMap::new();
+        for pair in q.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            m.insert(decode(k), decode(v));
+        }
+        Query(m)
+    }
+    fn get(&self, k: &str) -> Option<&str> {
+        self.0.get(k).map(String::as_str)
+    }
+    fn flag(&self, k: &str) -> bool {
+        self.get(k)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+    }
+}
+
+fn decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(&s.replace('+', " "))
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+fn json_response(code: StatusCode, v: &Value) -> Response {
+    bytes_response(
+        code,
+        "application/json",
+        Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
+    )
+}
+
+fn bytes_response(code: StatusCode, ct: &'static str, body: Bytes) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = code;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    r
+}
+
+fn obj_response(code: StatusCode, obj: &Obj) -> Response {
+    bytes_response(code, "application/json", obj.json.clone())
+}
+
+/// Entry point for every request.
+pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    if path.starts_with("/_kubewasm/") {
+        return fault_endpoint(&app, &req, &path);
+    }
+    let latency = app.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(code) = app.faults.take_failure() {
+        let reason = if code == 429 {
+            "TooManyRequests"
+        } else {
+            "InternalError"
+        };
+        let mut resp =
+            ApiError::new(code, reason, format!("injected fault: {code}")).into_response();
+        if code == 429 {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        return resp;
+    }
+    match dispatch(&app, req, &path).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn fault_endpoint(app: &App, req: &Request, path: &str) -> Response {
+    if !app.config.enable_fault_endpoints || req.method() != Method::POST {
+        return ApiError::unknown_path().into_response();
+    }
+    let q = Query::parse(req.uri().query());
+    let n = q.get("n").and_then(|n| n.parse().ok()).unwrap_or(1usize);
+    let f = &app.faults;
+    match path.trim_start_matches("/_kubewasm/faults/") {
+        "compact" => f.compact(),
+        "end-watches" => f.end_watches(),
+        "short-watches" => f.short_watches(n),
+        "drop-streams" => f.drop_next_streams(n),
+        "fail" => f.fail_next(
+            n,
+            q.get("status").and_then(|s| s.parse().ok()).unwrap_or(500),
+        ),
+        "latency" => f.set_latency(Duration::from_millis(
+            q.get("ms").and_then(|s| s.parse().ok()).unwrap_or(0),
+        )),
+        _ => return ApiError::unknown_path().into_response(),
+    }
+    json_response(
+        StatusCode::OK,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}),
+    )
+}
+
+/// Where a resource request points.
+struct Target {
+    rt: Arc<ResourceType>,
+    ns: Option<String>,
+    name: Option<String>,
+    status: bool,
+    force_watch: bool,
+}
+
+async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Response> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let is_get = req.method() == Method::GET;
+    // Non-resource endpoints.
+    if is_get {
+        let reg = app.registry.read();
+        let doc = match segs.as_slice() {
+            ["version"] => Some(discovery::version()),
+            ["healthz"] | ["readyz"] | ["livez"] => {
+                return Ok(bytes_response(
+                    StatusCode::OK,
+                    "text/plain",
+                    Bytes::from_static(b"ok"),
+                ));
+            }
+            ["api"] | ["apis"] if discovery::wants_aggregated(&accept) => {
+                let v = discovery::aggregated(&reg, segs[0] == "api");
+                return Ok(bytes_response(
+                    StatusCode::OK,
+                    discovery::AGGREGATED_CT,
+                    Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+                ));
+            }
+            ["api"] => Some(discovery::api_versions(&app.host)),
+            ["apis"] => Some(discovery::api_group_list(&reg)),
+            ["api", v] => discovery::resource_list(&reg, "", v),
+            ["apis", g] => discovery::api_group(&reg, g),
+            ["apis", g, v] => discovery::resource_list(&reg, g, v),
+            ["openapi", "v3"] => Some(openapi::index(&reg)),
+            ["openapi", "v3", "api", v] => openapi::group_version(&reg, "", v),
+            ["openapi", "v3", "apis", g, v] => openapi::group_version(&reg, g, v),
+            ["openapi", ..] => return Err(ApiError::unknown_path()),
+            _ => None,
+        };
+        if let Some(d) = doc {
+            return Ok(json_response(StatusCode::OK, &d));
+        }
+    }
+    let target = resolve(app, &segs).ok_or_else(ApiError::unknown_path)?;
+    let query = Query::parse(req.uri().query());
+    let method = req.method().clone();
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
+    let body = read_body(req).await?;
+    let rt = target.rt.clone();
+    let ns_for_item = target.ns.clone().unwrap_or_default();
+    if rt.namespaced && target.ns.is_none() && (target.name.is_some() || method != Method::GET) {
+        return Err(ApiError::unknown_path());
+    }
+    match (method, target.name.as_deref()) {
+        (Method::GET, None) => {
+            let watching = target.force_watch || is_watch(&query);
+            if watching {
+                start_watch(app, &target, &query, None)
+            } else {
+                list(app, &target, &query)
+            }
+        }
+        (Method::GET, Some(name)) => {
+            if target.force_watch || is_watch(&query) {
+                return start_watch(app, &target, &query, Some(name));
+            }
+            let obj = app
+                .store
+                .get(&rt.storage_key(), &ns_for_item, name)
+                .ok_or_else(|| ApiError::not_found(&rt, name))?;
+            Ok(obj_response(StatusCode::OK, &obj))
+        }
+        (Method::POST, None) => {
+            let v = parse_body(&body, &content_type)?;
+            let obj = ops::create(app, &rt, &ns_for_item, v, &write_opts(&query))?;
+            Ok(obj_response(StatusCode::CREATED, &obj))
+        }
+        (Method::PUT, Some(name)) => {
+            let v = parse_body(&body, &content_type)?;
+            let obj = ops::update(
+                app,
+                &rt,
+                &ns_for_item,
+                name,
+                v,
+                target.status,
+                &write_opts(&query),
+            )?;
+            Ok(obj_response(StatusCode::OK, &obj))
+        }
+        (Method::PATCH, Some(name)) => {
+            let kind = PatchKind::from_content_type(&content_type)
+                .ok_or_else(ApiError::unsupported_media_type)?;
+            let v = parse_body(
+                &body,
+                if kind == PatchKind::Apply {
+                    "application/yaml"
+                } else {
+                    "application/json"
+                },
+            )?;
+            let (obj, created) = ops::patch(
+                app,
+                &rt,
+                &ns_for_item,
+                name,
+                kind,
+                v,
+                target.status,
+                &write_opts(&query),
+            )?;
+            Ok(obj_response(
+                if created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                },
+                &obj,
+            ))
+        }
+        (Method::DELETE, Some(name)) => {
+            let opts = delete_opts(&body, &query)?;
+            match ops::delete(app, &rt, &ns_for_item, name, &opts)? {
+                Deleted::Terminating(obj) => Ok(obj_response(StatusCode::OK, &obj)),
+                Deleted::Gone(obj) if rt.return_deleted_object => {
+                    Ok(obj_response(StatusCode::OK, &obj))
+                }
+                Deleted::Gone(obj) => {
+                    let mut details = json!({"name": name, "kind": rt.plural,
+                        "uid": obj.value.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)});
+                    if !rt.group.is_empty() {
+                        details["group"] = json!(rt.group);
+                    }
+                    Ok(json_response(
+                        StatusCode::OK,
+                        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+                    ))
+                }
+            }
+        }
+        (Method::DELETE, None) => {
+            let opts = delete_opts(&body, &query)?;
+            let selectors = selectors(&rt, &query)?;
+            let (rv, items) = app.store.list(&rt.storage_key(), target.ns.as_deref());
+            let mut deleted = Vec::new();
+            for item in items.iter().filter(|o| selectors.matches(&o.value)) {
+                let ns = item
+                    .value
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let name = item
+                    .value
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                match ops::delete(app, &rt, ns, name, &opts) {
+                    Ok(Deleted::Gone(o)) | Ok(Deleted::Terminating(o)) => deleted.push(o),
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(list_response(
+                &rt,
+                app.store.current_rv().max(rv),
+                None,
+                None,
+                &deleted,
+            ))
+        }
+        (m, _) => Err(ApiError::method_not_allowed(
+            &m.to_string().to_lowercase(),
+            &rt,
+        )),
+    }
+}
+
+fn resolve(app: &App, segs: &[&str]) -> Option<Target> {
+    let (group, version, rest) = match segs {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return None,
+    };
+    let (force_watch, rest) = match rest {
+        ["watch", r @ ..] => (true, r),
+        r => (false, r),
+    };
+    let reg = app.registry.read();
+    let (ns, plural, tail) = match rest {
+        ["namespaces", ns, plural, tail @ ..]
+            if reg
+                .find(group, version, plural)
+                .is_some_and(|t| t.namespaced) =>
+        {
+            (Some(ns.to_string()), *plural, tail)
+        }
+        [plural, tail @ ..] => (None, *plural, tail),
+        [] => return None,
+    };
+    let rt = reg.find(group, version, plural)?;
+    let (name, status) = match tail {
+        [] => (None, false),
+        [name] => (Some(name.to_string()), false),
+        [name, "status"] if rt.status_subresource => (Some(name.to_string()), true),
+        _ => return None,
+    };
+    Some(Target {
+        rt,
+        ns,
+        name,
+        status,
+        force_watch,
+    })
+}
+
+fn is_watch(q: &Query) -> bool {
+    match q.get("watch") {
+        None => false,
+        Some(v) => !(v == "0" || v.eq_ignore_ascii_case("false")),
+    }
+}
+
+async fn read_body(req: Request) -> ApiResult<Bytes> {
+    let too_large = || {
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            "Request entity too large: limit is 3145728",
+        )
+    };
+    if let Some(len) = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        && len > MAX_BODY
+    {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(req.into_body(), MAX_BODY)
+        .await
+        .map_err(|_| too_large())
+}
+
+/// Decode a JSON (or, for YAML content types, YAML) request body.
+fn parse_body(body: &Bytes, content_type: &str) -> ApiResult<Value> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("the request body is empty"));
+    }
+    let base = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if base.contains("protobuf") || base.contains("cbor") {
+        return Err(ApiError::unsupported_media_type());
+    }
+    if base.contains("yaml") {
+        return serde_yaml::from_slice::<Value>(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
+    }
+    serde_json::from_slice::<Value>(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))
+}
+
+fn write_opts(q: &Query) -> WriteOpts {
+    WriteOpts {
+        dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
+        field_manager: q.get("fieldManager").map(str::to_string),
+        force: q.flag("force"),
+    }
+}
+
+fn delete_opts(body: &Bytes, q: &Query) -> ApiResult<DeleteOpts> {
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
+        let s = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
+        return Ok(DeleteOpts {
+            uid: s("/preconditions/uid"),
+            resource_version: s("/preconditions/resourceVersion"),
+            dry_run: v
+                .get("dryRun")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(|x| x == "All")),
+        });
+    }
+    Ok(DeleteOpts {
+        uid: q.get("preconditions.uid").map(str::to_string),
+        resource_version: q.get("preconditions.resourceVersion").map(str::to_string),
+        dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
+    })
+}
+
+fn selectors(rt: &ResourceType, q: &Query) -> ApiResult<Selectors> {
+    let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or(""))
+        .map_err(ApiError::bad_request)?;
+    let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), &rt.kind)
+        .map_err(ApiError::bad_request)?;
+    Ok(Selectors { labels, fields })
+}
+
+fn parse_rv(s: &str) -> ApiResult<u64> {
+    s.parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))
+}
+
+/// A continue token: base64 JSON, `sid` names a retained snapshot (absent for "inconsistent" tokens).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    v: String,
+    rv: u64,
+    start: (String, String),
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    sid: Option<u64>,
+    #[serde(default)]
+    off: usize,
+}
+
+impl ContinueToken {
+    fn encode(&self) -> String {
+        base64::engine::general_purpose::STANDARD
+            .encode(serde_json::to_vec(self).unwrap_or_default())
+    }
+    fn decode(s: &str) -> ApiResult<ContinueToken> {
+        let bad = || {
+            ApiError::bad_request(
+                "continue key is not valid: incorrect encoded start resourceVersion",
+            )
+        };
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(s.trim())
+            .map_err(|_| bad())?;
+        serde_json::from_slice(&raw).map_err(|_| bad())
+    }
+}
+
+fn key_of(o: &Obj) -> (String, String) {
+    let m = o.value.get("metadata");
+    let s = |k: &str| {
+        m.and_then(|m| m.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    (s("namespace"), s("name"))
+}
+
+fn list(app: &App, target: &Target, q: &Query) -> ApiResult<Response> {
+    let rt = &target.rt;
+    app.counters.list(&rt.plural);
+    let rv = q.get("resourceVersion").filter(|s| !s.is_empty());
+    let rvm = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    let cont = q.get("continue").filter(|s| !s.is_empty());
+    let limit: usize = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0);
+    if q.get("sendInitialEvents").is_some() {
+        return Err(ApiError::invalid_options(
+            "ListOptions",
+            "sendInitialEvents",
+            "Forbidden: sendInitialEvents is forbidden for list",
+        ));
+    }
+    if let Some(m) = rvm {
+        if rv.is_none() {
+            return Err(ApiError::invalid_options(
+                "ListOptions",
+                "resourceVersionMatch",
+                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if cont.is_some() {
+            return Err(ApiError::invalid_options(
+                "ListOptions",
+                "resourceVersionMatch",
+                "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+        if m != "Exact" && m != "NotOlderThan" {
+            return Err(ApiError::invalid_options(
+                "ListOptions",
+                "resourceVersionMatch",
+                &format!("Unsupported value: \"{m}\""),
+            ));
+        }
+        if m == "Exact" && rv == Some("0") {
+            return Err(ApiError::invalid_options(
+                "ListOptions",
+                "resourceVersionMatch",
+                "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    let sel = selectors(rt, q)?;
+    let res = rt.storage_key();
+    let ns = target.ns.as_deref();
+    if let Some(tok) = cont {
+        if rv.is_some_and(|r| r != "0") {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        let t = ContinueToken::decode(tok)?;
+        let (list_rv, items, off) = match t
+            .sid
+            .and_then(|sid| app.store.snapshot(sid).map(|s| (sid, s)))
+        {
+            Some((_, (srv, items))) => (srv, items, t.off),
+            None if t.sid.is_some() => {
+                let fresh = ContinueToken {
+                    v: t.v.clone(),
+                    rv: app.store.current_rv(),
+                    start: t.start.clone(),
+                    sid: None,
+                    off: 0,
+                };
+                let mut e = ApiError::expired(
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                );
+                e.metadata = Some(json!({"continue": fresh.encode()}));
+                return Err(e);
+            }
+            None => {
+                let (crv, all) = app.store.list(&res, ns);
+                let items: Vec<Arc<Obj>> = all
+                    .into_iter()
+                    .filter(|o| key_of(o) > t.start && sel.matches(&o.value))
+                    .collect();
+                (crv, Arc::new(items), 0)
+            }
+        };
+        return Ok(page(app, rt, list_rv, items, off, limit, t.sid, &sel));
+    }
+    let exact = match (rv, rvm) {
+        (Some(r), Some("Exact")) => Some(parse_rv(r)?),
+        (Some(r), None) if r != "0" && limit > 0 => Some(parse_rv(r)?),
+        (Some(r), _) => {
+            parse_rv(r)?;
+            None
+        }
+        _ => None,
+    };
+    let (list_rv, all) = match exact {
+        Some(x) => app.store.list_at(&res, ns, x).map_err(|e: Expired| {
+            ApiError::expired(format!(
+                "too old resource version: {} ({})",
+                e.requested, e.oldest
+            ))
+        })?,
+        None => app.store.list(&res, ns),
+    };
+    let items: Vec<Arc<Obj>> = if sel.is_empty() {
+        all
+    } else {
+        all.into_iter().filter(|o| sel.matches(&o.value)).collect()
+    };
+    Ok(page(
+        app,
+        rt,
+        list_rv,
+        Arc::new(items),
+        0,
+        limit,
+        None,
+        &sel,
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn page(
+    app: &App,
+    rt: &ResourceType,
+    rv: u64,
+    items: Arc<Vec<Arc<Obj>>>,
+    off: usize,
+    limit: usize,
+    sid: Option<u64>,
+    sel: &Selectors,
+) -> Response {
+    let off = off.min(items.len());
+    let end = if limit == 0 {
+        items.len()
+    } else {
+        (off + limit).min(items.len())
+    };
+    let slice = &items[off..end];
+    if end >= items.len() {
+        if let Some(id) = sid {
+            app.store.drop_snapshot(id);
+        }
+        return list_response(rt, rv, None, None, slice);
+    }
+    let sid = sid.unwrap_or_else(|| app.store.save_snapshot(rv, items.clone()));
+    let last = slice.last().map(|o| key_of(o)).unwrap_or_default();
+    let token = ContinueToken {
+        v: "meta.k8s.io/v1".into(),
+        rv,
+        start: last,
+        sid: Some(sid),
+        off: end,
+    };
+    let remaining = if sel.is_empty() {
+        Some(items.len() - end)
+    } else {
+        None
+    };
+    list_response(rt, rv, Some(token.encode()), remaining, slice)
+}
+
+fn list_response(
+    rt: &ResourceType,
+    rv: u64,
+    cont: Option<String>,
+    remaining: Option<usize>,
+    items: &[Arc<Obj>],
+) -> Response {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = json!(c);
+    }
+    if let Some(r) = remaining {
+        meta["remainingItemCount"] = json!(r);
+    }
+    let head = json!({"kind": rt.list_kind, "apiVersion": rt.api_version(), "metadata": meta});
+    let head = serde_json::to_vec(&head).unwrap_or_default();
+    let total: usize = items.iter().map(|o| o.json.len() + 1).sum();
+    let mut buf = BytesMut::with_capacity(head.len() + total + 16);
+    buf.extend_from_slice(&head[..head.len() - 1]);
+    buf.extend_from_slice(b",\"items\":[");
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            buf.extend_from_slice(b",");
+        }
+        buf.extend_from_slice(&o.json);
+    }
+    buf.extend_from_slice(b"]}");
+    bytes_response(StatusCode::OK, "application/json", buf.freeze())
+}
+
+fn start_watch(app: &App, target: &Target, q: &Query, name: Option<&str>) -> ApiResult<Response> {
+    let rt = target.rt.clone();
+    app.counters.watch(&rt.plural);
+    let mut sel = selectors(&rt, q)?;
+    if let Some(n) = name {
+        match sel.fields.name() {
+            Some(other) if other != n => {
+                return Err(ApiError::bad_request(
+                    "fieldSelector metadata.name doesn't match requested name",
+                ));
+            }
+            Some(_) => {}
+            None => sel.fields.push_name(n),
+        }
+    }
+    let send_initial = q.flag("sendInitialEvents");
+    let rvm = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    if q.get("sendInitialEvents").is_some() {
+        if rvm != Some("NotOlderThan") {
+            return Err(ApiError::invalid_options(
+                "ListOptions",
+                "resourceVersionMatch",
+                "Invalid value: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+    } else if rvm.is_some() {
+        return Err(ApiError::invalid_options(
+            "ListOptions",
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ));
+    }
+    let start = match q
+        .get("resourceVersion")
+        .filter(|s| !s.is_empty() && *s != "0")
+    {
+        None => WatchStart::CurrentState,
+        Some(r) => WatchStart::After(parse_rv(r)?),
+    };
+    let timeout = match q.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()) {
+        Some(t) if t > 0 => Duration::from_secs(t),
+        _ => Duration::from_secs(rand::rng().random_range(1800..3600)),
+    };
+    let spec = WatchSpec {
+        rt,
+        ns: target.ns.clone(),
+        selectors: sel,
+        start,
+        bookmarks: q.flag("allowWatchBookmarks"),
+        send_initial,
+        timeout,
+        bookmark_interval: app.config.bookmark_interval,
+    };
+    let body = watch::start(app.store.clone(), &app.faults, spec);
+    let mut resp = Response::new(body);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    Ok(resp)
+}

@@ -1,0 +1,309 @@
+//! Watch streams: newline-delimited JSON events read from the store's history.
+//!
+//! Each watch runs as one task that copies pre-serialised event lines into a chunked HTTP body. When several
+//! events are pending they go out in one chunk (still one JSON object per line), which is what lets a
+//! single watcher keep up with bursts of writes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::{Bytes, BytesMut};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::faults::Faults;
+use crate::registry::ResourceType;
+use crate::selectors::Selectors;
+use crate::status::ApiError;
+use crate::store::{Event, EventType, Expired, Obj, Store, event_line, set_rv};
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchStart {
+    /// RV absent or "0": synthetic ADDED events for the current state, then changes.
+    CurrentState,
+    /// RV X: every change after X, no synthetic events.
+    After(u64),
+}
+
+/// A validated watch request.
+pub struct WatchSpec {
+    /// Resource being watched.
+    pub rt: Arc<ResourceType>,
+    /// Namespace filter (`None` = all namespaces or cluster-scoped).
+    pub ns: Option<String>,
+    /// Label/field selectors.
+    pub selectors: Selectors,
+    /// Start point.
+    pub start: WatchStart,
+    /// `allowWatchBookmarks=true`.
+    pub bookmarks: bool,
+    /// `sendInitialEvents=true` (streaming list).
+    pub send_initial: bool,
+    /// When the server ends the stream.
+    pub timeout: Duration,
+    /// Period of progress bookmarks.
+    pub bookmark_interval: Duration,
+}
+
+/// Lifecycle of one watch stream; the task moves strictly downwards through these phases
+/// (Initial → InitialEnd → Live → Failing/Dropping/Done), skipping the ones that do not apply.
+enum Phase {
+    /// Sending synthetic ADDED events for the state captured at the start RV.
+    Initial(std::vec::IntoIter<Arc<Obj>>),
+    /// Sending the `k8s.io/initial-events-end` bookmark (streaming lists only).
+    InitialEnd,
+    /// Following the history from the cursor, with periodic bookmarks.
+    Live,
+    /// Sending one final ERROR event (410 Expired), then a clean end.
+    Failing(Bytes),
+    /// Cutting the connection without a clean end (fault injection).
+    Dropping,
+    /// Clean end of stream.
+    Done,
+}
+
+const BATCH_EVENTS: usize = 2048;
+const CHUNK_BYTES: usize = 256 * 1024;
+
+fn expired_line(e: Expired) -> Bytes {
+    let status = ApiError::expired(format!(
+        "too old resource version: {} ({})",
+        e.requested, e.oldest
+    ))
+    .to_status();
+    event_line("ERROR", &serde_json::to_vec(&status).unwrap_or_default())
+}
+
+fn bookmark_line(rt: &ResourceType, rv: u64, initial_end: bool) -> Bytes {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let obj = json!({"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": meta});
+    event_line("BOOKMARK", &serde_json::to_vec(&obj).unwrap_or_default())
+}
+
+/// Start a watch and return its streaming body. Errors that happen after validation are ERROR events.
+pub fn start(store: Arc<Store>, faults: &Faults, spec: WatchSpec) -> Body {
+    if faults.take_short() {
+        return Body::empty();
+    }
+    let drop_stream = faults.take_drop();
+    let end_rx = faults.end_receiver();
+    let rv_rx = store.subscribe();
+    let (phase, cursor) = match spec.start {
+        WatchStart::After(rv) if !spec.send_initial => match store.check_start(rv) {
+            Ok(()) => (Phase::Live, rv),
+            Err(e) => (Phase::Failing(expired_line(e)), rv),
+        },
+        _ => {
+            let (rv, items) = store.list(&spec.rt.storage_key(), spec.ns.as_deref());
+            let items: Vec<Arc<Obj>> = if spec.selectors.is_empty() {
+                items
+            } else {
+                items
+                    .into_iter()
+                    .filter(|o| spec.selectors.matches(&o.value))
+                    .collect()
+            };
+            (Phase::Initial(items.into_iter()), rv)
+        }
+    };
+    let phase = if drop_stream && matches!(phase, Phase::Live) {
+        Phase::Dropping
+    } else {
+        phase
+    };
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    tokio::spawn(run(
+        store,
+        spec,
+        phase,
+        cursor,
+        drop_stream,
+        rv_rx,
+        end_rx,
+        tx,
+    ));
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    Body::from_stream(stream)
+}
+
+/// Render one history event for this watch, applying namespace and selector filters and transitions.
+fn render(spec: &WatchSpec, res: &str, ev: &Event) -> Option<Bytes> {
+    if &*ev.res != res {
+        return None;
+    }
+    if let Some(ns) = &spec.ns
+        && ev.ns != *ns
+    {
+        return None;
+    }
+    if spec.selectors.is_empty() {
+        return Some(ev.line.clone());
+    }
+    let now = spec.selectors.matches(&ev.obj.value);
+    match ev.kind {
+        EventType::Added | EventType::Deleted => now.then(|| ev.line.clone()),
+        EventType::Modified => {
+            let before = ev
+                .prev
+                .as_ref()
+                .is_some_and(|p| spec.selectors.matches(&p.value));
+            match (before, now) {
+                (true, true) => Some(ev.line.clone()),
+                (false, true) => Some(event_line("ADDED", &ev.obj.json)),
+                (true, false) => {
+                    let mut last = ev.prev.as_ref().expect("matched").value.clone();
+                    set_rv(&mut last, ev.rv);
+                    Some(event_line(
+                        "DELETED",
+                        &serde_json::to_vec(&last).unwrap_or_default(),
+                    ))
+                }
+                (false, false) => None,
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    store: Arc<Store>,
+    spec: WatchSpec,
+    mut phase: Phase,
+    mut cursor: u64,
+    drop_stream: bool,
+    mut rv_rx: tokio::sync::watch::Receiver<u64>,
+    mut end_rx: tokio::sync::watch::Receiver<u64>,
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+) {
+    let res = spec.rt.storage_key();
+    let deadline = Instant::now() + spec.timeout;
+    let mut next_bookmark = Instant::now() + spec.bookmark_interval;
+    end_rx.borrow_and_update();
+    let mut sent_any = false;
+    loop {
+        phase = match phase {
+            Phase::Initial(mut items) => {
+                let mut buf = BytesMut::new();
+                for obj in items.by_ref() {
+                    buf.extend_from_slice(&event_line("ADDED", &obj.json));
+                    if buf.len() >= CHUNK_BYTES {
+                        break;
+                    }
+                }
+                if !buf.is_empty() {
+                    if tx.send(Ok(buf.freeze())).await.is_err() {
+                        return;
+                    }
+                    sent_any = true;
+                    Phase::Initial(items)
+                } else if spec.send_initial {
+                    Phase::InitialEnd
+                } else if drop_stream {
+                    Phase::Dropping
+                } else {
+                    Phase::Live
+                }
+            }
+            Phase::InitialEnd => {
+                if tx
+                    .send(Ok(bookmark_line(&spec.rt, cursor, true)))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                sent_any = true;
+                if drop_stream {
+                    Phase::Dropping
+                } else {
+                    Phase::Live
+                }
+            }
+            Phase::Live => {
+                rv_rx.borrow_and_update();
+                match store.events_after(cursor, BATCH_EVENTS) {
+                    Err(e) => Phase::Failing(expired_line(e)),
+                    Ok((events, next)) => {
+                        let full = events.len() == BATCH_EVENTS;
+                        let mut buf = BytesMut::new();
+                        for ev in &events {
+                            if let Some(line) = render(&spec, &res, ev) {
+                                buf.extend_from_slice(&line);
+                            }
+                        }
+                        cursor = next;
+                        if !buf.is_empty() {
+                            if tx.send(Ok(buf.freeze())).await.is_err() {
+                                return;
+                            }
+                            sent_any = true;
+                        }
+                        if full {
+                            Phase::Live
+                        } else {
+                            let bookmark_due = tokio::time::sleep_until(next_bookmark);
+                            tokio::select! {
+                                _ = rv_rx.changed() => Phase::Live,
+                                _ = bookmark_due => {
+                                    next_bookmark = Instant::now() + spec.bookmark_interval;
+                                    if spec.bookmarks {
+                                        // Drain anything that arrived meanwhile first, so the bookmark RV never
+                                        // skips an event this watcher has not been sent.
+                                        if let Ok((evs, next)) = store.events_after(cursor, usize::MAX) {
+                                            let mut buf = BytesMut::new();
+                                            for ev in &evs {
+                                                if let Some(line) = render(&spec, &res, ev) {
+                                                    buf.extend_from_slice(&line);
+                                                }
+                                            }
+                                            cursor = next;
+                                            buf.extend_from_slice(&bookmark_line(&spec.rt, cursor, false));
+                                            if tx.send(Ok(buf.freeze())).await.is_err() {
+                                                return;
+                                            }
+                                        }
+                                    }
+                                    Phase::Live
+                                }
+                                _ = tokio::time::sleep_until(deadline) => Phase::Done,
+                                _ = end_rx.changed() => Phase::Done,
+                                _ = tx.closed() => return,
+                            }
+                        }
+                    }
+                }
+            }
+            Phase::Failing(line) => {
+                let _ = tx.send(Ok(line)).await;
+                Phase::Done
+            }
+            Phase::Dropping => {
+                if !sent_any {
+                    // Let the response head reach the client first so the cut is "mid-stream".
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let _ = tx
+                    .send(Err(std::io::Error::other(
+                        "connection dropped by fault injection",
+                    )))
+                    .await;
+                return;
+            }
+            Phase::Done => return,
+        };
+        if Instant::now() >= deadline || end_rx.has_changed().unwrap_or(true) {
+            if let Phase::Failing(line) = phase {
+                let _ = tx.send(Ok(line)).await;
+            }
+            return;
+        }
+    }
+}

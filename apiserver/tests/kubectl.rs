@@ -1,0 +1,235 @@
+//! Drives the real `kubectl` against the embedded server (skipped with a notice when kubectl is missing).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use apiserver::{ApiServer, Config};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+struct Kubectl {
+    kubeconfig: PathBuf,
+    home: PathBuf,
+    dir: PathBuf,
+}
+
+impl Kubectl {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("kubectl");
+        c.args(args)
+            .arg("--cache-dir")
+            .arg(self.home.join("cache"))
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", &self.home)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Run kubectl, returning (success, stdout, stderr).
+    async fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let out = tokio::time::timeout(Duration::from_secs(60), self.command(args).output())
+            .await
+            .expect("kubectl timed out")
+            .expect("kubectl runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Run kubectl and require success; returns stdout.
+    async fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(args).await;
+        assert!(ok, "kubectl {args:?} failed:\nstdout: {out}\nstderr: {err}");
+        out
+    }
+
+    fn file(&self, name: &str, content: &str) -> String {
+        let p = self.dir.join(name);
+        std::fs::write(&p, content).unwrap();
+        p.display().to_string()
+    }
+}
+
+fn kubectl_available() -> bool {
+    std::process::Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wg]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#;
+
+const DEPLOYMENT: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1
+        ports: [{containerPort: 80}]
+      - name: sidecar
+        image: busybox:1
+"#;
+
+async fn wait_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>, want: &[&str]) -> String {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let line = lines.next_line().await.unwrap().expect("kubectl get -w ended early");
+            if want.iter().all(|w| line.contains(w)) {
+                return line;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no line with {want:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_end_to_end() {
+    if !kubectl_available() {
+        eprintln!("NOTICE: kubectl not found on PATH; skipping the kubectl suite");
+        return;
+    }
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let k = Kubectl { kubeconfig: tmp.path().join("kubeconfig"), home: tmp.path().join("home"), dir: tmp.path().into() };
+    std::fs::create_dir_all(&k.home).unwrap();
+    server.write_kubeconfig(&k.kubeconfig).unwrap();
+    assert!(Path::new(&k.kubeconfig).exists());
+
+    // version: the dispatcher must run 1.32
+    let v = k.ok(&["version", "-o", "json"]).await;
+    assert!(v.contains("\"minor\": \"32\""), "{v}");
+
+    // create -f: ConfigMap, Deployment, CRD then a custom resource
+    let cm = k.file("cm1.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm1\ndata:\n  a: \"1\"\n");
+    assert!(k.ok(&["create", "-f", &cm]).await.contains("configmap/cm1 created"));
+    let (ok, _, err) = k.run(&["create", "-f", &cm]).await;
+    assert!(!ok && err.contains("AlreadyExists"), "{err}");
+    let dep = k.file("deploy.yaml", DEPLOYMENT);
+    assert!(k.ok(&["create", "-f", &dep]).await.contains("deployment.apps/web created"));
+    let crd = k.file("crd.yaml", CRD);
+    assert!(k.ok(&["create", "-f", &crd]).await.contains("customresourcedefinition.apiextensions.k8s.io/widgets.example.com created"));
+    k.ok(&["wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=30s"]).await;
+    let w = k.file("w1.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n");
+    assert!(k.ok(&["create", "-f", &w]).await.contains("widget.example.com/w1 created"));
+
+    // get, get -o json
+    let out = k.ok(&["get", "configmaps"]).await;
+    assert!(out.contains("cm1"), "{out}");
+    let out = k.ok(&["get", "cm", "cm1", "-o", "json"]).await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["data"]["a"], "1");
+    let out = k.ok(&["get", "wg", "-o", "json"]).await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["items"][0]["spec"]["size"], 3);
+    assert!(k.ok(&["get", "deployments"]).await.contains("web"));
+
+    // apply (client-side), twice, then server-side
+    let cm2 = k.file("cm2.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm2\ndata:\n  x: \"1\"\n  y: \"2\"\n");
+    assert!(k.ok(&["apply", "-f", &cm2]).await.contains("configmap/cm2 created"));
+    let cm2b = k.file("cm2b.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm2\ndata:\n  x: \"9\"\n");
+    assert!(k.ok(&["apply", "-f", &cm2b]).await.contains("configmap/cm2 configured"));
+    let v: serde_json::Value = serde_json::from_str(&k.ok(&["get", "cm", "cm2", "-o", "json"]).await).unwrap();
+    assert_eq!(v["data"], serde_json::json!({"x": "9"}), "client-side apply removes y");
+    let w2 = k.file("w1b.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 5\n");
+    assert!(k.ok(&["apply", "-f", &w2]).await.contains("widget.example.com/w1 configured"));
+    let cm3 = k.file("cm3.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm3\ndata:\n  s: \"1\"\n");
+    assert!(k.ok(&["apply", "--server-side", "-f", &cm3]).await.contains("serverside-applied"));
+    assert!(k.ok(&["apply", "--server-side", "-f", &cm2b]).await.contains("serverside-applied"));
+
+    // patch: merge, json, strategic
+    k.ok(&["patch", "cm", "cm1", "--type", "merge", "-p", r#"{"data":{"b":"2"}}"#]).await;
+    k.ok(&["patch", "cm", "cm1", "--type", "json", "-p", r#"[{"op":"add","path":"/data/c","value":"3"}]"#]).await;
+    k.ok(&[
+        "patch",
+        "deployment",
+        "web",
+        "--type",
+        "strategic",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:2"}]}}}}"#,
+    ])
+    .await;
+    let v: serde_json::Value = serde_json::from_str(&k.ok(&["get", "cm", "cm1", "-o", "json"]).await).unwrap();
+    assert_eq!(v["data"], serde_json::json!({"a": "1", "b": "2", "c": "3"}));
+    let v: serde_json::Value = serde_json::from_str(&k.ok(&["get", "deploy", "web", "-o", "json"]).await).unwrap();
+    let containers = v["spec"]["template"]["spec"]["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 2, "strategic merge keeps the sidecar");
+    assert_eq!(containers[0]["image"], "nginx:2");
+    assert_eq!(v["metadata"]["generation"], 2);
+    let (ok, _, err) = k.run(&["patch", "wg", "w1", "--type", "strategic", "-p", r#"{"spec":{"size":1}}"#]).await;
+    assert!(!ok && err.contains("UnsupportedMediaType") || err.contains("415") || err.contains("strategic"), "{err}");
+
+    // label + selector
+    assert!(k.ok(&["label", "cm", "cm1", "env=test"]).await.contains("labeled"));
+    let out = k.ok(&["get", "cm", "-l", "env=test", "-o", "name"]).await;
+    assert_eq!(out.trim(), "configmap/cm1");
+
+    // replace -f
+    let cm1r = k.file("cm1r.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm1\ndata:\n  z: \"26\"\n");
+    assert!(k.ok(&["replace", "-f", &cm1r]).await.contains("configmap/cm1 replaced"));
+    let v: serde_json::Value = serde_json::from_str(&k.ok(&["get", "cm", "cm1", "-o", "json"]).await).unwrap();
+    assert_eq!(v["data"], serde_json::json!({"z": "26"}));
+
+    // get -w shows ADDED / MODIFIED / DELETED
+    let mut child = k
+        .command(&["get", "configmaps", "-w", "--output-watch-events"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    wait_line(&mut lines, &["ADDED", "cm1"]).await;
+    let cmw = k.file("cmw.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cmw\ndata:\n  a: \"1\"\n");
+    k.ok(&["create", "-f", &cmw]).await;
+    wait_line(&mut lines, &["ADDED", "cmw"]).await;
+    k.ok(&["label", "cm", "cmw", "x=y"]).await;
+    wait_line(&mut lines, &["MODIFIED", "cmw"]).await;
+    k.ok(&["delete", "cm", "cmw"]).await;
+    wait_line(&mut lines, &["DELETED", "cmw"]).await;
+    child.kill().await.unwrap();
+
+    // delete (and the CRD takes its custom resources with it)
+    assert!(k.ok(&["delete", "cm", "cm1"]).await.contains("deleted"));
+    let (ok, _, err) = k.run(&["get", "cm", "cm1"]).await;
+    assert!(!ok && err.contains("NotFound"), "{err}");
+    k.ok(&["delete", "widget", "w1"]).await;
+    k.ok(&["delete", "crd", "widgets.example.com"]).await;
+    let out = k.ok(&["api-resources"]).await;
+    assert!(!out.contains("widgets"), "{out}");
+    assert!(out.contains("deployments"), "{out}");
+    server.shutdown().await;
+}
