@@ -63,9 +63,17 @@ async fn initial_list_then_watch_events_reach_the_handler() {
     let rv2 = set_data(&api, "live", "changed").await;
     t.logs.wait_line(p, &format!("update default/live rv={rv1}->{rv2} sync=false")).await;
     api.delete("live", &DeleteParams::default()).await.unwrap();
+    // A DELETED watch event carries the resourceVersion of the deletion itself.
     let lines = t
         .logs
-        .wait_line(p, &format!("delete default/live rv={rv2} final-state-unknown=false"))
+        .wait_for(p, "delete", |l| {
+            l.iter().any(|x| {
+                x.strip_prefix("delete default/live rv=")
+                    .and_then(|r| r.strip_suffix(" final-state-unknown=false"))
+                    .and_then(|r| r.parse::<u64>().ok())
+                    .is_some_and(|rv| rv > rv2.parse::<u64>().unwrap())
+            })
+        })
         .await;
     // Nothing but these four calls (the resync period of the example is 0).
     assert_eq!(lines.len(), 4, "{lines:#?}");
@@ -241,7 +249,7 @@ async fn misbehaving_plugins_are_contained() {
         .collect();
     assert_eq!(failures.len(), 3, "{failures:?}");
     // A fresh instance serves the next call.
-    create(&api, "fine", &[]).await;
+    create(&api, "fine", &[("kubewasm.io/action", "hello")]).await;
     t.logs.wait_line("bad", "ok default/fine").await;
     t.host.shutdown().await;
 }

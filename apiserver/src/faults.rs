@@ -20,6 +20,8 @@ pub struct Faults {
     fail: Mutex<(usize, u16)>,
     latency: Mutex<Duration>,
     drop_streams: AtomicUsize,
+    /// While true, watch streams deliver nothing and new watches wait (see `pause_watches`).
+    paused: tokio::sync::watch::Sender<bool>,
 }
 
 fn take_one(counter: &AtomicUsize) -> bool {
@@ -37,6 +39,7 @@ impl Faults {
             fail: Mutex::new((0, 500)),
             latency: Mutex::new(Duration::ZERO),
             drop_streams: AtomicUsize::new(0),
+            paused: tokio::sync::watch::channel(false).0,
         }
     }
 
@@ -68,6 +71,22 @@ impl Faults {
     /// The next `n` watch streams are cut mid-stream (connection dropped, no clean end).
     pub fn drop_next_streams(&self, n: usize) {
         self.drop_streams.store(n, Ordering::SeqCst);
+    }
+
+    /// Hold every watch: open streams stop delivering and new watches wait, until
+    /// `resume_watches`. Lets a test change objects the informers must not see, like a client
+    /// whose connection hangs (combine with `compact` and `end_watches` for a guaranteed 410).
+    pub fn pause_watches(&self) {
+        self.paused.send_replace(true);
+    }
+
+    /// Release watches held by `pause_watches`.
+    pub fn resume_watches(&self) {
+        self.paused.send_replace(false);
+    }
+
+    pub(crate) fn pause_receiver(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.paused.subscribe()
     }
 
     pub(crate) fn end_receiver(&self) -> tokio::sync::watch::Receiver<u64> {

@@ -93,6 +93,7 @@ pub fn start(store: Arc<Store>, faults: &Faults, spec: WatchSpec) -> Body {
     }
     let drop_stream = faults.take_drop();
     let end_rx = faults.end_receiver();
+    let pause_rx = faults.pause_receiver();
     let rv_rx = store.subscribe();
     let (phase, cursor) = match spec.start {
         WatchStart::After(rv) if !spec.send_initial => match store.check_start(rv) {
@@ -126,6 +127,7 @@ pub fn start(store: Arc<Store>, faults: &Faults, spec: WatchSpec) -> Body {
         drop_stream,
         rv_rx,
         end_rx,
+        pause_rx,
         tx,
     ));
     let stream = futures::stream::unfold(rx, |mut rx| async move {
@@ -181,6 +183,7 @@ async fn run(
     drop_stream: bool,
     mut rv_rx: tokio::sync::watch::Receiver<u64>,
     mut end_rx: tokio::sync::watch::Receiver<u64>,
+    mut pause_rx: tokio::sync::watch::Receiver<bool>,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {
     let res = spec.rt.storage_key();
@@ -225,6 +228,13 @@ async fn run(
                     Phase::Dropping
                 } else {
                     Phase::Live
+                }
+            }
+            Phase::Live if *pause_rx.borrow() => {
+                tokio::select! {
+                    _ = pause_rx.wait_for(|p| !*p) => Phase::Live,
+                    _ = end_rx.changed() => Phase::Done,
+                    _ = tx.closed() => return,
                 }
             }
             Phase::Live => {

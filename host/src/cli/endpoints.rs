@@ -68,7 +68,7 @@ pub async fn serve(
     let metrics_router = Router::new().route("/metrics", get(metrics));
     let health_router = Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz));
     let mut bound = (None, None);
-    let mut spawn = |addr: SocketAddr, router: Router<AppState>| -> anyhow::Result<SocketAddr> {
+    let spawn = |addr: SocketAddr, router: Router<AppState>| -> anyhow::Result<SocketAddr> {
         let std_listener = std::net::TcpListener::bind(addr)
             .map_err(|e| anyhow::anyhow!("cannot bind endpoint address {addr}: {e}"))?;
         std_listener.set_nonblocking(true)?;

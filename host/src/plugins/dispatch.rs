@@ -213,8 +213,12 @@ impl Dispatcher {
 
     /// Bookkeeping for a notification that leaves the queue, handled or not.
     fn settle(&self, n: &Notification) {
+        self.settle_initial(matches!(n, Notification::Add { init: true, .. }));
+    }
+
+    fn settle_initial(&self, initial: bool) {
         self.handles.queue_depth.dec();
-        if matches!(n, Notification::Add { init: true, .. }) {
+        if initial {
             self.initial_outstanding.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -259,6 +263,7 @@ impl Dispatcher {
             }
             let kind = item.notification.kind();
             let flag = item.notification.flag();
+            let initial = matches!(item.notification, Notification::Add { init: true, .. });
             let started = Instant::now();
             let result = call(&mut instance, &item.notification);
             self.handles.call_seconds.observe(started.elapsed().as_secs_f64());
@@ -312,7 +317,7 @@ impl Dispatcher {
                 }
             };
             if !requeued {
-                self.settle(&item.notification);
+                self.settle_initial(initial);
             }
             let _ = self.events.send(PluginEvent::Called {
                 plugin: self.plugin.to_string(),
