@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds the Python configmap-logger into guest-examples/dist/python-configmap-logger.wasm.
+# Needs componentize-py from guest-examples/install-toolchains.sh (venv at <repo>/.toolchains/venv).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+venv="${KUBEWASM_VENV:-$repo/.toolchains/venv}"
+cpy="$venv/bin/componentize-py"
+if [[ ! -x "$cpy" ]]; then
+  echo "componentize-py not found at $cpy: run guest-examples/install-toolchains.sh" >&2
+  exit 1
+fi
+mkdir -p "$repo/guest-examples/dist"
+out="$repo/guest-examples/dist/python-configmap-logger.wasm"
+# -p: where app.py lives; bindings are generated on the fly into the component (no files to commit).
+# componentize-py writes __pycache__ next to the sources; keep the tree clean.
+export PYTHONDONTWRITEBYTECODE=1
+"$cpy" -q -d "$repo/wit" -w handler componentize -p "$here" -o "$out" app
+echo "built $out ($(stat -c %s "$out") bytes)"
