@@ -209,7 +209,7 @@ def run(engine, path):
 
 def main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
-    paths = argv or sorted(glob.glob(os.path.join(here, "dist", "*configmap-logger*.wasm")))
+    paths = argv or sorted(glob.glob(os.path.join(here, "dist", "*configmap-logger*.wasm")) + glob.glob(os.path.join(here, "dist", "variants", "*configmap-logger*.wasm")))
     if not paths:
         print("no components given and none in guest-examples/dist", file=sys.stderr)
         return 2
