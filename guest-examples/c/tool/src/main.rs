@@ -190,7 +190,8 @@ fn check(wit_dir: &str, path: &str, world_name: Option<&&str>) -> Result<()> {
 
     // Type-level check: the world plus the component's WASI imports must be a supertype of it.
     let remap = resolve.merge(component_resolve)?;
-    let merged_cw = remap.worlds[component_world.index()].context("component world lost in merge")?;
+    let merged_cw =
+        remap.worlds[component_world.index()].context("component world lost in merge")?;
     let extra: Vec<(WorldKey, WorldItem)> = resolve.worlds[merged_cw]
         .imports
         .iter()
@@ -206,11 +207,12 @@ fn check(wit_dir: &str, path: &str, world_name: Option<&&str>) -> Result<()> {
     wit_component::targets(&resolve, extended, &bytes)
         .with_context(|| format!("{path} does not match the world's types"))?;
 
-    let pkg = resolve.worlds[world].package.context("world has no package")?;
+    let pkg = resolve.worlds[world]
+        .package
+        .context("world has no package")?;
     println!(
         "ok: {path} implements {}/{}",
-        resolve.packages[pkg].name,
-        resolve.worlds[world].name
+        resolve.packages[pkg].name, resolve.worlds[world].name
     );
     Ok(())
 }
