@@ -12,8 +12,9 @@ if [[ ! -x "$cpy" ]]; then
 fi
 mkdir -p "$repo/guest-examples/dist"
 out="$repo/guest-examples/dist/python-configmap-logger.wasm"
-# -p: where app.py lives; bindings are generated on the fly into the component (no files to commit).
-# componentize-py writes __pycache__ next to the sources; keep the tree clean.
-export PYTHONDONTWRITEBYTECODE=1
-"$cpy" -q -d "$repo/wit" -w handler componentize -p "$here" -o "$out" app
+# -p: the directory bundled into the component (every file in it: keep it to the sources);
+# bindings are generated on the fly (no generated files to commit). A stale __pycache__ would be
+# bundled too, so it is removed first (componentize-py recreates it; it is git-ignored).
+rm -rf "$here/src/__pycache__"
+"$cpy" -q -d "$repo/wit" -w handler componentize -p "$here/src" -o "$out" app
 echo "built $out ($(stat -c %s "$out") bytes)"
