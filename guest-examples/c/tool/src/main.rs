@@ -98,6 +98,8 @@ fn componentize(wit_dir: &str, core: &str, out: &str, world: Option<&&str>) -> R
     let component = ComponentEncoder::default()
         .module(&module)?
         .validate(true)
+        // Experiment switch (Go): adapter allocations via memory.grow instead of the module's cabi_realloc.
+        .realloc_via_memory_grow(std::env::var_os("KUBEWASM_REALLOC_VIA_MEMORY_GROW").is_some())
         .adapter(
             "wasi_snapshot_preview1",
             wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
