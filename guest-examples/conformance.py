@@ -8,7 +8,9 @@ call for call the log lines and the results (ok / retry / fatal / trap) against 
 behaviour, and that all components agree with each other. A trap discards the instance and the
 next call gets a fresh one, as the host does.
 
-    .toolchains/venv/bin/python guest-examples/conformance.py [COMPONENT.wasm ...]
+    .toolchains/venv/bin/python guest-examples/conformance.py [--soak N] [COMPONENT.wasm ...]
+
+--soak N: also N on-update calls with two ~2 KB objects on one instance per component.
 
 Without arguments: every guest-examples/dist/*configmap-logger*.wasm. Exit status 0 when all pass.
 """
@@ -110,12 +112,18 @@ def scenario():
     return calls
 
 
+COMPILED = {}
+MEMORY_CAP = 64 << 20  # the host's default linear-memory cap per plugin
+
+
 class Guest:
     def __init__(self, engine, path):
         self.engine = engine
         self.path = path
         t = time.perf_counter()
-        self.component = wc.Component.from_file(engine, path)
+        if path not in COMPILED:
+            COMPILED[path] = wc.Component.from_file(engine, path)
+        self.component = COMPILED[path]
         self.compile_s = time.perf_counter() - t
         self.linker = wc.Linker(engine)
         self.linker.add_wasip2()
@@ -136,6 +144,7 @@ class Guest:
         if os.environ.get("CONFORMANCE_GUEST_STDERR"):
             wasi.inherit_stderr()
         self.store.set_wasi(wasi)
+        self.store.set_limits(memory_size=MEMORY_CAP)
         t = time.perf_counter()
         self.instance = self.linker.instantiate(self.store, self.component)
         self.instantiate_s.append(time.perf_counter() - t)
@@ -207,8 +216,30 @@ def run(engine, path):
     return transcript, failures, figures
 
 
+def soak(engine, path, n):
+    """n on-update calls with two ~2 KB objects on one instance: every call must log one line and
+    return ok (catches leaks that exhaust memory and GC-in-realloc traps). Returns (failures, us/call)."""
+    g = Guest(engine, path)
+    data = "x" * 1900
+    labels = [("app", "web"), ("tier", "frontend")]
+    old = obj("soak", "cm", "1", labels)
+    new = obj("soak", "cm", "2", labels)
+    old.json = new.json = '{"kind":"ConfigMap","data":{"k":"%s"}}' % data
+    t = time.perf_counter()
+    for i in range(n):
+        g.logs.clear()
+        status, r = g.call("on-update", old, new, i % 2 == 0)
+        if status != "ok" or r is not None or len(g.logs) != 1:
+            return [f"soak call {i}: {status} {r!r} logs={g.logs}"], 0.0
+    return [], (time.perf_counter() - t) / n * 1e6
+
+
 def main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
+    soak_n = 0
+    if argv[:1] == ["--soak"]:
+        soak_n = int(argv[1])
+        argv = argv[2:]
     paths = argv or sorted(glob.glob(os.path.join(here, "dist", "*configmap-logger*.wasm")) + glob.glob(os.path.join(here, "dist", "variants", "*configmap-logger*.wasm")))
     if not paths:
         print("no components given and none in guest-examples/dist", file=sys.stderr)
@@ -237,6 +268,15 @@ def main(argv):
                 f"compile {fig['compile_ms']:.0f} ms, instantiate {fig['instantiate_ms']:.2f} ms "
                 f"({fig['instances']} instances, traps discarded)"
             )
+    for path in paths if soak_n else []:
+        name = os.path.basename(path)
+        failures, us = soak(engine, path, soak_n)
+        if failures:
+            failed += 1
+            print(f"FAIL {name} soak: {failures[0]}")
+        else:
+            passed += 1
+            print(f"ok   {name}: soak of {soak_n} on-update calls, {us:.0f} us/call (incl. wasmtime-py marshalling)")
     # Everyone must also agree with everyone else (catches a shared mistake in `expected`).
     if len(transcripts) > 1:
         names = list(transcripts)
