@@ -1,0 +1,3 @@
+module kubewasm.io/guest-examples/go
+
+go 1.27

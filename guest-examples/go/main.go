@@ -1,0 +1,241 @@
+// configmap-logger: the kubewasm reference handler in Go (wasip1 reactor + WASI preview1 adapter).
+//
+// EXPERIMENTAL. There are no Go bindings generator usable here, so the canonical ABI of the
+// kubewasm:handler world is written by hand below (layouts for wasm32, checked against the C
+// bindings wit-bindgen generates). The Go runtime's garbage collector must never run inside
+// cabi_realloc (the host calls it while lowering arguments; the GC reads the clock through a WASI
+// import, and calling an import there traps with "cannot leave component instance"). So:
+//   - automatic GC is off (debug.SetGCPercent(-1)); nothing in this module sets a memory limit;
+//   - collections run explicitly at the start of an export call, where imports are allowed,
+//     once the heap has grown by gcEvery bytes since the last one;
+//   - memory handed out by cabi_realloc stays referenced (pending) until the call's post-return.
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"unsafe"
+)
+
+func main() {}
+
+func init() {
+	debug.SetGCPercent(-1)
+}
+
+// ---- memory for the host --------------------------------------------------------------------
+
+// Blocks handed to the host by cabi_realloc for the current call, kept alive until post-return.
+var pending [][]byte
+
+//go:wasmexport cabi_realloc
+func cabiRealloc(old unsafe.Pointer, oldSize, align, newSize uint32) unsafe.Pointer {
+	if newSize == 0 {
+		return unsafe.Pointer(uintptr(align))
+	}
+	// Over-allocate so the block can be aligned; Go's allocator gives 8-byte alignment anyway.
+	buf := make([]byte, newSize+align)
+	pending = append(pending, buf)
+	p := uintptr(unsafe.Pointer(&buf[0]))
+	p = (p + uintptr(align) - 1) &^ (uintptr(align) - 1)
+	if old != nil && oldSize > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(p)), newSize), unsafe.Slice((*byte)(old), oldSize))
+	}
+	return unsafe.Pointer(p)
+}
+
+const gcEvery = 4 << 20
+
+var heapSample = []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+var allocsAtLastGC uint64
+
+// enter runs at the start of every export: a safe point for a collection.
+func enter() {
+	metrics.Read(heapSample)
+	if a := heapSample[0].Value.Uint64(); a-allocsAtLastGC > gcEvery {
+		runtime.GC()
+		allocsAtLastGC = a
+	}
+}
+
+// Results of the current call, kept alive until post-return.
+var keep []any
+
+func postReturn() {
+	pending = pending[:0]
+	keep = keep[:0]
+}
+
+// ---- canonical ABI values -------------------------------------------------------------------
+
+type wstring struct {
+	ptr uint32
+	len uint32
+}
+
+func (s wstring) String() string {
+	if s.len == 0 {
+		return ""
+	}
+	return unsafe.String((*byte)(unsafe.Pointer(uintptr(s.ptr))), s.len)
+}
+
+func lower(s string) wstring {
+	b := []byte(s)
+	keep = append(keep, b)
+	if len(b) == 0 {
+		return wstring{1, 0}
+	}
+	return wstring{uint32(uintptr(unsafe.Pointer(&b[0]))), uint32(len(b))}
+}
+
+func at[T any](base unsafe.Pointer, off uintptr) *T { return (*T)(unsafe.Add(base, off)) }
+
+// object-meta (size 80, align 8): api-version@0 kind@8 namespace@16(disc u8, string@20)
+// name@28 uid@36 resource-version@44 generation@56(disc u8, s64@64) labels@72.
+// object (size 88): meta@0 json@80.
+type objectMeta struct {
+	namespace       *string
+	name            string
+	resourceVersion string
+	labels          [][2]string
+}
+
+func liftObject(p unsafe.Pointer) objectMeta {
+	var m objectMeta
+	if *at[uint8](p, 16) != 0 {
+		ns := at[wstring](p, 20).String()
+		m.namespace = &ns
+	}
+	m.name = at[wstring](p, 28).String()
+	m.resourceVersion = at[wstring](p, 44).String()
+	l := at[wstring](p, 72) // list: ptr, len of tuple<string,string> (16 bytes each)
+	for i := uint32(0); i < l.len; i++ {
+		t := unsafe.Pointer(uintptr(l.ptr) + uintptr(i)*16)
+		m.labels = append(m.labels, [2]string{at[wstring](t, 0).String(), at[wstring](t, 8).String()})
+	}
+	return m
+}
+
+//go:wasmimport kubewasm:handler/log@0.1.0 log
+func hostLog(level uint32, ptr unsafe.Pointer, length uint32)
+
+const levelInfo = 2
+
+func logInfo(msg string) {
+	b := []byte(msg)
+	if len(b) == 0 {
+		hostLog(levelInfo, nil, 0)
+		return
+	}
+	hostLog(levelInfo, unsafe.Pointer(&b[0]), uint32(len(b)))
+	runtime.KeepAlive(b)
+}
+
+// result<_, handler-error> return area (size 16): disc u8@0, handler-error@4 (case u8@4, string@8).
+var retArea [4]uint32
+
+func result(err *handlerError) unsafe.Pointer {
+	retArea = [4]uint32{}
+	if err != nil {
+		s := lower(err.msg)
+		retArea[0] = 1
+		retArea[1] = err.tag
+		retArea[2] = s.ptr
+		retArea[3] = s.len
+	}
+	return unsafe.Pointer(&retArea)
+}
+
+// ---- the handler ----------------------------------------------------------------------------
+
+const failLabel = "kubewasm.io/fail"
+
+type handlerError struct {
+	tag uint32 // 0 retry, 1 fatal
+	msg string
+}
+
+func key(m objectMeta) string {
+	if m.namespace != nil {
+		return *m.namespace + "/" + m.name
+	}
+	return m.name
+}
+
+func outcome(m objectMeta) *handlerError {
+	for _, kv := range m.labels {
+		if kv[0] != failLabel {
+			continue
+		}
+		switch kv[1] {
+		case "retry":
+			return &handlerError{0, failLabel + "=retry"}
+		case "fatal":
+			return &handlerError{1, failLabel + "=fatal"}
+		case "trap":
+			panic(failLabel + "=trap") // an unrecovered panic traps the instance
+		}
+		return nil
+	}
+	return nil
+}
+
+// plugin-info (size 16): name@0 subscriptions@8. subscription (size 64, align 8):
+// api-version@0 kind@8 namespace@16 label-selector@28 field-selector@40 (option<string>: disc u8,
+// string@+4) resync-period-ms@56.
+var describeArea [4]uint32
+
+//go:wasmexport describe
+func describe() unsafe.Pointer {
+	enter()
+	sub := make([]uint64, 8) // 64 bytes, 8-aligned, zeroed: all options none, resync 0
+	keep = append(keep, sub)
+	sp := unsafe.Pointer(&sub[0])
+	*at[wstring](sp, 0) = lower("v1")
+	*at[wstring](sp, 8) = lower("ConfigMap")
+	name := lower("configmap-logger")
+	describeArea = [4]uint32{name.ptr, name.len, uint32(uintptr(sp)), 1}
+	return unsafe.Pointer(&describeArea)
+}
+
+//go:wasmexport cabi_post_describe
+func postDescribe(unsafe.Pointer) { postReturn() }
+
+//go:wasmexport on-add
+func onAdd(args unsafe.Pointer) unsafe.Pointer {
+	enter()
+	m := liftObject(args)
+	logInfo(fmt.Sprintf("add %s rv=%s init=%t", key(m), m.resourceVersion, *at[uint8](args, 88) != 0))
+	return result(outcome(m))
+}
+
+//go:wasmexport cabi_post_on-add
+func postOnAdd(unsafe.Pointer) { postReturn() }
+
+//go:wasmexport on-update
+func onUpdate(args unsafe.Pointer) unsafe.Pointer {
+	enter()
+	old := liftObject(args)
+	m := liftObject(unsafe.Add(args, 88))
+	logInfo(fmt.Sprintf("update %s rv=%s->%s sync=%t", key(m), old.resourceVersion, m.resourceVersion,
+		*at[uint8](args, 176) != 0))
+	return result(outcome(m))
+}
+
+//go:wasmexport cabi_post_on-update
+func postOnUpdate(unsafe.Pointer) { postReturn() }
+
+//go:wasmexport on-delete
+func onDelete(args unsafe.Pointer) unsafe.Pointer {
+	enter()
+	m := liftObject(args)
+	logInfo(fmt.Sprintf("delete %s rv=%s final-state-unknown=%t", key(m), m.resourceVersion,
+		*at[uint8](args, 88) != 0))
+	return result(outcome(m))
+}
+
+//go:wasmexport cabi_post_on-delete
+func postOnDelete(unsafe.Pointer) { postReturn() }
