@@ -9,10 +9,14 @@ use wasmtime::{Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAl
 /// fires between `deadline` and `deadline + EPOCH_TICK` after the call started.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+const WASM_PAGE: u64 = 64 << 10;
+
 /// Pool shape for `max_instances` handler instances whose memories may each reach
 /// `max_memory_bytes`. Pooling makes instantiation a slot reuse instead of mmap/munmap, which
 /// keeps the "fresh instance after a trap" path cheap.
 pub(crate) fn build_engine(max_instances: u32, max_memory_bytes: u64) -> anyhow::Result<Engine> {
+    // Whole wasm pages, at least one.
+    let max_memory_bytes = max_memory_bytes.max(1).next_multiple_of(WASM_PAGE);
     let max_memory = usize::try_from(max_memory_bytes)?;
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(max_instances)

@@ -292,6 +292,7 @@ fn trap_discards_instance_and_next_call_gets_a_fresh_one() {
     let ok = configmap(Some("n"), "ok", "4", &[]);
     assert_eq!(h.on_add(&ok, false).unwrap(), HandlerOutcome::Ok);
     let m = &shared().metrics;
+    assert_eq!(h.consecutive_failures(), 0, "reset by the successful call");
     assert_eq!(m.instantiations(p), 2);
     assert_eq!(m.failures(p, "trap"), 1);
 }
@@ -585,4 +586,38 @@ fn label_auditor_reports_drift_on_resync() {
             "audit: 2 configmaps, 2 violators",
         ]
     );
+}
+
+#[test]
+fn failures_in_a_row_are_counted_for_quarantine() {
+    let mut h = instance(&shared().fixture, "fixture-repeat", Limits::default());
+    for n in 1..=3 {
+        assert!(matches!(
+            h.on_add(&action("trap"), false),
+            Err(CallError::Trap(_))
+        ));
+        assert_eq!(h.consecutive_failures(), n);
+    }
+    let policy = QuarantinePolicy {
+        threshold: 3,
+        ..Default::default()
+    };
+    assert_eq!(policy.backoff(2), None);
+    assert_eq!(
+        policy.backoff(h.consecutive_failures()),
+        Some(Duration::from_secs(1))
+    );
+    assert_eq!(policy.backoff(5), Some(Duration::from_secs(4)));
+    assert_eq!(policy.backoff(u32::MAX), Some(Duration::from_secs(300)));
+}
+
+#[test]
+fn handles_can_move_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Runtime>();
+    send_sync::<CompiledHandler>();
+    send::<HandlerInstance>();
+    send_sync::<RuntimeError>();
+    send_sync::<CallError>();
 }
