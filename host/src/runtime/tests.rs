@@ -621,3 +621,24 @@ fn handles_can_move_between_threads() {
     send_sync::<RuntimeError>();
     send_sync::<CallError>();
 }
+
+#[test]
+fn metrics_are_exported_per_plugin_and_cause() {
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = RuntimeMetrics::new(&mut registry);
+    let rt = Runtime::new(RuntimeConfig::default(), metrics).unwrap();
+    let compiled = rt.compile(&guest_bytes("test-fixture")).unwrap();
+    let mut h = rt
+        .instantiate(&compiled, "metered", Limits::default(), Arc::new(FakeCache))
+        .unwrap();
+    h.on_add(&action("trap"), false).unwrap_err();
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for expected in [
+        r#"kubewasm_runtime_instantiations_total{plugin="metered"} 1"#,
+        r#"kubewasm_runtime_instance_failures_total{plugin="metered",cause="trap"} 1"#,
+        r#"kubewasm_runtime_compiles_total{result="uncached"} 1"#,
+    ] {
+        assert!(text.contains(expected), "missing {expected} in\n{text}");
+    }
+}
