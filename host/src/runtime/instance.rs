@@ -20,6 +20,9 @@ const RUNTIME_TARGET: &str = "kubewasm::runtime";
 /// One plugin's sandbox. Calls are sequential (`&mut self`); after a trap, a deadline or memory
 /// exhaustion the instance is dropped and the next call instantiates a fresh one, so guest state
 /// never survives a failure.
+///
+/// Calls block: make them from a plain thread or `tokio::task::spawn_blocking`, never from an
+/// async task (WASI's synchronous bindings enter a Tokio runtime and would panic there).
 pub struct HandlerInstance {
     runtime: Runtime,
     compiled: CompiledHandler,

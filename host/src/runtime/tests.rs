@@ -350,13 +350,14 @@ fn memory_hog_hits_the_cap() {
 fn no_ambient_capabilities() {
     let p = "fixture-ambient";
     let mut h = instance(&shared().fixture, p, Limits::default());
-    for a in ["read-file", "env", "net"] {
+    for a in ["read-file", "env", "net", "stdin"] {
         assert_eq!(h.on_add(&action(a), false).unwrap(), HandlerOutcome::Ok);
     }
     let lines = logged(p);
     assert!(lines[0].starts_with("read-file: denied: "), "{lines:?}");
     assert_eq!(lines[1], "env: none visible");
     assert!(lines[2].starts_with("net: denied: "), "{lines:?}");
+    assert_eq!(lines[3], "stdin: empty");
 }
 
 #[test]
@@ -641,4 +642,25 @@ fn metrics_are_exported_per_plugin_and_cause() {
     ] {
         assert!(text.contains(expected), "missing {expected} in\n{text}");
     }
+}
+
+#[test]
+fn calls_work_from_tokio_blocking_threads() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let lines = rt.block_on(async {
+        tokio::task::spawn_blocking(|| {
+            let mut h = instance(&shared().fixture, "tokio-blocking", Limits::default());
+            assert_eq!(
+                h.on_add(&action("print"), false).unwrap(),
+                HandlerOutcome::Ok
+            );
+            logged("tokio-blocking")
+        })
+        .await
+        .unwrap()
+    });
+    assert_eq!(lines, ["print: stdout ns/print", "print: stderr ns/print"]);
 }
