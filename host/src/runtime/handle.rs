@@ -29,7 +29,8 @@ pub struct RuntimeConfig {
     /// Ceiling for any plugin's memory cap; sizes the pooling allocator's memory slots.
     pub max_memory_bytes: u64,
     /// Instances that may exist at once (pool size): plugins, plus their replacements during a
-    /// hot swap, plus one-off checks.
+    /// hot swap, plus one-off checks. Each pooled instance reserves about 8 GiB of address space
+    /// (not memory) up front.
     pub max_instances: u32,
     /// Taps guest log lines (tests); they always go to `tracing` as well.
     pub log_observer: Option<LogObserver>,

@@ -20,6 +20,9 @@ const RUNTIME_TARGET: &str = "kubewasm::runtime";
 /// One plugin's sandbox. Calls are sequential (`&mut self`); after a trap, a deadline or memory
 /// exhaustion the instance is dropped and the next call instantiates a fresh one, so guest state
 /// never survives a failure.
+///
+/// Calls block: make them from a plain thread or `tokio::task::spawn_blocking`, never from an
+/// async task (WASI's synchronous bindings enter a Tokio runtime and would panic there).
 pub struct HandlerInstance {
     runtime: Runtime,
     compiled: CompiledHandler,
@@ -29,6 +32,7 @@ pub struct HandlerInstance {
     cache: Arc<dyn CacheReader>,
     log: GuestLog,
     live: Option<Live>,
+    consecutive_failures: u32,
 }
 
 struct Live {
@@ -55,6 +59,7 @@ impl HandlerInstance {
             cache,
             log,
             live: None,
+            consecutive_failures: 0,
         };
         this.live = Some(this.instantiate_live()?);
         Ok(this)
@@ -63,6 +68,12 @@ impl HandlerInstance {
     /// The name this instance logs and counts under.
     pub fn plugin_name(&self) -> &str {
         &self.plugin
+    }
+
+    /// Failed calls since the last successful one (0 after a success); feeds
+    /// [`QuarantinePolicy::backoff`](super::QuarantinePolicy::backoff).
+    pub fn consecutive_failures(&self) -> u32 {
+        self.consecutive_failures
     }
 
     /// The limits this instance runs under.
@@ -90,6 +101,8 @@ impl HandlerInstance {
         })
     }
 
+    /// Delivers an add; `is_in_initial_list` as in client-go (also set for replays to a plugin
+    /// that joined late or was hot-swapped in).
     pub fn on_add(
         &mut self,
         obj: &dyn GuestObject,
@@ -101,6 +114,7 @@ impl HandlerInstance {
             .map(outcome)
     }
 
+    /// Delivers an update; `is_sync` marks a resync or relist replay of an unchanged object.
     pub fn on_update(
         &mut self,
         old: &dyn GuestObject,
@@ -116,6 +130,8 @@ impl HandlerInstance {
             .map(outcome)
     }
 
+    /// Delivers a delete; `final_state_unknown` marks a deletion inferred from a relist, with
+    /// `obj` the last state the cache knew.
     pub fn on_delete(
         &mut self,
         obj: &dyn GuestObject,
@@ -166,7 +182,10 @@ impl HandlerInstance {
         let result = f(&live.handler, &mut live.store);
         live.store.data().output.flush();
         match result {
-            Ok(value) => Ok(value),
+            Ok(value) => {
+                self.consecutive_failures = 0;
+                Ok(value)
+            }
             Err(e) => {
                 let err = describe_failure(&e, live.store.data());
                 self.live = None;
@@ -176,7 +195,8 @@ impl HandlerInstance {
         }
     }
 
-    fn record_failure(&self, err: &CallError, detail: Option<&wasmtime::Error>) {
+    fn record_failure(&mut self, err: &CallError, detail: Option<&wasmtime::Error>) {
+        self.consecutive_failures = self.consecutive_failures.saturating_add(1);
         self.runtime.inner.metrics.failed(&self.plugin, err.cause());
         let plugin = &*self.plugin;
         let cause = err.cause();

@@ -16,6 +16,7 @@ mod host_imports;
 mod instance;
 mod limits;
 mod metrics;
+mod quarantine;
 mod store;
 mod types;
 mod validate;
@@ -30,6 +31,7 @@ pub use handle::{CompiledHandler, Runtime, RuntimeConfig};
 pub use instance::HandlerInstance;
 pub use limits::Limits;
 pub use metrics::RuntimeMetrics;
+pub use quarantine::QuarantinePolicy;
 pub use types::{
     CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, LogObserver, ObjectView, PluginInfo,
     Subscription,

@@ -292,6 +292,7 @@ fn trap_discards_instance_and_next_call_gets_a_fresh_one() {
     let ok = configmap(Some("n"), "ok", "4", &[]);
     assert_eq!(h.on_add(&ok, false).unwrap(), HandlerOutcome::Ok);
     let m = &shared().metrics;
+    assert_eq!(h.consecutive_failures(), 0, "reset by the successful call");
     assert_eq!(m.instantiations(p), 2);
     assert_eq!(m.failures(p, "trap"), 1);
 }
@@ -349,13 +350,14 @@ fn memory_hog_hits_the_cap() {
 fn no_ambient_capabilities() {
     let p = "fixture-ambient";
     let mut h = instance(&shared().fixture, p, Limits::default());
-    for a in ["read-file", "env", "net"] {
+    for a in ["read-file", "env", "net", "stdin"] {
         assert_eq!(h.on_add(&action(a), false).unwrap(), HandlerOutcome::Ok);
     }
     let lines = logged(p);
     assert!(lines[0].starts_with("read-file: denied: "), "{lines:?}");
     assert_eq!(lines[1], "env: none visible");
     assert!(lines[2].starts_with("net: denied: "), "{lines:?}");
+    assert_eq!(lines[3], "stdin: empty");
 }
 
 #[test]
@@ -585,4 +587,80 @@ fn label_auditor_reports_drift_on_resync() {
             "audit: 2 configmaps, 2 violators",
         ]
     );
+}
+
+#[test]
+fn failures_in_a_row_are_counted_for_quarantine() {
+    let mut h = instance(&shared().fixture, "fixture-repeat", Limits::default());
+    for n in 1..=3 {
+        assert!(matches!(
+            h.on_add(&action("trap"), false),
+            Err(CallError::Trap(_))
+        ));
+        assert_eq!(h.consecutive_failures(), n);
+    }
+    let policy = QuarantinePolicy {
+        threshold: 3,
+        ..Default::default()
+    };
+    assert_eq!(policy.backoff(2), None);
+    assert_eq!(
+        policy.backoff(h.consecutive_failures()),
+        Some(Duration::from_secs(1))
+    );
+    assert_eq!(policy.backoff(5), Some(Duration::from_secs(4)));
+    assert_eq!(policy.backoff(u32::MAX), Some(Duration::from_secs(300)));
+}
+
+#[test]
+fn handles_can_move_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Runtime>();
+    send_sync::<CompiledHandler>();
+    send::<HandlerInstance>();
+    send_sync::<RuntimeError>();
+    send_sync::<CallError>();
+}
+
+#[test]
+fn metrics_are_exported_per_plugin_and_cause() {
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = RuntimeMetrics::new(&mut registry);
+    let rt = Runtime::new(RuntimeConfig::default(), metrics).unwrap();
+    let compiled = rt.compile(&guest_bytes("test-fixture")).unwrap();
+    let mut h = rt
+        .instantiate(&compiled, "metered", Limits::default(), Arc::new(FakeCache))
+        .unwrap();
+    h.on_add(&action("trap"), false).unwrap_err();
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for expected in [
+        r#"kubewasm_runtime_instantiations_total{plugin="metered"} 1"#,
+        r#"kubewasm_runtime_instance_failures_total{plugin="metered",cause="trap"} 1"#,
+        r#"kubewasm_runtime_compiles_total{result="uncached"} 1"#,
+    ] {
+        assert!(text.contains(expected), "missing {expected} in\n{text}");
+    }
+}
+
+#[test]
+fn calls_work_from_tokio_blocking_threads() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let lines = rt.block_on(async {
+        tokio::task::spawn_blocking(|| {
+            let mut h = instance(&shared().fixture, "tokio-blocking", Limits::default());
+            assert_eq!(
+                h.on_add(&action("print"), false).unwrap(),
+                HandlerOutcome::Ok
+            );
+            logged("tokio-blocking")
+        })
+        .await
+        .unwrap()
+    });
+    assert_eq!(lines, ["print: stdout ns/print", "print: stderr ns/print"]);
 }

@@ -9,14 +9,21 @@ use serde::Serialize;
 /// object per plugin: the runtime copies these strings straight into guest memory.
 #[derive(Clone, Copy, Debug)]
 pub struct ObjectView<'a> {
+    /// `apiVersion`, e.g. `v1` or `apps/v1`.
     pub api_version: &'a str,
+    /// `kind`, e.g. `ConfigMap`.
     pub kind: &'a str,
     /// `None` for cluster-scoped objects.
     pub namespace: Option<&'a str>,
+    /// `metadata.name`.
     pub name: &'a str,
+    /// `metadata.uid`.
     pub uid: &'a str,
+    /// `metadata.resourceVersion`; opaque, compare for equality only.
     pub resource_version: &'a str,
+    /// `metadata.generation`, when the server tracks it for the kind.
     pub generation: Option<i64>,
+    /// `metadata.labels` as pairs.
     pub labels: &'a [(String, String)],
     /// The object exactly as the API server served it.
     pub json: &'a str,
@@ -25,6 +32,7 @@ pub struct ObjectView<'a> {
 /// Anything that can present itself as an [`ObjectView`]; implemented by the plugins layer on
 /// its shared cache entries so handlers and `cache` reads need no conversion step.
 pub trait GuestObject: Send + Sync {
+    /// Borrows the object's fields; called once per delivery or cache read.
     fn view(&self) -> ObjectView<'_>;
 }
 
@@ -32,6 +40,7 @@ pub trait GuestObject: Send + Sync {
 /// refusing (e.g. an unsubscribed kind) is an `Err(message)` that the guest receives as a value,
 /// never a trap.
 pub trait CacheReader: Send + Sync + 'static {
+    /// Answers `cache.get`: `Ok(None)` when the cache does not hold the object.
     fn get(
         &self,
         api_version: &str,
@@ -40,6 +49,7 @@ pub trait CacheReader: Send + Sync + 'static {
         name: &str,
     ) -> Result<Option<Arc<dyn GuestObject>>, String>;
 
+    /// Answers `cache.list`, optionally limited to a namespace and a label selector.
     fn list(
         &self,
         api_version: &str,
@@ -52,17 +62,24 @@ pub trait CacheReader: Send + Sync + 'static {
 /// What `describe()` returned: the name used in logs and metrics and what to subscribe to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PluginInfo {
+    /// The handler's own name (the plugins layer may prefer the file name for metrics).
     pub name: String,
+    /// What the handler wants events for.
     pub subscriptions: Vec<Subscription>,
 }
 
 /// One resource a handler wants events for; equal subscriptions share one informer.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Subscription {
+    /// Group/version, e.g. `v1` or `apps/v1`.
     pub api_version: String,
+    /// Kind, e.g. `ConfigMap`.
     pub kind: String,
+    /// One namespace, or all when `None`.
     pub namespace: Option<String>,
+    /// Kubernetes label selector syntax.
     pub label_selector: Option<String>,
+    /// Kubernetes field selector syntax.
     pub field_selector: Option<String>,
     /// 0 disables resync.
     pub resync_period_ms: u64,
@@ -71,6 +88,7 @@ pub struct Subscription {
 /// How a handler call that ran to completion ended; drives redelivery in the plugins layer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HandlerOutcome {
+    /// Handled.
     Ok,
     /// Redeliver later with backoff.
     Retry(String),
@@ -81,10 +99,15 @@ pub enum HandlerOutcome {
 /// Severity of a guest log line, mirroring the WIT `log.level` enum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GuestLogLevel {
+    /// Finest detail.
     Trace,
+    /// Diagnostics.
     Debug,
+    /// Normal operation; also guest stdout lines.
     Info,
+    /// Something looks wrong; also guest stderr lines.
     Warn,
+    /// Something failed.
     Error,
 }
 

@@ -175,3 +175,45 @@ impl tokio::io::AsyncWrite for CaptureStream {
         Poll::Ready(Ok(()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
+
+    use super::super::types::GuestLogLevel;
+    use super::*;
+
+    #[test]
+    fn splits_lines_bounds_long_ones_and_keeps_the_stderr_tail() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let log = GuestLog::new(
+            "p".into(),
+            Some(Arc::new(move |_: &str, level: GuestLogLevel, msg: &str| {
+                sink.lock().push((level, msg.len(), msg.to_string()))
+            })),
+        );
+        let (_ctx, out) = sandboxed_ctx(&log);
+        let mut err = out.stderr.lock();
+        err.write(b"one\r\ntw");
+        err.write(b"o\n\nthree");
+        err.write(&vec![b'x'; MAX_LINE]);
+        drop(err);
+        out.flush();
+        let seen = seen.lock();
+        assert_eq!(seen[0].2, "one");
+        assert_eq!(seen[1].2, "two");
+        assert_eq!(
+            seen[2].1,
+            "three".len() + MAX_LINE,
+            "emitted once over the bound"
+        );
+        assert_eq!(seen.len(), 3, "blank lines are dropped");
+        assert!(seen.iter().all(|(l, ..)| *l == GuestLogLevel::Warn));
+        assert!(out.stderr_tail().unwrap().starts_with("one | two | three"));
+        out.reset_tail();
+        assert_eq!(out.stderr_tail(), None);
+    }
+}

@@ -64,6 +64,11 @@ fn act(meta: &ObjectMeta) -> Result<(), HandlerError> {
                 info(&format!("env: VISIBLE vars={vars} args={args}"));
             }
         }
+        "stdin" => match std::io::read_to_string(std::io::stdin()) {
+            Ok(s) if s.is_empty() => info("stdin: empty"),
+            Ok(s) => info(&format!("stdin: READ {} bytes", s.len())),
+            Err(e) => info(&format!("stdin: denied: {e}")),
+        },
         "net" => match std::net::TcpStream::connect("127.0.0.1:80") {
             Ok(_) => info("net: ALLOWED"),
             Err(e) => info(&format!("net: denied: {e}")),
