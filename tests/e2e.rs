@@ -565,6 +565,14 @@ mod guest_languages {
         server.faults().compact();
         server.faults().end_watches();
         server.faults().resume_watches();
+        for lang in LANGS {
+            t.logs
+                .wait_for(lang, "the tombstone", |l| {
+                    l.iter().any(|x| x.starts_with("delete default/gone ") && x.ends_with("final-state-unknown=true"))
+                })
+                .await;
+        }
+        // Written after the relist, so it arrives after everything the relist delivered.
         create(&api, "end", &[]).await;
         for lang in LANGS {
             t.logs.wait_for(lang, "end marker", |l| l.iter().any(|x| x.starts_with("add default/end "))).await;

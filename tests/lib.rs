@@ -33,6 +33,7 @@ pub fn guest(file: &str) -> PathBuf {
 
 /// Starts an embedded API server with fast bookmarks and fault endpoints.
 pub async fn start_server() -> apiserver::ApiServer {
+    kubewasm::cli::logging::init_for_tests();
     apiserver::ApiServer::start(apiserver::Config {
         bookmark_interval: Duration::from_millis(500),
         ..apiserver::Config::default()
