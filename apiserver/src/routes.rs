@@ -379,18 +379,27 @@ async fn read_body(req: Request) -> ApiResult<Bytes> {
             "Request entity too large: limit is 3145728",
         )
     };
-    if let Some(len) = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        && len > MAX_BODY
-    {
+    // Read (and discard) an oversized body before answering, so the client sees the 413 instead of a broken
+    // pipe while it is still sending.
+    let mut body = req.into_body().into_data_stream();
+    let mut buf = BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = futures::StreamExt::next(&mut body).await {
+        let chunk =
+            chunk.map_err(|e| ApiError::bad_request(format!("error reading request body: {e}")))?;
+        seen += chunk.len();
+        if seen > MAX_BODY {
+            if seen > 16 * MAX_BODY {
+                break;
+            }
+            continue;
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    if seen > MAX_BODY {
         return Err(too_large());
     }
-    axum::body::to_bytes(req.into_body(), MAX_BODY)
-        .await
-        .map_err(|_| too_large())
+    Ok(buf.freeze())
 }
 
 /// Decode a JSON (or, for YAML content types, YAML) request body.

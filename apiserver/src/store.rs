@@ -412,7 +412,7 @@ impl Store {
             });
         }
         let start = inner.history.partition_point(|e| e.rv <= cursor);
-        let end = (start + max).min(inner.history.len());
+        let end = start.saturating_add(max).min(inner.history.len());
         let out: Vec<Arc<Event>> = inner.history.range(start..end).cloned().collect();
         let next = if end == inner.history.len() {
             inner.rv.max(cursor)
