@@ -314,10 +314,11 @@ fn prepare_create_status(rt: &ResourceType, body: &mut Value) -> ApiResult<()> {
             });
         }
         _ => {
-            if rt.custom && rt.status_subresource {
-                if let Some(o) = body.as_object_mut() {
-                    o.remove("status");
-                }
+            if rt.custom
+                && rt.status_subresource
+                && let Some(o) = body.as_object_mut()
+            {
+                o.remove("status");
             }
         }
     }
@@ -501,6 +502,7 @@ fn merge_subresource(rt: &ResourceType, old: &Value, new: Value, status_only: bo
 }
 
 /// PATCH an object (any flavour). Server-side apply creates missing objects (`created == true`).
+#[allow(clippy::too_many_arguments)]
 pub fn patch(
     app: &App,
     rt: &ResourceType,

@@ -264,7 +264,7 @@ impl Registry {
             }
         }
         for versions in out.values_mut() {
-            versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+            versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         }
         out
     }
@@ -408,7 +408,7 @@ pub fn types_from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
             custom: true,
         });
     }
-    out.sort_by(|a, b| version_priority(&b.version).cmp(&version_priority(&a.version)));
+    out.sort_by_key(|t| std::cmp::Reverse(version_priority(&t.version)));
     Ok(out)
 }
 
@@ -419,7 +419,7 @@ mod tests {
     #[test]
     fn versions_sort_by_kubernetes_priority() {
         let mut v = vec!["v1alpha1", "v2", "v1beta2", "v1", "v1beta1"];
-        v.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        v.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         assert_eq!(v, vec!["v2", "v1", "v1beta2", "v1beta1", "v1alpha1"]);
     }
 }
