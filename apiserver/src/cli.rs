@@ -68,3 +68,38 @@ pub async fn run(args: ApiserverArgs) -> anyhow::Result<()> {
     server.shutdown().await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: ApiserverArgs,
+    }
+
+    #[test]
+    fn defaults_are_loopback_and_documented_port() {
+        let w = Wrapper::parse_from(["kubewasm"]);
+        assert_eq!(w.args.port, DEFAULT_PORT);
+        assert!(w.args.bind_address.is_loopback());
+        assert!(!w.args.allow_remote && !w.args.enable_fault_endpoints);
+        let w = Wrapper::parse_from([
+            "kubewasm",
+            "--port",
+            "0",
+            "--data-dir",
+            "/tmp/x",
+            "--bind-address",
+            "0.0.0.0",
+            "--allow-remote",
+        ]);
+        assert_eq!(
+            w.args.data_dir.as_deref(),
+            Some(std::path::Path::new("/tmp/x"))
+        );
+        assert!(w.args.allow_remote);
+    }
+}

@@ -4,6 +4,8 @@
 //! like the real one under list, watch, relist and faults. The real `kubectl` and kube-rs are its clients.
 //! See `README.md` for what is implemented and what is approximated.
 
+#![warn(missing_docs)]
+
 mod discovery;
 mod faults;
 mod openapi;

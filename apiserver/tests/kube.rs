@@ -819,3 +819,78 @@ async fn persistence_survives_restart() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_endpoints_and_bind_safety() {
+    // Non-loopback binds are refused unless explicitly allowed.
+    let remote = Config {
+        bind: "0.0.0.0:0".parse().unwrap(),
+        ..Config::default()
+    };
+    assert!(ApiServer::start(remote).await.is_err());
+
+    let off = ApiServer::start(Config::default()).await.unwrap();
+    let c = client(&off).await;
+    assert_eq!(
+        api_code(
+            raw(
+                &c,
+                "POST",
+                "/_kubewasm/faults/compact",
+                "application/json",
+                vec![]
+            )
+            .await
+            .unwrap_err()
+        ),
+        404
+    );
+    off.shutdown().await;
+
+    let on = ApiServer::start(Config {
+        enable_fault_endpoints: true,
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let c = client(&on).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    cms.create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
+    let old = on.resource_version();
+    raw(
+        &c,
+        "POST",
+        "/_kubewasm/faults/compact",
+        "application/json",
+        vec![],
+    )
+    .await
+    .unwrap();
+    let mut w = cms
+        .watch(&WatchParams::default(), &old.to_string())
+        .await
+        .unwrap()
+        .boxed();
+    assert!(
+        matches!(tokio::time::timeout(GUARD, w.try_next()).await.unwrap().unwrap(), Some(WatchEvent::Error(e)) if e.code == 410)
+    );
+    raw(
+        &c,
+        "POST",
+        "/_kubewasm/faults/fail?n=1&status=500",
+        "application/json",
+        vec![],
+    )
+    .await
+    .unwrap();
+    assert_eq!(api_code(cms.get("a").await.unwrap_err()), 500);
+    cms.get("a").await.unwrap();
+    // The kubeconfig names the kubewasm context and this server.
+    let kc = on.kubeconfig_yaml();
+    assert!(
+        kc.contains(&format!("server: {}", on.url())) && kc.contains("current-context: kubewasm")
+    );
+    on.shutdown().await;
+}
