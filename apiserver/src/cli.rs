@@ -64,9 +64,25 @@ pub async fn run(args: ApiserverArgs) -> anyhow::Result<()> {
     let abs = std::fs::canonicalize(&path).unwrap_or(path);
     eprintln!("kubewasm apiserver listening on {}", server.url());
     println!("export KUBECONFIG={}", abs.display());
-    tokio::signal::ctrl_c().await?;
+    wait_for_stop_signal().await?;
     server.shutdown().await;
     Ok(())
+}
+
+/// Ctrl-C, or SIGTERM on Unix (so service managers get a clean, flushed shutdown too).
+async fn wait_for_stop_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await
+    }
 }
 
 #[cfg(test)]
