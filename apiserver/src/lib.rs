@@ -8,6 +8,7 @@
 
 mod discovery;
 mod faults;
+mod managed;
 mod openapi;
 mod ops;
 mod patch;

@@ -555,7 +555,17 @@ pub fn patch(
         && app.store.get(&rt.storage_key(), ns, name).is_none()
         && !status_only
     {
-        match create(app, rt, ns, body.clone(), opts) {
+        let mut initial = body.clone();
+        let manager = opts.field_manager.clone().unwrap_or_default();
+        crate::managed::record_apply(
+            None,
+            &mut initial,
+            &body,
+            &manager,
+            &rt.api_version(),
+            &now_rfc3339(),
+        );
+        match create(app, rt, ns, initial, opts) {
             Ok(obj) => return Ok((obj, true)),
             Err(e) if e.code == 409 => {} // raced with another creation: fall through to a merge
             Err(e) => return Err(e),
@@ -571,7 +581,18 @@ pub fn patch(
             PatchKind::Merge => patch::merge_patch(&mut new, &body),
             PatchKind::Strategic => patch::strategic_merge(&mut new, &body).map_err(patch_err)?,
             PatchKind::Json => patch::json_patch(&mut new, &body).map_err(patch_err)?,
-            PatchKind::Apply => patch::apply_merge(&mut new, &body, !rt.custom),
+            PatchKind::Apply => {
+                patch::apply_merge(&mut new, &body, !rt.custom);
+                let manager = opts.field_manager.as_deref().unwrap_or_default();
+                crate::managed::record_apply(
+                    Some(&cur.value),
+                    &mut new,
+                    &body,
+                    manager,
+                    &rt.api_version(),
+                    &now_rfc3339(),
+                );
+            }
         }
         let new = merge_subresource(rt, &cur.value, new, status_only);
         finish_update(rt, cur, new)

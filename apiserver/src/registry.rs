@@ -217,6 +217,17 @@ impl Registry {
                 false,
             ),
             builtin(
+                "events.k8s.io",
+                "events",
+                "event",
+                "Event",
+                true,
+                &[],
+                false,
+                false,
+                false,
+            ),
+            builtin(
                 "apiextensions.k8s.io",
                 "customresourcedefinitions",
                 "customresourcedefinition",

@@ -191,7 +191,27 @@ async fn api_crud_and_patches() {
         .patch("b", &ssa, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}, "data": {"y": "2"}})))
         .await
         .unwrap();
-    assert_eq!(applied.data.unwrap().len(), 2);
+    // Fields the manager stopped applying are removed; other managers' fields stay; a repeat is a no-op.
+    assert_eq!(
+        applied
+            .data
+            .clone()
+            .unwrap()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        vec![("y".to_string(), "2".to_string())]
+    );
+    let other = cms
+        .patch("b", &PatchParams::apply("other"), &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}, "data": {"z": "3"}})))
+        .await
+        .unwrap();
+    let again = cms
+        .patch("b", &ssa, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}, "data": {"y": "2"}})))
+        .await
+        .unwrap();
+    assert_eq!(again.resource_version(), other.resource_version());
+    assert_eq!(again.data.unwrap().len(), 2);
+    assert_eq!(again.metadata.managed_fields.unwrap().len(), 2);
     let no_manager = cms
         .patch(
             "b",

@@ -240,6 +240,25 @@ async fn kubectl_end_to_end() {
             .await
             .contains("serverside-applied")
     );
+    let cm3b = k.file(
+        "cm3b.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm3\ndata:\n  t: \"2\"\n",
+    );
+    k.ok(&["apply", "--server-side", "-f", &cm3b]).await;
+    let v: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "cm3", "-o", "json"]).await).unwrap();
+    assert_eq!(
+        v["data"],
+        serde_json::json!({"t": "2"}),
+        "SSA drops fields no longer applied"
+    );
+    k.ok(&["apply", "--server-side", "-f", &cm3b]).await;
+    let again: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "cm3", "-o", "json"]).await).unwrap();
+    assert_eq!(
+        again["metadata"]["resourceVersion"], v["metadata"]["resourceVersion"],
+        "no-op apply"
+    );
     assert!(
         k.ok(&["apply", "--server-side", "-f", &cm2b])
             .await
