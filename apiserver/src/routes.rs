@@ -467,7 +467,7 @@ fn parse_rv(s: &str) -> ApiResult<u64> {
 }
 
 /// A continue token: base64 JSON, `sid` names a retained snapshot (absent for "inconsistent" tokens).
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct ContinueToken {
     v: String,
     rv: u64,
@@ -761,4 +761,36 @@ fn start_watch(app: &App, target: &Target, q: &Query, name: Option<&str>) -> Api
         HeaderValue::from_static("no-cache, private"),
     );
     Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip_and_reject_garbage() {
+        let t = ContinueToken {
+            v: "meta.k8s.io/v1".into(),
+            rv: 42,
+            start: ("default".into(), "cm-7".into()),
+            sid: Some(3),
+            off: 500,
+        };
+        let back = ContinueToken::decode(&t.encode()).unwrap();
+        assert_eq!(
+            (back.rv, back.sid, back.off, back.start),
+            (42, Some(3), 500, t.start.clone())
+        );
+        assert_eq!(ContinueToken::decode("not-base64!").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn query_parsing_tolerates_kube_rs_forms() {
+        let q = Query::parse(Some("&limit=500&labelSelector=a%20in%20(x%2Cy)&watch"));
+        assert_eq!(q.get("limit"), Some("500"));
+        assert_eq!(q.get("labelSelector"), Some("a in (x,y)"));
+        assert!(is_watch(&q), "an empty watch value means true");
+        assert!(!is_watch(&Query::parse(Some("watch=false"))));
+        assert!(is_watch(&Query::parse(Some("watch=1"))));
+    }
 }
