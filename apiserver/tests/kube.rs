@@ -84,9 +84,10 @@ where
 }
 
 /// Consume one full Init … InitDone cycle, returning the names seen.
-async fn init_cycle<S>(stream: &mut S) -> Vec<String>
+async fn init_cycle<S, K>(stream: &mut S) -> Vec<String>
 where
-    S: futures::Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>> + Unpin,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Unpin,
+    K: kube::Resource + std::fmt::Debug,
 {
     loop {
         if let Ok(watcher::Event::Init) = next_event(stream).await {
@@ -361,6 +362,10 @@ async fn watchers_list_watch_streaming_and_relist() {
     let mut sl = watcher(cms.clone(), watcher::Config::default().streaming_lists()).boxed();
     let names = init_cycle(&mut sl).await;
     assert_eq!(names.len(), 3);
+    // Metadata-only watcher: the server answers PartialObjectMetadata requests with full objects.
+    let mut mw = kube_runtime::metadata_watcher(cms.clone(), watcher::Config::default()).boxed();
+    assert_eq!(init_cycle(&mut mw).await.len(), 3);
+    drop(mw);
     cms.create(&PostParams::default(), &cm("live", json!({})))
         .await
         .unwrap();
