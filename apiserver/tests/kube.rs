@@ -363,7 +363,8 @@ async fn watchers_list_watch_streaming_and_relist() {
     let names = init_cycle(&mut sl).await;
     assert_eq!(names.len(), 3);
     // Metadata-only watcher: the server answers PartialObjectMetadata requests with full objects.
-    let mut mw = kube_runtime::metadata_watcher(cms.clone(), watcher::Config::default()).boxed();
+    let meta: Api<kube::core::PartialObjectMeta<ConfigMap>> = Api::default_namespaced(c.clone());
+    let mut mw = watcher(meta, watcher::Config::default()).boxed();
     assert_eq!(init_cycle(&mut mw).await.len(), 3);
     drop(mw);
     cms.create(&PostParams::default(), &cm("live", json!({})))
