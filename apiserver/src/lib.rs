@@ -18,6 +18,7 @@ mod routes;
 mod selectors;
 mod status;
 mod store;
+mod table;
 mod watch;
 
 pub mod cli;

@@ -254,8 +254,11 @@ fn prepare_create_status(rt: &ResourceType, body: &mut Value) -> ApiResult<()> {
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Namespace") => body["status"] = json!({"phase": "Active"}),
         ("", "Pod") => {
-            if body.get("status").is_none() {
-                body["status"] = json!({"phase": "Pending"});
+            if !body.get("status").is_some_and(Value::is_object) {
+                body["status"] = json!({});
+            }
+            if body.pointer("/status/phase").is_none() {
+                body["status"]["phase"] = json!("Pending");
             }
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {

@@ -39,6 +39,8 @@ pub struct ResourceType {
     pub strategic_merge: bool,
     /// Defined by a CRD rather than built in.
     pub custom: bool,
+    /// CRD `additionalPrinterColumns` of this version: (name, type, jsonPath, priority).
+    pub printer_columns: Vec<(String, String, String, i64)>,
 }
 
 impl ResourceType {
@@ -106,6 +108,7 @@ fn builtin(
         return_deleted_object: return_deleted,
         strategic_merge: true,
         custom: false,
+        printer_columns: Vec::new(),
     }
 }
 
@@ -417,6 +420,25 @@ pub fn types_from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
             return_deleted_object: false,
             strategic_merge: false,
             custom: true,
+            printer_columns: v
+                .get("additionalPrinterColumns")
+                .and_then(Value::as_array)
+                .map(|cols| {
+                    cols.iter()
+                        .filter_map(|c| {
+                            Some((
+                                c.get("name")?.as_str()?.to_string(),
+                                c.get("type")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or("string")
+                                    .to_string(),
+                                c.get("jsonPath")?.as_str()?.to_string(),
+                                c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                            ))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         });
     }
     out.sort_by_key(|t| std::cmp::Reverse(version_priority(&t.version)));

@@ -189,6 +189,7 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
     }
     let target = resolve(app, &segs).ok_or_else(ApiError::unknown_path)?;
     let query = Query::parse(req.uri().query());
+    let table = crate::table::wants_table(&accept);
     let method = req.method().clone();
     let content_type = req
         .headers()
@@ -206,19 +207,26 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
         (Method::GET, None) => {
             let watching = target.force_watch || is_watch(&query);
             if watching {
-                start_watch(app, &target, &query, None)
+                start_watch(app, &target, &query, None, table)
             } else {
-                list(app, &target, &query)
+                list(app, &target, &query, table)
             }
         }
         (Method::GET, Some(name)) => {
             if target.force_watch || is_watch(&query) {
-                return start_watch(app, &target, &query, Some(name));
+                return start_watch(app, &target, &query, Some(name), table);
             }
             let obj = app
                 .store
                 .get(&rt.storage_key(), &ns_for_item, name)
                 .ok_or_else(|| ApiError::not_found(&rt, name))?;
+            if table {
+                let meta = json!({"resourceVersion": obj.rv.to_string()});
+                return Ok(json_response(
+                    StatusCode::OK,
+                    &crate::table::table(&rt, meta, std::iter::once(&obj.value), true),
+                ));
+            }
             Ok(obj_response(StatusCode::OK, &obj))
         }
         (Method::POST, None) => {
@@ -317,6 +325,7 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
                 None,
                 None,
                 &deleted,
+                false,
             ))
         }
         (m, _) => Err(ApiError::method_not_allowed(
@@ -507,7 +516,7 @@ fn key_of(o: &Obj) -> (String, String) {
     (s("namespace"), s("name"))
 }
 
-fn list(app: &App, target: &Target, q: &Query) -> ApiResult<Response> {
+fn list(app: &App, target: &Target, q: &Query, table: bool) -> ApiResult<Response> {
     let rt = &target.rt;
     app.counters.list(&rt.plural);
     let rv = q.get("resourceVersion").filter(|s| !s.is_empty());
@@ -589,7 +598,9 @@ fn list(app: &App, target: &Target, q: &Query) -> ApiResult<Response> {
                 (crv, Arc::new(items), 0)
             }
         };
-        return Ok(page(app, rt, list_rv, items, off, limit, t.sid, &sel));
+        return Ok(page(
+            app, rt, list_rv, items, off, limit, t.sid, &sel, table,
+        ));
     }
     let exact = match (rv, rvm) {
         (Some(r), Some("Exact")) => Some(parse_rv(r)?),
@@ -623,6 +634,7 @@ fn list(app: &App, target: &Target, q: &Query) -> ApiResult<Response> {
         limit,
         None,
         &sel,
+        table,
     ))
 }
 
@@ -636,6 +648,7 @@ fn page(
     limit: usize,
     sid: Option<u64>,
     sel: &Selectors,
+    table: bool,
 ) -> Response {
     let off = off.min(items.len());
     let end = if limit == 0 {
@@ -648,7 +661,7 @@ fn page(
         if let Some(id) = sid {
             app.store.drop_snapshot(id);
         }
-        return list_response(rt, rv, None, None, slice);
+        return list_response(rt, rv, None, None, slice, table);
     }
     let sid = sid.unwrap_or_else(|| app.store.save_snapshot(rv, items.clone()));
     let last = slice.last().map(|o| key_of(o)).unwrap_or_default();
@@ -664,7 +677,7 @@ fn page(
     } else {
         None
     };
-    list_response(rt, rv, Some(token.encode()), remaining, slice)
+    list_response(rt, rv, Some(token.encode()), remaining, slice, table)
 }
 
 fn list_response(
@@ -673,6 +686,7 @@ fn list_response(
     cont: Option<String>,
     remaining: Option<usize>,
     items: &[Arc<Obj>],
+    table: bool,
 ) -> Response {
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = cont {
@@ -680,6 +694,10 @@ fn list_response(
     }
     if let Some(r) = remaining {
         meta["remainingItemCount"] = json!(r);
+    }
+    if table {
+        let t = crate::table::table(rt, meta, items.iter().map(|o| &o.value), true);
+        return json_response(StatusCode::OK, &t);
     }
     let head = json!({"kind": rt.list_kind, "apiVersion": rt.api_version(), "metadata": meta});
     let head = serde_json::to_vec(&head).unwrap_or_default();
@@ -697,7 +715,13 @@ fn list_response(
     bytes_response(StatusCode::OK, "application/json", buf.freeze())
 }
 
-fn start_watch(app: &App, target: &Target, q: &Query, name: Option<&str>) -> ApiResult<Response> {
+fn start_watch(
+    app: &App,
+    target: &Target,
+    q: &Query,
+    name: Option<&str>,
+    table: bool,
+) -> ApiResult<Response> {
     let rt = target.rt.clone();
     app.counters.watch(&rt.plural);
     let mut sel = selectors(&rt, q)?;
@@ -749,6 +773,7 @@ fn start_watch(app: &App, target: &Target, q: &Query, name: Option<&str>) -> Api
         send_initial,
         timeout,
         bookmark_interval: app.config.bookmark_interval,
+        table,
     };
     let body = watch::start(app.store.clone(), &app.faults, spec);
     let mut resp = Response::new(body);

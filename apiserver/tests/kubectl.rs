@@ -188,6 +188,10 @@ async fn kubectl_end_to_end() {
     // get, get -o json
     let out = k.ok(&["get", "configmaps"]).await;
     assert!(out.contains("cm1"), "{out}");
+    assert!(
+        out.starts_with("NAME") && out.lines().next().unwrap().contains("DATA"),
+        "server-side Table columns: {out}"
+    );
     let out = k.ok(&["get", "cm", "cm1", "-o", "json"]).await;
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["data"]["a"], "1");
