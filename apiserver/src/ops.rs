@@ -634,6 +634,18 @@ pub fn delete(
     name: &str,
     opts: &DeleteOpts,
 ) -> ApiResult<Deleted> {
+    if rt.group.is_empty()
+        && rt.plural == "namespaces"
+        && matches!(name, "default" | "kube-system" | "kube-public")
+    {
+        let mut e = ApiError::new(
+            403,
+            "Forbidden",
+            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
+        );
+        e.details = Some(json!({"name": name, "kind": "namespaces"}));
+        return Err(e);
+    }
     let mut terminating = false;
     let out = write(app, rt, ns, name, opts.dry_run, |cur| {
         let cur = cur.ok_or_else(|| ApiError::not_found(rt, name))?;

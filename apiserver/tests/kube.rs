@@ -727,6 +727,35 @@ async fn lists_paging_selectors_and_errors() {
     cms.get("c00").await.unwrap();
     server.faults().fail_next(1, 500);
     assert_eq!(api_code(cms.get("c00").await.unwrap_err()), 500);
+    // System namespaces cannot be deleted; other namespaces take their contents with them.
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(c.clone());
+    assert_eq!(
+        api_code(
+            nss.delete("default", &DeleteParams::default())
+                .await
+                .unwrap_err()
+        ),
+        403
+    );
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "scratch"}})).unwrap();
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    let scratch: Api<ConfigMap> = Api::namespaced(c.clone(), "scratch");
+    scratch
+        .create(&PostParams::default(), &cm("inside", json!({})))
+        .await
+        .unwrap();
+    nss.delete("scratch", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        Api::<ConfigMap>::all(c.clone())
+            .list(&ListParams::default().fields("metadata.namespace=scratch"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     // Missing namespace.
     let nowhere: Api<ConfigMap> = Api::namespaced(c.clone(), "nowhere");
     assert_eq!(
