@@ -97,6 +97,18 @@ pub fn start(store: Arc<Store>, faults: &Faults, spec: WatchSpec) -> Body {
     let end_rx = faults.end_receiver();
     let rv_rx = store.subscribe();
     let (phase, cursor) = match spec.start {
+        WatchStart::After(rv) if !spec.send_initial && rv > store.current_rv() => {
+            // Only a server restarted without persistence hands out RVs lower than a client has seen. The real
+            // server would time out ("Too large resource version"); a 410 makes clients relist right away
+            // instead of silently skipping every event up to their RV.
+            let status = ApiError::expired(format!(
+                "too large resource version: {rv}, current: {} (the server restarted without persistence; relist)",
+                store.current_rv()
+            ))
+            .to_status();
+            let line = event_line("ERROR", &serde_json::to_vec(&status).unwrap_or_default());
+            (Phase::Failing(line), rv)
+        }
         WatchStart::After(rv) if !spec.send_initial => match store.check_start(rv) {
             Ok(()) => (Phase::Live, rv),
             Err(e) => (Phase::Failing(expired_line(e)), rv),

@@ -537,6 +537,17 @@ async fn bookmarks_and_raw_watch_semantics() {
             .is_none()
     );
 
+    // An RV from the future (a restarted in-memory server) also gets 410, so clients relist.
+    let future = (server.resource_version() + 1000).to_string();
+    let mut fut = cms
+        .watch(&WatchParams::default(), &future)
+        .await
+        .unwrap()
+        .boxed();
+    assert!(
+        matches!(tokio::time::timeout(GUARD, fut.try_next()).await.unwrap().unwrap(), Some(WatchEvent::Error(e)) if e.code == 410)
+    );
+
     // Short watches end immediately with no events; dropped streams end with an error or EOF.
     server.faults().short_watches(1);
     let mut short = cms
