@@ -597,6 +597,14 @@ pub fn patch(
                 );
             }
         }
+        if !new.is_object() {
+            return Err(ApiError::invalid(
+                &rt.kind,
+                name,
+                "<root>",
+                "Invalid value: the patched object is not a JSON object",
+            ));
+        }
         let new = merge_subresource(rt, &cur.value, new, status_only);
         finish_update(rt, cur, new)
     })?;

@@ -760,6 +760,13 @@ fn start_watch(
         None => WatchStart::CurrentState,
         Some(r) => WatchStart::After(parse_rv(r)?),
     };
+    // `sendInitialEvents=false` explicitly asks for no synthetic events, whatever the RV.
+    let start = match start {
+        WatchStart::CurrentState if q.get("sendInitialEvents").is_some() && !send_initial => {
+            WatchStart::After(app.store.current_rv())
+        }
+        other => other,
+    };
     let timeout = match q.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()) {
         Some(t) if t > 0 => Duration::from_secs(t),
         _ => Duration::from_secs(rand::rng().random_range(1800..3600)),

@@ -182,6 +182,26 @@ async fn api_crud_and_patches() {
     .await
     .unwrap_err();
     assert_eq!(api_code(err), 422);
+    // Patches that do not leave an object behind are rejected, not stored.
+    for (ct, body) in [
+        ("application/merge-patch+json", &b"[1]"[..]),
+        (
+            "application/json-patch+json",
+            &br#"[{"op":"replace","path":"","value":[1]}]"#[..],
+        ),
+    ] {
+        let err = raw(
+            &c,
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/a",
+            ct,
+            body.to_vec(),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(api_code(err), 400 | 422));
+    }
+    assert!(cms.get("a").await.unwrap().data.is_some());
     let ssa = PatchParams::apply("tests").force();
     let applied = cms
         .patch("b", &ssa, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}, "data": {"x": "1"}})))
