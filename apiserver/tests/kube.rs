@@ -438,6 +438,33 @@ async fn watchers_list_watch_streaming_and_relist() {
     );
     assert_eq!(server.stats().lists_of("configmaps"), lists_before);
     assert!(server.stats().watches_of("configmaps") > watches_before);
+
+    // Failed watch starts (500) and a connection cut mid-stream: the watcher surfaces errors, resumes from its
+    // RV and misses nothing, still without relisting.
+    drop(sl);
+    server.faults().fail_next(2, 500);
+    server.faults().end_watches();
+    for _ in 0..2 {
+        assert!(
+            next_event(&mut lw).await.is_err(),
+            "a failed watch start surfaces as an error"
+        );
+    }
+    server.faults().drop_next_streams(1);
+    server.faults().end_watches();
+    for name in ["after-fail", "after-drop"] {
+        cms.create(&PostParams::default(), &cm(name, json!({})))
+            .await
+            .unwrap();
+        loop {
+            match next_event(&mut lw).await {
+                Err(_) => {}
+                Ok(watcher::Event::Apply(o)) if o.name_any() == name => break,
+                Ok(other) => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+    assert_eq!(server.stats().lists_of("configmaps"), lists_before);
     server.shutdown().await;
 }
 
