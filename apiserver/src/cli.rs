@@ -64,7 +64,58 @@ pub async fn run(args: ApiserverArgs) -> anyhow::Result<()> {
     let abs = std::fs::canonicalize(&path).unwrap_or(path);
     eprintln!("kubewasm apiserver listening on {}", server.url());
     println!("export KUBECONFIG={}", abs.display());
-    tokio::signal::ctrl_c().await?;
+    wait_for_stop_signal().await?;
     server.shutdown().await;
     Ok(())
+}
+
+/// Ctrl-C, or SIGTERM on Unix (so service managers get a clean, flushed shutdown too).
+async fn wait_for_stop_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: ApiserverArgs,
+    }
+
+    #[test]
+    fn defaults_are_loopback_and_documented_port() {
+        let w = Wrapper::parse_from(["kubewasm"]);
+        assert_eq!(w.args.port, DEFAULT_PORT);
+        assert!(w.args.bind_address.is_loopback());
+        assert!(!w.args.allow_remote && !w.args.enable_fault_endpoints);
+        let w = Wrapper::parse_from([
+            "kubewasm",
+            "--port",
+            "0",
+            "--data-dir",
+            "/tmp/x",
+            "--bind-address",
+            "0.0.0.0",
+            "--allow-remote",
+        ]);
+        assert_eq!(
+            w.args.data_dir.as_deref(),
+            Some(std::path::Path::new("/tmp/x"))
+        );
+        assert!(w.args.allow_remote);
+    }
 }

@@ -4,8 +4,11 @@
 //! like the real one under list, watch, relist and faults. The real `kubectl` and kube-rs are its clients.
 //! See `README.md` for what is implemented and what is approximated.
 
+#![warn(missing_docs)]
+
 mod discovery;
 mod faults;
+mod managed;
 mod openapi;
 mod ops;
 mod patch;
@@ -15,6 +18,7 @@ mod routes;
 mod selectors;
 mod status;
 mod store;
+mod table;
 mod watch;
 
 pub mod cli;

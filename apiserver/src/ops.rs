@@ -254,8 +254,11 @@ fn prepare_create_status(rt: &ResourceType, body: &mut Value) -> ApiResult<()> {
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Namespace") => body["status"] = json!({"phase": "Active"}),
         ("", "Pod") => {
-            if body.get("status").is_none() {
-                body["status"] = json!({"phase": "Pending"});
+            if !body.get("status").is_some_and(Value::is_object) {
+                body["status"] = json!({});
+            }
+            if body.pointer("/status/phase").is_none() {
+                body["status"]["phase"] = json!("Pending");
             }
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
@@ -314,10 +317,11 @@ fn prepare_create_status(rt: &ResourceType, body: &mut Value) -> ApiResult<()> {
             });
         }
         _ => {
-            if rt.custom && rt.status_subresource {
-                if let Some(o) = body.as_object_mut() {
-                    o.remove("status");
-                }
+            if rt.custom
+                && rt.status_subresource
+                && let Some(o) = body.as_object_mut()
+            {
+                o.remove("status");
             }
         }
     }
@@ -501,6 +505,7 @@ fn merge_subresource(rt: &ResourceType, old: &Value, new: Value, status_only: bo
 }
 
 /// PATCH an object (any flavour). Server-side apply creates missing objects (`created == true`).
+#[allow(clippy::too_many_arguments)]
 pub fn patch(
     app: &App,
     rt: &ResourceType,
@@ -553,7 +558,17 @@ pub fn patch(
         && app.store.get(&rt.storage_key(), ns, name).is_none()
         && !status_only
     {
-        match create(app, rt, ns, body.clone(), opts) {
+        let mut initial = body.clone();
+        let manager = opts.field_manager.clone().unwrap_or_default();
+        crate::managed::record_apply(
+            None,
+            &mut initial,
+            &body,
+            &manager,
+            &rt.api_version(),
+            &now_rfc3339(),
+        );
+        match create(app, rt, ns, initial, opts) {
             Ok(obj) => return Ok((obj, true)),
             Err(e) if e.code == 409 => {} // raced with another creation: fall through to a merge
             Err(e) => return Err(e),
@@ -569,7 +584,26 @@ pub fn patch(
             PatchKind::Merge => patch::merge_patch(&mut new, &body),
             PatchKind::Strategic => patch::strategic_merge(&mut new, &body).map_err(patch_err)?,
             PatchKind::Json => patch::json_patch(&mut new, &body).map_err(patch_err)?,
-            PatchKind::Apply => patch::apply_merge(&mut new, &body, !rt.custom),
+            PatchKind::Apply => {
+                patch::apply_merge(&mut new, &body, !rt.custom);
+                let manager = opts.field_manager.as_deref().unwrap_or_default();
+                crate::managed::record_apply(
+                    Some(&cur.value),
+                    &mut new,
+                    &body,
+                    manager,
+                    &rt.api_version(),
+                    &now_rfc3339(),
+                );
+            }
+        }
+        if !new.is_object() {
+            return Err(ApiError::invalid(
+                &rt.kind,
+                name,
+                "<root>",
+                "Invalid value: the patched object is not a JSON object",
+            ));
         }
         let new = merge_subresource(rt, &cur.value, new, status_only);
         finish_update(rt, cur, new)
@@ -608,6 +642,18 @@ pub fn delete(
     name: &str,
     opts: &DeleteOpts,
 ) -> ApiResult<Deleted> {
+    if rt.group.is_empty()
+        && rt.plural == "namespaces"
+        && matches!(name, "default" | "kube-system" | "kube-public")
+    {
+        let mut e = ApiError::new(
+            403,
+            "Forbidden",
+            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
+        );
+        e.details = Some(json!({"name": name, "kind": "namespaces"}));
+        return Err(e);
+    }
     let mut terminating = false;
     let out = write(app, rt, ns, name, opts.dry_run, |cur| {
         let cur = cur.ok_or_else(|| ApiError::not_found(rt, name))?;

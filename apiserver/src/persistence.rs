@@ -182,3 +182,34 @@ fn commit(db: &Database, batch: &[Op]) -> anyhow::Result<()> {
     w.commit()?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_restores_objects_and_rv() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = |n: &str| ("default".to_string(), n.to_string());
+        {
+            let (p, loaded) = Persistence::open(dir.path()).unwrap();
+            assert_eq!((loaded.rv, loaded.objects.len()), (1, 0));
+            let obj = |n: &str, rv: u64| {
+                Bytes::from(
+                    serde_json::to_vec(&serde_json::json!({"metadata": {"name": n, "resourceVersion": rv.to_string()}}))
+                        .unwrap(),
+                )
+            };
+            p.put("/configmaps", &key("a"), obj("a", 2), 2);
+            p.put("/configmaps", &key("b"), obj("b", 3), 3);
+            p.delete("/configmaps", &key("a"), 4);
+            p.set_rv(7);
+            p.flush();
+        }
+        let (_p, loaded) = Persistence::open(dir.path()).unwrap();
+        assert_eq!(loaded.rv, 7);
+        assert_eq!(loaded.objects.len(), 1);
+        assert_eq!(loaded.objects[0].0, "/configmaps");
+        assert_eq!(loaded.objects[0].1, key("b"));
+    }
+}

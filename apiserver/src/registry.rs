@@ -39,6 +39,8 @@ pub struct ResourceType {
     pub strategic_merge: bool,
     /// Defined by a CRD rather than built in.
     pub custom: bool,
+    /// CRD `additionalPrinterColumns` of this version: (name, type, jsonPath, priority).
+    pub printer_columns: Vec<(String, String, String, i64)>,
 }
 
 impl ResourceType {
@@ -106,6 +108,7 @@ fn builtin(
         return_deleted_object: return_deleted,
         strategic_merge: true,
         custom: false,
+        printer_columns: Vec::new(),
     }
 }
 
@@ -217,6 +220,17 @@ impl Registry {
                 false,
             ),
             builtin(
+                "events.k8s.io",
+                "events",
+                "event",
+                "Event",
+                true,
+                &[],
+                false,
+                false,
+                false,
+            ),
+            builtin(
                 "apiextensions.k8s.io",
                 "customresourcedefinitions",
                 "customresourcedefinition",
@@ -264,7 +278,7 @@ impl Registry {
             }
         }
         for versions in out.values_mut() {
-            versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+            versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         }
         out
     }
@@ -406,9 +420,28 @@ pub fn types_from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
             return_deleted_object: false,
             strategic_merge: false,
             custom: true,
+            printer_columns: v
+                .get("additionalPrinterColumns")
+                .and_then(Value::as_array)
+                .map(|cols| {
+                    cols.iter()
+                        .filter_map(|c| {
+                            Some((
+                                c.get("name")?.as_str()?.to_string(),
+                                c.get("type")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or("string")
+                                    .to_string(),
+                                c.get("jsonPath")?.as_str()?.to_string(),
+                                c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                            ))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         });
     }
-    out.sort_by(|a, b| version_priority(&b.version).cmp(&version_priority(&a.version)));
+    out.sort_by_key(|t| std::cmp::Reverse(version_priority(&t.version)));
     Ok(out)
 }
 
@@ -419,7 +452,7 @@ mod tests {
     #[test]
     fn versions_sort_by_kubernetes_priority() {
         let mut v = vec!["v1alpha1", "v2", "v1beta2", "v1", "v1beta1"];
-        v.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        v.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         assert_eq!(v, vec!["v2", "v1", "v1beta2", "v1beta1", "v1alpha1"]);
     }
 }

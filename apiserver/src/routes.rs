@@ -189,6 +189,7 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
     }
     let target = resolve(app, &segs).ok_or_else(ApiError::unknown_path)?;
     let query = Query::parse(req.uri().query());
+    let table = crate::table::wants_table(&accept);
     let method = req.method().clone();
     let content_type = req
         .headers()
@@ -206,19 +207,26 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
         (Method::GET, None) => {
             let watching = target.force_watch || is_watch(&query);
             if watching {
-                start_watch(app, &target, &query, None)
+                start_watch(app, &target, &query, None, table)
             } else {
-                list(app, &target, &query)
+                list(app, &target, &query, table)
             }
         }
         (Method::GET, Some(name)) => {
             if target.force_watch || is_watch(&query) {
-                return start_watch(app, &target, &query, Some(name));
+                return start_watch(app, &target, &query, Some(name), table);
             }
             let obj = app
                 .store
                 .get(&rt.storage_key(), &ns_for_item, name)
                 .ok_or_else(|| ApiError::not_found(&rt, name))?;
+            if table {
+                let meta = json!({"resourceVersion": obj.rv.to_string()});
+                return Ok(json_response(
+                    StatusCode::OK,
+                    &crate::table::table(&rt, meta, std::iter::once(&obj.value), true),
+                ));
+            }
             Ok(obj_response(StatusCode::OK, &obj))
         }
         (Method::POST, None) => {
@@ -317,6 +325,7 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
                 None,
                 None,
                 &deleted,
+                false,
             ))
         }
         (m, _) => Err(ApiError::method_not_allowed(
@@ -379,18 +388,27 @@ async fn read_body(req: Request) -> ApiResult<Bytes> {
             "Request entity too large: limit is 3145728",
         )
     };
-    if let Some(len) = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        && len > MAX_BODY
-    {
+    // Read (and discard) an oversized body before answering, so the client sees the 413 instead of a broken
+    // pipe while it is still sending.
+    let mut body = req.into_body().into_data_stream();
+    let mut buf = BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = futures::StreamExt::next(&mut body).await {
+        let chunk =
+            chunk.map_err(|e| ApiError::bad_request(format!("error reading request body: {e}")))?;
+        seen += chunk.len();
+        if seen > MAX_BODY {
+            if seen > 16 * MAX_BODY {
+                break;
+            }
+            continue;
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    if seen > MAX_BODY {
         return Err(too_large());
     }
-    axum::body::to_bytes(req.into_body(), MAX_BODY)
-        .await
-        .map_err(|_| too_large())
+    Ok(buf.freeze())
 }
 
 /// Decode a JSON (or, for YAML content types, YAML) request body.
@@ -458,7 +476,7 @@ fn parse_rv(s: &str) -> ApiResult<u64> {
 }
 
 /// A continue token: base64 JSON, `sid` names a retained snapshot (absent for "inconsistent" tokens).
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct ContinueToken {
     v: String,
     rv: u64,
@@ -498,7 +516,7 @@ fn key_of(o: &Obj) -> (String, String) {
     (s("namespace"), s("name"))
 }
 
-fn list(app: &App, target: &Target, q: &Query) -> ApiResult<Response> {
+fn list(app: &App, target: &Target, q: &Query, table: bool) -> ApiResult<Response> {
     let rt = &target.rt;
     app.counters.list(&rt.plural);
     let rv = q.get("resourceVersion").filter(|s| !s.is_empty());
@@ -580,7 +598,9 @@ fn list(app: &App, target: &Target, q: &Query) -> ApiResult<Response> {
                 (crv, Arc::new(items), 0)
             }
         };
-        return Ok(page(app, rt, list_rv, items, off, limit, t.sid, &sel));
+        return Ok(page(
+            app, rt, list_rv, items, off, limit, t.sid, &sel, table,
+        ));
     }
     let exact = match (rv, rvm) {
         (Some(r), Some("Exact")) => Some(parse_rv(r)?),
@@ -614,6 +634,7 @@ fn list(app: &App, target: &Target, q: &Query) -> ApiResult<Response> {
         limit,
         None,
         &sel,
+        table,
     ))
 }
 
@@ -627,6 +648,7 @@ fn page(
     limit: usize,
     sid: Option<u64>,
     sel: &Selectors,
+    table: bool,
 ) -> Response {
     let off = off.min(items.len());
     let end = if limit == 0 {
@@ -639,7 +661,7 @@ fn page(
         if let Some(id) = sid {
             app.store.drop_snapshot(id);
         }
-        return list_response(rt, rv, None, None, slice);
+        return list_response(rt, rv, None, None, slice, table);
     }
     let sid = sid.unwrap_or_else(|| app.store.save_snapshot(rv, items.clone()));
     let last = slice.last().map(|o| key_of(o)).unwrap_or_default();
@@ -655,7 +677,7 @@ fn page(
     } else {
         None
     };
-    list_response(rt, rv, Some(token.encode()), remaining, slice)
+    list_response(rt, rv, Some(token.encode()), remaining, slice, table)
 }
 
 fn list_response(
@@ -664,6 +686,7 @@ fn list_response(
     cont: Option<String>,
     remaining: Option<usize>,
     items: &[Arc<Obj>],
+    table: bool,
 ) -> Response {
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = cont {
@@ -671,6 +694,10 @@ fn list_response(
     }
     if let Some(r) = remaining {
         meta["remainingItemCount"] = json!(r);
+    }
+    if table {
+        let t = crate::table::table(rt, meta, items.iter().map(|o| &o.value), true);
+        return json_response(StatusCode::OK, &t);
     }
     let head = json!({"kind": rt.list_kind, "apiVersion": rt.api_version(), "metadata": meta});
     let head = serde_json::to_vec(&head).unwrap_or_default();
@@ -688,7 +715,13 @@ fn list_response(
     bytes_response(StatusCode::OK, "application/json", buf.freeze())
 }
 
-fn start_watch(app: &App, target: &Target, q: &Query, name: Option<&str>) -> ApiResult<Response> {
+fn start_watch(
+    app: &App,
+    target: &Target,
+    q: &Query,
+    name: Option<&str>,
+    table: bool,
+) -> ApiResult<Response> {
     let rt = target.rt.clone();
     app.counters.watch(&rt.plural);
     let mut sel = selectors(&rt, q)?;
@@ -727,6 +760,13 @@ fn start_watch(app: &App, target: &Target, q: &Query, name: Option<&str>) -> Api
         None => WatchStart::CurrentState,
         Some(r) => WatchStart::After(parse_rv(r)?),
     };
+    // `sendInitialEvents=false` explicitly asks for no synthetic events, whatever the RV.
+    let start = match start {
+        WatchStart::CurrentState if q.get("sendInitialEvents").is_some() && !send_initial => {
+            WatchStart::After(app.store.current_rv())
+        }
+        other => other,
+    };
     let timeout = match q.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()) {
         Some(t) if t > 0 => Duration::from_secs(t),
         _ => Duration::from_secs(rand::rng().random_range(1800..3600)),
@@ -740,6 +780,7 @@ fn start_watch(app: &App, target: &Target, q: &Query, name: Option<&str>) -> Api
         send_initial,
         timeout,
         bookmark_interval: app.config.bookmark_interval,
+        table,
     };
     let body = watch::start(app.store.clone(), &app.faults, spec);
     let mut resp = Response::new(body);
@@ -752,4 +793,36 @@ fn start_watch(app: &App, target: &Target, q: &Query, name: Option<&str>) -> Api
         HeaderValue::from_static("no-cache, private"),
     );
     Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip_and_reject_garbage() {
+        let t = ContinueToken {
+            v: "meta.k8s.io/v1".into(),
+            rv: 42,
+            start: ("default".into(), "cm-7".into()),
+            sid: Some(3),
+            off: 500,
+        };
+        let back = ContinueToken::decode(&t.encode()).unwrap();
+        assert_eq!(
+            (back.rv, back.sid, back.off, back.start),
+            (42, Some(3), 500, t.start.clone())
+        );
+        assert_eq!(ContinueToken::decode("not-base64!").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn query_parsing_tolerates_kube_rs_forms() {
+        let q = Query::parse(Some("&limit=500&labelSelector=a%20in%20(x%2Cy)&watch"));
+        assert_eq!(q.get("limit"), Some("500"));
+        assert_eq!(q.get("labelSelector"), Some("a in (x,y)"));
+        assert!(is_watch(&q), "an empty watch value means true");
+        assert!(!is_watch(&Query::parse(Some("watch=false"))));
+        assert!(is_watch(&Query::parse(Some("watch=1"))));
+    }
 }

@@ -140,6 +140,7 @@ fn field_supported(kind: &str, field: &str) -> bool {
         ),
         "Event" => {
             field.starts_with("involvedObject.")
+                || field.starts_with("regarding.")
                 || matches!(field, "reason" | "type" | "source" | "reportingComponent")
         }
         "Secret" => field == "type",

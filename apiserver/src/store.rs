@@ -150,7 +150,7 @@ struct Snapshot {
     created: Instant,
 }
 
-const MAX_SNAPSHOTS: usize = 256;
+const MAX_SNAPSHOTS: usize = 64;
 
 /// The store shared by all handlers.
 pub struct Store {

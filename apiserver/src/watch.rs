@@ -46,6 +46,8 @@ pub struct WatchSpec {
     pub timeout: Duration,
     /// Period of progress bookmarks.
     pub bookmark_interval: Duration,
+    /// Send one-row `meta.k8s.io/v1` Tables instead of objects (`kubectl get -w`).
+    pub table: bool,
 }
 
 /// Lifecycle of one watch stream; the task moves strictly downwards through these phases
@@ -96,6 +98,18 @@ pub fn start(store: Arc<Store>, faults: &Faults, spec: WatchSpec) -> Body {
     let pause_rx = faults.pause_receiver();
     let rv_rx = store.subscribe();
     let (phase, cursor) = match spec.start {
+        WatchStart::After(rv) if !spec.send_initial && rv > store.current_rv() => {
+            // Only a server restarted without persistence hands out RVs lower than a client has seen. The real
+            // server would time out ("Too large resource version"); a 410 makes clients relist right away
+            // instead of silently skipping every event up to their RV.
+            let status = ApiError::expired(format!(
+                "too large resource version: {rv}, current: {} (the server restarted without persistence; relist)",
+                store.current_rv()
+            ))
+            .to_status();
+            let line = event_line("ERROR", &serde_json::to_vec(&status).unwrap_or_default());
+            (Phase::Failing(line), rv)
+        }
         WatchStart::After(rv) if !spec.send_initial => match store.check_start(rv) {
             Ok(()) => (Phase::Live, rv),
             Err(e) => (Phase::Failing(expired_line(e)), rv),
@@ -174,6 +188,23 @@ fn render(spec: &WatchSpec, res: &str, ev: &Event) -> Option<Bytes> {
     }
 }
 
+/// Convert an object event line into a one-row Table event (column definitions only in the first one).
+fn as_table(spec: &WatchSpec, line: Bytes, headers: &mut bool) -> Bytes {
+    if !spec.table {
+        return line;
+    }
+    let Ok(mut ev) = serde_json::from_slice::<serde_json::Value>(&line) else {
+        return line;
+    };
+    let obj = ev["object"].take();
+    let meta = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""))});
+    ev["object"] = crate::table::table(&spec.rt, meta, std::iter::once(&obj), *headers);
+    *headers = false;
+    let mut out = serde_json::to_vec(&ev).unwrap_or_default();
+    out.push(b'\n');
+    Bytes::from(out)
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn run(
     store: Arc<Store>,
@@ -191,12 +222,14 @@ async fn run(
     let mut next_bookmark = Instant::now() + spec.bookmark_interval;
     end_rx.borrow_and_update();
     let mut sent_any = false;
+    let mut headers = true;
     loop {
         phase = match phase {
             Phase::Initial(mut items) => {
                 let mut buf = BytesMut::new();
                 for obj in items.by_ref() {
-                    buf.extend_from_slice(&event_line("ADDED", &obj.json));
+                    let line = event_line("ADDED", &obj.json);
+                    buf.extend_from_slice(&as_table(&spec, line, &mut headers));
                     if buf.len() >= CHUNK_BYTES {
                         break;
                     }
@@ -246,7 +279,7 @@ async fn run(
                         let mut buf = BytesMut::new();
                         for ev in &events {
                             if let Some(line) = render(&spec, &res, ev) {
-                                buf.extend_from_slice(&line);
+                                buf.extend_from_slice(&as_table(&spec, line, &mut headers));
                             }
                         }
                         cursor = next;
@@ -271,7 +304,7 @@ async fn run(
                                             let mut buf = BytesMut::new();
                                             for ev in &evs {
                                                 if let Some(line) = render(&spec, &res, ev) {
-                                                    buf.extend_from_slice(&line);
+                                                    buf.extend_from_slice(&as_table(&spec, line, &mut headers));
                                                 }
                                             }
                                             cursor = next;

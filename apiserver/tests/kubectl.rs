@@ -103,10 +103,17 @@ spec:
         image: busybox:1
 "#;
 
-async fn wait_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>, want: &[&str]) -> String {
+async fn wait_line(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    want: &[&str],
+) -> String {
     tokio::time::timeout(Duration::from_secs(30), async {
         loop {
-            let line = lines.next_line().await.unwrap().expect("kubectl get -w ended early");
+            let line = lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("kubectl get -w ended early");
             if want.iter().all(|w| line.contains(w)) {
                 return line;
             }
@@ -124,7 +131,11 @@ async fn kubectl_end_to_end() {
     }
     let server = ApiServer::start(Config::default()).await.unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let k = Kubectl { kubeconfig: tmp.path().join("kubeconfig"), home: tmp.path().join("home"), dir: tmp.path().into() };
+    let k = Kubectl {
+        kubeconfig: tmp.path().join("kubeconfig"),
+        home: tmp.path().join("home"),
+        dir: tmp.path().into(),
+    };
     std::fs::create_dir_all(&k.home).unwrap();
     server.write_kubeconfig(&k.kubeconfig).unwrap();
     assert!(Path::new(&k.kubeconfig).exists());
@@ -134,21 +145,53 @@ async fn kubectl_end_to_end() {
     assert!(v.contains("\"minor\": \"32\""), "{v}");
 
     // create -f: ConfigMap, Deployment, CRD then a custom resource
-    let cm = k.file("cm1.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm1\ndata:\n  a: \"1\"\n");
-    assert!(k.ok(&["create", "-f", &cm]).await.contains("configmap/cm1 created"));
+    let cm = k.file(
+        "cm1.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm1\ndata:\n  a: \"1\"\n",
+    );
+    assert!(
+        k.ok(&["create", "-f", &cm])
+            .await
+            .contains("configmap/cm1 created")
+    );
     let (ok, _, err) = k.run(&["create", "-f", &cm]).await;
     assert!(!ok && err.contains("AlreadyExists"), "{err}");
     let dep = k.file("deploy.yaml", DEPLOYMENT);
-    assert!(k.ok(&["create", "-f", &dep]).await.contains("deployment.apps/web created"));
+    assert!(
+        k.ok(&["create", "-f", &dep])
+            .await
+            .contains("deployment.apps/web created")
+    );
     let crd = k.file("crd.yaml", CRD);
-    assert!(k.ok(&["create", "-f", &crd]).await.contains("customresourcedefinition.apiextensions.k8s.io/widgets.example.com created"));
-    k.ok(&["wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=30s"]).await;
-    let w = k.file("w1.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n");
-    assert!(k.ok(&["create", "-f", &w]).await.contains("widget.example.com/w1 created"));
+    assert!(
+        k.ok(&["create", "-f", &crd])
+            .await
+            .contains("customresourcedefinition.apiextensions.k8s.io/widgets.example.com created")
+    );
+    k.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+        "--timeout=30s",
+    ])
+    .await;
+    let w = k.file(
+        "w1.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n",
+    );
+    assert!(
+        k.ok(&["create", "-f", &w])
+            .await
+            .contains("widget.example.com/w1 created")
+    );
 
     // get, get -o json
     let out = k.ok(&["get", "configmaps"]).await;
     assert!(out.contains("cm1"), "{out}");
+    assert!(
+        out.starts_with("NAME") && out.lines().next().unwrap().contains("DATA"),
+        "server-side Table columns: {out}"
+    );
     let out = k.ok(&["get", "cm", "cm1", "-o", "json"]).await;
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["data"]["a"], "1");
@@ -158,21 +201,95 @@ async fn kubectl_end_to_end() {
     assert!(k.ok(&["get", "deployments"]).await.contains("web"));
 
     // apply (client-side), twice, then server-side
-    let cm2 = k.file("cm2.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm2\ndata:\n  x: \"1\"\n  y: \"2\"\n");
-    assert!(k.ok(&["apply", "-f", &cm2]).await.contains("configmap/cm2 created"));
-    let cm2b = k.file("cm2b.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm2\ndata:\n  x: \"9\"\n");
-    assert!(k.ok(&["apply", "-f", &cm2b]).await.contains("configmap/cm2 configured"));
-    let v: serde_json::Value = serde_json::from_str(&k.ok(&["get", "cm", "cm2", "-o", "json"]).await).unwrap();
-    assert_eq!(v["data"], serde_json::json!({"x": "9"}), "client-side apply removes y");
-    let w2 = k.file("w1b.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 5\n");
-    assert!(k.ok(&["apply", "-f", &w2]).await.contains("widget.example.com/w1 configured"));
-    let cm3 = k.file("cm3.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm3\ndata:\n  s: \"1\"\n");
-    assert!(k.ok(&["apply", "--server-side", "-f", &cm3]).await.contains("serverside-applied"));
-    assert!(k.ok(&["apply", "--server-side", "-f", &cm2b]).await.contains("serverside-applied"));
+    let cm2 = k.file(
+        "cm2.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm2\ndata:\n  x: \"1\"\n  y: \"2\"\n",
+    );
+    assert!(
+        k.ok(&["apply", "-f", &cm2])
+            .await
+            .contains("configmap/cm2 created")
+    );
+    let cm2b = k.file(
+        "cm2b.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm2\ndata:\n  x: \"9\"\n",
+    );
+    assert!(
+        k.ok(&["apply", "-f", &cm2b])
+            .await
+            .contains("configmap/cm2 configured")
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "cm2", "-o", "json"]).await).unwrap();
+    assert_eq!(
+        v["data"],
+        serde_json::json!({"x": "9"}),
+        "client-side apply removes y"
+    );
+    let w2 = k.file(
+        "w1b.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 5\n",
+    );
+    assert!(
+        k.ok(&["apply", "-f", &w2])
+            .await
+            .contains("widget.example.com/w1 configured")
+    );
+    let cm3 = k.file(
+        "cm3.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm3\ndata:\n  s: \"1\"\n",
+    );
+    assert!(
+        k.ok(&["apply", "--server-side", "-f", &cm3])
+            .await
+            .contains("serverside-applied")
+    );
+    let cm3b = k.file(
+        "cm3b.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm3\ndata:\n  t: \"2\"\n",
+    );
+    k.ok(&["apply", "--server-side", "-f", &cm3b]).await;
+    let v: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "cm3", "-o", "json"]).await).unwrap();
+    assert_eq!(
+        v["data"],
+        serde_json::json!({"t": "2"}),
+        "SSA drops fields no longer applied"
+    );
+    k.ok(&["apply", "--server-side", "-f", &cm3b]).await;
+    let again: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "cm3", "-o", "json"]).await).unwrap();
+    assert_eq!(
+        again["metadata"]["resourceVersion"], v["metadata"]["resourceVersion"],
+        "no-op apply"
+    );
+    assert!(
+        k.ok(&["apply", "--server-side", "-f", &cm2b])
+            .await
+            .contains("serverside-applied")
+    );
 
     // patch: merge, json, strategic
-    k.ok(&["patch", "cm", "cm1", "--type", "merge", "-p", r#"{"data":{"b":"2"}}"#]).await;
-    k.ok(&["patch", "cm", "cm1", "--type", "json", "-p", r#"[{"op":"add","path":"/data/c","value":"3"}]"#]).await;
+    k.ok(&[
+        "patch",
+        "cm",
+        "cm1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"b":"2"}}"#,
+    ])
+    .await;
+    k.ok(&[
+        "patch",
+        "cm",
+        "cm1",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/data/c","value":"3"}]"#,
+    ])
+    .await;
     k.ok(&[
         "patch",
         "deployment",
@@ -183,25 +300,56 @@ async fn kubectl_end_to_end() {
         r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:2"}]}}}}"#,
     ])
     .await;
-    let v: serde_json::Value = serde_json::from_str(&k.ok(&["get", "cm", "cm1", "-o", "json"]).await).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "cm1", "-o", "json"]).await).unwrap();
     assert_eq!(v["data"], serde_json::json!({"a": "1", "b": "2", "c": "3"}));
-    let v: serde_json::Value = serde_json::from_str(&k.ok(&["get", "deploy", "web", "-o", "json"]).await).unwrap();
-    let containers = v["spec"]["template"]["spec"]["containers"].as_array().unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "deploy", "web", "-o", "json"]).await).unwrap();
+    let containers = v["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap();
     assert_eq!(containers.len(), 2, "strategic merge keeps the sidecar");
     assert_eq!(containers[0]["image"], "nginx:2");
     assert_eq!(v["metadata"]["generation"], 2);
-    let (ok, _, err) = k.run(&["patch", "wg", "w1", "--type", "strategic", "-p", r#"{"spec":{"size":1}}"#]).await;
-    assert!(!ok && err.contains("UnsupportedMediaType") || err.contains("415") || err.contains("strategic"), "{err}");
+    let (ok, _, err) = k
+        .run(&[
+            "patch",
+            "wg",
+            "w1",
+            "--type",
+            "strategic",
+            "-p",
+            r#"{"spec":{"size":1}}"#,
+        ])
+        .await;
+    assert!(
+        !ok && err.contains("UnsupportedMediaType")
+            || err.contains("415")
+            || err.contains("strategic"),
+        "{err}"
+    );
 
     // label + selector
-    assert!(k.ok(&["label", "cm", "cm1", "env=test"]).await.contains("labeled"));
+    assert!(
+        k.ok(&["label", "cm", "cm1", "env=test"])
+            .await
+            .contains("labeled")
+    );
     let out = k.ok(&["get", "cm", "-l", "env=test", "-o", "name"]).await;
     assert_eq!(out.trim(), "configmap/cm1");
 
     // replace -f
-    let cm1r = k.file("cm1r.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm1\ndata:\n  z: \"26\"\n");
-    assert!(k.ok(&["replace", "-f", &cm1r]).await.contains("configmap/cm1 replaced"));
-    let v: serde_json::Value = serde_json::from_str(&k.ok(&["get", "cm", "cm1", "-o", "json"]).await).unwrap();
+    let cm1r = k.file(
+        "cm1r.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm1\ndata:\n  z: \"26\"\n",
+    );
+    assert!(
+        k.ok(&["replace", "-f", &cm1r])
+            .await
+            .contains("configmap/cm1 replaced")
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "cm1", "-o", "json"]).await).unwrap();
     assert_eq!(v["data"], serde_json::json!({"z": "26"}));
 
     // get -w shows ADDED / MODIFIED / DELETED
@@ -213,7 +361,10 @@ async fn kubectl_end_to_end() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     wait_line(&mut lines, &["ADDED", "cm1"]).await;
-    let cmw = k.file("cmw.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cmw\ndata:\n  a: \"1\"\n");
+    let cmw = k.file(
+        "cmw.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cmw\ndata:\n  a: \"1\"\n",
+    );
     k.ok(&["create", "-f", &cmw]).await;
     wait_line(&mut lines, &["ADDED", "cmw"]).await;
     k.ok(&["label", "cm", "cmw", "x=y"]).await;

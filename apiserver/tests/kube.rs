@@ -1,0 +1,1015 @@
+//! Drives the embedded server with the real kube-rs 5 client and kube-runtime watchers, over real HTTP.
+
+use std::time::Duration;
+
+use apiserver::{ApiServer, Config};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::discovery::{Discovery, Scope};
+use kube::{Client, ResourceExt};
+use kube_runtime::watcher;
+use serde_json::json;
+
+const GUARD: Duration = Duration::from_secs(20);
+
+async fn client(server: &ApiServer) -> Client {
+    let config = kube::Config::new(server.url().parse().unwrap());
+    Client::try_from(config).unwrap()
+}
+
+fn cm(name: &str, data: serde_json::Value) -> ConfigMap {
+    serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}),
+    )
+    .unwrap()
+}
+
+fn api_code(e: kube::Error) -> u16 {
+    match e {
+        kube::Error::Api(s) => s.code,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// Raw request through the kube client (for content types kube's typed API does not expose).
+async fn raw(
+    client: &Client,
+    method: &str,
+    path: &str,
+    ct: &str,
+    body: Vec<u8>,
+) -> Result<serde_json::Value, kube::Error> {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", ct)
+        .body(body)
+        .unwrap();
+    client.request::<serde_json::Value>(req).await
+}
+
+fn widget_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wg"]},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap()
+}
+
+fn widget_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    )
+}
+
+async fn next_event<S, K>(stream: &mut S) -> Result<watcher::Event<K>, watcher::Error>
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Unpin,
+{
+    tokio::time::timeout(GUARD, stream.next())
+        .await
+        .expect("watcher event timed out")
+        .expect("stream ended")
+}
+
+/// Consume one full Init … InitDone cycle, returning the names seen.
+async fn init_cycle<S, K>(stream: &mut S) -> Vec<String>
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Unpin,
+    K: kube::Resource + std::fmt::Debug,
+{
+    loop {
+        if let Ok(watcher::Event::Init) = next_event(stream).await {
+            break;
+        }
+    }
+    let mut names = Vec::new();
+    loop {
+        match next_event(stream).await.expect("no errors during init") {
+            watcher::Event::InitApply(o) => names.push(o.name_any()),
+            watcher::Event::InitDone => return names,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_crud_and_patches() {
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let c = client(&server).await;
+    assert_eq!(c.apiserver_version().await.unwrap().minor, "32");
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+
+    let created = cms
+        .create(&PostParams::default(), &cm("a", json!({"k": "1"})))
+        .await
+        .unwrap();
+    let rv1 = created.resource_version().unwrap();
+    assert!(created.uid().is_some());
+    assert!(created.creation_timestamp().is_some());
+    assert_eq!(
+        api_code(
+            cms.create(&PostParams::default(), &cm("a", json!({})))
+                .await
+                .unwrap_err()
+        ),
+        409
+    );
+    assert_eq!(api_code(cms.get("nope").await.unwrap_err()), 404);
+
+    // generateName
+    let mut g = cm("", json!({}));
+    g.metadata.name = None;
+    g.metadata.generate_name = Some("gen-".into());
+    let gen_obj = cms.create(&PostParams::default(), &g).await.unwrap();
+    assert!(gen_obj.name_any().starts_with("gen-") && gen_obj.name_any().len() == 9);
+
+    // replace with a stale RV conflicts; a no-op replace keeps the RV
+    let mut fresh = cms.get("a").await.unwrap();
+    fresh.data = Some([("k".to_string(), "2".to_string())].into());
+    let replaced = cms
+        .replace("a", &PostParams::default(), &fresh)
+        .await
+        .unwrap();
+    assert_ne!(replaced.resource_version().unwrap(), rv1);
+    assert_eq!(
+        api_code(
+            cms.replace("a", &PostParams::default(), &fresh)
+                .await
+                .unwrap_err()
+        ),
+        409
+    );
+    let same = cms
+        .replace("a", &PostParams::default(), &replaced)
+        .await
+        .unwrap();
+    assert_eq!(same.resource_version(), replaced.resource_version());
+
+    // merge, json, apply
+    let p = cms
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"m": "1"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.data.unwrap()["m"], "1");
+    let p = raw(&c, "PATCH", "/api/v1/namespaces/default/configmaps/a", "application/json-patch+json",
+        br#"[{"op":"test","path":"/metadata/finalizers","value":null},{"op":"add","path":"/data/j","value":"2"}]"#.to_vec())
+    .await
+    .unwrap();
+    assert_eq!(p["data"]["j"], "2");
+    let err = raw(
+        &c,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/a",
+        "application/json-patch+json",
+        br#"[{"op":"test","path":"/data/j","value":"nope"}]"#.to_vec(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(api_code(err), 422);
+    // Patches that do not leave an object behind are rejected, not stored.
+    for (ct, body) in [
+        ("application/merge-patch+json", &b"[1]"[..]),
+        (
+            "application/json-patch+json",
+            &br#"[{"op":"replace","path":"","value":[1]}]"#[..],
+        ),
+    ] {
+        let err = raw(
+            &c,
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/a",
+            ct,
+            body.to_vec(),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(api_code(err), 400 | 422));
+    }
+    assert!(cms.get("a").await.unwrap().data.is_some());
+    let ssa = PatchParams::apply("tests").force();
+    let applied = cms
+        .patch("b", &ssa, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}, "data": {"x": "1"}})))
+        .await
+        .unwrap();
+    assert_eq!(applied.data.unwrap()["x"], "1");
+    let applied = cms
+        .patch("b", &ssa, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}, "data": {"y": "2"}})))
+        .await
+        .unwrap();
+    // Fields the manager stopped applying are removed; other managers' fields stay; a repeat is a no-op.
+    assert_eq!(
+        applied
+            .data
+            .clone()
+            .unwrap()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        vec![("y".to_string(), "2".to_string())]
+    );
+    let other = cms
+        .patch("b", &PatchParams::apply("other"), &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}, "data": {"z": "3"}})))
+        .await
+        .unwrap();
+    let again = cms
+        .patch("b", &ssa, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}, "data": {"y": "2"}})))
+        .await
+        .unwrap();
+    assert_eq!(again.resource_version(), other.resource_version());
+    assert_eq!(again.data.unwrap().len(), 2);
+    assert_eq!(again.metadata.managed_fields.unwrap().len(), 2);
+    let no_manager = cms
+        .patch(
+            "b",
+            &PatchParams::default(),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}}),
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(no_manager), 422);
+
+    // finalizers: delete marks, removing the last finalizer deletes
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": ["test/f"]}})),
+    )
+    .await
+    .unwrap();
+    let marked = cms
+        .delete("a", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("object while finalizing");
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(api_code(cms.get("a").await.unwrap_err()), 404);
+    let status = cms
+        .delete("b", &DeleteParams::default())
+        .await
+        .unwrap()
+        .right()
+        .expect("Status");
+    assert!(status.is_success());
+
+    // status subresource: the main resource ignores status, /status only changes status, generation follows spec
+    let deps: Api<Deployment> = Api::default_namespaced(c.clone());
+    let d: Deployment = serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
+    .unwrap();
+    let d = deps.create(&PostParams::default(), &d).await.unwrap();
+    assert_eq!(d.metadata.generation, Some(1));
+    let s = deps
+        .patch_status(
+            "d",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.status.unwrap().replicas, Some(3));
+    assert_eq!(s.metadata.generation, Some(1));
+    let s = deps
+        .patch(
+            "d",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}, "status": {"replicas": 9}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.metadata.generation, Some(2));
+    assert_eq!(s.status.unwrap().replicas, Some(3));
+    let smp = deps
+        .patch("d", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [{"name": "z", "image": "z"}]}}}})))
+        .await
+        .unwrap();
+    assert_eq!(smp.spec.template.spec.unwrap().containers.len(), 2);
+
+    // custom resources through a CRD
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    let crd = crds
+        .create(&PostParams::default(), &widget_crd())
+        .await
+        .unwrap();
+    let conds = crd.status.unwrap().conditions.unwrap();
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+    );
+    let widgets: Api<DynamicObject> = Api::default_namespaced_with(c.clone(), &widget_resource());
+    let mut w = DynamicObject::new("w1", &widget_resource());
+    w.data = json!({"spec": {"size": 1}, "status": {"ignored": true}});
+    let w = widgets.create(&PostParams::default(), &w).await.unwrap();
+    assert!(w.data.get("status").is_none());
+    assert_eq!(w.metadata.generation, Some(1));
+    let w = widgets
+        .patch_status(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(w.data["status"]["ready"], true);
+    let strategic = widgets
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"size": 2}})),
+        )
+        .await;
+    assert_eq!(api_code(strategic.unwrap_err()), 415);
+    assert_eq!(
+        widgets
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        api_code(widgets.list(&ListParams::default()).await.unwrap_err()),
+        404
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_list_watch_streaming_and_relist() {
+    // No periodic bookmarks here: one landing between compact() and end_watches() would (correctly) save the
+    // watchers from the relist this test wants to observe.
+    let config = Config {
+        bookmark_interval: Duration::from_secs(3600),
+        ..Config::default()
+    };
+    let server = ApiServer::start(config).await.unwrap();
+    let c = client(&server).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    for i in 0..3 {
+        cms.create(&PostParams::default(), &cm(&format!("pre{i}"), json!({})))
+            .await
+            .unwrap();
+    }
+    // ListWatch (paged list of 2 so continue tokens are exercised)
+    let mut lw = watcher(cms.clone(), watcher::Config::default().page_size(2)).boxed();
+    let names = init_cycle(&mut lw).await;
+    assert_eq!(names, vec!["pre0", "pre1", "pre2"]);
+    // StreamingList
+    let mut sl = watcher(cms.clone(), watcher::Config::default().streaming_lists()).boxed();
+    let names = init_cycle(&mut sl).await;
+    assert_eq!(names.len(), 3);
+    // Metadata-only watcher: the server answers PartialObjectMetadata requests with full objects.
+    let meta: Api<kube::core::PartialObjectMeta<ConfigMap>> = Api::default_namespaced(c.clone());
+    let mut mw = watcher(meta, watcher::Config::default()).boxed();
+    assert_eq!(init_cycle(&mut mw).await.len(), 3);
+    drop(mw);
+    cms.create(&PostParams::default(), &cm("live", json!({})))
+        .await
+        .unwrap();
+    for s in [&mut lw, &mut sl] {
+        match next_event(s).await.unwrap() {
+            watcher::Event::Apply(o) => assert_eq!(o.name_any(), "live"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    cms.delete("live", &DeleteParams::default()).await.unwrap();
+    for s in [&mut lw, &mut sl] {
+        assert!(
+            matches!(next_event(s).await.unwrap(), watcher::Event::Delete(o) if o.name_any() == "live")
+        );
+    }
+    // Compaction + end of watches: resuming from an RV that is gone yields a 410 and a full relist.
+    let lists_before = server.stats().lists_of("configmaps");
+    server.faults().compact();
+    server.faults().end_watches();
+    let names = init_cycle(&mut lw).await;
+    assert_eq!(names.len(), 3);
+    let names = init_cycle(&mut sl).await;
+    assert_eq!(names.len(), 3);
+    assert!(server.stats().lists_of("configmaps") > lists_before);
+    // …and after the relist the watchers are live again.
+    cms.create(&PostParams::default(), &cm("after", json!({})))
+        .await
+        .unwrap();
+    for s in [&mut lw, &mut sl] {
+        assert!(
+            matches!(next_event(s).await.unwrap(), watcher::Event::Apply(o) if o.name_any() == "after")
+        );
+    }
+    // A clean end of stream without compaction resumes without a relist.
+    let lists_before = server.stats().lists_of("configmaps");
+    let watches_before = server.stats().watches_of("configmaps");
+    server.faults().end_watches();
+    cms.create(&PostParams::default(), &cm("resumed", json!({})))
+        .await
+        .unwrap();
+    assert!(
+        matches!(next_event(&mut lw).await.unwrap(), watcher::Event::Apply(o) if o.name_any() == "resumed")
+    );
+    assert_eq!(server.stats().lists_of("configmaps"), lists_before);
+    assert!(server.stats().watches_of("configmaps") > watches_before);
+
+    // Failed watch starts (500) and a connection cut mid-stream: the watcher surfaces errors, resumes from its
+    // RV and misses nothing, still without relisting.
+    drop(sl);
+    server.faults().fail_next(2, 500);
+    server.faults().end_watches();
+    for _ in 0..2 {
+        assert!(
+            next_event(&mut lw).await.is_err(),
+            "a failed watch start surfaces as an error"
+        );
+    }
+    server.faults().drop_next_streams(1);
+    server.faults().end_watches();
+    for name in ["after-fail", "after-drop"] {
+        cms.create(&PostParams::default(), &cm(name, json!({})))
+            .await
+            .unwrap();
+        loop {
+            match next_event(&mut lw).await {
+                Err(_) => {}
+                Ok(watcher::Event::Apply(o)) if o.name_any() == name => break,
+                Ok(other) => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+    assert_eq!(server.stats().lists_of("configmaps"), lists_before);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bookmarks_and_raw_watch_semantics() {
+    let config = Config {
+        bookmark_interval: Duration::from_millis(100),
+        ..Config::default()
+    };
+    let server = ApiServer::start(config).await.unwrap();
+    let c = client(&server).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    cms.create(&PostParams::default(), &cm("x", json!({})))
+        .await
+        .unwrap();
+
+    // Bookmarks carry kind/apiVersion and parse as WatchEvent::Bookmark.
+    let wp = WatchParams::default().timeout(30);
+    let mut s = cms.watch(&wp, "0").await.unwrap().boxed();
+    let first = tokio::time::timeout(GUARD, s.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(matches!(first, WatchEvent::Added(o) if o.name_any() == "x"));
+    let mut bookmarks = 0;
+    while bookmarks < 3 {
+        match tokio::time::timeout(GUARD, s.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
+            WatchEvent::Bookmark(b) => {
+                assert!(!b.metadata.resource_version.is_empty());
+                bookmarks += 1;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    drop(s);
+
+    // A watcher with bookmarks runs without errors across several bookmark periods.
+    let mut w = watcher(cms.clone(), watcher::Config::default()).boxed();
+    init_cycle_any(&mut w).await;
+    let rv_before = server.resource_version();
+    let lp = ListParams::default().labels("sel=yes");
+    // Selector transitions: starts matching → ADDED, stops matching → DELETED.
+    let mut sel = cms
+        .watch(
+            &WatchParams::default().labels("sel=yes").disable_bookmarks(),
+            &rv_before.to_string(),
+        )
+        .await
+        .unwrap()
+        .boxed();
+    cms.patch(
+        "x",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"sel": "yes"}}})),
+    )
+    .await
+    .unwrap();
+    let ev = tokio::time::timeout(GUARD, sel.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(ev, WatchEvent::Added(ref o) if o.name_any() == "x"),
+        "{ev:?}"
+    );
+    assert_eq!(cms.list(&lp).await.unwrap().items.len(), 1);
+    cms.patch(
+        "x",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"sel": "no"}}})),
+    )
+    .await
+    .unwrap();
+    let ev = tokio::time::timeout(GUARD, sel.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(ev, WatchEvent::Deleted(ref o) if o.name_any() == "x"),
+        "{ev:?}"
+    );
+    assert!(matches!(
+        next_event(&mut w).await,
+        Ok(watcher::Event::Apply(_))
+    ));
+    assert!(matches!(
+        next_event(&mut w).await,
+        Ok(watcher::Event::Apply(_))
+    ));
+
+    // Too old RV on watch: HTTP 200 + ERROR 410 event, then end.
+    server.faults().compact();
+    let mut old = cms
+        .watch(&WatchParams::default(), "2")
+        .await
+        .unwrap()
+        .boxed();
+    match tokio::time::timeout(GUARD, old.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+    {
+        WatchEvent::Error(e) => {
+            assert_eq!(e.code, 410);
+            assert_eq!(e.reason, "Expired");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(
+        tokio::time::timeout(GUARD, old.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .is_none()
+    );
+
+    // An RV from the future (a restarted in-memory server) also gets 410, so clients relist.
+    let future = (server.resource_version() + 1000).to_string();
+    let mut fut = cms
+        .watch(&WatchParams::default(), &future)
+        .await
+        .unwrap()
+        .boxed();
+    assert!(
+        matches!(tokio::time::timeout(GUARD, fut.try_next()).await.unwrap().unwrap(), Some(WatchEvent::Error(e)) if e.code == 410)
+    );
+
+    // Short watches end immediately with no events; dropped streams end with an error or EOF.
+    server.faults().short_watches(1);
+    let mut short = cms
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    assert!(
+        tokio::time::timeout(GUARD, short.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .is_none()
+    );
+    server.faults().drop_next_streams(1);
+    let mut dropped = cms
+        .watch(
+            &WatchParams::default(),
+            &server.resource_version().to_string(),
+        )
+        .await
+        .unwrap()
+        .boxed();
+    let end = tokio::time::timeout(GUARD, dropped.try_next())
+        .await
+        .unwrap();
+    assert!(matches!(end, Err(_) | Ok(None)), "{end:?}");
+    server.shutdown().await;
+}
+
+async fn init_cycle_any<S>(stream: &mut S)
+where
+    S: futures::Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>> + Unpin,
+{
+    init_cycle(stream).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_paging_selectors_and_errors() {
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let c = client(&server).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    for i in 0..25 {
+        let mut o = cm(&format!("c{i:02}"), json!({}));
+        o.metadata.labels = Some(
+            [(
+                "parity".to_string(),
+                if i % 2 == 0 { "even" } else { "odd" }.to_string(),
+            )]
+            .into(),
+        );
+        cms.create(&PostParams::default(), &o).await.unwrap();
+    }
+    // Paged list is a consistent snapshot at the first page's RV.
+    let p1 = cms.list(&ListParams::default().limit(10)).await.unwrap();
+    assert_eq!(p1.items.len(), 10);
+    let rv = p1.metadata.resource_version.clone().unwrap();
+    cms.create(&PostParams::default(), &cm("zz-late", json!({})))
+        .await
+        .unwrap();
+    let tok = p1.metadata.continue_.clone().unwrap();
+    let p2 = cms
+        .list(&ListParams::default().limit(10).continue_token(&tok))
+        .await
+        .unwrap();
+    let tok2 = p2.metadata.continue_.clone().unwrap();
+    let p3 = cms
+        .list(&ListParams::default().limit(10).continue_token(&tok2))
+        .await
+        .unwrap();
+    assert_eq!(p3.items.len(), 5);
+    assert!(p3.metadata.continue_.as_deref().unwrap_or("").is_empty());
+    assert_eq!(p3.metadata.resource_version.as_deref(), Some(rv.as_str()));
+    // Exact RV list sees the past.
+    let exact = cms
+        .list(
+            &ListParams::default()
+                .at(&rv)
+                .matching(kube::api::VersionMatch::Exact),
+        )
+        .await
+        .unwrap();
+    assert_eq!(exact.items.len(), 25);
+    assert_eq!(
+        cms.list(&ListParams::default()).await.unwrap().items.len(),
+        26
+    );
+    // Expired continue token → 410 with a fresh token.
+    let q1 = cms.list(&ListParams::default().limit(10)).await.unwrap();
+    server.faults().compact();
+    let err = cms
+        .list(
+            &ListParams::default()
+                .limit(10)
+                .continue_token(q1.metadata.continue_.as_deref().unwrap()),
+        )
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!((s.code, s.reason.as_str()), (410, "Expired"));
+            assert!(s.metadata.and_then(|m| m.continue_).is_some());
+        }
+        other => panic!("{other:?}"),
+    }
+    // Selectors
+    assert_eq!(
+        cms.list(&ListParams::default().labels("parity=even"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        13
+    );
+    assert_eq!(
+        cms.list(&ListParams::default().labels("parity in (odd),parity!=even"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        12
+    );
+    assert_eq!(
+        cms.list(&ListParams::default().labels("!parity"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    assert_eq!(
+        cms.list(&ListParams::default().fields("metadata.name=c03"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    assert_eq!(
+        api_code(
+            cms.list(&ListParams::default().fields("spec.bogus=1"))
+                .await
+                .unwrap_err()
+        ),
+        400
+    );
+    let empty: Api<ConfigMap> = Api::namespaced(c.clone(), "kube-system");
+    let list = empty.list(&ListParams::default()).await.unwrap();
+    assert!(list.items.is_empty());
+    // 413 for oversized bodies, 400 for malformed ones; nothing stored.
+    let huge = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"huge"}},"data":{{"x":"{}"}}}}"#,
+        "a".repeat(4 << 20)
+    );
+    let err = raw(
+        &c,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        huge.into_bytes(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(api_code(err), 413);
+    let err = raw(
+        &c,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        b"{not json".to_vec(),
+    )
+    .await
+    .unwrap_err();
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!((s.code, s.reason.as_str()), (400, "BadRequest"));
+            assert!(s.message.contains("JSON"), "{}", s.message);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        cms.list(&ListParams::default()).await.unwrap().items.len(),
+        26
+    );
+    // Injected failures.
+    // kube-rs retries 429 itself (with backoff), so two injected 429s still end in success.
+    server.faults().fail_next(2, 429);
+    cms.get("c00").await.unwrap();
+    server.faults().fail_next(1, 500);
+    assert_eq!(api_code(cms.get("c00").await.unwrap_err()), 500);
+    // System namespaces cannot be deleted; other namespaces take their contents with them.
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(c.clone());
+    assert_eq!(
+        api_code(
+            nss.delete("default", &DeleteParams::default())
+                .await
+                .unwrap_err()
+        ),
+        403
+    );
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "scratch"}})).unwrap();
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    let scratch: Api<ConfigMap> = Api::namespaced(c.clone(), "scratch");
+    scratch
+        .create(&PostParams::default(), &cm("inside", json!({})))
+        .await
+        .unwrap();
+    nss.delete("scratch", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        Api::<ConfigMap>::all(c.clone())
+            .list(&ListParams::default().fields("metadata.namespace=scratch"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    // Missing namespace.
+    let nowhere: Api<ConfigMap> = Api::namespaced(c.clone(), "nowhere");
+    assert_eq!(
+        api_code(
+            nowhere
+                .create(&PostParams::default(), &cm("a", json!({})))
+                .await
+                .unwrap_err()
+        ),
+        404
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_legacy_and_aggregated() {
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let c = client(&server).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    crds.create(&PostParams::default(), &widget_crd())
+        .await
+        .unwrap();
+    let check = |d: &Discovery| {
+        for (g, v, k) in [
+            ("", "v1", "ConfigMap"),
+            ("", "v1", "Namespace"),
+            ("apps", "v1", "Deployment"),
+            ("coordination.k8s.io", "v1", "Lease"),
+            ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            ("example.com", "v1", "Widget"),
+        ] {
+            let (ar, caps) = d
+                .resolve_gvk(&GroupVersionKind::gvk(g, v, k))
+                .unwrap_or_else(|| panic!("{k} not discovered"));
+            assert!(caps.supports_operation("watch"));
+            if k == "Namespace" || k == "CustomResourceDefinition" {
+                assert_eq!(caps.scope, Scope::Cluster);
+            } else {
+                assert_eq!(caps.scope, Scope::Namespaced, "{}", ar.plural);
+            }
+        }
+    };
+    let legacy = Discovery::new(c.clone()).run().await.unwrap();
+    check(&legacy);
+    let aggregated = Discovery::new(c.clone()).run_aggregated().await.unwrap();
+    check(&aggregated);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistence_survives_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Config::default()
+    };
+    let (rv, uid) = {
+        let server = ApiServer::start(config.clone()).await.unwrap();
+        let c = client(&server).await;
+        let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+        let o = cms
+            .create(&PostParams::default(), &cm("kept", json!({"a": "1"})))
+            .await
+            .unwrap();
+        cms.create(&PostParams::default(), &cm("gone", json!({})))
+            .await
+            .unwrap();
+        cms.delete("gone", &DeleteParams::default()).await.unwrap();
+        Api::<CustomResourceDefinition>::all(c.clone())
+            .create(&PostParams::default(), &widget_crd())
+            .await
+            .unwrap();
+        let widgets: Api<DynamicObject> =
+            Api::default_namespaced_with(c.clone(), &widget_resource());
+        widgets
+            .create(
+                &PostParams::default(),
+                &DynamicObject::new("w", &widget_resource()),
+            )
+            .await
+            .unwrap();
+        let rv = server.resource_version();
+        server.shutdown().await;
+        (rv, o.uid().unwrap())
+    };
+    let server = ApiServer::start(config).await.unwrap();
+    assert_eq!(server.resource_version(), rv);
+    let c = client(&server).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    let kept = cms.get("kept").await.unwrap();
+    assert_eq!(kept.uid().unwrap(), uid);
+    assert_eq!(api_code(cms.get("gone").await.unwrap_err()), 404);
+    let widgets: Api<DynamicObject> = Api::default_namespaced_with(c.clone(), &widget_resource());
+    assert_eq!(
+        widgets
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    let next = cms
+        .create(&PostParams::default(), &cm("new", json!({})))
+        .await
+        .unwrap();
+    assert!(next.resource_version().unwrap().parse::<u64>().unwrap() > rv);
+    // A watch from before the restart is too old (history is not persisted): clients relist.
+    let mut w = cms
+        .watch(&WatchParams::default(), "2")
+        .await
+        .unwrap()
+        .boxed();
+    assert!(
+        matches!(tokio::time::timeout(GUARD, w.try_next()).await.unwrap().unwrap(), Some(WatchEvent::Error(e)) if e.code == 410)
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_endpoints_and_bind_safety() {
+    // Non-loopback binds are refused unless explicitly allowed.
+    let remote = Config {
+        bind: "0.0.0.0:0".parse().unwrap(),
+        ..Config::default()
+    };
+    assert!(ApiServer::start(remote).await.is_err());
+
+    let off = ApiServer::start(Config::default()).await.unwrap();
+    let c = client(&off).await;
+    assert_eq!(
+        api_code(
+            raw(
+                &c,
+                "POST",
+                "/_kubewasm/faults/compact",
+                "application/json",
+                vec![]
+            )
+            .await
+            .unwrap_err()
+        ),
+        404
+    );
+    off.shutdown().await;
+
+    let on = ApiServer::start(Config {
+        enable_fault_endpoints: true,
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let c = client(&on).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    cms.create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
+    let old = on.resource_version();
+    raw(
+        &c,
+        "POST",
+        "/_kubewasm/faults/compact",
+        "application/json",
+        vec![],
+    )
+    .await
+    .unwrap();
+    let mut w = cms
+        .watch(&WatchParams::default(), &old.to_string())
+        .await
+        .unwrap()
+        .boxed();
+    assert!(
+        matches!(tokio::time::timeout(GUARD, w.try_next()).await.unwrap().unwrap(), Some(WatchEvent::Error(e)) if e.code == 410)
+    );
+    raw(
+        &c,
+        "POST",
+        "/_kubewasm/faults/fail?n=1&status=500",
+        "application/json",
+        vec![],
+    )
+    .await
+    .unwrap();
+    assert_eq!(api_code(cms.get("a").await.unwrap_err()), 500);
+    cms.get("a").await.unwrap();
+    // The kubeconfig names the kubewasm context and this server.
+    let kc = on.kubeconfig_yaml();
+    assert!(
+        kc.contains(&format!("server: {}", on.url())) && kc.contains("current-context: kubewasm")
+    );
+    on.shutdown().await;
+}
