@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds every guest example from source into guest-examples/dist/:
-#   rust-*.wasm (guest-examples/rust/build.sh, when present), python-, javascript-, c-configmap-logger.wasm
-#   (+ dist/variants/javascript-qjs-configmap-logger.wasm).
-# Run guest-examples/install-toolchains.sh once first. Usage: build.sh [LANG...]  (rust python javascript c)
+#   rust-*.wasm (guest-examples/rust/build.sh, when present), python-, javascript-, c-, go-configmap-logger.wasm
+#   (+ dist/variants/javascript-starlingmonkey-configmap-logger.wasm).
+# Run guest-examples/install-toolchains.sh once first. Usage: build.sh [LANG...]  (rust python javascript c go)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 langs=("$@")
-((${#langs[@]})) || langs=(rust python javascript c)
+((${#langs[@]})) || langs=(rust python javascript c go)
 for lang in "${langs[@]}"; do
   script="$here/$lang/build.sh"
   if [[ ! -f "$script" ]]; then

@@ -1,14 +1,15 @@
-// configmap-logger: the kubewasm reference handler in Go (wasip1 reactor + WASI preview1 adapter).
+// configmap-logger: the kubewasm reference handler in Go (a wasip1 reactor made a component with
+// the WASI preview1 reactor adapter; see README.md for the build and why it is built this way).
 //
-// EXPERIMENTAL. There are no Go bindings generator usable here, so the canonical ABI of the
-// kubewasm:handler world is written by hand below (layouts for wasm32, checked against the C
-// bindings wit-bindgen generates). The Go runtime's garbage collector must never run inside
-// cabi_realloc (the host calls it while lowering arguments; the GC reads the clock through a WASI
-// import, and calling an import there traps with "cannot leave component instance"). So:
-//   - automatic GC is off (debug.SetGCPercent(-1)); nothing in this module sets a memory limit;
-//   - collections run explicitly at the start of an export call, where imports are allowed,
-//     once the heap has grown by gcEvery bytes since the last one;
-//   - memory handed out by cabi_realloc stays referenced (pending) until the call's post-return.
+// There is no Go bindings generator usable here, so the canonical ABI of the kubewasm:handler world
+// is written by hand below (wasm32 layouts, checked against the C bindings wit-bindgen generates).
+// Two rules keep the Go runtime sound inside a component:
+//   - The garbage collector never runs inside cabi_realloc: the host calls cabi_realloc while it
+//     lowers arguments, the GC reads the clock through a WASI import, and imports are forbidden
+//     there ("cannot leave component instance"). So automatic GC is off (SetGCPercent(-1), no
+//     memory limit) and enter() collects at the start of an export, where imports are allowed,
+//     once 4 MiB were allocated. Blocks from cabi_realloc stay referenced until post-return.
+//   - The WASI adapter gets its memory from adapterArena (below), never from Go or memory.grow.
 package main
 
 import (
@@ -23,7 +24,21 @@ func main() {}
 
 func init() {
 	debug.SetGCPercent(-1)
+	adapterArenaRef = &adapterArena[0]
 }
+
+// Memory for the WASI preview1 adapter (its state and its 64 KiB stack). The adapter must not get
+// memory from Go (it would re-enter the Go runtime from inside a WASI call) nor by memory.grow (Go's
+// sbrk assumes it owns every page above its heap). `kubewasm-guest-tool go-adapter-arena` finds this
+// array by its header in the data segments and injects a `cabi_realloc_adapter` bump allocator over
+// it, written in plain wasm. Go never touches the array after the header.
+const adapterArenaSize = 256 << 10
+
+var adapterArena = [adapterArenaSize]byte{
+	'k', 'u', 'b', 'e', 'w', 'a', 's', 'm', '-', 'a', 'd', 'a', 'p', 't', 'e', 'r',
+	adapterArenaSize & 0xff, adapterArenaSize >> 8 & 0xff, adapterArenaSize >> 16 & 0xff, adapterArenaSize >> 24 & 0xff,
+}
+var adapterArenaRef *byte
 
 // ---- memory for the host --------------------------------------------------------------------
 

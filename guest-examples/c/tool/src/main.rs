@@ -7,6 +7,7 @@
 //!                                                                embed the world, apply the WASI p1 reactor adapter
 //! kubewasm-guest-tool wit <component.wasm>                       print the component's WIT world
 //! kubewasm-guest-tool check <wit-dir> <component.wasm> [world]   verify the component implements the world
+//! kubewasm-guest-tool go-adapter-arena <core.wasm> <out.wasm>    (experimental, Go) see guest-examples/go
 //! ```
 
 use std::collections::BTreeSet;
@@ -33,7 +34,8 @@ const USAGE: &str = "usage:
   kubewasm-guest-tool bindgen <wit-dir> <out-dir> [world]
   kubewasm-guest-tool componentize <wit-dir> <core.wasm> <out.wasm> [world]
   kubewasm-guest-tool wit <component.wasm>
-  kubewasm-guest-tool check <wit-dir> <component.wasm> [world]";
+  kubewasm-guest-tool check <wit-dir> <component.wasm> [world]
+  kubewasm-guest-tool go-adapter-arena <core.wasm> <out.wasm>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
             componentize(wit, core, out, rest.first())
         }
         ["wit", component] => print_wit(component),
+        ["go-adapter-arena", core, out] => go_adapter_arena(core, out),
         ["check", wit, component, rest @ ..] if rest.len() <= 1 => {
             check(wit, component, rest.first())
         }
@@ -98,8 +101,6 @@ fn componentize(wit_dir: &str, core: &str, out: &str, world: Option<&&str>) -> R
     let component = ComponentEncoder::default()
         .module(&module)?
         .validate(true)
-        // Experiment switch (Go): adapter allocations via memory.grow instead of the module's cabi_realloc.
-        .realloc_via_memory_grow(std::env::var_os("KUBEWASM_REALLOC_VIA_MEMORY_GROW").is_some())
         .adapter(
             "wasi_snapshot_preview1",
             wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
@@ -216,5 +217,189 @@ fn check(wit_dir: &str, path: &str, world_name: Option<&&str>) -> Result<()> {
         "ok: {path} implements {}/{}",
         resolve.packages[pkg].name, resolve.worlds[world].name
     );
+    Ok(())
+}
+
+// ---- go-adapter-arena ------------------------------------------------------------------------
+
+const ARENA_MAGIC: &[u8; 16] = b"kubewasm-adapter";
+
+/// Injects `cabi_realloc_adapter`, a bump allocator in plain wasm over the Go array that starts
+/// with [`ARENA_MAGIC`] followed by its size (u32 LE), so that the WASI adapter never allocates
+/// through the Go runtime nor with `memory.grow` (see guest-examples/go/NOTES.md).
+fn go_adapter_arena(core: &str, out: &str) -> Result<()> {
+    use wasmparser::{Operator, Parser, Payload, TypeRef};
+
+    let bytes = read(core)?;
+    let (mut imported_funcs, mut imported_globals) = (0u32, 0u32);
+    let (mut types, mut funcs, mut globals) = (0u32, 0u32, 0u32);
+    let mut arena = None;
+    for payload in Parser::new(0).parse_all(&bytes) {
+        match payload? {
+            Payload::ImportSection(s) => {
+                for imp in s.into_imports() {
+                    match imp?.ty {
+                        TypeRef::Func(_) | TypeRef::FuncExact(_) => imported_funcs += 1,
+                        TypeRef::Global(_) => imported_globals += 1,
+                        _ => {}
+                    }
+                }
+            }
+            Payload::TypeSection(s) => types = s.count(),
+            Payload::FunctionSection(s) => funcs = s.count(),
+            Payload::GlobalSection(s) => globals = s.count(),
+            Payload::DataSection(s) => {
+                for data in s {
+                    let data = data?;
+                    let wasmparser::DataKind::Active { offset_expr, .. } = data.kind else {
+                        continue;
+                    };
+                    let Some(pos) = data
+                        .data
+                        .windows(ARENA_MAGIC.len())
+                        .position(|w| w == ARENA_MAGIC)
+                    else {
+                        continue;
+                    };
+                    let mut ops = offset_expr.get_operators_reader();
+                    let Operator::I32Const { value } = ops.read()? else {
+                        bail!("data segment offset is not an i32.const");
+                    };
+                    let size_at = pos + ARENA_MAGIC.len();
+                    // The Go linker drops runs of zeros from data segments: missing bytes are 0.
+                    let mut size = [0u8; 4];
+                    for (i, b) in data.data.iter().skip(size_at).take(4).enumerate() {
+                        size[i] = *b;
+                    }
+                    let size = u32::from_le_bytes(size);
+                    let start = value as u32 + pos as u32;
+                    arena = Some((start + 32, start + size));
+                }
+            }
+            _ => {}
+        }
+    }
+    let (arena_start, arena_end) =
+        arena.context("no adapter arena (header `kubewasm-adapter`) in the data segments")?;
+
+    struct Inject {
+        ty: u32,
+        func: u32,
+        global: u32,
+        arena_start: u32,
+        arena_end: u32,
+    }
+    impl wasm_encoder::reencode::Reencode for Inject {
+        type Error = std::convert::Infallible;
+        fn parse_type_section(
+            &mut self,
+            types: &mut wasm_encoder::TypeSection,
+            section: wasmparser::TypeSectionReader<'_>,
+        ) -> Result<(), wasm_encoder::reencode::Error<Self::Error>> {
+            wasm_encoder::reencode::utils::parse_type_section(self, types, section)?;
+            use wasm_encoder::ValType::I32;
+            types.ty().function([I32, I32, I32, I32], [I32]);
+            Ok(())
+        }
+        fn parse_function_section(
+            &mut self,
+            functions: &mut wasm_encoder::FunctionSection,
+            section: wasmparser::FunctionSectionReader<'_>,
+        ) -> Result<(), wasm_encoder::reencode::Error<Self::Error>> {
+            wasm_encoder::reencode::utils::parse_function_section(self, functions, section)?;
+            functions.function(self.ty);
+            Ok(())
+        }
+        fn parse_global_section(
+            &mut self,
+            globals: &mut wasm_encoder::GlobalSection,
+            section: wasmparser::GlobalSectionReader<'_>,
+        ) -> Result<(), wasm_encoder::reencode::Error<Self::Error>> {
+            wasm_encoder::reencode::utils::parse_global_section(self, globals, section)?;
+            globals.global(
+                wasm_encoder::GlobalType {
+                    val_type: wasm_encoder::ValType::I32,
+                    mutable: true,
+                    shared: false,
+                },
+                &wasm_encoder::ConstExpr::i32_const(self.arena_start as i32),
+            );
+            Ok(())
+        }
+        fn parse_export_section(
+            &mut self,
+            exports: &mut wasm_encoder::ExportSection,
+            section: wasmparser::ExportSectionReader<'_>,
+        ) -> Result<(), wasm_encoder::reencode::Error<Self::Error>> {
+            wasm_encoder::reencode::utils::parse_export_section(self, exports, section)?;
+            exports.export(
+                "cabi_realloc_adapter",
+                wasm_encoder::ExportKind::Func,
+                self.func,
+            );
+            Ok(())
+        }
+        fn parse_code_section(
+            &mut self,
+            code: &mut wasm_encoder::CodeSection,
+            section: wasmparser::CodeSectionReader<'_>,
+        ) -> Result<(), wasm_encoder::reencode::Error<Self::Error>> {
+            wasm_encoder::reencode::utils::parse_code_section(self, code, section)?;
+            // (old_ptr, old_size, align, new_size) -> ptr; fresh allocations only, never freed.
+            use wasm_encoder::Instruction as I;
+            let mut f = wasm_encoder::Function::new([(1, wasm_encoder::ValType::I32)]);
+            for ins in [
+                I::LocalGet(1),
+                I::If(wasm_encoder::BlockType::Empty),
+                I::Unreachable, // the adapter never reallocates
+                I::End,
+                I::GlobalGet(self.global),
+                I::LocalGet(2),
+                I::I32Add,
+                I::I32Const(1),
+                I::I32Sub,
+                I::I32Const(0),
+                I::LocalGet(2),
+                I::I32Sub,
+                I::I32And,
+                I::LocalTee(4),
+                I::LocalGet(3),
+                I::I32Add,
+                I::I32Const(self.arena_end as i32),
+                I::I32GtU,
+                I::If(wasm_encoder::BlockType::Empty),
+                I::Unreachable, // arena exhausted
+                I::End,
+                I::LocalGet(4),
+                I::LocalGet(3),
+                I::I32Add,
+                I::GlobalSet(self.global),
+                I::LocalGet(4),
+                I::End,
+            ] {
+                f.instruction(&ins);
+            }
+            code.function(&f);
+            Ok(())
+        }
+    }
+
+    let mut inject = Inject {
+        ty: types,
+        func: imported_funcs + funcs,
+        global: imported_globals + globals,
+        arena_start,
+        arena_end,
+    };
+    let mut module = wasm_encoder::Module::new();
+    wasm_encoder::reencode::Reencode::parse_core_module(
+        &mut inject,
+        &mut module,
+        wasmparser::Parser::new(0),
+        &bytes,
+    )
+    .map_err(|e| anyhow::anyhow!("re-encoding {core}: {e:?}"))?;
+    std::fs::write(out, module.finish()).with_context(|| format!("writing {out}"))?;
+    println!("cabi_realloc_adapter over [{arena_start:#x}, {arena_end:#x})");
     Ok(())
 }
