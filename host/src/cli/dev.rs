@@ -59,7 +59,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     println!("kubewasm dev: embedded API server at {}", server.url());
     println!("  plugins directory: {} (drop .wasm files here; they load and hot-swap live)", plugins.display());
     println!("  point kubectl at it:  export KUBECONFIG={}", kubeconfig.display());
-    println!("  then try:             kubectl create configmap hello --from-literal=greeting=hi");
+    println!("  then try:             kubectl apply -f - <<< '{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"hello\"}},\"data\":{{\"greeting\":\"hi\"}}}}'");
     log_endpoints(&host);
 
     let demo = args.demo.then(|| tokio::spawn(demo_loop(client)));
