@@ -302,6 +302,16 @@ impl DeltaFifo {
 
     /// Waits for a key and processes it like [`try_pop`](Self::try_pop); `None` once closed.
     pub async fn pop<R>(&self, process: impl FnOnce(Vec<Delta>, bool) -> R) -> Option<R> {
+        // Fast path without registering for wake-ups.
+        {
+            let mut s = self.state.lock();
+            if s.closed {
+                return None;
+            }
+            if let Some((deltas, init)) = Self::pop_locked(&mut s) {
+                return Some(process(deltas, init));
+            }
+        }
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);

@@ -388,26 +388,34 @@ impl Reflector {
 
     async fn watch(&mut self, mut stream: WatchStream, started: Instant, mut events: u64) -> State {
         let processor = self.processor.clone();
+        // The resync timer lives only as long as this watch phase (client-go: resync only
+        // while watching). One pinned timer, re-armed when the plan changes.
+        let far = || Instant::now() + Duration::from_secs(86400 * 365);
         let mut deadline = processor.next_resync();
+        let timer = tokio::time::sleep_until(deadline.unwrap_or_else(far));
+        tokio::pin!(timer);
         let plan_changed = processor.plan_changed.notified();
         tokio::pin!(plan_changed);
         plan_changed.as_mut().enable();
+        let cancelled = self.cancel.clone().cancelled_owned();
+        tokio::pin!(cancelled);
         loop {
-            let resync_at = deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86400 * 365));
             tokio::select! {
                 biased;
-                _ = self.cancel.cancelled() => return State::Stopped,
+                _ = &mut cancelled => return State::Stopped,
                 _ = &mut plan_changed => {
                     plan_changed.set(processor.plan_changed.notified());
                     plan_changed.as_mut().enable();
                     deadline = processor.next_resync();
+                    timer.as_mut().reset(deadline.unwrap_or_else(far));
                 }
-                _ = tokio::time::sleep_until(resync_at), if deadline.is_some() => {
+                _ = &mut timer, if deadline.is_some() => {
                     if processor.should_resync(Instant::now()) {
                         self.counters.resyncs.inc();
                         self.fifo.resync();
                     }
                     deadline = processor.next_resync();
+                    timer.as_mut().reset(deadline.unwrap_or_else(far));
                 }
                 ev = stream.next() => match ev {
                     None => {

@@ -191,6 +191,8 @@ impl SharedIndexInformer {
                 if processed.is_none() {
                     return;
                 }
+                // Stay fair to listeners and the reflector on a busy queue.
+                tokio::task::consume_budget().await;
             }
         });
         self.tasks.lock().extend([refl, process]);

@@ -12,3 +12,6 @@ pub use rate_limiter::{
     MaxOfRateLimiter, RateLimiter, default_controller_rate_limiter,
 };
 pub use rate_limiting::RateLimitingQueue;
+
+#[cfg(test)]
+mod tests;

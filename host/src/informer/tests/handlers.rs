@@ -239,7 +239,9 @@ struct Gate {
 
 impl ResourceEventHandler for Gate {
     fn on_add(&self, obj: &SharedObject, init: bool) {
-        let _ = self.rx.lock().unwrap().recv();
+        // A handler that blocks must tell tokio (block_in_place), or tasks parked in this
+        // worker's LIFO slot could not be stolen by the other worker.
+        let _ = tokio::task::block_in_place(|| self.rx.lock().unwrap().recv());
         self.seen.on_add(obj, init);
     }
     fn on_update(&self, _: &SharedObject, _: &SharedObject, _: bool) {}

@@ -253,9 +253,10 @@ impl ListerWatcher for Fake {
     }
 
     async fn watch(&self, opts: &WatchOptions) -> Result<WatchStream, SourceError> {
-        self.record(Call::Watch(opts.clone()));
         let script = self.st.lock().watches.pop_front();
-        match script {
+        // The live sender is installed before the call is recorded, so a test that saw the
+        // call can send at once.
+        let res = match script {
             Some(WatchScript::Err(e)) => Err(e),
             Some(WatchScript::Events(evs)) => Ok(futures::stream::iter(evs)
                 .then(|(d, e)| async move {
@@ -268,7 +269,9 @@ impl ListerWatcher for Fake {
                 self.st.lock().live = Some(tx);
                 Ok(tokio_stream_from(rx))
             }
-        }
+        };
+        self.record(Call::Watch(opts.clone()));
+        res
     }
 }
 
