@@ -141,7 +141,11 @@ async fn run_watch(handlers: usize, read_json: bool) -> Row {
         informer.add_event_handler(h.clone(), None).unwrap();
         hs.push(h);
     }
-    let (a0, j0, t0) = (ALLOCS.load(Ordering::Relaxed), json_serialisations(), Instant::now());
+    let (a0, j0, t0) = (
+        ALLOCS.load(Ordering::Relaxed),
+        json_serialisations(),
+        Instant::now(),
+    );
     informer.run();
     for h in &hs {
         while h.seen.load(Ordering::Relaxed) < N {
@@ -149,14 +153,14 @@ async fn run_watch(handlers: usize, read_json: bool) -> Row {
         }
     }
     let elapsed = t0.elapsed();
-    let (allocs, json) = (ALLOCS.load(Ordering::Relaxed) - a0, json_serialisations() - j0);
+    let (allocs, json) = (
+        ALLOCS.load(Ordering::Relaxed) - a0,
+        json_serialisations() - j0,
+    );
     informer.stop();
     informer.join().await;
     Row {
-        name: format!(
-            "watch→handler{}",
-            if read_json { " (+json)" } else { "" }
-        ),
+        name: format!("watch→handler{}", if read_json { " (+json)" } else { "" }),
         handlers,
         elapsed,
         allocs,
@@ -197,7 +201,11 @@ async fn run_fifo(handlers: usize) -> Row {
         hs.push(h);
     }
     informer.run();
-    let (a0, j0, t0) = (ALLOCS.load(Ordering::Relaxed), json_serialisations(), Instant::now());
+    let (a0, j0, t0) = (
+        ALLOCS.load(Ordering::Relaxed),
+        json_serialisations(),
+        Instant::now(),
+    );
     for (n, o) in objs.into_iter().enumerate() {
         if n < KEYS {
             informer.fifo().add(o);
@@ -211,7 +219,10 @@ async fn run_fifo(handlers: usize) -> Row {
         }
     }
     let elapsed = t0.elapsed();
-    let (allocs, json) = (ALLOCS.load(Ordering::Relaxed) - a0, json_serialisations() - j0);
+    let (allocs, json) = (
+        ALLOCS.load(Ordering::Relaxed) - a0,
+        json_serialisations() - j0,
+    );
     informer.stop();
     informer.join().await;
     Row {
@@ -231,7 +242,13 @@ fn main() {
     println!("informer benchmark: N = {N} watch events over {KEYS} keys, current-thread runtime");
     println!(
         "{:<22} {:>8} {:>12} {:>10} {:>16} {:>12} {:>14}",
-        "pipeline", "handlers", "events/s", "ns/event", "ns/event/handler", "allocs/event", "json/version"
+        "pipeline",
+        "handlers",
+        "events/s",
+        "ns/event",
+        "ns/event/handler",
+        "allocs/event",
+        "json/version"
     );
     let rows = rt.block_on(async {
         let mut rows = Vec::new();
@@ -256,6 +273,9 @@ fn main() {
             r.allocs as f64 / N as f64,
             r.json as f64 / versions,
         );
-        assert!(r.json as usize <= N, "JSON serialised more than once per version");
+        assert!(
+            r.json as usize <= N,
+            "JSON serialised more than once per version"
+        );
     }
 }

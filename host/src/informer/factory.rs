@@ -122,7 +122,11 @@ impl InformerFactory {
         );
         let handle = informer.add_event_handler(handler, resync)?;
         let mut map = self.inner.informers.lock();
-        if self.inner.shut_down.load(std::sync::atomic::Ordering::Acquire) {
+        if self
+            .inner
+            .shut_down
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
             informer.stop();
             return Err(InformerError::Stopped(key.to_string()));
         }
@@ -166,7 +170,13 @@ impl InformerFactory {
         self.inner
             .shut_down
             .store(true, std::sync::atomic::Ordering::Release);
-        let all: Vec<_> = self.inner.informers.lock().drain().map(|(_, i)| i).collect();
+        let all: Vec<_> = self
+            .inner
+            .informers
+            .lock()
+            .drain()
+            .map(|(_, i)| i)
+            .collect();
         for i in &all {
             i.stop();
         }

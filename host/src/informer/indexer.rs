@@ -77,9 +77,8 @@ impl Indexer {
     /// An empty store with the built-in namespace index.
     pub fn new() -> Self {
         let mut inner = Inner::default();
-        let ns: IndexFunc = Arc::new(|o: &KubeObject| {
-            vec![o.meta().namespace.clone().unwrap_or_default()]
-        });
+        let ns: IndexFunc =
+            Arc::new(|o: &KubeObject| vec![o.meta().namespace.clone().unwrap_or_default()]);
         inner.indexers.insert(NAMESPACE_INDEX.to_string(), ns);
         Self {
             inner: Arc::new(RwLock::new(inner)),
@@ -125,7 +124,11 @@ impl Indexer {
         Ok(g.indices
             .get(index)
             .and_then(|i| i.get(value))
-            .map(|keys| keys.iter().filter_map(|k| g.items.get(k).cloned()).collect())
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| g.items.get(k).cloned())
+                    .collect()
+            })
             .unwrap_or_default())
     }
 
@@ -201,8 +204,11 @@ impl Indexer {
         let mut g = self.inner.write();
         g.items = objs.into_iter().map(|o| (o.key().to_string(), o)).collect();
         g.indices.clear();
-        let entries: Vec<(String, SharedObject)> =
-            g.items.iter().map(|(k, o)| (k.clone(), o.clone())).collect();
+        let entries: Vec<(String, SharedObject)> = g
+            .items
+            .iter()
+            .map(|(k, o)| (k.clone(), o.clone()))
+            .collect();
         for (k, o) in entries {
             g.update_indices(None, Some(&o), &k);
         }

@@ -131,7 +131,11 @@ impl ListerWatcher for KubeListerWatcher {
                 lp.limit = None;
             }
         }
-        let list = self.api.list(&lp).await.map_err(|e| classify_kube_error(&e))?;
+        let list = self
+            .api
+            .list(&lp)
+            .await
+            .map_err(|e| classify_kube_error(&e))?;
         let items = list
             .items
             .into_iter()

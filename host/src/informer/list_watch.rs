@@ -110,7 +110,8 @@ impl SourceError {
             SourceErrorKind::Expired
         } else if causes.iter().any(|(r, _)| *r == "ResourceVersionTooLarge")
             || (reason == "Timeout"
-                && (causes.iter().any(|(_, m)| m.contains(TOO_LARGE)) || message.contains(TOO_LARGE)))
+                && (causes.iter().any(|(_, m)| m.contains(TOO_LARGE))
+                    || message.contains(TOO_LARGE)))
         {
             SourceErrorKind::TooLarge
         } else if code == 429 || reason == "TooManyRequests" {
@@ -138,7 +139,10 @@ impl SourceError {
 
     /// Errors after which the next list must be a consistent read (RV "").
     pub fn needs_consistent_relist(&self) -> bool {
-        matches!(self.kind, SourceErrorKind::Expired | SourceErrorKind::TooLarge)
+        matches!(
+            self.kind,
+            SourceErrorKind::Expired | SourceErrorKind::TooLarge
+        )
     }
 }
 
@@ -155,6 +159,8 @@ pub trait ListerWatcher: Send + Sync + 'static {
 #[async_trait::async_trait]
 pub trait SourceFactory: Send + Sync + 'static {
     /// Errors (naming the kind) when the server does not serve it.
-    async fn lister_watcher(&self, key: &InformerKey)
-    -> Result<Arc<dyn ListerWatcher>, InformerError>;
+    async fn lister_watcher(
+        &self,
+        key: &InformerKey,
+    ) -> Result<Arc<dyn ListerWatcher>, InformerError>;
 }

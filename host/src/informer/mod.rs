@@ -23,7 +23,7 @@ pub mod shared_informer;
 mod tests;
 
 pub use backoff::BackoffConfig;
-pub use delta_fifo::{Delta, DeletedFinalStateUnknown, DeltaFifo, DeltaObject, DeltaType};
+pub use delta_fifo::{DeletedFinalStateUnknown, Delta, DeltaFifo, DeltaObject, DeltaType};
 pub use factory::{HandlerRegistration, InformerFactory};
 pub use indexer::{IndexError, IndexFunc, Indexer, NAMESPACE_INDEX};
 pub use kube_source::{KubeListerWatcher, KubeSourceFactory};

@@ -13,8 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::{Backoff, BackoffConfig};
 use super::delta_fifo::{DeltaFifo, DeltaObject};
 use super::list_watch::{
-    ListOptions, ListerWatcher, SourceError, SourceErrorKind, WatchEvent, WatchOptions,
-    WatchStream,
+    ListOptions, ListerWatcher, SourceError, SourceErrorKind, WatchEvent, WatchOptions, WatchStream,
 };
 use super::metrics::InformerCounters;
 use super::object::{KubeObject, SharedObject};
@@ -532,8 +531,9 @@ impl Reflector {
                     }
                     Some(Ok(ev)) => {
                         let what = ev.type_name();
-                        let (WatchEvent::Added(v) | WatchEvent::Modified(v) | WatchEvent::Deleted(v)) =
-                            ev
+                        let (WatchEvent::Added(v)
+                        | WatchEvent::Modified(v)
+                        | WatchEvent::Deleted(v)) = ev
                         else {
                             continue;
                         };

@@ -293,7 +293,9 @@ pub struct HandlerHandle {
 
 impl std::fmt::Debug for HandlerHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HandlerHandle").field("id", &self.id).finish()
+        f.debug_struct("HandlerHandle")
+            .field("id", &self.id)
+            .finish()
     }
 }
 

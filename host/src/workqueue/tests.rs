@@ -60,7 +60,10 @@ async fn scenario_66_no_concurrent_processing_of_one_item() {
         let (q, f, r) = (q.clone(), in_flight.clone(), readded.clone());
         workers.push(tokio::spawn(async move {
             while let Some(item) = q.get().await {
-                assert!(f.lock().unwrap().insert(item), "{item} processed twice at once");
+                assert!(
+                    f.lock().unwrap().insert(item),
+                    "{item} processed twice at once"
+                );
                 tokio::task::yield_now().await;
                 if r.lock().unwrap().insert(item) {
                     q.add(item);

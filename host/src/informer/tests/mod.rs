@@ -81,7 +81,10 @@ impl Recorder {
                 notified.await;
             }
         };
-        if tokio::time::timeout(Duration::from_secs(3600), fut).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(3600), fut)
+            .await
+            .is_err()
+        {
             panic!("timed out waiting for {n} events; got {:?}", self.evs());
         }
         self.evs()
@@ -158,7 +161,11 @@ impl Fake {
     /// Sends an event on the live watch (panics if none is open).
     pub fn send(&self, ev: Result<WatchEvent, SourceError>) {
         let st = self.st.lock();
-        st.live.as_ref().expect("no live watch").send(ev).expect("watch receiver dropped");
+        st.live
+            .as_ref()
+            .expect("no live watch")
+            .send(ev)
+            .expect("watch receiver dropped");
     }
 
     /// Ends the live watch normally.
@@ -172,7 +179,12 @@ impl Fake {
     }
 
     pub fn calls(&self) -> Vec<Call> {
-        self.st.lock().calls.iter().map(|(_, c)| c.clone()).collect()
+        self.st
+            .lock()
+            .calls
+            .iter()
+            .map(|(_, c)| c.clone())
+            .collect()
     }
 
     pub fn timed_calls(&self) -> Vec<(Instant, Call)> {
@@ -190,7 +202,10 @@ impl Fake {
     }
 
     pub fn watch_count(&self) -> usize {
-        self.calls().iter().filter(|c| matches!(c, Call::Watch(_))).count()
+        self.calls()
+            .iter()
+            .filter(|c| matches!(c, Call::Watch(_)))
+            .count()
     }
 
     /// Waits until `n` calls were made; returns them.
@@ -206,7 +221,10 @@ impl Fake {
                 notified.await;
             }
         };
-        if tokio::time::timeout(Duration::from_secs(3600), fut).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(3600), fut)
+            .await
+            .is_err()
+        {
             panic!("timed out waiting for {n} calls; got {:?}", self.calls());
         }
         self.calls()
@@ -215,7 +233,10 @@ impl Fake {
     /// Waits until a live watch is open (the `n`th call overall is a watch).
     pub async fn wait_live_watch(&self, n: usize) {
         let calls = self.wait_calls(n).await;
-        assert!(matches!(calls[n - 1], Call::Watch(_)), "call {n} is not a watch: {calls:?}");
+        assert!(
+            matches!(calls[n - 1], Call::Watch(_)),
+            "call {n} is not a watch: {calls:?}"
+        );
     }
 
     fn record(&self, c: Call) {
@@ -306,7 +327,12 @@ pub(super) fn expired() -> SourceError {
 }
 
 pub(super) fn informer_with(fake: &Arc<Fake>, config: ReflectorConfig) -> Arc<SharedIndexInformer> {
-    SharedIndexInformer::new(pod_key(), fake.clone(), InformerMetrics::unregistered(), config)
+    SharedIndexInformer::new(
+        pod_key(),
+        fake.clone(),
+        InformerMetrics::unregistered(),
+        config,
+    )
 }
 
 pub(super) fn informer(fake: &Arc<Fake>) -> Arc<SharedIndexInformer> {
