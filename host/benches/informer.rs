@@ -201,6 +201,9 @@ async fn run_fifo(handlers: usize) -> Row {
         hs.push(h);
     }
     informer.run();
+    // Keep every version alive past the timed window: this row measures the pipeline only,
+    // not freeing superseded versions (the watch rows include that).
+    let keep: Vec<SharedObject> = objs.clone();
     let (a0, j0, t0) = (
         ALLOCS.load(Ordering::Relaxed),
         json_serialisations(),
@@ -225,6 +228,7 @@ async fn run_fifo(handlers: usize) -> Row {
     );
     informer.stop();
     informer.join().await;
+    drop(keep);
     Row {
         name: "fifo→handler".into(),
         handlers,

@@ -33,6 +33,31 @@ struct Inner {
 impl Inner {
     fn update_indices(&mut self, old: Option<&KubeObject>, new: Option<&KubeObject>, key: &str) {
         for (name, f) in &self.indexers {
+            if name == NAMESPACE_INDEX {
+                // Built-in index: compare in place instead of allocating value lists.
+                let ns = |o: &KubeObject| o.meta().namespace.as_deref().unwrap_or("").to_owned();
+                let (o_ns, n_ns) = (
+                    old.map(|o| o.meta().namespace.as_deref().unwrap_or("")),
+                    new.map(|o| o.meta().namespace.as_deref().unwrap_or("")),
+                );
+                if o_ns.is_some() && o_ns == n_ns {
+                    continue;
+                }
+                let index = self.indices.entry(name.clone()).or_default();
+                if let Some(o) = old {
+                    let v = ns(o);
+                    if let Some(set) = index.get_mut(&v) {
+                        set.remove(key);
+                        if set.is_empty() {
+                            index.remove(&v);
+                        }
+                    }
+                }
+                if let Some(n) = new {
+                    index.entry(ns(n)).or_default().insert(key.to_string());
+                }
+                continue;
+            }
             let old_vals = old.map(|o| f(o)).unwrap_or_default();
             let new_vals = new.map(|o| f(o)).unwrap_or_default();
             if old_vals.len() == 1 && new_vals.len() == 1 && old_vals[0] == new_vals[0] {
