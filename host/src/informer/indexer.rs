@@ -17,8 +17,10 @@ pub type IndexFunc = Arc<dyn Fn(&KubeObject) -> Vec<String> + Send + Sync>;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IndexError {
     #[error("Index with name {0} does not exist")]
+    /// The named index was never added.
     UnknownIndex(String),
     #[error("indexer conflict: {0}")]
+    /// An index with this name already exists.
     Conflict(String),
 }
 

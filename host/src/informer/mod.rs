@@ -4,6 +4,8 @@
 //! [`Indexer`], then notifies) → one listener per handler → [`ResourceEventHandler`].
 //! See `shared/reference/informer-semantics.md` for the normative behaviour.
 
+#![warn(missing_docs)]
+
 mod backoff;
 pub mod delta_fifo;
 mod factory;
@@ -43,10 +45,13 @@ pub use shared_informer::{HandlerHandle, SharedIndexInformer};
 pub struct InformerKey {
     /// `v1`, `apps/v1`, `example.com/v1alpha1`.
     pub api_version: String,
+    /// Kind, e.g. `Pod`.
     pub kind: String,
     /// `None` = all namespaces (or a cluster-scoped kind).
     pub namespace: Option<String>,
+    /// Server-side label selector.
     pub label_selector: Option<String>,
+    /// Server-side field selector.
     pub field_selector: Option<String>,
 }
 
@@ -103,8 +108,11 @@ pub enum InformerError {
     /// Discovery could not resolve the kind (not served, or the server is unreachable).
     #[error("cannot resolve {kind} in {api_version}: {cause}")]
     UnknownKind {
+        /// apiVersion that was asked for.
         api_version: String,
+        /// Kind that was asked for.
         kind: String,
+        /// What discovery answered.
         cause: String,
     },
     /// The informer (or the factory) has been stopped.

@@ -17,13 +17,21 @@ pub fn json_serialisations() -> u64 {
 /// Metadata extracted once per version, so handlers and indexes never re-parse the JSON tree.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ObjectMeta {
+    /// `apiVersion`.
     pub api_version: String,
+    /// `kind`.
     pub kind: String,
+    /// `metadata.namespace`; `None` for cluster-scoped objects.
     pub namespace: Option<String>,
+    /// `metadata.name`.
     pub name: String,
+    /// `metadata.uid`.
     pub uid: String,
+    /// `metadata.resourceVersion`.
     pub resource_version: String,
+    /// `metadata.generation`.
     pub generation: Option<i64>,
+    /// `metadata.labels` as pairs.
     pub labels: Vec<(String, String)>,
 }
 
@@ -31,13 +39,22 @@ pub struct ObjectMeta {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MalformedObject {
     #[error("object is not a JSON object")]
+    /// The JSON is not an object.
     NotAnObject,
     #[error("object has no metadata")]
+    /// `metadata` is absent.
     MissingMetadata,
     #[error("object has no metadata.name")]
+    /// `metadata.name` is absent or empty.
     MissingName,
     #[error("object is {found}, expected {expected}")]
-    WrongKind { expected: String, found: String },
+    /// The object's type differs from the informer's.
+    WrongKind {
+        /// `apiVersion/kind` of the informer.
+        expected: String,
+        /// `apiVersion/kind` of the object.
+        found: String,
+    },
 }
 
 /// One stored object version. Immutable and shared through [`SharedObject`]; its JSON text is

@@ -34,6 +34,7 @@ pub struct ReflectorConfig {
     pub page_size: Option<u32>,
     /// Watch timeouts are drawn from `[m, 2m)`; values below 5 min are raised to 5 min.
     pub min_watch_timeout: Duration,
+    /// Backoff between failed list/watch cycles.
     pub backoff: BackoffConfig,
     /// Streaming initial list (sendInitialEvents), falling back to LIST on failure.
     pub use_watch_list: bool,

@@ -370,3 +370,35 @@ pub(super) fn upd(name: &str, old: &str, new: &str, sync: bool) -> Ev {
 pub(super) fn del(name: &str, rv: &str, fsu: bool) -> Ev {
     Ev::Delete(format!("{name}@{rv}"), fsu)
 }
+
+/// Smoke test of the kube source against a live API server (plain-HTTP kubeconfig works):
+/// `KUBECONFIG=… cargo test --release -p kubewasm --lib kube_source_smoke -- --ignored`.
+/// Optional `SMOKE_API_VERSION` / `SMOKE_KIND` (default `v1` / `ConfigMap`).
+#[tokio::test]
+#[ignore = "needs a live API server via KUBECONFIG"]
+async fn kube_source_smoke() {
+    let client = kube::Client::try_default()
+        .await
+        .expect("kube client from KUBECONFIG");
+    let av = std::env::var("SMOKE_API_VERSION").unwrap_or_else(|_| "v1".into());
+    let kind = std::env::var("SMOKE_KIND").unwrap_or_else(|_| "ConfigMap".into());
+    let f = InformerFactory::new(client, InformerMetrics::unregistered());
+    let missing = f
+        .add_handler(&InformerKey::new("v1", "NoSuchKind"), Recorder::new(), None)
+        .await
+        .unwrap_err();
+    assert!(missing.to_string().contains("NoSuchKind"), "{missing}");
+    let rec = Recorder::new();
+    let reg = f
+        .add_handler(&InformerKey::new(av, kind), rec.clone(), None)
+        .await
+        .expect("kind resolves");
+    tokio::time::timeout(Duration::from_secs(30), reg.wait_synced())
+        .await
+        .expect("synced within 30 s");
+    let n = reg.indexer().len();
+    assert_eq!(rec.len(), n, "one initial add per cached object");
+    assert!(rec.evs().iter().all(|e| matches!(e, Ev::Add(_, true))));
+    reg.remove().await;
+    f.shutdown().await;
+}
