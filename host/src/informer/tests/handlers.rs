@@ -466,3 +466,27 @@ async fn metrics_count_relists_and_restarts() {
     );
     f.shutdown().await;
 }
+
+/// Better than client-go (k/k#48941): a handler added after start with a shorter period than
+/// every existing one re-plans the resync timer and is served on its own schedule.
+#[tokio::test(start_paused = true)]
+async fn late_handler_short_period_replans_resync() {
+    let fake = Fake::new();
+    fake.set_list(vec![v("a", "1")], "1");
+    let inf = informer(&fake);
+    let slow = Recorder::new();
+    inf.add_event_handler(slow.clone(), Some(Duration::from_secs(60)))
+        .unwrap();
+    inf.run();
+    fake.wait_live_watch(2).await;
+    slow.wait_len(1).await;
+    let t0 = Instant::now();
+    let fast = Recorder::new();
+    inf.add_event_handler(fast.clone(), Some(Duration::from_secs(2)))
+        .unwrap();
+    let evs = fast.wait_len(2).await;
+    assert_eq!(evs[1], upd("a", "1", "1", true));
+    assert_eq!(fast.events.lock()[1].0 - t0, Duration::from_secs(2));
+    assert_eq!(slow.len(), 1, "the 60 s handler is not due yet");
+    assert_eq!(inf.resync_check_period(), Some(Duration::from_secs(2)));
+}
