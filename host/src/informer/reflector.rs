@@ -208,11 +208,24 @@ impl Reflector {
     }
 
     fn to_object(&self, v: serde_json::Value, what: &str) -> Option<SharedObject> {
-        match KubeObject::from_value_for(v, &self.api_version, &self.kind) {
+        // Only the rare malformed path pays for a (truncated) copy of the event for the log.
+        let preview = |v: &serde_json::Value| {
+            let mut s = v.to_string();
+            if s.len() > 200 {
+                let mut cut = 200;
+                while !s.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                s.truncate(cut);
+                s.push('…');
+            }
+            s
+        };
+        match KubeObject::try_from_value_for(v, &self.api_version, &self.kind) {
             Ok(o) => Some(Arc::new(o)),
-            Err(e) => {
+            Err((e, v)) => {
                 tracing::warn!(informer = %self.name, event = what, error = %e,
-                    "skipping malformed object");
+                    object = %preview(&v), "skipping malformed object");
                 None
             }
         }
