@@ -36,7 +36,7 @@ pub use list_watch::{
 pub use listener::{FilteringHandler, ResourceEventHandler};
 pub use metrics::InformerMetrics;
 pub use object::{KubeObject, MalformedObject, ObjectMeta, SharedObject, json_serialisations};
-pub use reflector::ReflectorConfig;
+pub use reflector::{ReflectorConfig, TransformFunc};
 pub use selector::LabelSelector;
 pub use shared_informer::{HandlerHandle, SharedIndexInformer};
 
@@ -118,6 +118,9 @@ pub enum InformerError {
     /// The informer (or the factory) has been stopped.
     #[error("handler for {0} was not added to shared informer because it has stopped already")]
     Stopped(String),
+    /// Configuration that is only allowed before the informer runs.
+    #[error("{0}: informer has already started")]
+    AlreadyStarted(String),
     /// A source failed while building the informer.
     #[error(transparent)]
     Source(#[from] SourceError),

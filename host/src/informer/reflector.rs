@@ -26,6 +26,10 @@ pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 /// Lower bound of the random watch timeout (client-go `defaultMinWatchTimeout`).
 pub const DEFAULT_MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// Rewrites every incoming object before it is stored (client-go `TransformFunc`), e.g. to drop
+/// `managedFields` and save cache memory. Must be idempotent.
+pub type TransformFunc = Arc<dyn Fn(serde_json::Value) -> serde_json::Value + Send + Sync>;
+
 /// Reflector knobs (client-go defaults; exposed for tests and tuning).
 #[derive(Clone, Debug)]
 pub struct ReflectorConfig {
@@ -115,6 +119,8 @@ pub(crate) struct Reflector {
     pub cancel: CancellationToken,
     /// Shared so the informer can report it.
     pub last_sync_rv: Arc<Mutex<String>>,
+    /// Applied to list items and watch objects before they become [`KubeObject`]s.
+    pub transform: Option<TransformFunc>,
     rv_unavailable: bool,
     paginated_result: bool,
     backoff: Backoff,
@@ -152,6 +158,7 @@ impl Reflector {
             config,
             cancel,
             last_sync_rv,
+            transform: None,
             rv_unavailable: false,
             paginated_result: false,
             watches_opened: 0,
@@ -220,6 +227,12 @@ impl Reflector {
                 s.push('…');
             }
             s
+        };
+        // Applied once at ingestion: tombstones and Sync deltas carry already-transformed
+        // objects, so an idempotent transform sees exactly what client-go's FIFO would give it.
+        let v = match &self.transform {
+            Some(t) => t(v),
+            None => v,
         };
         match KubeObject::try_from_value_for(v, &self.api_version, &self.kind) {
             Ok(o) => Some(Arc::new(o)),

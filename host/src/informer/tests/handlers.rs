@@ -490,3 +490,74 @@ async fn late_handler_short_period_replans_resync() {
     assert_eq!(slow.len(), 1, "the 60 s handler is not due yet");
     assert_eq!(inf.resync_check_period(), Some(Duration::from_secs(2)));
 }
+
+#[tokio::test(start_paused = true)]
+async fn scenario_61_transform() {
+    let fake = Fake::new();
+    fake.set_list(vec![v("pod1", "1"), v("pod2", "2")], "2");
+    let inf = informer(&fake);
+    let upper: TransformFunc = Arc::new(|mut v: Value| {
+        if let Some(n) = v.pointer_mut("/metadata/name")
+            && let Some(s) = n.as_str()
+        {
+            *n = Value::String(s.to_uppercase());
+        }
+        v
+    });
+    inf.set_transform(upper).unwrap();
+    let rec = Recorder::new();
+    inf.add_event_handler(rec.clone(), None).unwrap();
+    inf.run();
+    assert_eq!(
+        rec.wait_len(2).await,
+        vec![init_add("POD1", "1"), init_add("POD2", "2")]
+    );
+    fake.wait_live_watch(2).await;
+    fake.send(Ok(WatchEvent::Modified(v("pod1", "3"))));
+    // The relist's tombstone carries the transformed last state.
+    fake.set_list(vec![v("pod1", "3")], "4");
+    fake.send(Err(expired()));
+    let evs = rec.wait_len(5).await;
+    assert_eq!(evs[2], upd("POD1", "1", "3", false));
+    assert!(evs.contains(&del("POD2", "2", true)), "{evs:?}");
+    assert!(inf.indexer().get("POD1").is_some());
+    let err = inf.set_transform(Arc::new(|v| v)).unwrap_err();
+    assert!(err.to_string().ends_with("informer has already started"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn scenario_45_watch_list_with_transform() {
+    let fake = Fake::new();
+    let inf = informer_with(
+        &fake,
+        ReflectorConfig {
+            use_watch_list: true,
+            ..Default::default()
+        },
+    );
+    inf.set_transform(Arc::new(|mut v: Value| {
+        if let Some(n) = v.pointer_mut("/metadata/name")
+            && let Some(s) = n.as_str()
+        {
+            *n = Value::String(s.to_uppercase());
+        }
+        v
+    }))
+    .unwrap();
+    let rec = Recorder::new();
+    inf.add_event_handler(rec.clone(), None).unwrap();
+    inf.run();
+    fake.wait_live_watch(1).await;
+    fake.send(Ok(WatchEvent::Added(v("foo", "1"))));
+    fake.send(Ok(WatchEvent::Added(v("bar", "2"))));
+    fake.send(Ok(WatchEvent::Bookmark {
+        resource_version: "2".into(),
+        initial_events_end: true,
+    }));
+    fake.send(Ok(WatchEvent::Added(v("baz", "3"))));
+    // Only the two objects before the bookmark form the (single) Replace, already transformed.
+    assert_eq!(
+        rec.wait_len(3).await,
+        vec![init_add("FOO", "1"), init_add("BAR", "2"), add("BAZ", "3")]
+    );
+}
