@@ -7,10 +7,13 @@ use tokio::time::Instant;
 /// Backoff parameters; defaults are client-go's 800 ms → 30 s, ×2, jitter 1.0, reset after 2 min.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BackoffConfig {
+    /// First interval.
     pub initial: Duration,
+    /// Cap of the base interval.
     pub max: Duration,
     /// Without a backoff for this long the server is assumed healthy and the backoff restarts.
     pub reset_after: Duration,
+    /// Growth per step.
     pub factor: f64,
     /// A sleep of base `d` is drawn from `[d, d + jitter·d)`.
     pub jitter: f64,

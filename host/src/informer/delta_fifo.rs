@@ -12,8 +12,11 @@ use super::object::SharedObject;
 /// What happened to an object (client-go `DeltaType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DeltaType {
+    /// Observed creation (watch ADDED).
     Added,
+    /// Observed change (watch MODIFIED).
     Updated,
+    /// Observed or inferred deletion.
     Deleted,
     /// Listed again by a relist (`EmitDeltaTypeReplaced`).
     Replaced,
@@ -38,14 +41,18 @@ impl DeltaType {
 /// state we knew (client-go `DeletedFinalStateUnknown`), `None` if even that was gone.
 #[derive(Clone, Debug)]
 pub struct DeletedFinalStateUnknown {
+    /// Cache key of the deleted object.
     pub key: String,
+    /// Last known state, if any.
     pub obj: Option<SharedObject>,
 }
 
 /// Payload of a delta: the object version, or a tombstone.
 #[derive(Clone, Debug)]
 pub enum DeltaObject {
+    /// A concrete object version.
     Object(SharedObject),
+    /// An inferred deletion.
     Tombstone(DeletedFinalStateUnknown),
 }
 
@@ -75,7 +82,9 @@ impl DeltaObject {
 /// One queued change.
 #[derive(Clone, Debug)]
 pub struct Delta {
+    /// What happened.
     pub kind: DeltaType,
+    /// The object (or tombstone) it happened to.
     pub object: DeltaObject,
 }
 
@@ -302,6 +311,16 @@ impl DeltaFifo {
 
     /// Waits for a key and processes it like [`try_pop`](Self::try_pop); `None` once closed.
     pub async fn pop<R>(&self, process: impl FnOnce(Vec<Delta>, bool) -> R) -> Option<R> {
+        // Fast path without registering for wake-ups.
+        {
+            let mut s = self.state.lock();
+            if s.closed {
+                return None;
+            }
+            if let Some((deltas, init)) = Self::pop_locked(&mut s) {
+                return Some(process(deltas, init));
+            }
+        }
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);

@@ -12,7 +12,7 @@ use super::kube_source::KubeSourceFactory;
 use super::list_watch::SourceFactory;
 use super::listener::ResourceEventHandler;
 use super::metrics::InformerMetrics;
-use super::reflector::ReflectorConfig;
+use super::reflector::{ReflectorConfig, TransformFunc};
 use super::shared_informer::{HandlerHandle, SharedIndexInformer};
 use super::{InformerError, InformerKey};
 
@@ -24,6 +24,7 @@ struct Inner {
     /// Serialises creation so two first handlers for one key share a single informer.
     create: tokio::sync::Mutex<()>,
     shut_down: std::sync::atomic::AtomicBool,
+    transform: Mutex<Option<TransformFunc>>,
 }
 
 /// Hands out shared informers. Cheap to clone.
@@ -65,8 +66,15 @@ impl InformerFactory {
                 informers: Mutex::new(HashMap::new()),
                 create: tokio::sync::Mutex::new(()),
                 shut_down: std::sync::atomic::AtomicBool::new(false),
+                transform: Mutex::new(None),
             }),
         }
+    }
+
+    /// Transform applied by every informer created from now on (e.g. dropping `managedFields`
+    /// to save cache memory); informers already running keep theirs.
+    pub fn set_transform(&self, f: TransformFunc) {
+        *self.inner.transform.lock() = Some(f);
     }
 
     /// Registers `handler` on the informer for `key`, resolving the kind and starting the
@@ -120,9 +128,16 @@ impl InformerFactory {
             self.inner.metrics.clone(),
             self.inner.config.clone(),
         );
+        if let Some(t) = self.inner.transform.lock().clone() {
+            informer.set_transform(t)?;
+        }
         let handle = informer.add_event_handler(handler, resync)?;
         let mut map = self.inner.informers.lock();
-        if self.inner.shut_down.load(std::sync::atomic::Ordering::Acquire) {
+        if self
+            .inner
+            .shut_down
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
             informer.stop();
             return Err(InformerError::Stopped(key.to_string()));
         }
@@ -166,7 +181,13 @@ impl InformerFactory {
         self.inner
             .shut_down
             .store(true, std::sync::atomic::Ordering::Release);
-        let all: Vec<_> = self.inner.informers.lock().drain().map(|(_, i)| i).collect();
+        let all: Vec<_> = self
+            .inner
+            .informers
+            .lock()
+            .drain()
+            .map(|(_, i)| i)
+            .collect();
         for i in &all {
             i.stop();
         }

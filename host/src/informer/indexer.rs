@@ -17,8 +17,10 @@ pub type IndexFunc = Arc<dyn Fn(&KubeObject) -> Vec<String> + Send + Sync>;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IndexError {
     #[error("Index with name {0} does not exist")]
+    /// The named index was never added.
     UnknownIndex(String),
     #[error("indexer conflict: {0}")]
+    /// An index with this name already exists.
     Conflict(String),
 }
 
@@ -33,6 +35,31 @@ struct Inner {
 impl Inner {
     fn update_indices(&mut self, old: Option<&KubeObject>, new: Option<&KubeObject>, key: &str) {
         for (name, f) in &self.indexers {
+            if name == NAMESPACE_INDEX {
+                // Built-in index: compare in place instead of allocating value lists.
+                let ns = |o: &KubeObject| o.meta().namespace.as_deref().unwrap_or("").to_owned();
+                let (o_ns, n_ns) = (
+                    old.map(|o| o.meta().namespace.as_deref().unwrap_or("")),
+                    new.map(|o| o.meta().namespace.as_deref().unwrap_or("")),
+                );
+                if o_ns.is_some() && o_ns == n_ns {
+                    continue;
+                }
+                let index = self.indices.entry(name.clone()).or_default();
+                if let Some(o) = old {
+                    let v = ns(o);
+                    if let Some(set) = index.get_mut(&v) {
+                        set.remove(key);
+                        if set.is_empty() {
+                            index.remove(&v);
+                        }
+                    }
+                }
+                if let Some(n) = new {
+                    index.entry(ns(n)).or_default().insert(key.to_string());
+                }
+                continue;
+            }
             let old_vals = old.map(|o| f(o)).unwrap_or_default();
             let new_vals = new.map(|o| f(o)).unwrap_or_default();
             if old_vals.len() == 1 && new_vals.len() == 1 && old_vals[0] == new_vals[0] {
@@ -77,9 +104,8 @@ impl Indexer {
     /// An empty store with the built-in namespace index.
     pub fn new() -> Self {
         let mut inner = Inner::default();
-        let ns: IndexFunc = Arc::new(|o: &KubeObject| {
-            vec![o.meta().namespace.clone().unwrap_or_default()]
-        });
+        let ns: IndexFunc =
+            Arc::new(|o: &KubeObject| vec![o.meta().namespace.clone().unwrap_or_default()]);
         inner.indexers.insert(NAMESPACE_INDEX.to_string(), ns);
         Self {
             inner: Arc::new(RwLock::new(inner)),
@@ -125,7 +151,11 @@ impl Indexer {
         Ok(g.indices
             .get(index)
             .and_then(|i| i.get(value))
-            .map(|keys| keys.iter().filter_map(|k| g.items.get(k).cloned()).collect())
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| g.items.get(k).cloned())
+                    .collect()
+            })
             .unwrap_or_default())
     }
 
@@ -201,8 +231,11 @@ impl Indexer {
         let mut g = self.inner.write();
         g.items = objs.into_iter().map(|o| (o.key().to_string(), o)).collect();
         g.indices.clear();
-        let entries: Vec<(String, SharedObject)> =
-            g.items.iter().map(|(k, o)| (k.clone(), o.clone())).collect();
+        let entries: Vec<(String, SharedObject)> = g
+            .items
+            .iter()
+            .map(|(k, o)| (k.clone(), o.clone()))
+            .collect();
         for (k, o) in entries {
             g.update_indices(None, Some(&o), &k);
         }

@@ -131,7 +131,11 @@ impl ListerWatcher for KubeListerWatcher {
                 lp.limit = None;
             }
         }
-        let list = self.api.list(&lp).await.map_err(|e| classify_kube_error(&e))?;
+        let list = self
+            .api
+            .list(&lp)
+            .await
+            .map_err(|e| classify_kube_error(&e))?;
         let items = list
             .items
             .into_iter()
@@ -157,7 +161,16 @@ impl ListerWatcher for KubeListerWatcher {
             .watch(&wp, &opts.resource_version)
             .await
             .map_err(|e| classify_kube_error(&e))?;
+        // A transport error mid-stream ends the watch like a server close (client-go's stream
+        // watcher closes its channel): the reflector re-watches from the last RV, no relist.
         Ok(stream
+            .take_while(|r| {
+                let broken = matches!(r, Err(kube::Error::ReadEvents(_)));
+                if let Err(e @ kube::Error::ReadEvents(_)) = r {
+                    tracing::warn!(error = %e, "watch stream broke; ending it");
+                }
+                futures::future::ready(!broken)
+            })
             .map(|r| match r {
                 Ok(KubeWatchEvent::Added(o)) => to_value(o).map(WatchEvent::Added),
                 Ok(KubeWatchEvent::Modified(o)) => to_value(o).map(WatchEvent::Modified),

@@ -22,16 +22,22 @@ pub struct ListOptions {
 /// One page of a LIST response.
 #[derive(Clone, Debug, Default)]
 pub struct ListPage {
+    /// Decoded items of this page.
     pub items: Vec<Value>,
+    /// The list's resourceVersion (the snapshot point).
     pub resource_version: String,
+    /// Token for the next page, if any.
     pub continue_token: Option<String>,
 }
 
 /// Options of one WATCH request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WatchOptions {
+    /// Resume point; `""` with `send_initial_events` means "now".
     pub resource_version: String,
+    /// Server-side timeout, randomised by the reflector.
     pub timeout_seconds: u32,
+    /// Ask for BOOKMARK events (always true from the reflector).
     pub allow_bookmarks: bool,
     /// Streaming list (KEP-3157): the server first sends the current state, then a bookmark.
     pub send_initial_events: bool,
@@ -40,10 +46,15 @@ pub struct WatchOptions {
 /// A decoded watch event. `Error` events arrive as `Err(SourceError)` in the stream instead.
 #[derive(Clone, Debug)]
 pub enum WatchEvent {
+    /// Object created.
     Added(Value),
+    /// Object changed.
     Modified(Value),
+    /// Object deleted (its last state).
     Deleted(Value),
+    /// Progress marker: advances the resourceVersion only.
     Bookmark {
+        /// The resourceVersion the watch has reached.
         resource_version: String,
         /// `k8s.io/initial-events-end: "true"` annotation of a streaming list.
         initial_events_end: bool,
@@ -88,7 +99,9 @@ pub enum SourceErrorKind {
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct SourceError {
+    /// Class deciding the reflector's reaction.
     pub kind: SourceErrorKind,
+    /// Human-readable cause (logged).
     pub message: String,
 }
 
@@ -110,7 +123,8 @@ impl SourceError {
             SourceErrorKind::Expired
         } else if causes.iter().any(|(r, _)| *r == "ResourceVersionTooLarge")
             || (reason == "Timeout"
-                && (causes.iter().any(|(_, m)| m.contains(TOO_LARGE)) || message.contains(TOO_LARGE)))
+                && (causes.iter().any(|(_, m)| m.contains(TOO_LARGE))
+                    || message.contains(TOO_LARGE)))
         {
             SourceErrorKind::TooLarge
         } else if code == 429 || reason == "TooManyRequests" {
@@ -138,7 +152,10 @@ impl SourceError {
 
     /// Errors after which the next list must be a consistent read (RV "").
     pub fn needs_consistent_relist(&self) -> bool {
-        matches!(self.kind, SourceErrorKind::Expired | SourceErrorKind::TooLarge)
+        matches!(
+            self.kind,
+            SourceErrorKind::Expired | SourceErrorKind::TooLarge
+        )
     }
 }
 
@@ -155,6 +172,8 @@ pub trait ListerWatcher: Send + Sync + 'static {
 #[async_trait::async_trait]
 pub trait SourceFactory: Send + Sync + 'static {
     /// Errors (naming the kind) when the server does not serve it.
-    async fn lister_watcher(&self, key: &InformerKey)
-    -> Result<Arc<dyn ListerWatcher>, InformerError>;
+    async fn lister_watcher(
+        &self,
+        key: &InformerKey,
+    ) -> Result<Arc<dyn ListerWatcher>, InformerError>;
 }

@@ -150,7 +150,9 @@ impl Listener {
 /// Adapts a handler to see only objects passing a label selector, turning updates that cross the
 /// selector boundary into adds or deletes (client-go `FilteringResourceEventHandler`).
 pub struct FilteringHandler<H> {
+    /// Only objects whose labels match are delivered.
     pub selector: LabelSelector,
+    /// The wrapped handler.
     pub inner: H,
 }
 

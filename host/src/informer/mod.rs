@@ -4,6 +4,8 @@
 //! [`Indexer`], then notifies) → one listener per handler → [`ResourceEventHandler`].
 //! See `shared/reference/informer-semantics.md` for the normative behaviour.
 
+#![warn(missing_docs)]
+
 mod backoff;
 pub mod delta_fifo;
 mod factory;
@@ -23,7 +25,7 @@ pub mod shared_informer;
 mod tests;
 
 pub use backoff::BackoffConfig;
-pub use delta_fifo::{Delta, DeletedFinalStateUnknown, DeltaFifo, DeltaObject, DeltaType};
+pub use delta_fifo::{DeletedFinalStateUnknown, Delta, DeltaFifo, DeltaObject, DeltaType};
 pub use factory::{HandlerRegistration, InformerFactory};
 pub use indexer::{IndexError, IndexFunc, Indexer, NAMESPACE_INDEX};
 pub use kube_source::{KubeListerWatcher, KubeSourceFactory};
@@ -34,7 +36,7 @@ pub use list_watch::{
 pub use listener::{FilteringHandler, ResourceEventHandler};
 pub use metrics::InformerMetrics;
 pub use object::{KubeObject, MalformedObject, ObjectMeta, SharedObject, json_serialisations};
-pub use reflector::ReflectorConfig;
+pub use reflector::{ReflectorConfig, TransformFunc};
 pub use selector::LabelSelector;
 pub use shared_informer::{HandlerHandle, SharedIndexInformer};
 
@@ -43,10 +45,13 @@ pub use shared_informer::{HandlerHandle, SharedIndexInformer};
 pub struct InformerKey {
     /// `v1`, `apps/v1`, `example.com/v1alpha1`.
     pub api_version: String,
+    /// Kind, e.g. `Pod`.
     pub kind: String,
     /// `None` = all namespaces (or a cluster-scoped kind).
     pub namespace: Option<String>,
+    /// Server-side label selector.
     pub label_selector: Option<String>,
+    /// Server-side field selector.
     pub field_selector: Option<String>,
 }
 
@@ -103,13 +108,19 @@ pub enum InformerError {
     /// Discovery could not resolve the kind (not served, or the server is unreachable).
     #[error("cannot resolve {kind} in {api_version}: {cause}")]
     UnknownKind {
+        /// apiVersion that was asked for.
         api_version: String,
+        /// Kind that was asked for.
         kind: String,
+        /// What discovery answered.
         cause: String,
     },
     /// The informer (or the factory) has been stopped.
     #[error("handler for {0} was not added to shared informer because it has stopped already")]
     Stopped(String),
+    /// Configuration that is only allowed before the informer runs.
+    #[error("{0}: informer has already started")]
+    AlreadyStarted(String),
     /// A source failed while building the informer.
     #[error(transparent)]
     Source(#[from] SourceError),

@@ -17,13 +17,21 @@ pub fn json_serialisations() -> u64 {
 /// Metadata extracted once per version, so handlers and indexes never re-parse the JSON tree.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ObjectMeta {
+    /// `apiVersion`.
     pub api_version: String,
+    /// `kind`.
     pub kind: String,
+    /// `metadata.namespace`; `None` for cluster-scoped objects.
     pub namespace: Option<String>,
+    /// `metadata.name`.
     pub name: String,
+    /// `metadata.uid`.
     pub uid: String,
+    /// `metadata.resourceVersion`.
     pub resource_version: String,
+    /// `metadata.generation`.
     pub generation: Option<i64>,
+    /// `metadata.labels` as pairs.
     pub labels: Vec<(String, String)>,
 }
 
@@ -31,13 +39,22 @@ pub struct ObjectMeta {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MalformedObject {
     #[error("object is not a JSON object")]
+    /// The JSON is not an object.
     NotAnObject,
     #[error("object has no metadata")]
+    /// `metadata` is absent.
     MissingMetadata,
     #[error("object has no metadata.name")]
+    /// `metadata.name` is absent or empty.
     MissingName,
     #[error("object is {found}, expected {expected}")]
-    WrongKind { expected: String, found: String },
+    /// The object's type differs from the informer's.
+    WrongKind {
+        /// `apiVersion/kind` of the informer.
+        expected: String,
+        /// `apiVersion/kind` of the object.
+        found: String,
+    },
 }
 
 /// One stored object version. Immutable and shared through [`SharedObject`]; its JSON text is
@@ -59,17 +76,29 @@ pub type SharedObject = std::sync::Arc<KubeObject>;
 impl KubeObject {
     /// Extracts the metadata; rejects trees that lack `metadata.name` (client-go cannot key them).
     pub fn from_value(value: Value) -> Result<Self, MalformedObject> {
-        Self::build(value)
+        Self::build(value).map_err(|(e, _)| e)
     }
 
     /// Like [`from_value`](Self::from_value) but also checks the type against the informer's
     /// `apiVersion`/`kind`, filling them in when absent (list items usually omit them).
     pub fn from_value_for(
-        mut value: Value,
+        value: Value,
         api_version: &str,
         kind: &str,
     ) -> Result<Self, MalformedObject> {
-        let map = value.as_object_mut().ok_or(MalformedObject::NotAnObject)?;
+        Self::try_from_value_for(value, api_version, kind).map_err(|(e, _)| e)
+    }
+
+    /// Like [`from_value_for`](Self::from_value_for), handing the tree back on failure so the
+    /// caller can log it without cloning every event up front.
+    pub fn try_from_value_for(
+        mut value: Value,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Self, (MalformedObject, Value)> {
+        let Some(map) = value.as_object_mut() else {
+            return Err((MalformedObject::NotAnObject, value));
+        };
         let found_av = map.get("apiVersion").and_then(Value::as_str);
         let found_kind = map.get("kind").and_then(Value::as_str);
         match (found_av, found_kind) {
@@ -85,27 +114,29 @@ impl KubeObject {
                 map.insert("kind".into(), Value::String(kind.to_string()));
             }
             (av, k) => {
-                return Err(MalformedObject::WrongKind {
+                let e = MalformedObject::WrongKind {
                     expected: format!("{api_version}/{kind}"),
                     found: format!("{}/{}", av.unwrap_or(""), k.unwrap_or("")),
-                });
+                };
+                return Err((e, value));
             }
         }
         Self::build(value)
     }
 
-    fn build(value: Value) -> Result<Self, MalformedObject> {
-        let map = value.as_object().ok_or(MalformedObject::NotAnObject)?;
-        let md = map
-            .get("metadata")
-            .and_then(Value::as_object)
-            .ok_or(MalformedObject::MissingMetadata)?;
+    fn build(value: Value) -> Result<Self, (MalformedObject, Value)> {
+        let Some(map) = value.as_object() else {
+            return Err((MalformedObject::NotAnObject, value));
+        };
+        let Some(md) = map.get("metadata").and_then(Value::as_object) else {
+            return Err((MalformedObject::MissingMetadata, value));
+        };
         let s = |m: &serde_json::Map<String, Value>, k: &str| {
             m.get(k).and_then(Value::as_str).map(str::to_string)
         };
-        let name = s(md, "name")
-            .filter(|n| !n.is_empty())
-            .ok_or(MalformedObject::MissingName)?;
+        let Some(name) = s(md, "name").filter(|n| !n.is_empty()) else {
+            return Err((MalformedObject::MissingName, value));
+        };
         let namespace = s(md, "namespace").filter(|n| !n.is_empty());
         let labels = md
             .get("labels")

@@ -13,8 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::{Backoff, BackoffConfig};
 use super::delta_fifo::{DeltaFifo, DeltaObject};
 use super::list_watch::{
-    ListOptions, ListerWatcher, SourceError, SourceErrorKind, WatchEvent, WatchOptions,
-    WatchStream,
+    ListOptions, ListerWatcher, SourceError, SourceErrorKind, WatchEvent, WatchOptions, WatchStream,
 };
 use super::metrics::InformerCounters;
 use super::object::{KubeObject, SharedObject};
@@ -27,6 +26,10 @@ pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 /// Lower bound of the random watch timeout (client-go `defaultMinWatchTimeout`).
 pub const DEFAULT_MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// Rewrites every incoming object before it is stored (client-go `TransformFunc`), e.g. to drop
+/// `managedFields` and save cache memory. Must be idempotent.
+pub type TransformFunc = Arc<dyn Fn(serde_json::Value) -> serde_json::Value + Send + Sync>;
+
 /// Reflector knobs (client-go defaults; exposed for tests and tuning).
 #[derive(Clone, Debug)]
 pub struct ReflectorConfig {
@@ -35,6 +38,7 @@ pub struct ReflectorConfig {
     pub page_size: Option<u32>,
     /// Watch timeouts are drawn from `[m, 2m)`; values below 5 min are raised to 5 min.
     pub min_watch_timeout: Duration,
+    /// Backoff between failed list/watch cycles.
     pub backoff: BackoffConfig,
     /// Streaming initial list (sendInitialEvents), falling back to LIST on failure.
     pub use_watch_list: bool,
@@ -115,6 +119,8 @@ pub(crate) struct Reflector {
     pub cancel: CancellationToken,
     /// Shared so the informer can report it.
     pub last_sync_rv: Arc<Mutex<String>>,
+    /// Applied to list items and watch objects before they become [`KubeObject`]s.
+    pub transform: Option<TransformFunc>,
     rv_unavailable: bool,
     paginated_result: bool,
     backoff: Backoff,
@@ -152,6 +158,7 @@ impl Reflector {
             config,
             cancel,
             last_sync_rv,
+            transform: None,
             rv_unavailable: false,
             paginated_result: false,
             watches_opened: 0,
@@ -208,11 +215,30 @@ impl Reflector {
     }
 
     fn to_object(&self, v: serde_json::Value, what: &str) -> Option<SharedObject> {
-        match KubeObject::from_value_for(v, &self.api_version, &self.kind) {
+        // Only the rare malformed path pays for a (truncated) copy of the event for the log.
+        let preview = |v: &serde_json::Value| {
+            let mut s = v.to_string();
+            if s.len() > 200 {
+                let mut cut = 200;
+                while !s.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                s.truncate(cut);
+                s.push('…');
+            }
+            s
+        };
+        // Applied once at ingestion: tombstones and Sync deltas carry already-transformed
+        // objects, so an idempotent transform sees exactly what client-go's FIFO would give it.
+        let v = match &self.transform {
+            Some(t) => t(v),
+            None => v,
+        };
+        match KubeObject::try_from_value_for(v, &self.api_version, &self.kind) {
             Ok(o) => Some(Arc::new(o)),
-            Err(e) => {
+            Err((e, v)) => {
                 tracing::warn!(informer = %self.name, event = what, error = %e,
-                    "skipping malformed object");
+                    object = %preview(&v), "skipping malformed object");
                 None
             }
         }
@@ -388,26 +414,34 @@ impl Reflector {
 
     async fn watch(&mut self, mut stream: WatchStream, started: Instant, mut events: u64) -> State {
         let processor = self.processor.clone();
+        // The resync timer lives only as long as this watch phase (client-go: resync only
+        // while watching). One pinned timer, re-armed when the plan changes.
+        let far = || Instant::now() + Duration::from_secs(86400 * 365);
         let mut deadline = processor.next_resync();
+        let timer = tokio::time::sleep_until(deadline.unwrap_or_else(far));
+        tokio::pin!(timer);
         let plan_changed = processor.plan_changed.notified();
         tokio::pin!(plan_changed);
         plan_changed.as_mut().enable();
+        let cancelled = self.cancel.clone().cancelled_owned();
+        tokio::pin!(cancelled);
         loop {
-            let resync_at = deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86400 * 365));
             tokio::select! {
                 biased;
-                _ = self.cancel.cancelled() => return State::Stopped,
+                _ = &mut cancelled => return State::Stopped,
                 _ = &mut plan_changed => {
                     plan_changed.set(processor.plan_changed.notified());
                     plan_changed.as_mut().enable();
                     deadline = processor.next_resync();
+                    timer.as_mut().reset(deadline.unwrap_or_else(far));
                 }
-                _ = tokio::time::sleep_until(resync_at), if deadline.is_some() => {
+                _ = &mut timer, if deadline.is_some() => {
                     if processor.should_resync(Instant::now()) {
                         self.counters.resyncs.inc();
                         self.fifo.resync();
                     }
                     deadline = processor.next_resync();
+                    timer.as_mut().reset(deadline.unwrap_or_else(far));
                 }
                 ev = stream.next() => match ev {
                     None => {
@@ -524,8 +558,9 @@ impl Reflector {
                     }
                     Some(Ok(ev)) => {
                         let what = ev.type_name();
-                        let (WatchEvent::Added(v) | WatchEvent::Modified(v) | WatchEvent::Deleted(v)) =
-                            ev
+                        let (WatchEvent::Added(v)
+                        | WatchEvent::Modified(v)
+                        | WatchEvent::Deleted(v)) = ev
                         else {
                             continue;
                         };

@@ -133,7 +133,12 @@ impl LabelSelector {
 
     /// True when every requirement holds (`!=` and `notin` also match an absent label).
     pub fn matches(&self, labels: &[(String, String)]) -> bool {
-        let get = |k: &str| labels.iter().find(|(lk, _)| lk == k).map(|(_, v)| v.as_str());
+        let get = |k: &str| {
+            labels
+                .iter()
+                .find(|(lk, _)| lk == k)
+                .map(|(_, v)| v.as_str())
+        };
         self.requirements.iter().all(|r| match r {
             Requirement::Exists(k) => get(k).is_some(),
             Requirement::NotExists(k) => get(k).is_none(),
@@ -155,7 +160,9 @@ mod tests {
     use super::*;
 
     fn l(p: &[(&str, &str)]) -> Vec<(String, String)> {
-        p.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        p.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     }
 
     #[test]
@@ -176,7 +183,11 @@ mod tests {
             ("app=web,tier in (fe,be)", true),
             ("app=web,tier=be", false),
         ] {
-            assert_eq!(LabelSelector::parse(s).unwrap().matches(&labels), want, "{s}");
+            assert_eq!(
+                LabelSelector::parse(s).unwrap().matches(&labels),
+                want,
+                "{s}"
+            );
         }
         assert!(LabelSelector::parse("app in web").is_err());
         assert!(LabelSelector::parse("a=b,").is_err());

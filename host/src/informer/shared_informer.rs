@@ -15,7 +15,7 @@ use super::list_watch::ListerWatcher;
 use super::listener::{Listener, Notification, ResourceEventHandler};
 use super::metrics::{InformerCounters, InformerMetrics};
 use super::processor::{Processor, ProcessorState};
-use super::reflector::{Reflector, ReflectorConfig};
+use super::reflector::{Reflector, ReflectorConfig, TransformFunc};
 use super::resync::determine_resync_period;
 use super::{InformerError, InformerKey};
 
@@ -39,6 +39,7 @@ pub struct SharedIndexInformer {
     stopped: AtomicBool,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     last_sync_rv: Arc<Mutex<String>>,
+    transform: Mutex<Option<TransformFunc>>,
 }
 
 impl std::fmt::Debug for SharedIndexInformer {
@@ -75,6 +76,7 @@ impl SharedIndexInformer {
             stopped: AtomicBool::new(false),
             tasks: Mutex::new(Vec::new()),
             last_sync_rv: Arc::new(Mutex::new(String::new())),
+            transform: Mutex::new(None),
         })
     }
 
@@ -123,6 +125,15 @@ impl SharedIndexInformer {
         self.processor.periods()
     }
 
+    /// Sets the transform applied to every object before it is cached; only before `run`.
+    pub fn set_transform(&self, f: TransformFunc) -> Result<(), InformerError> {
+        if self.started.load(Ordering::Acquire) || self.is_stopped() {
+            return Err(InformerError::AlreadyStarted(self.name.clone()));
+        }
+        *self.transform.lock() = Some(f);
+        Ok(())
+    }
+
     /// Registers a handler. After start, the cache is replayed to it as initial adds, atomically
     /// with respect to delta processing (queued deltas reach it later as normal notifications).
     pub fn add_event_handler(
@@ -168,7 +179,7 @@ impl SharedIndexInformer {
             tracing::warn!(informer = %self.name, "informer already started or stopped");
             return;
         }
-        let reflector = Reflector::new(
+        let mut reflector = Reflector::new(
             self.name.clone(),
             self.key.api_version.clone(),
             self.key.kind.clone(),
@@ -180,6 +191,7 @@ impl SharedIndexInformer {
             self.cancel.clone(),
             self.last_sync_rv.clone(),
         );
+        reflector.transform = self.transform.lock().clone();
         let refl = tokio::spawn(reflector.run());
         let me = self.clone();
         let process = tokio::spawn(async move {
@@ -191,6 +203,8 @@ impl SharedIndexInformer {
                 if processed.is_none() {
                     return;
                 }
+                // Stay fair to listeners and the reflector on a busy queue.
+                tokio::task::consume_budget().await;
             }
         });
         self.tasks.lock().extend([refl, process]);
@@ -291,7 +305,9 @@ pub struct HandlerHandle {
 
 impl std::fmt::Debug for HandlerHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HandlerHandle").field("id", &self.id).finish()
+        f.debug_struct("HandlerHandle")
+            .field("id", &self.id)
+            .finish()
     }
 }
 

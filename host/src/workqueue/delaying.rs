@@ -10,7 +10,11 @@ use tokio::time::Instant;
 use super::queue::QueueState;
 
 /// Schedules `item` after `d`; `d == 0` is an immediate add. Returns true if waiters must wake.
-pub(crate) fn add_after<T: Clone + Eq + Hash>(st: &mut QueueState<T>, item: T, d: Duration) -> bool {
+pub(crate) fn add_after<T: Clone + Eq + Hash>(
+    st: &mut QueueState<T>,
+    item: T,
+    d: Duration,
+) -> bool {
     if st.shutting_down {
         return false;
     }

@@ -2,6 +2,8 @@
 //! is never processed twice at once), delayed adds, per-item rate limiting, drain on shutdown.
 //! Uses tokio time throughout, so tests can run on a paused clock.
 
+#![warn(missing_docs)]
+
 mod delaying;
 mod queue;
 mod rate_limiter;
@@ -12,3 +14,6 @@ pub use rate_limiter::{
     MaxOfRateLimiter, RateLimiter, default_controller_rate_limiter,
 };
 pub use rate_limiting::RateLimitingQueue;
+
+#[cfg(test)]
+mod tests;

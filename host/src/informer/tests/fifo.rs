@@ -65,7 +65,10 @@ fn scenario_03_has_synced_table() {
 
 #[test]
 fn scenario_04_tombstones_count_toward_initial_population() {
-    let f = DeltaFifo::new(Some(known(&[("foo", "5"), ("bar", "6"), ("baz", "7")])), false);
+    let f = DeltaFifo::new(
+        Some(known(&[("foo", "5"), ("bar", "6"), ("baz", "7")])),
+        false,
+    );
     f.replace(vec![o("foo", "5")]);
     let mut pops = Vec::new();
     for _ in 0..3 {
@@ -78,7 +81,10 @@ fn scenario_04_tombstones_count_toward_initial_population() {
     rest.sort();
     assert_eq!(
         rest,
-        vec![s(&["Deleted DFSU{bar, bar@6}"]), s(&["Deleted DFSU{baz, baz@7}"])]
+        vec![
+            s(&["Deleted DFSU{bar, bar@6}"]),
+            s(&["Deleted DFSU{baz, baz@7}"])
+        ]
     );
 }
 
@@ -120,7 +126,11 @@ fn scenario_11_queue_position_is_kept() {
     f.add(o("foo", "14"));
     assert_eq!(
         pop_all(&f),
-        vec![s(&["Added bar@1"]), s(&["Added zab@30"]), s(&["Added foo@14"])]
+        vec![
+            s(&["Added bar@1"]),
+            s(&["Added zab@30"]),
+            s(&["Added foo@14"])
+        ]
     );
 }
 
@@ -223,7 +233,11 @@ fn scenario_27_replace_makes_deletions() {
     let pops = pop_all(&f);
     assert_eq!(
         pops[0],
-        s(&["Deleted bar@6", "Added bar@100", "Deleted DFSU{bar, bar@100}"])
+        s(&[
+            "Deleted bar@6",
+            "Added bar@100",
+            "Deleted DFSU{bar, bar@100}"
+        ])
     );
 
     let f = DeltaFifo::new(Some(known3()), false);
@@ -299,7 +313,10 @@ fn scenario_63_index_maintenance() {
     idx.add(lab("2", "v2"));
     assert!(idx.by_index("byLabel", "v1").is_empty());
     assert_eq!(idx.by_index("byLabel", "v2")[0].key(), "ns/x");
-    assert_eq!(idx.list_index_func_values("byLabel"), vec!["v2".to_string()]);
+    assert_eq!(
+        idx.list_index_func_values("byLabel"),
+        vec!["v2".to_string()]
+    );
     assert_eq!(idx.by_index(NAMESPACE_INDEX, "ns").len(), 1);
     assert!(matches!(
         idx.try_by_index("nope", "x"),

@@ -40,21 +40,35 @@ async fn scenario_22_watch_disruption_with_per_listener_resync() {
     let inf = informer(&fake);
     let (lnr, lr) = (Recorder::new(), Recorder::new());
     inf.add_event_handler(lnr.clone(), None).unwrap();
-    inf.add_event_handler(lr.clone(), Some(Duration::from_secs(1))).unwrap();
+    inf.add_event_handler(lr.clone(), Some(Duration::from_secs(1)))
+        .unwrap();
     inf.run();
     lnr.wait_len(2).await;
     // +1 s: the resync check marks Lr syncing (and Lnr not); Lr gets the resync updates.
     let evs = lr.wait_len(4).await;
-    assert_eq!(evs[2..].iter().filter(|e| matches!(e, Ev::Update(_, _, true))).count(), 2);
+    assert_eq!(
+        evs[2..]
+            .iter()
+            .filter(|e| matches!(e, Ev::Update(_, _, true)))
+            .count(),
+        2
+    );
     // pod3 added and pod2 modified, their watch events lost; the watch breaks.
     fake.set_list(vec![v("pod1", "1"), v("pod2", "4"), v("pod3", "3")], "4");
     fake.send(Err(expired()));
     let a = lnr.wait_len(4).await;
     let b = lr.wait_len(7).await;
-    assert_eq!(a[2..].to_vec(), vec![upd("pod2", "2", "4", false), add("pod3", "3")]);
+    assert_eq!(
+        a[2..].to_vec(),
+        vec![upd("pod2", "2", "4", false), add("pod3", "3")]
+    );
     assert_eq!(
         b[4..7].to_vec(),
-        vec![upd("pod1", "1", "1", true), upd("pod2", "2", "4", false), add("pod3", "3")]
+        vec![
+            upd("pod1", "1", "1", true),
+            upd("pod2", "2", "4", false),
+            add("pod3", "3")
+        ]
     );
     assert_eq!(lnr.len(), 4);
 }
@@ -83,7 +97,11 @@ async fn scenario_28_tombstone_without_state_uses_cached_object() {
     let rec = Recorder::new();
     inf.add_event_handler(rec.clone(), None).unwrap();
     inf.indexer().add(o("k", "7"));
-    inf.fifo().delete(DeltaObject::Tombstone(DeletedFinalStateUnknown { key: "k".into(), obj: None }));
+    inf.fifo()
+        .delete(DeltaObject::Tombstone(DeletedFinalStateUnknown {
+            key: "k".into(),
+            obj: None,
+        }));
     inf.run();
     assert_eq!(rec.wait_len(1).await, vec![del("k", "7", true)]);
 }
@@ -95,19 +113,33 @@ async fn scenario_50_per_handler_periods() {
     let inf = informer(&fake);
     let (l1, l2, l3) = (Recorder::new(), Recorder::new(), Recorder::new());
     inf.add_event_handler(l1.clone(), None).unwrap();
-    inf.add_event_handler(l2.clone(), Some(Duration::from_secs(2))).unwrap();
-    inf.add_event_handler(l3.clone(), Some(Duration::from_secs(3))).unwrap();
+    inf.add_event_handler(l2.clone(), Some(Duration::from_secs(2)))
+        .unwrap();
+    inf.add_event_handler(l3.clone(), Some(Duration::from_secs(3)))
+        .unwrap();
     let t0 = Instant::now();
     inf.run();
     l3.wait_len(4).await;
     let times = |r: &Recorder| -> Vec<Duration> {
-        r.events.lock().iter().skip(2).map(|(t, _)| *t - t0).collect()
+        r.events
+            .lock()
+            .iter()
+            .skip(2)
+            .map(|(t, _)| *t - t0)
+            .collect()
     };
     assert_eq!(times(&l2)[..2], [Duration::from_secs(2); 2]);
     assert_eq!(times(&l3)[..2], [Duration::from_secs(3); 2]);
-    assert!(times(&l2).iter().all(|t| *t != Duration::from_secs(3)), "L2 not synced at +3s");
+    assert!(
+        times(&l2).iter().all(|t| *t != Duration::from_secs(3)),
+        "L2 not synced at +3s"
+    );
     assert_eq!(l1.len(), 2, "L1 never resyncs");
-    assert!(l2.evs()[2..].iter().all(|e| matches!(e, Ev::Update(_, _, true))));
+    assert!(
+        l2.evs()[2..]
+            .iter()
+            .all(|e| matches!(e, Ev::Update(_, _, true)))
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -131,8 +163,13 @@ async fn scenario_52_clamping_and_late_short_period_honoured() {
     fake.set_list(vec![v("a", "1")], "1");
     let inf = informer(&fake);
     let slow = Recorder::new();
-    let h = inf.add_event_handler(slow.clone(), Some(Duration::from_millis(100))).unwrap();
-    assert_eq!(inf.resync_periods(), vec![(h.id, Some(Duration::from_secs(1)))]);
+    let h = inf
+        .add_event_handler(slow.clone(), Some(Duration::from_millis(100)))
+        .unwrap();
+    assert_eq!(
+        inf.resync_periods(),
+        vec![(h.id, Some(Duration::from_secs(1)))]
+    );
     inf.run();
     fake.wait_live_watch(2).await;
     // Better than client-go: a late handler asking for less than the current check period gets
@@ -140,8 +177,13 @@ async fn scenario_52_clamping_and_late_short_period_honoured() {
     let inf2 = informer(&fake);
     let _ = inf2;
     let late = Recorder::new();
-    let h2 = inf.add_event_handler(late.clone(), Some(Duration::from_secs(1))).unwrap();
-    assert_eq!(inf.resync_periods()[1], (h2.id, Some(Duration::from_secs(1))));
+    let h2 = inf
+        .add_event_handler(late.clone(), Some(Duration::from_secs(1)))
+        .unwrap();
+    assert_eq!(
+        inf.resync_periods()[1],
+        (h2.id, Some(Duration::from_secs(1)))
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -161,12 +203,16 @@ async fn scenario_54_resync_runs_only_while_watching() {
     fake.set_list(vec![v("a", "1")], "1");
     let inf = informer(&fake);
     let rec = Recorder::new();
-    inf.add_event_handler(rec.clone(), Some(Duration::from_secs(1))).unwrap();
+    inf.add_event_handler(rec.clone(), Some(Duration::from_secs(1)))
+        .unwrap();
     inf.run();
     rec.wait_len(2).await; // add + first resync at +1 s
     // Outage: the watch breaks and lists fail for a while (backoff grows to ~12 s total).
     for _ in 0..4 {
-        fake.script_list(Err(SourceError::new(SourceErrorKind::ConnectionRefused, "down")));
+        fake.script_list(Err(SourceError::new(
+            SourceErrorKind::ConnectionRefused,
+            "down",
+        )));
     }
     let broke = Instant::now();
     fake.send(Err(expired()));
@@ -175,8 +221,15 @@ async fn scenario_54_resync_runs_only_while_watching() {
     assert!(back - broke >= Duration::from_secs(10));
     rec.wait_len(4).await; // the relist's sync update, then the next resync
     let times: Vec<Instant> = rec.events.lock().iter().map(|(t, _)| *t).collect();
-    assert!(times.iter().all(|t| *t <= broke || *t >= back), "no resync during the outage");
-    assert_eq!(times[3] - back, Duration::from_secs(1), "resync phase restarts with the watch");
+    assert!(
+        times.iter().all(|t| *t <= broke || *t >= back),
+        "no resync during the outage"
+    );
+    assert_eq!(
+        times[3] - back,
+        Duration::from_secs(1),
+        "resync phase restarts with the watch"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -200,9 +253,17 @@ async fn scenario_56_remove_handler() {
     let handle2 = inf.add_event_handler(h2.clone(), None).unwrap();
     h2.wait_len(1).await;
     assert_eq!(inf.remove_event_handler(handle2.id), 1);
-    assert_eq!(inf.remove_event_handler(handle2.id), 1, "second removal is a no-op");
+    assert_eq!(
+        inf.remove_event_handler(handle2.id),
+        1,
+        "second removal is a no-op"
+    );
     let other = informer(&fake);
-    assert_eq!(other.remove_event_handler(handle2.id), 0, "foreign informer: no-op");
+    assert_eq!(
+        other.remove_event_handler(handle2.id),
+        0,
+        "foreign informer: no-op"
+    );
     fake.send(Ok(WatchEvent::Added(v("b", "2"))));
     h1.wait_len(2).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -229,7 +290,10 @@ async fn scenario_58_add_after_stop() {
     inf.stop();
     assert!(inf.is_stopped());
     let err = inf.add_event_handler(Recorder::new(), None).unwrap_err();
-    assert!(err.to_string().ends_with("was not added to shared informer because it has stopped already"));
+    assert!(
+        err.to_string()
+            .ends_with("was not added to shared informer because it has stopped already")
+    );
 }
 
 struct Gate {
@@ -239,7 +303,9 @@ struct Gate {
 
 impl ResourceEventHandler for Gate {
     fn on_add(&self, obj: &SharedObject, init: bool) {
-        let _ = self.rx.lock().unwrap().recv();
+        // A handler that blocks must tell tokio (block_in_place), or tasks parked in this
+        // worker's LIFO slot could not be stolen by the other worker.
+        let _ = tokio::task::block_in_place(|| self.rx.lock().unwrap().recv());
         self.seen.on_add(obj, init);
     }
     fn on_update(&self, _: &SharedObject, _: &SharedObject, _: bool) {}
@@ -254,14 +320,20 @@ async fn scenario_59_slow_handler_blocks_nobody() {
     let inf = informer(&fake);
     let (tx, rx) = std::sync::mpsc::channel();
     let slow_seen = Recorder::new();
-    let slow = Arc::new(Gate { rx: std::sync::Mutex::new(rx), seen: slow_seen.clone() });
+    let slow = Arc::new(Gate {
+        rx: std::sync::Mutex::new(rx),
+        seen: slow_seen.clone(),
+    });
     let fast = Recorder::new();
     inf.add_event_handler(slow, None).unwrap();
     inf.add_event_handler(fast.clone(), None).unwrap();
     inf.run();
     fake.wait_live_watch(2).await;
     for i in 0..2000 {
-        fake.send(Ok(WatchEvent::Added(v(&format!("p{i}"), &format!("{}", i + 2)))));
+        fake.send(Ok(WatchEvent::Added(v(
+            &format!("p{i}"),
+            &format!("{}", i + 2),
+        ))));
     }
     fast.wait_len(2000).await;
     assert_eq!(slow_seen.len(), 0);
@@ -269,7 +341,9 @@ async fn scenario_59_slow_handler_blocks_nobody() {
         tx.send(()).unwrap();
     }
     let evs = slow_seen.wait_len(2000).await;
-    let want: Vec<Ev> = (0..2000).map(|i| add(&format!("p{i}"), &format!("{}", i + 2))).collect();
+    let want: Vec<Ev> = (0..2000)
+        .map(|i| add(&format!("p{i}"), &format!("{}", i + 2)))
+        .collect();
     assert_eq!(evs, want, "delivered in order once unblocked");
     inf.stop();
 }
@@ -293,7 +367,8 @@ impl ResourceEventHandler for Panicky {
 async fn scenario_60_handler_panic_is_contained() {
     let (fake, inf, _h) = started(vec![], "1").await;
     let rec = Recorder::new();
-    inf.add_event_handler(Arc::new(Panicky(rec.clone())), None).unwrap();
+    inf.add_event_handler(Arc::new(Panicky(rec.clone())), None)
+        .unwrap();
     fake.send(Ok(WatchEvent::Added(v("boom", "2"))));
     fake.send(Ok(WatchEvent::Added(v("fine", "3"))));
     assert_eq!(rec.wait_len(1).await, vec![add("fine", "3")]);
@@ -302,10 +377,16 @@ async fn scenario_60_handler_panic_is_contained() {
 #[tokio::test(start_paused = true)]
 async fn scenario_62_filtering_handler() {
     let rec = Recorder::new();
-    let f = FilteringHandler { selector: LabelSelector::parse("app=web").unwrap(), inner: rec.clone() };
+    let f = FilteringHandler {
+        selector: LabelSelector::parse("app=web").unwrap(),
+        inner: rec.clone(),
+    };
     let mk = |rv: &str, app: &str| {
-        Arc::new(KubeObject::from_value(json!({"apiVersion":"v1","kind":"Pod",
-            "metadata":{"name":"x","resourceVersion":rv,"labels":{"app":app}}})).unwrap())
+        Arc::new(
+            KubeObject::from_value(json!({"apiVersion":"v1","kind":"Pod",
+            "metadata":{"name":"x","resourceVersion":rv,"labels":{"app":app}}}))
+            .unwrap(),
+        )
     };
     f.on_update(&mk("1", "web"), &mk("2", "db"), false);
     f.on_update(&mk("2", "db"), &mk("3", "web"), false);
@@ -330,7 +411,10 @@ async fn factory_shares_one_informer_per_key_and_stops_with_last_handler() {
     assert_eq!(fake.list_rvs().len(), 1, "one informer, one list");
     assert_eq!(metrics.objects(&pod_key().to_string()), 1);
     assert_eq!(metrics.lists(&pod_key().to_string()), 1);
-    let err = f.add_handler(&InformerKey::new("v1", "Unknown"), r1.clone(), None).await.unwrap_err();
+    let err = f
+        .add_handler(&InformerKey::new("v1", "Unknown"), r1.clone(), None)
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("Unknown"));
     reg1.remove().await;
     assert!(!fake.watch_closed());
@@ -338,11 +422,18 @@ async fn factory_shares_one_informer_per_key_and_stops_with_last_handler() {
     assert!(fake.watch_closed(), "last handler gone: watch closed");
     assert!(f.keys().is_empty());
     // A new handler starts a fresh informer.
-    let reg3 = f.add_handler(&pod_key(), Recorder::new(), None).await.unwrap();
+    let reg3 = f
+        .add_handler(&pod_key(), Recorder::new(), None)
+        .await
+        .unwrap();
     reg3.wait_synced().await;
     assert_eq!(fake.list_rvs().len(), 2);
     f.shutdown().await;
-    assert!(f.add_handler(&pod_key(), Recorder::new(), None).await.is_err());
+    assert!(
+        f.add_handler(&pod_key(), Recorder::new(), None)
+            .await
+            .is_err()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -353,7 +444,10 @@ async fn metrics_count_relists_and_restarts() {
     fake.set_list(vec![v("a", "1")], "1");
     let f = InformerFactory::with_source(Arc::new(FakeFactory(fake.clone())), metrics.clone());
     let rec = Recorder::new();
-    let reg1 = f.add_handler(&pod_key(), rec.clone(), Some(Duration::from_secs(5))).await.unwrap();
+    let reg1 = f
+        .add_handler(&pod_key(), rec.clone(), Some(Duration::from_secs(5)))
+        .await
+        .unwrap();
     reg1.wait_synced().await;
     fake.wait_live_watch(2).await;
     fake.send(Err(expired()));
@@ -366,6 +460,104 @@ async fn metrics_count_relists_and_restarts() {
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &reg).unwrap();
     assert!(out.contains("kubewasm_informer_relists_total"), "{out}");
-    assert!(out.contains("kubewasm_informer_listener_queue_depth"), "{out}");
+    assert!(
+        out.contains("kubewasm_informer_listener_queue_depth"),
+        "{out}"
+    );
     f.shutdown().await;
+}
+
+/// Better than client-go (k/k#48941): a handler added after start with a shorter period than
+/// every existing one re-plans the resync timer and is served on its own schedule.
+#[tokio::test(start_paused = true)]
+async fn late_handler_short_period_replans_resync() {
+    let fake = Fake::new();
+    fake.set_list(vec![v("a", "1")], "1");
+    let inf = informer(&fake);
+    let slow = Recorder::new();
+    inf.add_event_handler(slow.clone(), Some(Duration::from_secs(60)))
+        .unwrap();
+    inf.run();
+    fake.wait_live_watch(2).await;
+    slow.wait_len(1).await;
+    let t0 = Instant::now();
+    let fast = Recorder::new();
+    inf.add_event_handler(fast.clone(), Some(Duration::from_secs(2)))
+        .unwrap();
+    let evs = fast.wait_len(2).await;
+    assert_eq!(evs[1], upd("a", "1", "1", true));
+    assert_eq!(fast.events.lock()[1].0 - t0, Duration::from_secs(2));
+    assert_eq!(slow.len(), 1, "the 60 s handler is not due yet");
+    assert_eq!(inf.resync_check_period(), Some(Duration::from_secs(2)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn scenario_61_transform() {
+    let fake = Fake::new();
+    fake.set_list(vec![v("pod1", "1"), v("pod2", "2")], "2");
+    let inf = informer(&fake);
+    let upper: TransformFunc = Arc::new(|mut v: Value| {
+        if let Some(n) = v.pointer_mut("/metadata/name")
+            && let Some(s) = n.as_str()
+        {
+            *n = Value::String(s.to_uppercase());
+        }
+        v
+    });
+    inf.set_transform(upper).unwrap();
+    let rec = Recorder::new();
+    inf.add_event_handler(rec.clone(), None).unwrap();
+    inf.run();
+    assert_eq!(
+        rec.wait_len(2).await,
+        vec![init_add("POD1", "1"), init_add("POD2", "2")]
+    );
+    fake.wait_live_watch(2).await;
+    fake.send(Ok(WatchEvent::Modified(v("pod1", "3"))));
+    // The relist's tombstone carries the transformed last state.
+    fake.set_list(vec![v("pod1", "3")], "4");
+    fake.send(Err(expired()));
+    let evs = rec.wait_len(5).await;
+    assert_eq!(evs[2], upd("POD1", "1", "3", false));
+    assert!(evs.contains(&del("POD2", "2", true)), "{evs:?}");
+    assert!(inf.indexer().get("POD1").is_some());
+    let err = inf.set_transform(Arc::new(|v| v)).unwrap_err();
+    assert!(err.to_string().ends_with("informer has already started"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn scenario_45_watch_list_with_transform() {
+    let fake = Fake::new();
+    let inf = informer_with(
+        &fake,
+        ReflectorConfig {
+            use_watch_list: true,
+            ..Default::default()
+        },
+    );
+    inf.set_transform(Arc::new(|mut v: Value| {
+        if let Some(n) = v.pointer_mut("/metadata/name")
+            && let Some(s) = n.as_str()
+        {
+            *n = Value::String(s.to_uppercase());
+        }
+        v
+    }))
+    .unwrap();
+    let rec = Recorder::new();
+    inf.add_event_handler(rec.clone(), None).unwrap();
+    inf.run();
+    fake.wait_live_watch(1).await;
+    fake.send(Ok(WatchEvent::Added(v("foo", "1"))));
+    fake.send(Ok(WatchEvent::Added(v("bar", "2"))));
+    fake.send(Ok(WatchEvent::Bookmark {
+        resource_version: "2".into(),
+        initial_events_end: true,
+    }));
+    fake.send(Ok(WatchEvent::Added(v("baz", "3"))));
+    // Only the two objects before the bookmark form the (single) Replace, already transformed.
+    assert_eq!(
+        rec.wait_len(3).await,
+        vec![init_add("FOO", "1"), init_add("BAR", "2"), add("BAZ", "3")]
+    );
 }

@@ -81,7 +81,10 @@ impl Recorder {
                 notified.await;
             }
         };
-        if tokio::time::timeout(Duration::from_secs(3600), fut).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(3600), fut)
+            .await
+            .is_err()
+        {
             panic!("timed out waiting for {n} events; got {:?}", self.evs());
         }
         self.evs()
@@ -158,7 +161,11 @@ impl Fake {
     /// Sends an event on the live watch (panics if none is open).
     pub fn send(&self, ev: Result<WatchEvent, SourceError>) {
         let st = self.st.lock();
-        st.live.as_ref().expect("no live watch").send(ev).expect("watch receiver dropped");
+        st.live
+            .as_ref()
+            .expect("no live watch")
+            .send(ev)
+            .expect("watch receiver dropped");
     }
 
     /// Ends the live watch normally.
@@ -172,7 +179,12 @@ impl Fake {
     }
 
     pub fn calls(&self) -> Vec<Call> {
-        self.st.lock().calls.iter().map(|(_, c)| c.clone()).collect()
+        self.st
+            .lock()
+            .calls
+            .iter()
+            .map(|(_, c)| c.clone())
+            .collect()
     }
 
     pub fn timed_calls(&self) -> Vec<(Instant, Call)> {
@@ -190,7 +202,10 @@ impl Fake {
     }
 
     pub fn watch_count(&self) -> usize {
-        self.calls().iter().filter(|c| matches!(c, Call::Watch(_))).count()
+        self.calls()
+            .iter()
+            .filter(|c| matches!(c, Call::Watch(_)))
+            .count()
     }
 
     /// Waits until `n` calls were made; returns them.
@@ -206,7 +221,10 @@ impl Fake {
                 notified.await;
             }
         };
-        if tokio::time::timeout(Duration::from_secs(3600), fut).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(3600), fut)
+            .await
+            .is_err()
+        {
             panic!("timed out waiting for {n} calls; got {:?}", self.calls());
         }
         self.calls()
@@ -215,7 +233,10 @@ impl Fake {
     /// Waits until a live watch is open (the `n`th call overall is a watch).
     pub async fn wait_live_watch(&self, n: usize) {
         let calls = self.wait_calls(n).await;
-        assert!(matches!(calls[n - 1], Call::Watch(_)), "call {n} is not a watch: {calls:?}");
+        assert!(
+            matches!(calls[n - 1], Call::Watch(_)),
+            "call {n} is not a watch: {calls:?}"
+        );
     }
 
     fn record(&self, c: Call) {
@@ -253,9 +274,10 @@ impl ListerWatcher for Fake {
     }
 
     async fn watch(&self, opts: &WatchOptions) -> Result<WatchStream, SourceError> {
-        self.record(Call::Watch(opts.clone()));
         let script = self.st.lock().watches.pop_front();
-        match script {
+        // The live sender is installed before the call is recorded, so a test that saw the
+        // call can send at once.
+        let res = match script {
             Some(WatchScript::Err(e)) => Err(e),
             Some(WatchScript::Events(evs)) => Ok(futures::stream::iter(evs)
                 .then(|(d, e)| async move {
@@ -268,7 +290,9 @@ impl ListerWatcher for Fake {
                 self.st.lock().live = Some(tx);
                 Ok(tokio_stream_from(rx))
             }
-        }
+        };
+        self.record(Call::Watch(opts.clone()));
+        res
     }
 }
 
@@ -303,7 +327,12 @@ pub(super) fn expired() -> SourceError {
 }
 
 pub(super) fn informer_with(fake: &Arc<Fake>, config: ReflectorConfig) -> Arc<SharedIndexInformer> {
-    SharedIndexInformer::new(pod_key(), fake.clone(), InformerMetrics::unregistered(), config)
+    SharedIndexInformer::new(
+        pod_key(),
+        fake.clone(),
+        InformerMetrics::unregistered(),
+        config,
+    )
 }
 
 pub(super) fn informer(fake: &Arc<Fake>) -> Arc<SharedIndexInformer> {
@@ -340,4 +369,36 @@ pub(super) fn upd(name: &str, old: &str, new: &str, sync: bool) -> Ev {
 
 pub(super) fn del(name: &str, rv: &str, fsu: bool) -> Ev {
     Ev::Delete(format!("{name}@{rv}"), fsu)
+}
+
+/// Smoke test of the kube source against a live API server (plain-HTTP kubeconfig works):
+/// `KUBECONFIG=… cargo test --release -p kubewasm --lib kube_source_smoke -- --ignored`.
+/// Optional `SMOKE_API_VERSION` / `SMOKE_KIND` (default `v1` / `ConfigMap`).
+#[tokio::test]
+#[ignore = "needs a live API server via KUBECONFIG"]
+async fn kube_source_smoke() {
+    let client = kube::Client::try_default()
+        .await
+        .expect("kube client from KUBECONFIG");
+    let av = std::env::var("SMOKE_API_VERSION").unwrap_or_else(|_| "v1".into());
+    let kind = std::env::var("SMOKE_KIND").unwrap_or_else(|_| "ConfigMap".into());
+    let f = InformerFactory::new(client, InformerMetrics::unregistered());
+    let missing = f
+        .add_handler(&InformerKey::new("v1", "NoSuchKind"), Recorder::new(), None)
+        .await
+        .unwrap_err();
+    assert!(missing.to_string().contains("NoSuchKind"), "{missing}");
+    let rec = Recorder::new();
+    let reg = f
+        .add_handler(&InformerKey::new(av, kind), rec.clone(), None)
+        .await
+        .expect("kind resolves");
+    tokio::time::timeout(Duration::from_secs(30), reg.wait_synced())
+        .await
+        .expect("synced within 30 s");
+    let n = reg.indexer().len();
+    assert_eq!(rec.len(), n, "one initial add per cached object");
+    assert!(rec.evs().iter().all(|e| matches!(e, Ev::Add(_, true))));
+    reg.remove().await;
+    f.shutdown().await;
 }

@@ -62,7 +62,8 @@ async fn scenario_08_watch_modified() {
     let inf = informer(&fake);
     let (r1, r2) = (Recorder::new(), Recorder::new());
     inf.add_event_handler(r1.clone(), None).unwrap();
-    inf.add_event_handler(r2.clone(), Some(Duration::from_secs(3600))).unwrap();
+    inf.add_event_handler(r2.clone(), Some(Duration::from_secs(3600)))
+        .unwrap();
     inf.run();
     fake.wait_live_watch(2).await;
     fake.send(Ok(WatchEvent::Modified(v("a", "12"))));
@@ -81,7 +82,8 @@ async fn scenario_09_watch_deleted() {
 #[tokio::test(start_paused = true)]
 async fn scenario_12_wrong_type_dropped() {
     let (fake, inf, rec) = started(vec![], "10").await;
-    let svc = json!({"apiVersion":"v1","kind":"Service","metadata":{"name":"s","resourceVersion":"31"}});
+    let svc =
+        json!({"apiVersion":"v1","kind":"Service","metadata":{"name":"s","resourceVersion":"31"}});
     fake.send(Ok(WatchEvent::Added(svc)));
     fake.send(Ok(WatchEvent::Added(v("c", "32"))));
     assert_eq!(rec.wait_len(1).await, vec![add("c", "32")]);
@@ -92,10 +94,17 @@ async fn scenario_12_wrong_type_dropped() {
 #[tokio::test(start_paused = true)]
 async fn malformed_events_are_skipped_and_the_informer_keeps_running() {
     let (fake, inf, rec) = started(vec![], "10").await;
-    fake.send(Ok(WatchEvent::Added(json!({"apiVersion":"v1","kind":"Pod"}))));
+    fake.send(Ok(WatchEvent::Added(
+        json!({"apiVersion":"v1","kind":"Pod"}),
+    )));
     fake.send(Ok(WatchEvent::Added(json!("not an object"))));
-    fake.send(Ok(WatchEvent::Modified(json!({"apiVersion":"v1","kind":"Pod","metadata":{}}))));
-    fake.send(Err(SourceError::new(SourceErrorKind::Malformed, "expected value at line 1")));
+    fake.send(Ok(WatchEvent::Modified(
+        json!({"apiVersion":"v1","kind":"Pod","metadata":{}}),
+    )));
+    fake.send(Err(SourceError::new(
+        SourceErrorKind::Malformed,
+        "expected value at line 1",
+    )));
     fake.send(Ok(WatchEvent::Added(v("ok", "20"))));
     assert_eq!(rec.wait_len(1).await, vec![add("ok", "20")]);
     assert_eq!(inf.last_sync_resource_version(), "20");
@@ -120,7 +129,14 @@ async fn scenario_13_bookmark_advances_rv_only() {
     assert_eq!(watch_rv(&calls[2]), "30");
     fake.send(Ok(WatchEvent::Deleted(v("x", "40"))));
     let evs = rec.wait_len(3).await;
-    assert_eq!(evs, vec![add("x", "10"), upd("x", "10", "20", false), del("x", "40", false)]);
+    assert_eq!(
+        evs,
+        vec![
+            add("x", "10"),
+            upd("x", "10", "20", false),
+            del("x", "40", false)
+        ]
+    );
     assert_eq!(inf.last_sync_resource_version(), "40");
 }
 
@@ -135,7 +151,10 @@ async fn scenario_20_410_during_watch_relists_at_last_rv_after_backoff() {
     assert_eq!(calls[2], list_opts("11", None));
     let (at_list, _) = fake.timed_calls()[2].clone();
     let waited = at_list - t;
-    assert!(waited >= Duration::from_millis(800) && waited < Duration::from_millis(1600), "{waited:?}");
+    assert!(
+        waited >= Duration::from_millis(800) && waited < Duration::from_millis(1600),
+        "{waited:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -171,9 +190,24 @@ async fn scenario_23_expired_on_relist_retries_consistent() {
 async fn scenario_24_too_large_rv_relists_consistent() {
     let fake = Fake::new();
     let encodings = [
-        SourceError::from_status(504, "Timeout", "x", &[("ResourceVersionTooLarge", "Too large resource version")]),
-        SourceError::from_status(504, "Timeout", "x", &[("", "Too large resource version: 40, current: 39")]),
-        SourceError::from_status(504, "Timeout", "Too large resource version: 50, current: 49", &[]),
+        SourceError::from_status(
+            504,
+            "Timeout",
+            "x",
+            &[("ResourceVersionTooLarge", "Too large resource version")],
+        ),
+        SourceError::from_status(
+            504,
+            "Timeout",
+            "x",
+            &[("", "Too large resource version: 40, current: 39")],
+        ),
+        SourceError::from_status(
+            504,
+            "Timeout",
+            "Too large resource version: 50, current: 49",
+            &[],
+        ),
     ];
     fake.script_list(page(vec![], "20", None));
     for (i, e) in encodings.iter().enumerate() {
@@ -203,7 +237,12 @@ async fn scenario_25_no_time_travel() {
 async fn scenario_30_unsafe_deleted_object_leaves_via_relist() {
     let (fake, inf, rec) = started(vec![v("good", "1"), v("corrupt", "2")], "2").await;
     fake.set_list(vec![v("good", "1")], "3");
-    fake.send(Err(SourceError::from_status(500, "StoreReadError", "corrupt object", &[])));
+    fake.send(Err(SourceError::from_status(
+        500,
+        "StoreReadError",
+        "corrupt object",
+        &[],
+    )));
     let evs = rec.wait_len(4).await;
     assert!(evs.contains(&del("corrupt", "2", true)), "{evs:?}");
     assert!(inf.indexer().get("good").is_some() && inf.indexer().get("corrupt").is_none());
@@ -237,7 +276,12 @@ async fn scenario_33_429_on_watch_retries_without_relist() {
     let fake = Fake::new();
     fake.set_list(vec![], "10");
     for _ in 0..4 {
-        fake.script_watch(WatchScript::Err(SourceError::from_status(429, "TooManyRequests", "slow down", &[])));
+        fake.script_watch(WatchScript::Err(SourceError::from_status(
+            429,
+            "TooManyRequests",
+            "slow down",
+            &[],
+        )));
     }
     let inf = informer(&fake);
     inf.add_event_handler(Recorder::new(), None).unwrap();
@@ -248,7 +292,10 @@ async fn scenario_33_429_on_watch_retries_without_relist() {
     // Connection refused is treated the same way.
     let fake = Fake::new();
     fake.set_list(vec![], "10");
-    fake.script_watch(WatchScript::Err(SourceError::new(SourceErrorKind::ConnectionRefused, "refused")));
+    fake.script_watch(WatchScript::Err(SourceError::new(
+        SourceErrorKind::ConnectionRefused,
+        "refused",
+    )));
     let inf = informer(&fake);
     inf.add_event_handler(Recorder::new(), None).unwrap();
     inf.run();
@@ -260,7 +307,12 @@ async fn scenario_33_429_on_watch_retries_without_relist() {
 async fn scenario_34_429_in_stream_backs_off_and_rewatches() {
     let (fake, _inf, _rec) = started(vec![], "10").await;
     let t = Instant::now();
-    fake.send(Err(SourceError::from_status(429, "TooManyRequests", "slow down", &[])));
+    fake.send(Err(SourceError::from_status(
+        429,
+        "TooManyRequests",
+        "slow down",
+        &[],
+    )));
     let calls = fake.wait_calls(3).await;
     assert_eq!(watch_rv(&calls[2]), "10");
     assert!(fake.timed_calls()[2].0 - t >= Duration::from_millis(800));
@@ -282,7 +334,10 @@ async fn scenario_35_internal_error_retry() {
     let fake = Fake::new();
     fake.set_list(vec![], "10");
     for _ in 0..40 {
-        fake.script_watch(WatchScript::Events(vec![(Duration::from_secs(1), Err(internal()))]));
+        fake.script_watch(WatchScript::Events(vec![(
+            Duration::from_secs(1),
+            Err(internal()),
+        )]));
     }
     let cfg = ReflectorConfig {
         max_internal_error_retry: Duration::from_secs(30),
@@ -292,14 +347,24 @@ async fn scenario_35_internal_error_retry() {
     inf.add_event_handler(Recorder::new(), None).unwrap();
     inf.run();
     let calls = fake.wait_calls(34).await;
-    let second_list = calls.iter().skip(1).position(|c| matches!(c, Call::List(_))).unwrap() + 1;
+    let second_list = calls
+        .iter()
+        .skip(1)
+        .position(|c| matches!(c, Call::List(_)))
+        .unwrap()
+        + 1;
     assert_eq!(second_list - 1, 32, "1 watch + 31 re-watches: {calls:?}");
 }
 
 #[tokio::test(start_paused = true)]
 async fn scenario_36_list_error_backs_off_and_retries() {
     let fake = Fake::new();
-    fake.script_list(Err(SourceError::from_status(403, "Forbidden", "Access Denied", &[])));
+    fake.script_list(Err(SourceError::from_status(
+        403,
+        "Forbidden",
+        "Access Denied",
+        &[],
+    )));
     fake.set_list(vec![v("a", "1")], "10");
     let inf = informer(&fake);
     let rec = Recorder::new();
@@ -315,7 +380,10 @@ async fn scenario_36_list_error_backs_off_and_retries() {
 async fn api_server_down_delays_sync_with_backoff() {
     let fake = Fake::new();
     for _ in 0..6 {
-        fake.script_list(Err(SourceError::new(SourceErrorKind::ConnectionRefused, "connection refused")));
+        fake.script_list(Err(SourceError::new(
+            SourceErrorKind::ConnectionRefused,
+            "connection refused",
+        )));
     }
     fake.set_list(vec![], "10");
     let inf = informer(&fake);
@@ -347,7 +415,11 @@ async fn scenario_37_stop_during_and_before_watch() {
 
 #[tokio::test(start_paused = true)]
 async fn scenario_38_watch_timeout_range() {
-    for (min, lo, hi) in [(None, 300, 600), (Some(1), 300, 600), (Some(1800), 1800, 3600)] {
+    for (min, lo, hi) in [
+        (None, 300, 600),
+        (Some(1), 300, 600),
+        (Some(1800), 1800, 3600),
+    ] {
         let fake = Fake::new();
         fake.set_list(vec![], "1");
         let mut cfg = ReflectorConfig::default();
@@ -359,7 +431,11 @@ async fn scenario_38_watch_timeout_range() {
         inf.run();
         let calls = fake.wait_calls(2).await;
         let Call::Watch(w) = &calls[1] else { panic!() };
-        assert!((lo..hi).contains(&w.timeout_seconds), "{min:?}: {}", w.timeout_seconds);
+        assert!(
+            (lo..hi).contains(&w.timeout_seconds),
+            "{min:?}: {}",
+            w.timeout_seconds
+        );
         inf.stop();
     }
 }
@@ -371,13 +447,25 @@ async fn scenario_40_explicit_page_size() {
     fake.script_list(page(items(0..4), "10", Some("C1")));
     fake.script_list(page(items(4..8), "10", Some("C2")));
     fake.script_list(page(items(8..10), "10", None));
-    let inf = informer_with(&fake, ReflectorConfig { page_size: Some(4), ..Default::default() });
+    let inf = informer_with(
+        &fake,
+        ReflectorConfig {
+            page_size: Some(4),
+            ..Default::default()
+        },
+    );
     let rec = Recorder::new();
     inf.add_event_handler(rec.clone(), None).unwrap();
     inf.run();
     rec.wait_len(10).await;
     let calls = fake.calls();
-    let lists: Vec<_> = calls.iter().filter_map(|c| match c { Call::List(l) => Some(l.clone()), _ => None }).collect();
+    let lists: Vec<_> = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::List(l) => Some(l.clone()),
+            _ => None,
+        })
+        .collect();
     assert_eq!(lists.len(), 3);
     assert!(lists.iter().all(|l| l.limit == Some(4)));
     assert_eq!(lists[1].continue_token.as_deref(), Some("C1"));
@@ -414,15 +502,41 @@ async fn scenario_43_continuation_expired_falls_back_to_full_list() {
     fake.script_list(Err(expired()));
     fake.set_list(vec![v("a", "1"), v("b", "1")], "10");
     fake.script_watch(WatchScript::Events(vec![(Duration::ZERO, Err(expired()))]));
-    let inf = informer_with(&fake, ReflectorConfig { page_size: Some(4), ..Default::default() });
+    let inf = informer_with(
+        &fake,
+        ReflectorConfig {
+            page_size: Some(4),
+            ..Default::default()
+        },
+    );
     inf.add_event_handler(Recorder::new(), None).unwrap();
     inf.run();
     let calls = fake.wait_calls(6).await;
-    let lists: Vec<_> = calls.iter().filter_map(|c| match c { Call::List(l) => Some(l.clone()), _ => None }).collect();
-    let short: Vec<_> = lists.iter().map(|l| (l.resource_version.as_str(), l.limit, l.continue_token.as_deref())).collect();
+    let lists: Vec<_> = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::List(l) => Some(l.clone()),
+            _ => None,
+        })
+        .collect();
+    let short: Vec<_> = lists
+        .iter()
+        .map(|l| {
+            (
+                l.resource_version.as_str(),
+                l.limit,
+                l.continue_token.as_deref(),
+            )
+        })
+        .collect();
     assert_eq!(
         short,
-        vec![("0", Some(4), None), ("10", Some(4), None), ("", Some(4), Some("C1")), ("10", None, None)]
+        vec![
+            ("0", Some(4), None),
+            ("10", Some(4), None),
+            ("", Some(4), Some("C1")),
+            ("10", None, None)
+        ]
     );
     assert_eq!(inf.indexer().len(), 2);
 }
@@ -430,13 +544,22 @@ async fn scenario_43_continuation_expired_falls_back_to_full_list() {
 #[tokio::test(start_paused = true)]
 async fn scenario_44_streaming_list_happy_path() {
     let fake = Fake::new();
-    let inf = informer_with(&fake, ReflectorConfig { use_watch_list: true, ..Default::default() });
+    let inf = informer_with(
+        &fake,
+        ReflectorConfig {
+            use_watch_list: true,
+            ..Default::default()
+        },
+    );
     let rec = Recorder::new();
     inf.add_event_handler(rec.clone(), None).unwrap();
     inf.run();
     fake.wait_live_watch(1).await;
     fake.send(Ok(WatchEvent::Added(v("foo", "1"))));
-    fake.send(Ok(WatchEvent::Bookmark { resource_version: "1".into(), initial_events_end: true }));
+    fake.send(Ok(WatchEvent::Bookmark {
+        resource_version: "1".into(),
+        initial_events_end: true,
+    }));
     fake.send(Ok(WatchEvent::Modified(v("foo", "2"))));
     for (n, rv) in [("bar", "3"), ("baz", "4"), ("qux", "5"), ("zoo", "6")] {
         fake.send(Ok(WatchEvent::Added(v(n, rv))));
@@ -458,16 +581,33 @@ async fn scenario_44_streaming_list_happy_path() {
 async fn scenario_46_watch_list_failure_falls_back() {
     let fake = Fake::new();
     fake.script_watch(WatchScript::Err(expired()));
-    fake.script_watch(WatchScript::Err(SourceError::from_status(403, "Forbidden", "no", &[])));
+    fake.script_watch(WatchScript::Err(SourceError::from_status(
+        403,
+        "Forbidden",
+        "no",
+        &[],
+    )));
     fake.set_list(vec![v("a", "1")], "5");
-    let inf = informer_with(&fake, ReflectorConfig { use_watch_list: true, ..Default::default() });
+    let inf = informer_with(
+        &fake,
+        ReflectorConfig {
+            use_watch_list: true,
+            ..Default::default()
+        },
+    );
     let rec = Recorder::new();
     inf.add_event_handler(rec.clone(), None).unwrap();
     inf.run();
     rec.wait_len(1).await;
     let calls = fake.wait_calls(4).await;
-    assert!(matches!(&calls[0], Call::Watch(w) if w.send_initial_events && w.resource_version.is_empty()));
-    assert!(matches!(&calls[1], Call::Watch(w) if w.send_initial_events && w.resource_version.is_empty()));
+    assert!(
+        matches!(&calls[0], Call::Watch(w) if w.send_initial_events && w.resource_version.is_empty())
+    );
+    assert!(
+        matches!(&calls[1], Call::Watch(w) if w.send_initial_events && w.resource_version.is_empty())
+    );
     assert_eq!(calls[2], list_opts("", Some(500)));
-    assert!(matches!(&calls[3], Call::Watch(w) if !w.send_initial_events && w.resource_version == "5"));
+    assert!(
+        matches!(&calls[3], Call::Watch(w) if !w.send_initial_events && w.resource_version == "5")
+    );
 }
