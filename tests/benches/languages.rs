@@ -229,8 +229,8 @@ fn measure(wasm: &[u8]) -> anyhow::Result<Measured> {
     let runtime = Runtime::new(
         RuntimeConfig {
             cache_dir: Some(cache_dir.path().to_path_buf()),
-            // A small pool: only INSTANCES + 1 live at once, and each slot reserves address space.
-            max_instances: INSTANCES as u32 + 4,
+            // The default pool: its core-instance budget (a multiple of max_instances) must fit
+            // INSTANCES + 1 interpreters, each of several core instances.
             ..Default::default()
         },
         RuntimeMetrics::unregistered(),
