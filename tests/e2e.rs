@@ -16,7 +16,10 @@ const LOGGER: &str = "rust-configmap-logger.wasm";
 const FIXTURE: &str = "rust-test-fixture.wasm";
 
 fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
-    let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let labels: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": name, "labels": labels},
         "data": {"k": "v"},
@@ -25,13 +28,19 @@ fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
 }
 
 async fn create(api: &Api<ConfigMap>, name: &str, labels: &[(&str, &str)]) -> String {
-    let c = api.create(&PostParams::default(), &cm(name, labels)).await.expect("create");
+    let c = api
+        .create(&PostParams::default(), &cm(name, labels))
+        .await
+        .expect("create");
     c.metadata.resource_version.unwrap()
 }
 
 async fn set_data(api: &Api<ConfigMap>, name: &str, value: &str) -> String {
     let p = serde_json::json!({"data": {"k": value}});
-    let c = api.patch(name, &PatchParams::default(), &Patch::Merge(&p)).await.expect("patch");
+    let c = api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .expect("patch");
     c.metadata.resource_version.unwrap()
 }
 
@@ -53,15 +62,29 @@ async fn initial_list_then_watch_events_reach_the_handler() {
     let rv_pre = create(&api, "pre", &[]).await;
 
     let t = start_host(&server, None, Limits::default()).await;
-    let out = t.host.manager.load_file(&guest(LOGGER)).await.expect("logger loads");
+    let out = t
+        .host
+        .manager
+        .load_file(&guest(LOGGER))
+        .await
+        .expect("logger loads");
     assert!(matches!(out, LoadOutcome::Loaded { .. }), "{out:?}");
     let p = "rust-configmap-logger";
-    t.logs.wait_line(p, &format!("add default/pre rv={rv_pre} init=true")).await;
+    t.logs
+        .wait_line(p, &format!("add default/pre rv={rv_pre} init=true"))
+        .await;
 
     let rv1 = create(&api, "live", &[]).await;
-    t.logs.wait_line(p, &format!("add default/live rv={rv1} init=false")).await;
+    t.logs
+        .wait_line(p, &format!("add default/live rv={rv1} init=false"))
+        .await;
     let rv2 = set_data(&api, "live", "changed").await;
-    t.logs.wait_line(p, &format!("update default/live rv={rv1}->{rv2} sync=false")).await;
+    t.logs
+        .wait_line(
+            p,
+            &format!("update default/live rv={rv1}->{rv2} sync=false"),
+        )
+        .await;
     api.delete("live", &DeleteParams::default()).await.unwrap();
     // A DELETED watch event carries the resourceVersion of the deletion itself.
     let lines = t
@@ -102,10 +125,28 @@ async fn compaction_relist_delivers_sync_updates_and_tombstones() {
     server.faults().end_watches();
     server.faults().resume_watches();
 
-    t.logs.wait_line(p, &format!("delete default/gone rv={rv_gone} final-state-unknown=true")).await;
-    t.logs.wait_line(p, &format!("update default/changed rv={rv_changed}->{rv_changed2} sync=false")).await;
-    t.logs.wait_line(p, &format!("update default/same rv={rv_same}->{rv_same} sync=true")).await;
-    assert!(server.stats().lists_of("configmaps") > lists_before, "the 410 must cause a relist");
+    t.logs
+        .wait_line(
+            p,
+            &format!("delete default/gone rv={rv_gone} final-state-unknown=true"),
+        )
+        .await;
+    t.logs
+        .wait_line(
+            p,
+            &format!("update default/changed rv={rv_changed}->{rv_changed2} sync=false"),
+        )
+        .await;
+    t.logs
+        .wait_line(
+            p,
+            &format!("update default/same rv={rv_same}->{rv_same} sync=true"),
+        )
+        .await;
+    assert!(
+        server.stats().lists_of("configmaps") > lists_before,
+        "the 410 must cause a relist"
+    );
     t.host.shutdown().await;
 }
 
@@ -117,20 +158,30 @@ async fn per_plugin_resync_replays_the_cache() {
 
     let dir = plugin_dir();
     install(&guest(LOGGER), dir.path(), "resyncing.wasm");
-    std::fs::write(dir.path().join("resyncing.toml"), "resync-period-ms = 1000\n").unwrap();
+    std::fs::write(
+        dir.path().join("resyncing.toml"),
+        "resync-period-ms = 1000\n",
+    )
+    .unwrap();
     install(&guest(LOGGER), dir.path(), "quiet.wasm");
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
     let lists = server.stats().lists_of("configmaps");
     let sync_line = format!("update default/steady rv={rv}->{rv} sync=true");
     t.logs
-        .wait_for("resyncing", "two resyncs", |l| l.iter().filter(|x| **x == sync_line).count() >= 2)
+        .wait_for("resyncing", "two resyncs", |l| {
+            l.iter().filter(|x| **x == sync_line).count() >= 2
+        })
         .await;
     assert!(
         !t.logs.of("quiet").iter().any(|l| l.contains("sync=true")),
         "a plugin without a resync period gets no sync updates: {:?}",
         t.logs.of("quiet")
     );
-    assert_eq!(server.stats().lists_of("configmaps"), lists, "resync replays the cache, it never re-lists");
+    assert_eq!(
+        server.stats().lists_of("configmaps"),
+        lists,
+        "resync replays the cache, it never re-lists"
+    );
     t.host.shutdown().await;
 }
 
@@ -142,14 +193,33 @@ async fn a_late_plugin_gets_a_replay_without_a_new_list() {
     let dir = plugin_dir();
     install(&guest(LOGGER), dir.path(), "first.wasm");
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
-    t.logs.wait_line("first", &format!("add default/a rv={rv} init=true")).await;
-    let (lists, watches) = (server.stats().lists_of("configmaps"), server.stats().watches_of("configmaps"));
+    t.logs
+        .wait_line("first", &format!("add default/a rv={rv} init=true"))
+        .await;
+    let (lists, watches) = (
+        server.stats().lists_of("configmaps"),
+        server.stats().watches_of("configmaps"),
+    );
 
     install(&guest(LOGGER), dir.path(), "second.wasm");
-    t.logs.wait_line("second", &format!("add default/a rv={rv} init=true")).await;
-    assert_eq!(server.stats().lists_of("configmaps"), lists, "late join must replay from the cache");
-    assert_eq!(server.stats().watches_of("configmaps"), watches, "both plugins share one watch");
-    assert_eq!(t.host.factory.keys().len(), 1, "one informer for equal subscriptions");
+    t.logs
+        .wait_line("second", &format!("add default/a rv={rv} init=true"))
+        .await;
+    assert_eq!(
+        server.stats().lists_of("configmaps"),
+        lists,
+        "late join must replay from the cache"
+    );
+    assert_eq!(
+        server.stats().watches_of("configmaps"),
+        watches,
+        "both plugins share one watch"
+    );
+    assert_eq!(
+        t.host.factory.keys().len(),
+        1,
+        "one informer for equal subscriptions"
+    );
     t.host.shutdown().await;
 }
 
@@ -196,12 +266,18 @@ async fn hot_swap_loses_nothing_and_a_bad_version_keeps_the_old_one() {
     }
     create(&api, "after", &[]).await;
     t.recorder
-        .wait_call("swap", "v2 sees 'after'", |c| c.key == "default/after" && c.version > v1)
+        .wait_call("swap", "v2 sees 'after'", |c| {
+            c.key == "default/after" && c.version > v1
+        })
         .await;
     let v2 = t.recorder.calls_for("swap", "default/after")[0].version;
 
     // A broken v3: not a component. v2 keeps running and the error names the file.
-    std::fs::write(dir.path().join(".swap.tmp"), b"\0asm definitely not a component").unwrap();
+    std::fs::write(
+        dir.path().join(".swap.tmp"),
+        b"\0asm definitely not a component",
+    )
+    .unwrap();
     std::fs::rename(dir.path().join(".swap.tmp"), dir.path().join("swap.wasm")).unwrap();
     t.recorder
         .wait("load failure reported", |r| {
@@ -213,7 +289,9 @@ async fn hot_swap_loses_nothing_and_a_bad_version_keeps_the_old_one() {
         .await;
     create(&api, "still-served", &[]).await;
     t.recorder
-        .wait_call("swap", "v2 still serving", |c| c.key == "default/still-served" && c.version == v2)
+        .wait_call("swap", "v2 still serving", |c| {
+            c.key == "default/still-served" && c.version == v2
+        })
         .await;
     t.host.shutdown().await;
 }
@@ -224,7 +302,11 @@ async fn misbehaving_plugins_are_contained() {
     let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
     let dir = plugin_dir();
     install(&guest(FIXTURE), dir.path(), "bad.wasm");
-    std::fs::write(dir.path().join("bad.toml"), "deadline-ms = 200\nmemory-limit-mib = 16\n").unwrap();
+    std::fs::write(
+        dir.path().join("bad.toml"),
+        "deadline-ms = 200\nmemory-limit-mib = 16\n",
+    )
+    .unwrap();
     install(&guest(LOGGER), dir.path(), "good.wasm");
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
 
@@ -236,7 +318,9 @@ async fn misbehaving_plugins_are_contained() {
                 c.key == key && matches!(c.outcome, CallOutcome::Failed(_))
             })
             .await;
-        t.logs.wait_line("good", &format!("add default/{action} rv={rv} init=false")).await;
+        t.logs
+            .wait_line("good", &format!("add default/{action} rv={rv} init=false"))
+            .await;
     }
     let failures: Vec<_> = t
         .recorder
@@ -261,22 +345,43 @@ async fn guests_have_no_ambient_capabilities_and_a_scoped_cache() {
     let t = start_host(&server, None, Limits::default()).await;
     t.host.manager.load_file(&guest(FIXTURE)).await.unwrap();
     let p = "rust-test-fixture";
-    for action in ["read-file", "env", "net", "cache-get-secret", "cache-list-configmaps"] {
+    for action in [
+        "read-file",
+        "env",
+        "net",
+        "cache-get-secret",
+        "cache-list-configmaps",
+    ] {
         create(&api, action, &[("kubewasm.io/action", action)]).await;
     }
     let lines = t
         .logs
         .wait_for(p, "all probes", |l| {
-            ["read-file:", "env:", "net:", "cache-get-secret:", "cache-list-configmaps:"]
-                .iter()
-                .all(|prefix| l.iter().any(|x| x.starts_with(prefix)))
+            [
+                "read-file:",
+                "env:",
+                "net:",
+                "cache-get-secret:",
+                "cache-list-configmaps:",
+            ]
+            .iter()
+            .all(|prefix| l.iter().any(|x| x.starts_with(prefix)))
         })
         .await;
-    let line = |prefix: &str| lines.iter().find(|l| l.starts_with(prefix)).unwrap().clone();
+    let line = |prefix: &str| {
+        lines
+            .iter()
+            .find(|l| l.starts_with(prefix))
+            .unwrap()
+            .clone()
+    };
     assert!(line("read-file:").contains("denied"), "{lines:#?}");
     assert!(line("env:").contains("none"), "{lines:#?}");
     assert!(line("net:").contains("denied"), "{lines:#?}");
-    assert!(line("cache-get-secret:").contains("does not subscribe"), "{lines:#?}");
+    assert!(
+        line("cache-get-secret:").contains("does not subscribe"),
+        "{lines:#?}"
+    );
     assert!(line("cache-list-configmaps:").contains('5'), "{lines:#?}");
     t.host.shutdown().await;
 }
@@ -299,7 +404,9 @@ async fn retry_redelivers_until_a_newer_notification_supersedes_it() {
         })
         .await;
     let p2 = serde_json::json!({"metadata": {"labels": {"kubewasm.io/fail": null}}});
-    api.patch("flaky", &PatchParams::default(), &Patch::Merge(&p2)).await.unwrap();
+    api.patch("flaky", &PatchParams::default(), &Patch::Merge(&p2))
+        .await
+        .unwrap();
     t.recorder
         .wait_call(p, "the update succeeds", |c| {
             c.key == "default/flaky" && c.call == CallKind::Update && c.outcome == CallOutcome::Ok
@@ -313,7 +420,9 @@ async fn retry_redelivers_until_a_newer_notification_supersedes_it() {
         .await;
     // A fatal error is never retried; the retry of the superseded add is dropped.
     create(&api, "marker", &[]).await;
-    t.recorder.wait_call(p, "marker", |c| c.key == "default/marker").await;
+    t.recorder
+        .wait_call(p, "marker", |c| c.key == "default/marker")
+        .await;
     assert_eq!(t.recorder.calls_for(p, "default/doomed").len(), 1);
     let after_ok = t
         .recorder
@@ -321,7 +430,10 @@ async fn retry_redelivers_until_a_newer_notification_supersedes_it() {
         .into_iter()
         .skip_while(|c| c.outcome != CallOutcome::Ok)
         .count();
-    assert_eq!(after_ok, 1, "nothing redelivered after the newer notification succeeded");
+    assert_eq!(
+        after_ok, 1,
+        "nothing redelivered after the newer notification succeeded"
+    );
     t.host.shutdown().await;
 }
 
@@ -338,7 +450,9 @@ async fn removing_the_last_plugin_stops_the_informer_and_configmap_volume_swaps_
     std::os::unix::fs::symlink("..data/vol.wasm", dir.path().join("vol.wasm")).unwrap();
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
     create(&api, "x", &[]).await;
-    t.recorder.wait_call("vol", "v1 serving", |c| c.key == "default/x").await;
+    t.recorder
+        .wait_call("vol", "v1 serving", |c| c.key == "default/x")
+        .await;
 
     let v2 = dir.path().join("..2026_11_21_v2");
     std::fs::create_dir(&v2).unwrap();
@@ -347,17 +461,24 @@ async fn removing_the_last_plugin_stops_the_informer_and_configmap_volume_swaps_
     std::fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
     t.recorder
         .wait("swap through the ..data symlink", |r| {
-            r.events().iter().any(|e| matches!(e, PluginEvent::Swapped { plugin, .. } if plugin == "vol"))
+            r.events()
+                .iter()
+                .any(|e| matches!(e, PluginEvent::Swapped { plugin, .. } if plugin == "vol"))
         })
         .await;
 
     std::fs::remove_file(dir.path().join("vol.wasm")).unwrap();
     t.recorder
         .wait("unloaded", |r| {
-            r.events().iter().any(|e| matches!(e, PluginEvent::Unloaded { plugin, .. } if plugin == "vol"))
+            r.events()
+                .iter()
+                .any(|e| matches!(e, PluginEvent::Unloaded { plugin, .. } if plugin == "vol"))
         })
         .await;
-    assert!(t.host.factory.keys().is_empty(), "the informer stops with its last handler");
+    assert!(
+        t.host.factory.keys().is_empty(),
+        "the informer stops with its last handler"
+    );
     t.host.shutdown().await;
 }
 
@@ -373,7 +494,9 @@ async fn bad_manifest_and_unknown_kind_are_reported_and_others_keep_running() {
     let names = t.host.manager.names().await;
     assert_eq!(names, vec!["fine".to_string()]);
     create(&api, "y", &[]).await;
-    t.recorder.wait_call("fine", "fine serves", |c| c.key == "default/y").await;
+    t.recorder
+        .wait_call("fine", "fine serves", |c| c.key == "default/y")
+        .await;
     let _ = Duration::ZERO;
     t.host.shutdown().await;
 }
@@ -423,7 +546,11 @@ mod informer_against_the_embedded_server {
 
     impl ResourceEventHandler for Handler {
         fn on_add(&self, obj: &SharedObject, init: bool) {
-            self.0.push(format!("add {} {} init={init}", obj.key(), obj.meta().resource_version));
+            self.0.push(format!(
+                "add {} {} init={init}",
+                obj.key(),
+                obj.meta().resource_version
+            ));
         }
         fn on_update(&self, old: &SharedObject, new: &SharedObject, sync: bool) {
             self.0.push(format!(
@@ -434,7 +561,11 @@ mod informer_against_the_embedded_server {
             ));
         }
         fn on_delete(&self, obj: &SharedObject, fsu: bool) {
-            self.0.push(format!("delete {} {} fsu={fsu}", obj.key(), obj.meta().resource_version));
+            self.0.push(format!(
+                "delete {} {} fsu={fsu}",
+                obj.key(),
+                obj.meta().resource_version
+            ));
         }
     }
 
@@ -454,7 +585,10 @@ mod informer_against_the_embedded_server {
             field_selector: None,
         };
         let rec = Arc::new(Rec::default());
-        let reg = factory.add_handler(&key, Arc::new(Handler(rec.clone())), None).await.unwrap();
+        let reg = factory
+            .add_handler(&key, Arc::new(Handler(rec.clone())), None)
+            .await
+            .unwrap();
         reg.wait_synced().await;
         rec.wait(&format!("add default/a {rv_a} init=true")).await;
         rec.wait(&format!("add default/b {rv_b} init=true")).await;
@@ -468,9 +602,17 @@ mod informer_against_the_embedded_server {
         let watches = server.stats().watches_of("configmaps");
         server.faults().end_watches();
         let rv_a2 = set_data(&api, "a", "2").await;
-        rec.wait(&format!("update default/a {rv_a}->{rv_a2} sync=false")).await;
-        assert_eq!(server.stats().lists_of("configmaps"), 1, "resume must not list");
-        assert!(server.stats().watches_of("configmaps") > watches, "a new watch was opened");
+        rec.wait(&format!("update default/a {rv_a}->{rv_a2} sync=false"))
+            .await;
+        assert_eq!(
+            server.stats().lists_of("configmaps"),
+            1,
+            "resume must not list"
+        );
+        assert!(
+            server.stats().watches_of("configmaps") > watches,
+            "a new watch was opened"
+        );
 
         // Compaction while the informer is not watching: 410 → relist → tombstone.
         server.faults().pause_watches();
@@ -479,17 +621,25 @@ mod informer_against_the_embedded_server {
         server.faults().end_watches();
         server.faults().resume_watches();
         rec.wait(&format!("delete default/b {rv_b} fsu=true")).await;
-        rec.wait(&format!("update default/c {rv_c}->{rv_c} sync=true")).await;
-        assert_eq!(server.stats().lists_of("configmaps"), 2, "exactly one relist");
+        rec.wait(&format!("update default/c {rv_c}->{rv_c} sync=true"))
+            .await;
+        assert_eq!(
+            server.stats().lists_of("configmaps"),
+            2,
+            "exactly one relist"
+        );
         assert_eq!(factory.indexer(&key).unwrap().list().len(), 2);
 
         reg.remove().await;
-        assert!(factory.keys().is_empty(), "last handler gone, informer stopped");
+        assert!(
+            factory.keys().is_empty(),
+            "last handler gone, informer stopped"
+        );
     }
 }
 
 mod guest_languages {
-    //! The Rust, Python, JavaScript and C loggers loaded together behave identically.
+    //! The Rust, Python, JavaScript, C and Go loggers loaded together behave identically.
     use std::collections::BTreeMap;
 
     use k8s_openapi::api::core::v1::ConfigMap;
@@ -501,7 +651,7 @@ mod guest_languages {
 
     use super::{create, install, plugin_dir, set_data};
 
-    const LANGS: [&str; 4] = ["rust", "python", "javascript", "c"];
+    pub(super) const LANGS: [&str; 5] = ["rust", "python", "javascript", "c", "go"];
 
     /// Per object key, the lines a plugin logged about it, consecutive repeats folded (the number
     /// of retry attempts depends on timing, the sequence of distinct calls does not).
@@ -527,12 +677,22 @@ mod guest_languages {
 
         let dir = plugin_dir();
         for lang in LANGS {
-            install(&guest(&format!("{lang}-configmap-logger.wasm")), dir.path(), &format!("{lang}.wasm"));
+            install(
+                &guest(&format!("{lang}-configmap-logger.wasm")),
+                dir.path(),
+                &format!("{lang}.wasm"),
+            );
         }
         let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
-        assert_eq!(t.host.manager.names().await.len(), 4, "all four languages load");
+        assert_eq!(
+            t.host.manager.names().await.len(),
+            LANGS.len(),
+            "every language loads"
+        );
         for lang in LANGS {
-            t.logs.wait_for(lang, "initial list", |l| l.len() >= 3).await;
+            t.logs
+                .wait_for(lang, "initial list", |l| l.len() >= 3)
+                .await;
         }
 
         // Watch events, including the error paths.
@@ -552,11 +712,15 @@ mod guest_languages {
                 })
                 .await;
             t.recorder
-                .wait_call(lang, "fatal", |c| c.key == "default/doomed" && matches!(c.outcome, CallOutcome::Fatal(_)))
+                .wait_call(lang, "fatal", |c| {
+                    c.key == "default/doomed" && matches!(c.outcome, CallOutcome::Fatal(_))
+                })
                 .await;
         }
         let unlabel = serde_json::json!({"metadata": {"labels": {"kubewasm.io/fail": null}}});
-        api.patch("flaky", &PatchParams::default(), &Patch::Merge(&unlabel)).await.unwrap();
+        api.patch("flaky", &PatchParams::default(), &Patch::Merge(&unlabel))
+            .await
+            .unwrap();
 
         // Forced relist with a tombstone, an unchanged object and a changed one.
         server.faults().pause_watches();
@@ -568,51 +732,106 @@ mod guest_languages {
         for lang in LANGS {
             t.logs
                 .wait_for(lang, "the tombstone", |l| {
-                    l.iter().any(|x| x.starts_with("delete default/gone ") && x.ends_with("final-state-unknown=true"))
+                    l.iter().any(|x| {
+                        x.starts_with("delete default/gone ")
+                            && x.ends_with("final-state-unknown=true")
+                    })
                 })
                 .await;
         }
         // Written after the relist, so it arrives after everything the relist delivered.
         create(&api, "end", &[]).await;
         for lang in LANGS {
-            t.logs.wait_for(lang, "end marker", |l| l.iter().any(|x| x.starts_with("add default/end "))).await;
+            t.logs
+                .wait_for(lang, "end marker", |l| {
+                    l.iter().any(|x| x.starts_with("add default/end "))
+                })
+                .await;
+            // The call is recorded when it returns, a moment after the guest logged it.
+            t.recorder
+                .wait_call(lang, "end marker recorded", |c| c.key == "default/end")
+                .await;
         }
 
         let reference = by_key(&t.logs.of("rust"));
-        assert!(reference["default/gone"].iter().any(|l| l.ends_with("final-state-unknown=true")), "{reference:#?}");
-        assert!(reference["default/same"].iter().any(|l| l.ends_with("sync=true")), "{reference:#?}");
-        for lang in ["python", "javascript", "c"] {
-            assert_eq!(by_key(&t.logs.of(lang)), reference, "{lang} differs from the Rust reference");
-            let calls: Vec<_> = t.recorder.calls(lang).iter().map(|c| (c.call, c.key.clone(), c.flag)).collect();
-            let rust: Vec<_> = t.recorder.calls("rust").iter().map(|c| (c.call, c.key.clone(), c.flag)).collect();
+        assert!(
+            reference["default/gone"]
+                .iter()
+                .any(|l| l.ends_with("final-state-unknown=true")),
+            "{reference:#?}"
+        );
+        assert!(
+            reference["default/same"]
+                .iter()
+                .any(|l| l.ends_with("sync=true")),
+            "{reference:#?}"
+        );
+        for lang in ["python", "javascript", "c", "go"] {
+            assert_eq!(
+                by_key(&t.logs.of(lang)),
+                reference,
+                "{lang} differs from the Rust reference"
+            );
+            let calls: Vec<_> = t
+                .recorder
+                .calls(lang)
+                .iter()
+                .map(|c| (c.call, c.key.clone(), c.flag))
+                .collect();
+            let rust: Vec<_> = t
+                .recorder
+                .calls("rust")
+                .iter()
+                .map(|c| (c.call, c.key.clone(), c.flag))
+                .collect();
             let dedup = |v: Vec<_>| {
                 let mut v: Vec<_> = v;
                 v.dedup();
                 v.sort();
                 v
             };
-            assert_eq!(dedup(calls), dedup(rust), "{lang}: same calls with the same flags");
+            assert_eq!(
+                dedup(calls),
+                dedup(rust),
+                "{lang}: same calls with the same flags"
+            );
         }
 
         // An uncaught exception / trap takes down only that call of that plugin.
         create(&api, "boom", &[("kubewasm.io/fail", "trap")]).await;
         for lang in LANGS {
             t.recorder
-                .wait_call(lang, "trap contained", |c| c.key == "default/boom" && matches!(c.outcome, CallOutcome::Failed(_)))
+                .wait_call(lang, "trap contained", |c| {
+                    c.key == "default/boom" && matches!(c.outcome, CallOutcome::Failed(_))
+                })
                 .await;
         }
         create(&api, "after-boom", &[]).await;
         for lang in LANGS {
-            t.logs.wait_for(lang, "still serving", |l| l.iter().any(|x| x.starts_with("add default/after-boom "))).await;
+            t.logs
+                .wait_for(lang, "still serving", |l| {
+                    l.iter().any(|x| x.starts_with("add default/after-boom "))
+                })
+                .await;
         }
 
         // Resync: every language replays the cache as sync updates with identical lines.
-        let rv = api.get("same").await.unwrap().metadata.resource_version.unwrap();
+        let rv = api
+            .get("same")
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap();
         let line = format!("update default/same rv={rv}->{rv} sync=true");
         let count = |lang: &str| t.logs.of(lang).iter().filter(|x| **x == line).count();
         let before: Vec<usize> = LANGS.iter().map(|l| count(l)).collect();
         for lang in LANGS {
-            std::fs::write(dir.path().join(format!("{lang}.toml")), "resync-period-ms = 1000\n").unwrap();
+            std::fs::write(
+                dir.path().join(format!("{lang}.toml")),
+                "resync-period-ms = 1000\n",
+            )
+            .unwrap();
         }
         for (lang, before) in LANGS.iter().zip(before) {
             t.logs
@@ -622,5 +841,97 @@ mod guest_languages {
                 .await;
         }
         t.host.shutdown().await;
+    }
+}
+
+mod soak {
+    //! Every logger stays sound over 100,000 calls on one instance (the Go runtime's GC inside
+    //! `cabi_realloc` used to trap after about 1,000 calls; a per-call leak hits the memory cap).
+    use std::sync::Arc;
+
+    use kubewasm::runtime::{
+        CacheReader, GuestObject, HandlerOutcome, Limits, ObjectView, Runtime, RuntimeConfig,
+        RuntimeMetrics,
+    };
+    use kubewasm_e2e::guest;
+
+    struct Obj {
+        rv: String,
+        labels: Vec<(String, String)>,
+        json: String,
+    }
+
+    impl GuestObject for Obj {
+        fn view(&self) -> ObjectView<'_> {
+            ObjectView {
+                api_version: "v1",
+                kind: "ConfigMap",
+                namespace: Some("default"),
+                name: "soak",
+                uid: "0b7a6c1e-soak",
+                resource_version: &self.rv,
+                generation: None,
+                labels: &self.labels,
+                json: &self.json,
+            }
+        }
+    }
+
+    struct NoCache;
+
+    impl CacheReader for NoCache {
+        fn get(
+            &self,
+            _: &str,
+            _: &str,
+            _: Option<&str>,
+            _: &str,
+        ) -> Result<Option<Arc<dyn GuestObject>>, String> {
+            Ok(None)
+        }
+
+        fn list(
+            &self,
+            _: &str,
+            _: &str,
+            _: Option<&str>,
+            _: Option<&str>,
+        ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn obj(rv: u64) -> Obj {
+        let json = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "soak", "namespace": "default", "resourceVersion": rv.to_string()},
+            "data": {"payload": "x".repeat(1800)},
+        });
+        Obj {
+            rv: rv.to_string(),
+            labels: vec![("app.kubernetes.io/name".into(), "soak".into())],
+            json: json.to_string(),
+        }
+    }
+
+    #[test]
+    fn every_logger_survives_100k_calls_on_one_instance() {
+        let runtime =
+            Runtime::new(RuntimeConfig::default(), RuntimeMetrics::unregistered()).unwrap();
+        let (old, new) = (obj(1), obj(2));
+        for lang in super::guest_languages::LANGS {
+            let wasm = std::fs::read(guest(&format!("{lang}-configmap-logger.wasm"))).unwrap();
+            let compiled = runtime.compile(&wasm).unwrap();
+            let mut inst = runtime
+                .instantiate(&compiled, lang, Limits::default(), Arc::new(NoCache))
+                .unwrap();
+            for i in 0..100_000 {
+                match inst.on_update(&old, &new, false) {
+                    Ok(HandlerOutcome::Ok) => {}
+                    Ok(other) => panic!("{lang}: call {i} returned {other:?}"),
+                    Err(e) => panic!("{lang}: call {i} failed: {e}"),
+                }
+            }
+        }
     }
 }

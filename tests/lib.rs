@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kubewasm::cli::host::{Host, HostConfig};
 use kubewasm::plugins::{CallKind, CallOutcome, PluginEvent};
-use kubewasm::runtime::{GuestLogLevel, Limits, RuntimeConfig};
+use kubewasm::runtime::{GuestLogLevel, Limits, LogObserver, RuntimeConfig};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, broadcast};
 
@@ -68,7 +68,7 @@ pub struct GuestLogs {
 
 impl GuestLogs {
     /// The observer to put in a [`RuntimeConfig`].
-    pub fn observer(&self) -> Arc<dyn Fn(&str, GuestLogLevel, &str) + Send + Sync> {
+    pub fn observer(&self) -> LogObserver {
         let me = self.clone();
         Arc::new(move |plugin: &str, level: GuestLogLevel, msg: &str| {
             me.lines.lock().push(GuestLine {
@@ -91,7 +91,12 @@ impl GuestLogs {
     }
 
     /// Waits until `pred` holds for the lines of `plugin`; panics after [`PATIENCE`].
-    pub async fn wait_for(&self, plugin: &str, what: &str, pred: impl Fn(&[String]) -> bool) -> Vec<String> {
+    pub async fn wait_for(
+        &self,
+        plugin: &str,
+        what: &str,
+        pred: impl Fn(&[String]) -> bool,
+    ) -> Vec<String> {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
             let notified = self.changed.notified();
@@ -100,14 +105,18 @@ impl GuestLogs {
                 return lines;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                panic!("timed out waiting for {plugin}: {what}; lines so far:\n{}", self.of(plugin).join("\n"));
+                panic!(
+                    "timed out waiting for {plugin}: {what}; lines so far:\n{}",
+                    self.of(plugin).join("\n")
+                );
             }
         }
     }
 
     /// Waits until `plugin` logged a line equal to `line`.
     pub async fn wait_line(&self, plugin: &str, line: &str) -> Vec<String> {
-        self.wait_for(plugin, line, |l| l.iter().any(|x| x == line)).await
+        self.wait_for(plugin, line, |l| l.iter().any(|x| x == line))
+            .await
     }
 }
 
@@ -152,18 +161,24 @@ impl Recorder {
                             outcome,
                         } = &e
                         {
-                            me.calls.lock().entry(plugin.clone()).or_default().push(Call {
-                                version: *version,
-                                call: *call,
-                                key: key.clone(),
-                                flag: *flag,
-                                outcome: outcome.clone(),
-                            });
+                            me.calls
+                                .lock()
+                                .entry(plugin.to_string())
+                                .or_default()
+                                .push(Call {
+                                    version: *version,
+                                    call: *call,
+                                    key: key.to_string(),
+                                    flag: *flag,
+                                    outcome: outcome.clone(),
+                                });
                         }
                         me.events.lock().push(e);
                         me.changed.notify_waiters();
                     }
-                    Err(broadcast::error::RecvError::Lagged(n)) => panic!("recorder lagged by {n} events"),
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        panic!("recorder lagged by {n} events")
+                    }
                     Err(broadcast::error::RecvError::Closed) => break,
                 }
             }
@@ -178,7 +193,10 @@ impl Recorder {
 
     /// Calls to `plugin` for object `key`.
     pub fn calls_for(&self, plugin: &str, key: &str) -> Vec<Call> {
-        self.calls(plugin).into_iter().filter(|c| c.key == key).collect()
+        self.calls(plugin)
+            .into_iter()
+            .filter(|c| c.key == key)
+            .collect()
     }
 
     /// Lifecycle events so far.
@@ -195,7 +213,11 @@ impl Recorder {
                 return;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                panic!("timed out waiting for: {what}\ncalls: {:#?}\nevents: {:#?}", self.calls.lock(), self.events.lock());
+                panic!(
+                    "timed out waiting for: {what}\ncalls: {:#?}\nevents: {:#?}",
+                    self.calls.lock(),
+                    self.events.lock()
+                );
             }
         }
     }
@@ -217,7 +239,11 @@ pub struct TestHost {
 }
 
 /// Starts a host against `server`, optionally watching `plugins_dir`.
-pub async fn start_host(server: &apiserver::ApiServer, plugins_dir: Option<PathBuf>, limits: Limits) -> TestHost {
+pub async fn start_host(
+    server: &apiserver::ApiServer,
+    plugins_dir: Option<PathBuf>,
+    limits: Limits,
+) -> TestHost {
     let logs = GuestLogs::default();
     let cache = tempfile::tempdir().expect("tempdir").keep();
     let config = HostConfig {
@@ -237,8 +263,15 @@ pub async fn start_host(server: &apiserver::ApiServer, plugins_dir: Option<PathB
     let host = Host::start(config).await.expect("host starts");
     let recorder = Recorder::start(host.manager.subscribe());
     let host = match plugins_dir {
-        Some(dir) => host.watch_directory(dir).await.expect("watch plugins directory"),
+        Some(dir) => host
+            .watch_directory(dir)
+            .await
+            .expect("watch plugins directory"),
         None => host,
     };
-    TestHost { host, recorder, logs }
+    TestHost {
+        host,
+        recorder,
+        logs,
+    }
 }

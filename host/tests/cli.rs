@@ -6,7 +6,10 @@ use std::process::Command;
 fn kubewasm() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
     // Keep the compile cache out of the user's home.
-    c.env("XDG_CACHE_HOME", std::env::temp_dir().join("kubewasm-cli-test-cache"));
+    c.env(
+        "XDG_CACHE_HOME",
+        std::env::temp_dir().join("kubewasm-cli-test-cache"),
+    );
     c
 }
 
@@ -24,21 +27,50 @@ fn check_prints_describe_of_every_example() {
     files.sort();
     for lang in ["rust", "python", "javascript", "c"] {
         assert!(
-            files.iter().any(|f| f.file_name().unwrap().to_string_lossy() == format!("{lang}-configmap-logger.wasm")),
+            files
+                .iter()
+                .any(|f| f.file_name().unwrap().to_string_lossy()
+                    == format!("{lang}-configmap-logger.wasm")),
             "{lang}-configmap-logger.wasm is built"
         );
     }
     for f in files {
         let out = kubewasm().arg("check").arg(&f).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{}: {}", f.display(), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            f.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
         let v: serde_json::Value = serde_json::from_str(&stdout).expect("check prints JSON");
-        assert!(v["describe"]["name"].as_str().is_some_and(|n| !n.is_empty()), "{stdout}");
-        assert!(!v["describe"]["subscriptions"].as_array().unwrap().is_empty(), "{stdout}");
-        if f.file_name().unwrap().to_string_lossy().ends_with("configmap-logger.wasm") {
+        assert!(
+            v["describe"]["name"]
+                .as_str()
+                .is_some_and(|n| !n.is_empty()),
+            "{stdout}"
+        );
+        assert!(
+            !v["describe"]["subscriptions"]
+                .as_array()
+                .unwrap()
+                .is_empty(),
+            "{stdout}"
+        );
+        if f.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .ends_with("configmap-logger.wasm")
+        {
             assert_eq!(v["describe"]["name"], "configmap-logger", "{stdout}");
-            assert_eq!(v["describe"]["subscriptions"][0]["kind"], "ConfigMap", "{stdout}");
-            assert_eq!(v["describe"]["subscriptions"][0]["api_version"], "v1", "{stdout}");
+            assert_eq!(
+                v["describe"]["subscriptions"][0]["kind"], "ConfigMap",
+                "{stdout}"
+            );
+            assert_eq!(
+                v["describe"]["subscriptions"][0]["api_version"], "v1",
+                "{stdout}"
+            );
         }
     }
 }
@@ -55,8 +87,15 @@ fn check_rejects_bad_files_naming_them() {
         let out = kubewasm().arg("check").arg(f).output().unwrap();
         assert!(!out.status.success(), "{} must fail", f.display());
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(&*f.to_string_lossy()), "error names the file: {stderr}");
+        assert!(
+            stderr.contains(&*f.to_string_lossy()),
+            "error names the file: {stderr}"
+        );
     }
-    let out = kubewasm().arg("check").arg(dir.path().join("missing.wasm")).output().unwrap();
+    let out = kubewasm()
+        .arg("check")
+        .arg(dir.path().join("missing.wasm"))
+        .output()
+        .unwrap();
     assert!(!out.status.success());
 }

@@ -18,10 +18,22 @@ pub struct CheckArgs {
 struct NoCache;
 
 impl CacheReader for NoCache {
-    fn get(&self, _: &str, _: &str, _: Option<&str>, _: &str) -> Result<Option<Arc<dyn GuestObject>>, String> {
+    fn get(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<&str>,
+        _: &str,
+    ) -> Result<Option<Arc<dyn GuestObject>>, String> {
         Err("the cache is not available during describe()".into())
     }
-    fn list(&self, _: &str, _: &str, _: Option<&str>, _: Option<&str>) -> Result<Vec<Arc<dyn GuestObject>>, String> {
+    fn list(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
         Err("the cache is not available during describe()".into())
     }
 }
@@ -58,7 +70,9 @@ fn check_one(runtime: &Runtime, file: &PathBuf) -> anyhow::Result<String> {
     let compiled = runtime.compile(&wasm)?;
     let name = crate::plugins::plugin_name(file);
     let mut instance = runtime.instantiate(&compiled, &name, limits, Arc::new(NoCache))?;
-    let mut info = instance.describe().map_err(|e| anyhow::anyhow!("describe() failed: {e}"))?;
+    let mut info = instance
+        .describe()
+        .map_err(|e| anyhow::anyhow!("describe() failed: {e}"))?;
     if info.subscriptions.is_empty() {
         anyhow::bail!("describe() returned no subscriptions; the plugin would never be called");
     }

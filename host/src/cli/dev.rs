@@ -36,10 +36,15 @@ pub struct DevArgs {
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let plugins = args.plugins.clone().unwrap_or_else(|| {
         let examples = PathBuf::from("guest-examples/dist");
-        if examples.is_dir() { examples } else { PathBuf::from("plugins") }
+        if examples.is_dir() {
+            examples
+        } else {
+            PathBuf::from("plugins")
+        }
     });
-    std::fs::create_dir_all(&plugins)
-        .map_err(|e| anyhow::anyhow!("cannot create plugins directory {}: {e}", plugins.display()))?;
+    std::fs::create_dir_all(&plugins).map_err(|e| {
+        anyhow::anyhow!("cannot create plugins directory {}: {e}", plugins.display())
+    })?;
 
     let server = apiserver::ApiServer::start(apiserver::Config {
         bind: ([127, 0, 0, 1], args.port).into(),
@@ -47,7 +52,12 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         ..apiserver::Config::default()
     })
     .await
-    .map_err(|e| anyhow::anyhow!("cannot start the embedded API server on port {}: {e:#}", args.port))?;
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "cannot start the embedded API server on port {}: {e:#}",
+            args.port
+        )
+    })?;
     let kubeconfig = args
         .kubeconfig_out
         .clone()
@@ -57,9 +67,17 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_from(kube::Config::new(server.url().parse()?))?;
     let host = Host::start(args.host.host_config(client.clone(), plugins.clone())?).await?;
     println!("kubewasm dev: embedded API server at {}", server.url());
-    println!("  plugins directory: {} (drop .wasm files here; they load and hot-swap live)", plugins.display());
-    println!("  point kubectl at it:  export KUBECONFIG={}", kubeconfig.display());
-    println!("  then try:             kubectl apply -f - <<< '{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"hello\"}},\"data\":{{\"greeting\":\"hi\"}}}}'");
+    println!(
+        "  plugins directory: {} (drop .wasm files here; they load and hot-swap live)",
+        plugins.display()
+    );
+    println!(
+        "  point kubectl at it:  export KUBECONFIG={}",
+        kubeconfig.display()
+    );
+    println!(
+        "  then try:             kubectl apply -f - <<< '{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"hello\"}},\"data\":{{\"greeting\":\"hi\"}}}}'"
+    );
     log_endpoints(&host);
 
     let demo = args.demo.then(|| tokio::spawn(demo_loop(client)));
@@ -99,15 +117,18 @@ async fn demo_round_robin(client: kube::Client) -> anyhow::Result<()> {
         cms.create(&PostParams::default(), &cm).await?;
         tokio::time::sleep(pause).await;
         let patch = serde_json::json!({"data": {"greeting": "hello again"}});
-        cms.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        cms.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
         tokio::time::sleep(pause).await;
         if round % 3 == 2 {
             // A ConfigMap that asks the example handlers to fail with `retry`, then recovers.
             let patch = serde_json::json!({"metadata": {"labels": {"kubewasm.io/fail": "retry"}}});
-            cms.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            cms.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
             tokio::time::sleep(pause).await;
             let patch = serde_json::json!({"metadata": {"labels": {"kubewasm.io/fail": null}}});
-            cms.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            cms.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
             tokio::time::sleep(pause).await;
             cms.delete(&name, &DeleteParams::default()).await?;
         }

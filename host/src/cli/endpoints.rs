@@ -24,7 +24,10 @@ async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
     match prometheus_client::encoding::text::encode(&mut body, &s.registry) {
         Ok(()) => (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
             body,
         )
             .into_response(),
@@ -40,7 +43,10 @@ async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
     let mut not_ready = Vec::new();
     for p in s.manager.status().await {
         if !p.ready {
-            not_ready.push(format!("plugin {} has not consumed its initial list", p.name));
+            not_ready.push(format!(
+                "plugin {} has not consumed its initial list",
+                p.name
+            ));
         }
     }
     for key in s.manager.factory().keys() {
@@ -66,7 +72,9 @@ pub async fn serve(
 ) -> anyhow::Result<(Option<SocketAddr>, Option<SocketAddr>)> {
     let state = AppState { registry, manager };
     let metrics_router = Router::new().route("/metrics", get(metrics));
-    let health_router = Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz));
+    let health_router = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz));
     let mut bound = (None, None);
     let spawn = |addr: SocketAddr, router: Router<AppState>| -> anyhow::Result<SocketAddr> {
         let std_listener = std::net::TcpListener::bind(addr)
@@ -77,7 +85,9 @@ pub async fn serve(
         let app = router.with_state(state.clone());
         let stop = stop.clone();
         tokio::spawn(async move {
-            let _ = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await;
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
         });
         Ok(local)
     };

@@ -78,7 +78,10 @@ impl Host {
         let watcher = match config.plugins_dir {
             Some(dir) => {
                 if !dir.is_dir() {
-                    anyhow::bail!("plugins directory {} does not exist or is not a directory", dir.display());
+                    anyhow::bail!(
+                        "plugins directory {} does not exist or is not a directory",
+                        dir.display()
+                    );
                 }
                 let mut w = DirectoryWatcher::new(dir, manager.clone());
                 w.rescan().await;
@@ -99,9 +102,15 @@ impl Host {
 
     /// Starts watching `dir` (after loading what it holds), for hosts started without one.
     pub async fn watch_directory(mut self, dir: PathBuf) -> anyhow::Result<Host> {
-        anyhow::ensure!(self.watcher.is_none(), "the host already watches a plugins directory");
+        anyhow::ensure!(
+            self.watcher.is_none(),
+            "the host already watches a plugins directory"
+        );
         if !dir.is_dir() {
-            anyhow::bail!("plugins directory {} does not exist or is not a directory", dir.display());
+            anyhow::bail!(
+                "plugins directory {} does not exist or is not a directory",
+                dir.display()
+            );
         }
         let mut w = DirectoryWatcher::new(dir, self.manager.clone());
         w.rescan().await;

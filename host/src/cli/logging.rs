@@ -16,15 +16,24 @@ pub enum LogFormat {
 /// more than once (later calls are ignored), which tests rely on.
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .try_init(),
     };
 }
 
 /// Logs for test binaries: `RUST_LOG` (default `warn`) to the test harness's captured output.
 pub fn init_for_tests() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
 }

@@ -40,7 +40,10 @@ pub fn main() -> std::process::ExitCode {
     logging::init(format);
     let result = match cli.command {
         Command::Check(args) => check::check(args),
-        command => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        command => match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
             Ok(rt) => rt.block_on(async move {
                 match command {
                     Command::Run(a) => run::run(a).await,
@@ -66,13 +69,14 @@ pub async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

@@ -35,7 +35,11 @@ pub struct HostArgs {
 
 impl HostArgs {
     /// The host configuration these flags describe.
-    pub fn host_config(&self, client: kube::Client, plugins_dir: PathBuf) -> anyhow::Result<HostConfig> {
+    pub fn host_config(
+        &self,
+        client: kube::Client,
+        plugins_dir: PathBuf,
+    ) -> anyhow::Result<HostConfig> {
         Ok(HostConfig {
             client,
             plugins_dir: Some(plugins_dir),
@@ -48,7 +52,10 @@ impl HostArgs {
                 memory_bytes: self.memory_limit_mib.max(1) * 1024 * 1024,
             },
             metrics_addr: parse_addr("--metrics-bind-address", &self.metrics_bind_address)?,
-            health_addr: parse_addr("--health-probe-bind-address", &self.health_probe_bind_address)?,
+            health_addr: parse_addr(
+                "--health-probe-bind-address",
+                &self.health_probe_bind_address,
+            )?,
         })
     }
 }
@@ -60,7 +67,11 @@ pub fn parse_addr(flag: &str, s: &str) -> anyhow::Result<Option<SocketAddr>> {
     if s.is_empty() || s == "0" {
         return Ok(None);
     }
-    let full = if s.starts_with(':') { format!("0.0.0.0{s}") } else { s.to_string() };
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_string()
+    };
     full.parse()
         .map(Some)
         .map_err(|e| anyhow::anyhow!("{flag}: invalid address {s:?}: {e}"))
@@ -83,7 +94,10 @@ pub struct RunArgs {
 }
 
 /// Resolves cluster access the way kubectl does.
-pub async fn client_config(kubeconfig: Option<&PathBuf>, context: Option<&String>) -> anyhow::Result<kube::Config> {
+pub async fn client_config(
+    kubeconfig: Option<&PathBuf>,
+    context: Option<&String>,
+) -> anyhow::Result<kube::Config> {
     let options = KubeConfigOptions {
         context: context.cloned(),
         ..Default::default()

@@ -93,17 +93,27 @@ impl CacheReader for SubscribedCache {
             .filter(|s| !s.trim().is_empty())
             .map(LabelSelector::parse)
             .transpose()
-            .map_err(|e| format!("invalid label selector {:?}: {e}", label_selector.unwrap_or_default()))?;
+            .map_err(|e| {
+                format!(
+                    "invalid label selector {:?}: {e}",
+                    label_selector.unwrap_or_default()
+                )
+            })?;
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
         for k in self.matching(api_version, kind)? {
-            let Some(indexer) = self.factory.indexer(k) else { continue };
+            let Some(indexer) = self.factory.indexer(k) else {
+                continue;
+            };
             let objects = match namespace {
                 Some(ns) => indexer.by_index("namespace", ns),
                 None => indexer.list(),
             };
             for obj in objects {
-                if selector.as_ref().is_some_and(|s| !s.matches(&obj.meta().labels)) {
+                if selector
+                    .as_ref()
+                    .is_some_and(|s| !s.matches(&obj.meta().labels))
+                {
                     continue;
                 }
                 if seen.insert(obj.key().to_string()) {

@@ -70,7 +70,10 @@ impl Notification {
         match self {
             Notification::Add { init, .. } => *init,
             Notification::Update { sync, .. } => *sync,
-            Notification::Delete { final_state_unknown, .. } => *final_state_unknown,
+            Notification::Delete {
+                final_state_unknown,
+                ..
+            } => *final_state_unknown,
         }
     }
 
@@ -114,11 +117,31 @@ struct Handles {
 
 impl Handles {
     fn new(m: &PluginMetrics, plugin: &str) -> Self {
-        let call = |call| m.events.get_or_create(&CallLabels { plugin: plugin.to_string(), call }).clone();
-        let err = |kind| m.errors.get_or_create(&ErrorLabels { plugin: plugin.to_string(), kind }).clone();
-        let p = PluginLabels { plugin: plugin.to_string() };
+        let call = |call| {
+            m.events
+                .get_or_create(&CallLabels {
+                    plugin: plugin.to_string(),
+                    call,
+                })
+                .clone()
+        };
+        let err = |kind| {
+            m.errors
+                .get_or_create(&ErrorLabels {
+                    plugin: plugin.to_string(),
+                    kind,
+                })
+                .clone()
+        };
+        let p = PluginLabels {
+            plugin: plugin.to_string(),
+        };
         Handles {
-            calls: [call(CallKind::Add), call(CallKind::Update), call(CallKind::Delete)],
+            calls: [
+                call(CallKind::Add),
+                call(CallKind::Update),
+                call(CallKind::Delete),
+            ],
             retry_errors: err(ErrorKind::Retry),
             fatal_errors: err(ErrorKind::Fatal),
             trap_errors: err(ErrorKind::Trap),
@@ -252,7 +275,11 @@ impl Dispatcher {
         let mut consecutive_failures = 0u32;
         let mut quarantine_level = 0u32;
         while let Some(qk) = rt.block_on(self.queue.get()) {
-            let next = self.pending.lock().get_mut(&qk).and_then(VecDeque::pop_front);
+            let next = self
+                .pending
+                .lock()
+                .get_mut(&qk)
+                .and_then(VecDeque::pop_front);
             let Some(mut item) = next else {
                 self.queue.done(&qk);
                 continue;
@@ -266,7 +293,9 @@ impl Dispatcher {
             let initial = matches!(item.notification, Notification::Add { init: true, .. });
             let started = Instant::now();
             let result = call(&mut instance, &item.notification);
-            self.handles.call_seconds.observe(started.elapsed().as_secs_f64());
+            self.handles
+                .call_seconds
+                .observe(started.elapsed().as_secs_f64());
             self.handles.calls[kind as usize].inc();
 
             let mut requeued = false;
@@ -319,14 +348,17 @@ impl Dispatcher {
             if !requeued {
                 self.settle_initial(initial);
             }
-            let _ = self.events.send(PluginEvent::Called {
-                plugin: self.plugin.to_string(),
-                version: self.version,
-                call: kind,
-                key: qk.key.to_string(),
-                flag,
-                outcome,
-            });
+            // Publishing costs a little per call, so only when someone listens.
+            if self.events.receiver_count() > 0 {
+                let _ = self.events.send(PluginEvent::Called {
+                    plugin: self.plugin.clone(),
+                    version: self.version,
+                    call: kind,
+                    key: qk.key.clone(),
+                    flag,
+                    outcome,
+                });
+            }
             if self.pending.lock().get(&qk).is_some_and(|l| !l.is_empty()) && !requeued {
                 self.queue.add(qk.clone());
             } else {

@@ -2,6 +2,7 @@
 //! can await what happened instead of polling logs or sleeping.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::metrics::CallKind;
@@ -59,14 +60,14 @@ pub enum PluginEvent {
     },
     /// A handler export was called.
     Called {
-        /// Plugin name (file stem).
-        plugin: String,
+        /// Plugin name (file stem); shared, as this event is published for every call.
+        plugin: Arc<str>,
         /// The plugin version that handled it.
         version: u64,
         /// Which export.
         call: CallKind,
         /// `namespace/name` of the object.
-        key: String,
+        key: Arc<str>,
         /// `is-in-initial-list`, `is-sync` or `final-state-unknown`, by export.
         flag: bool,
         /// How it ended.

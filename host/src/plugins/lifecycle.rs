@@ -93,7 +93,10 @@ struct Active {
 
 impl Active {
     fn ready(&self) -> bool {
-        self.registrations.iter().all(HandlerRegistration::has_synced) && self.dispatcher.initial_list_consumed()
+        self.registrations
+            .iter()
+            .all(HandlerRegistration::has_synced)
+            && self.dispatcher.initial_list_consumed()
     }
 
     /// Detaches from the informers first (no new notifications), then lets the worker finish its
@@ -129,12 +132,19 @@ pub struct PluginManager {
 
 /// The plugin name for a file: its stem (`/plugins/foo.wasm` → `foo`).
 pub fn plugin_name(path: &Path) -> String {
-    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 impl PluginManager {
     /// A manager with no plugins. `defaults` are the limits for plugins without a manifest.
-    pub fn new(runtime: Runtime, factory: InformerFactory, metrics: PluginMetrics, defaults: Limits) -> Self {
+    pub fn new(
+        runtime: Runtime,
+        factory: InformerFactory,
+        metrics: PluginMetrics,
+        defaults: Limits,
+    ) -> Self {
         let (events, _) = broadcast::channel(65_536);
         PluginManager {
             inner: Arc::new(Inner {
@@ -226,8 +236,8 @@ impl PluginManager {
     /// silently until it changes — the directory watcher calls this on every rescan.
     pub async fn reconcile_file(&self, path: &Path) -> Option<Result<LoadOutcome, LoadError>> {
         let name = plugin_name(path);
-        if let Ok((_, _, digest)) = read_plugin(path)
-            && self.inner.failed.lock().get(&name) == Some(&digest)
+        if let Ok(files) = read_plugin(path)
+            && self.inner.failed.lock().get(&name) == Some(&files.digest)
         {
             return None;
         }
@@ -235,12 +245,18 @@ impl PluginManager {
     }
 
     async fn load_inner(&self, name: &str, path: &Path) -> Result<LoadOutcome, LoadError> {
-        let (wasm, manifest_text, digest) = read_plugin(path)?;
+        let PluginFiles {
+            wasm,
+            manifest: manifest_text,
+            digest,
+        } = read_plugin(path)?;
         let mut active = self.inner.active.lock().await;
         if active.get(name).is_some_and(|a| a.digest == digest) {
             return Ok(LoadOutcome::Unchanged);
         }
-        let prepared = self.prepare(name, path, wasm, manifest_text.as_deref()).await;
+        let prepared = self
+            .prepare(name, path, wasm, manifest_text.as_deref())
+            .await;
         let (instance, info) = match prepared {
             Ok(p) => p,
             Err(e) => {
@@ -249,14 +265,25 @@ impl PluginManager {
             }
         };
         let version = self.inner.versions.fetch_add(1, Ordering::Relaxed) + 1;
-        let dispatcher = Dispatcher::new(name, version, &self.inner.metrics, self.inner.events.clone());
+        let dispatcher = Dispatcher::new(
+            name,
+            version,
+            &self.inner.metrics,
+            self.inner.events.clone(),
+        );
 
         // Attach every subscription; if one fails (unknown kind, bad selector) detach the rest.
         let mut registrations = Vec::with_capacity(info.subscriptions.len());
         for (i, sub) in info.subscriptions.iter().enumerate() {
             let key = informer_key(sub);
-            let resync = (sub.resync_period_ms > 0).then(|| Duration::from_millis(sub.resync_period_ms));
-            match self.inner.factory.add_handler(&key, dispatcher.handler(i as u32), resync).await {
+            let resync =
+                (sub.resync_period_ms > 0).then(|| Duration::from_millis(sub.resync_period_ms));
+            match self
+                .inner
+                .factory
+                .add_handler(&key, dispatcher.handler(i as u32), resync)
+                .await
+            {
                 Ok(r) => registrations.push(r),
                 Err(e) => {
                     for r in registrations {
@@ -266,7 +293,10 @@ impl PluginManager {
                     self.inner.failed.lock().insert(name.to_string(), digest);
                     return Err(LoadError::Invalid {
                         path: path.to_path_buf(),
-                        message: format!("subscription {} {} cannot be served: {e}", sub.api_version, sub.kind),
+                        message: format!(
+                            "subscription {} {} cannot be served: {e}",
+                            sub.api_version, sub.kind
+                        ),
                     });
                 }
             }
@@ -345,11 +375,17 @@ impl PluginManager {
             let compiled = runtime.compile(&wasm).map_err(|e| e.to_string())?;
             // describe() runs before the subscriptions are known, so the first instance gets a
             // cache that refuses everything; it is replaced once the subscriptions are known.
-            let probe_cache = Arc::new(SubscribedCache::new(&name_owned, factory.clone(), Vec::new()));
+            let probe_cache = Arc::new(SubscribedCache::new(
+                &name_owned,
+                factory.clone(),
+                Vec::new(),
+            ));
             let mut probe = runtime
                 .instantiate(&compiled, &name_owned, limits, probe_cache)
                 .map_err(|e| e.to_string())?;
-            let info = probe.describe().map_err(|e| format!("describe() failed: {e}"))?;
+            let info = probe
+                .describe()
+                .map_err(|e| format!("describe() failed: {e}"))?;
             drop(probe);
             Ok((compiled, info))
         })
@@ -357,7 +393,9 @@ impl PluginManager {
         .map_err(|e| invalid(format!("loader task failed: {e}")))?;
         let (compiled, mut info) = joined.map_err(invalid)?;
         if info.subscriptions.is_empty() {
-            return Err(invalid("describe() returned no subscriptions; the plugin would never be called".into()));
+            return Err(invalid(
+                "describe() returned no subscriptions; the plugin would never be called".into(),
+            ));
         }
         if let Some(ms) = manifest.resync_period_ms {
             for s in &mut info.subscriptions {
@@ -368,10 +406,12 @@ impl PluginManager {
         let cache = Arc::new(SubscribedCache::new(name, self.inner.factory.clone(), keys));
         let runtime = self.inner.runtime.clone();
         let name_owned = name.to_string();
-        let instance = tokio::task::spawn_blocking(move || runtime.instantiate(&compiled, &name_owned, limits, cache))
-            .await
-            .map_err(|e| invalid(format!("loader task failed: {e}")))?
-            .map_err(|e| invalid(e.to_string()))?;
+        let instance = tokio::task::spawn_blocking(move || {
+            runtime.instantiate(&compiled, &name_owned, limits, cache)
+        })
+        .await
+        .map_err(|e| invalid(format!("loader task failed: {e}")))?
+        .map_err(|e| invalid(e.to_string()))?;
         Ok((instance, info))
     }
 
@@ -405,7 +445,11 @@ impl PluginManager {
 
 /// The informer a subscription needs; equal subscriptions share one informer and one watch.
 pub fn informer_key(sub: &crate::runtime::Subscription) -> InformerKey {
-    let norm = |s: &Option<String>| s.as_ref().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let norm = |s: &Option<String>| {
+        s.as_ref()
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
     InformerKey {
         api_version: sub.api_version.clone(),
         kind: sub.kind.clone(),
@@ -415,8 +459,15 @@ pub fn informer_key(sub: &crate::runtime::Subscription) -> InformerKey {
     }
 }
 
+/// A plugin file's bytes, its manifest text (if any) and the digest of both.
+struct PluginFiles {
+    wasm: Vec<u8>,
+    manifest: Option<String>,
+    digest: [u8; 32],
+}
+
 /// Reads the wasm file and its manifest and hashes both: a manifest edit is a new version too.
-fn read_plugin(path: &Path) -> Result<(Vec<u8>, Option<String>, [u8; 32]), LoadError> {
+fn read_plugin(path: &Path) -> Result<PluginFiles, LoadError> {
     let wasm = std::fs::read(path).map_err(|source| LoadError::Read {
         path: path.to_path_buf(),
         source,
@@ -439,5 +490,9 @@ fn read_plugin(path: &Path) -> Result<(Vec<u8>, Option<String>, [u8; 32]), LoadE
     if let Some(m) = &manifest {
         h.update(m.as_bytes());
     }
-    Ok((wasm, manifest, h.finalize().into()))
+    Ok(PluginFiles {
+        wasm,
+        manifest,
+        digest: h.finalize().into(),
+    })
 }

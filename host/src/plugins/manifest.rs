@@ -69,11 +69,14 @@ impl Manifest {
             path: path.to_path_buf(),
             message,
         };
-        let m: Manifest = toml::from_str(text).map_err(|e| invalid(e.to_string().trim().to_string()))?;
+        let m: Manifest =
+            toml::from_str(text).map_err(|e| invalid(e.to_string().trim().to_string()))?;
         if let Some(d) = m.deadline_ms
             && !(1..=MAX_DEADLINE_MS).contains(&d)
         {
-            return Err(invalid(format!("deadline-ms must be between 1 and {MAX_DEADLINE_MS}, got {d}")));
+            return Err(invalid(format!(
+                "deadline-ms must be between 1 and {MAX_DEADLINE_MS}, got {d}"
+            )));
         }
         if let Some(mib) = m.memory_limit_mib
             && !(1..=MAX_MEMORY_MIB).contains(&mib)

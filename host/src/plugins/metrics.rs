@@ -94,12 +94,36 @@ impl PluginMetrics {
         let m = Self::unregistered();
         let r = registry.sub_registry_with_prefix("kubewasm_plugin");
         r.register("calls", "Calls into handler exports", m.events.clone());
-        r.register("errors", "Failed handler calls by failure mode", m.errors.clone());
-        r.register("retries", "Notifications redelivered after a retry error", m.retries.clone());
-        r.register("quarantines", "Quarantines after consecutive traps", m.quarantines.clone());
-        r.register("call_duration_seconds", "Duration of one handler call", m.call_seconds.clone());
-        r.register("queue_depth", "Notifications waiting for the handler", m.queue_depth.clone());
-        r.register("lifecycle", "Plugin loads, swaps, failures and unloads", m.loads.clone());
+        r.register(
+            "errors",
+            "Failed handler calls by failure mode",
+            m.errors.clone(),
+        );
+        r.register(
+            "retries",
+            "Notifications redelivered after a retry error",
+            m.retries.clone(),
+        );
+        r.register(
+            "quarantines",
+            "Quarantines after consecutive traps",
+            m.quarantines.clone(),
+        );
+        r.register(
+            "call_duration_seconds",
+            "Duration of one handler call",
+            m.call_seconds.clone(),
+        );
+        r.register(
+            "queue_depth",
+            "Notifications waiting for the handler",
+            m.queue_depth.clone(),
+        );
+        r.register(
+            "lifecycle",
+            "Plugin loads, swaps, failures and unloads",
+            m.loads.clone(),
+        );
         m
     }
 
@@ -110,7 +134,9 @@ impl PluginMetrics {
             errors: Family::default(),
             retries: Family::default(),
             quarantines: Family::default(),
-            call_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_01, 4.0, 12))),
+            call_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_01, 4.0, 12))
+            }),
             queue_depth: Family::default(),
             loads: Family::default(),
         }

@@ -14,7 +14,9 @@ pub mod metrics;
 pub mod watcher;
 
 pub use events::{CallOutcome, PluginEvent};
-pub use lifecycle::{LoadError, LoadOutcome, PluginManager, PluginStatus, informer_key, plugin_name};
+pub use lifecycle::{
+    LoadError, LoadOutcome, PluginManager, PluginStatus, informer_key, plugin_name,
+};
 pub use manifest::Manifest;
 pub use metrics::{CallKind, PluginMetrics};
 pub use watcher::DirectoryWatcher;

@@ -91,7 +91,9 @@ impl DirectoryWatcher {
             .collect();
         candidates.sort();
         for path in candidates {
-            let Some(fp) = fingerprint(&path) else { continue };
+            let Some(fp) = fingerprint(&path) else {
+                continue;
+            };
             present.insert(plugin_name(&path));
             if self.seen.get(&path) == Some(&fp) {
                 continue;
@@ -112,12 +114,13 @@ impl DirectoryWatcher {
     /// Watches the directory until `stop` is cancelled, rescanning after each burst of events.
     pub async fn run(mut self, stop: CancellationToken) -> anyhow::Result<()> {
         let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
-            Ok(_) => {
-                let _ = tx.send(());
-            }
-            Err(e) => tracing::warn!(error = %e, "plugins directory watch error"),
-        })?;
+        let mut watcher =
+            notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+                Ok(_) => {
+                    let _ = tx.send(());
+                }
+                Err(e) => tracing::warn!(error = %e, "plugins directory watch error"),
+            })?;
         watcher.watch(&self.dir, RecursiveMode::NonRecursive)?;
         tracing::info!(dir = %self.dir.display(), "watching plugins directory");
         self.rescan().await;
@@ -129,12 +132,7 @@ impl DirectoryWatcher {
                 }
             }
             // Debounce: wait until the directory has been quiet for DEBOUNCE.
-            loop {
-                match tokio::time::timeout(DEBOUNCE, rx.recv()).await {
-                    Ok(Some(())) => continue,
-                    Ok(None) | Err(_) => break,
-                }
-            }
+            while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
             self.rescan().await;
         }
         Ok(())
