@@ -645,7 +645,7 @@ mod guest_languages {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::Api;
     use kube::api::{DeleteParams, Patch, PatchParams};
-    use kubewasm::plugins::CallOutcome;
+    use kubewasm::plugins::{CallKind, CallOutcome};
     use kubewasm::runtime::Limits;
     use kubewasm_e2e::*;
 
@@ -772,27 +772,20 @@ mod guest_languages {
                 reference,
                 "{lang} differs from the Rust reference"
             );
-            let calls: Vec<_> = t
-                .recorder
-                .calls(lang)
-                .iter()
-                .map(|c| (c.call, c.key.clone(), c.flag))
-                .collect();
-            let rust: Vec<_> = t
-                .recorder
-                .calls("rust")
-                .iter()
-                .map(|c| (c.call, c.key.clone(), c.flag))
-                .collect();
-            let dedup = |v: Vec<_>| {
-                let mut v: Vec<_> = v;
-                v.dedup();
-                v.sort();
-                v
+            // Per object, the calls in order with repeats (retry attempts) folded.
+            let per_key = |plugin: &str| {
+                let mut out: BTreeMap<String, Vec<(CallKind, bool)>> = BTreeMap::new();
+                for c in t.recorder.calls(plugin) {
+                    let v = out.entry(c.key.clone()).or_default();
+                    if v.last() != Some(&(c.call, c.flag)) {
+                        v.push((c.call, c.flag));
+                    }
+                }
+                out
             };
             assert_eq!(
-                dedup(calls),
-                dedup(rust),
+                per_key(lang),
+                per_key("rust"),
                 "{lang}: same calls with the same flags"
             );
         }
