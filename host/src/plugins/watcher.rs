@@ -16,8 +16,24 @@ use tokio_util::sync::CancellationToken;
 use super::lifecycle::{PluginManager, plugin_name};
 
 /// Quiet time after the last file-system event before the directory is rescanned: long enough
-/// to coalesce one copy's many write events, short enough to keep hot-swap latency low.
+/// to coalesce one copy's many write events.
 pub const DEBOUNCE: Duration = Duration::from_millis(30);
+
+/// Quiet time after an event that says a file is complete (closed after writing, renamed into
+/// place, a `..data` symlink swapped): just enough to gather the rest of the same burst, so a
+/// hot swap is not delayed by the full [`DEBOUNCE`].
+pub const SETTLE: Duration = Duration::from_millis(2);
+
+/// Whether an event means "a file now has its final content" rather than "a write is going on".
+fn completes_a_file(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, ModifyKind};
+    matches!(
+        kind,
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write))
+            | notify::EventKind::Modify(ModifyKind::Name(_))
+            | notify::EventKind::Remove(_)
+    )
+}
 
 /// Whether a directory entry can be a plugin: `*.wasm`, not hidden, not an editor temp file.
 pub fn is_plugin_file(path: &Path) -> bool {
@@ -103,21 +119,27 @@ impl DirectoryWatcher {
             self.seen.insert(path.clone(), fp);
             let _ = self.manager.reconcile_file(&path).await;
         }
+        // Only plugins this directory provided are unloaded: plugins loaded through the manager
+        // by other means (an API, a test) are not the directory's to remove.
+        let gone: HashSet<String> = self
+            .seen
+            .keys()
+            .map(|p| plugin_name(p))
+            .filter(|n| !present.contains(n))
+            .collect();
         self.seen.retain(|p, _| present.contains(&plugin_name(p)));
-        for name in self.manager.names().await {
-            if !present.contains(&name) {
-                self.manager.unload(&name).await;
-            }
+        for name in gone {
+            self.manager.unload(&name).await;
         }
     }
 
     /// Watches the directory until `stop` is cancelled, rescanning after each burst of events.
     pub async fn run(mut self, stop: CancellationToken) -> anyhow::Result<()> {
-        let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<bool>();
         let mut watcher =
             notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
-                Ok(_) => {
-                    let _ = tx.send(());
+                Ok(event) => {
+                    let _ = tx.send(completes_a_file(&event.kind));
                 }
                 Err(e) => tracing::warn!(error = %e, "plugins directory watch error"),
             })?;
@@ -125,14 +147,22 @@ impl DirectoryWatcher {
         tracing::info!(dir = %self.dir.display(), "watching plugins directory");
         self.rescan().await;
         loop {
-            tokio::select! {
+            let mut complete = tokio::select! {
                 _ = stop.cancelled() => break,
-                got = rx.recv() => {
-                    if got.is_none() { break; }
+                got = rx.recv() => match got {
+                    Some(c) => c,
+                    None => break,
+                },
+            };
+            // Debounce: wait until the directory has been quiet; briefly if the last event
+            // completed a file, longer while writes are still coming.
+            loop {
+                let quiet = if complete { SETTLE } else { DEBOUNCE };
+                match tokio::time::timeout(quiet, rx.recv()).await {
+                    Ok(Some(c)) => complete = c,
+                    Ok(None) | Err(_) => break,
                 }
             }
-            // Debounce: wait until the directory has been quiet for DEBOUNCE.
-            while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
             self.rescan().await;
         }
         Ok(())
