@@ -70,7 +70,14 @@ pub(crate) struct RuntimeInner {
     pub disk_cache: Option<DiskCache>,
     pub config: RuntimeConfig,
     pub metrics: RuntimeMetrics,
+    /// Recently compiled handlers by wasm digest, so loading the same bytes again (several
+    /// plugins from one file, a re-drop, a swap back) shares one copy of the machine code
+    /// instead of mapping another.
+    pub recent: parking_lot::Mutex<std::collections::VecDeque<CompiledHandler>>,
 }
+
+/// How many compiled handlers stay shared in memory after their last plugin is gone.
+const RECENT_COMPILED: usize = 32;
 
 /// A validated, compiled handler, ready to instantiate any number of times; cheap to clone.
 #[derive(Clone)]
@@ -119,6 +126,7 @@ impl Runtime {
                 disk_cache,
                 config,
                 metrics,
+                recent: parking_lot::Mutex::new(std::collections::VecDeque::new()),
             }),
         })
     }
@@ -134,6 +142,33 @@ impl Runtime {
         check_binary(wasm)?;
         let inner = &*self.inner;
         let wasm_sha256: [u8; 32] = Sha256::digest(wasm).into();
+        if let Some(hit) = inner
+            .recent
+            .lock()
+            .iter()
+            .find(|c| c.wasm_sha256 == wasm_sha256)
+        {
+            inner.metrics.compiled("hit");
+            return Ok(CompiledHandler {
+                cache_hit: true,
+                ..hit.clone()
+            });
+        }
+        let compiled = self.compile_uncached_in_memory(wasm, wasm_sha256)?;
+        let mut recent = inner.recent.lock();
+        if recent.len() >= RECENT_COMPILED {
+            recent.pop_front();
+        }
+        recent.push_back(compiled.clone());
+        Ok(compiled)
+    }
+
+    fn compile_uncached_in_memory(
+        &self,
+        wasm: &[u8],
+        wasm_sha256: [u8; 32],
+    ) -> Result<CompiledHandler, RuntimeError> {
+        let inner = &*self.inner;
         let Some(disk) = &inner.disk_cache else {
             let pre = self.compile_fresh(wasm)?;
             inner.metrics.compiled("uncached");

@@ -473,7 +473,7 @@ fn compile_cache_hits_survive_restarts_and_corruption_recompiles() {
     assert!(rt.compile(&wasm).unwrap().cache_hit());
 
     // A restart (new engine, same configuration) reuses the artifact.
-    let rt = Runtime::new(config, RuntimeMetrics::unregistered()).unwrap();
+    let rt = Runtime::new(config.clone(), RuntimeMetrics::unregistered()).unwrap();
     let compiled = rt.compile(&wasm).unwrap();
     assert!(compiled.cache_hit());
     let mut h = rt
@@ -491,6 +491,9 @@ fn compile_cache_hits_survive_restarts_and_corruption_recompiles() {
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
     std::fs::write(&entries[0], &bytes).unwrap();
+    // A running runtime keeps serving its in-memory copy; the next start finds the corruption.
+    assert!(rt.compile(&wasm).unwrap().cache_hit());
+    let rt = Runtime::new(config.clone(), RuntimeMetrics::unregistered()).unwrap();
     let compiled = rt.compile(&wasm).unwrap();
     assert!(!compiled.cache_hit());
     let mut h = rt
@@ -504,8 +507,9 @@ fn compile_cache_hits_survive_restarts_and_corruption_recompiles() {
     assert_eq!(h.describe().unwrap().name, "configmap-logger");
     assert!(rt.compile(&wasm).unwrap().cache_hit());
 
-    // Truncated to nothing: same.
+    // Truncated to nothing: same, at the next start.
     std::fs::write(&entries[0], b"").unwrap();
+    let rt = Runtime::new(config, RuntimeMetrics::unregistered()).unwrap();
     assert!(!rt.compile(&wasm).unwrap().cache_hit());
 }
 
