@@ -843,7 +843,7 @@ mod soak {
     use std::sync::Arc;
 
     use kubewasm::runtime::{
-        CacheReader, GuestObject, HandlerOutcome, Limits, ObjectView, Runtime, RuntimeConfig,
+        GuestObject, HandlerOutcome, Limits, NoCache, ObjectView, Runtime, RuntimeConfig,
         RuntimeMetrics,
     };
     use kubewasm_e2e::guest;
@@ -867,30 +867,6 @@ mod soak {
                 labels: &self.labels,
                 json: &self.json,
             }
-        }
-    }
-
-    struct NoCache;
-
-    impl CacheReader for NoCache {
-        fn get(
-            &self,
-            _: &str,
-            _: &str,
-            _: Option<&str>,
-            _: &str,
-        ) -> Result<Option<Arc<dyn GuestObject>>, String> {
-            Ok(None)
-        }
-
-        fn list(
-            &self,
-            _: &str,
-            _: &str,
-            _: Option<&str>,
-            _: Option<&str>,
-        ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
-            Ok(Vec::new())
         }
     }
 

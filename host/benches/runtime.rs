@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kubewasm::runtime::{
-    CacheReader, GuestObject, HandlerOutcome, Limits, ObjectView, Runtime, RuntimeConfig,
+    GuestObject, HandlerOutcome, Limits, NoCache, ObjectView, Runtime, RuntimeConfig,
     RuntimeMetrics,
 };
 
@@ -52,29 +52,6 @@ fn object(rv: &str) -> Obj {
             ("tier".into(), "web".into()),
         ],
         json,
-    }
-}
-
-struct NoCache;
-
-impl CacheReader for NoCache {
-    fn get(
-        &self,
-        _: &str,
-        _: &str,
-        _: Option<&str>,
-        _: &str,
-    ) -> Result<Option<Arc<dyn GuestObject>>, String> {
-        Ok(None)
-    }
-    fn list(
-        &self,
-        _: &str,
-        _: &str,
-        _: Option<&str>,
-        _: Option<&str>,
-    ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
-        Ok(Vec::new())
     }
 }
 

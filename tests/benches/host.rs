@@ -19,7 +19,7 @@ use kube::Api;
 use kube::api::PostParams;
 use kubewasm::informer::InformerKey;
 use kubewasm::plugins::{CallOutcome, PluginEvent};
-use kubewasm::runtime::{CacheReader, GuestObject, Limits, Runtime, RuntimeConfig, RuntimeMetrics};
+use kubewasm::runtime::{Limits, NoCache, Runtime, RuntimeConfig, RuntimeMetrics};
 use kubewasm_e2e::*;
 use tokio::sync::broadcast;
 
@@ -91,28 +91,6 @@ fn install_bytes(bytes: &[u8], dir: &Path, name: &str) {
     let tmp = dir.join(format!(".{name}.tmp"));
     std::fs::write(&tmp, bytes).unwrap();
     std::fs::rename(&tmp, dir.join(name)).unwrap();
-}
-
-struct NoCache;
-impl CacheReader for NoCache {
-    fn get(
-        &self,
-        _: &str,
-        _: &str,
-        _: Option<&str>,
-        _: &str,
-    ) -> Result<Option<Arc<dyn GuestObject>>, String> {
-        Ok(None)
-    }
-    fn list(
-        &self,
-        _: &str,
-        _: &str,
-        _: Option<&str>,
-        _: Option<&str>,
-    ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
-        Ok(Vec::new())
-    }
 }
 
 /// Hot-swap latency and idle RSS, on a server holding a single ConfigMap so that neither figure

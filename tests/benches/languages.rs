@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kubewasm::runtime::{
-    CacheReader, GuestObject, HandlerInstance, HandlerOutcome, Limits, ObjectView, Runtime,
+    GuestObject, HandlerInstance, HandlerOutcome, Limits, NoCache, ObjectView, Runtime,
     RuntimeConfig, RuntimeMetrics,
 };
 
@@ -134,31 +134,6 @@ fn config_map(resource_version: u64, mode: &str) -> BenchObject {
     }
 }
 
-/// The handlers only use `cache` when asked to; a benchmark call must never reach it.
-struct NoCache;
-
-impl CacheReader for NoCache {
-    fn get(
-        &self,
-        _: &str,
-        _: &str,
-        _: Option<&str>,
-        _: &str,
-    ) -> Result<Option<Arc<dyn GuestObject>>, String> {
-        Err("no cache in the language benchmark".to_string())
-    }
-
-    fn list(
-        &self,
-        _: &str,
-        _: &str,
-        _: Option<&str>,
-        _: Option<&str>,
-    ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
-        Err("no cache in the language benchmark".to_string())
-    }
-}
-
 /// Per-call timings of one mode.
 struct CallCost {
     median: Duration,
@@ -250,7 +225,7 @@ fn measure(wasm: &[u8]) -> anyhow::Result<Measured> {
     }
     let load = median(loads);
 
-    let cache: Arc<dyn CacheReader> = Arc::new(NoCache);
+    let cache: Arc<dyn kubewasm::runtime::CacheReader> = Arc::new(NoCache);
     let limits = Limits {
         deadline: Duration::from_secs(10),
         ..Limits::default()

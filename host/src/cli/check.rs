@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::plugins::Manifest;
-use crate::runtime::{CacheReader, GuestObject, Runtime, RuntimeConfig, RuntimeMetrics};
+use crate::runtime::{NoCache, Runtime, RuntimeConfig, RuntimeMetrics};
 
 /// Arguments of `kubewasm check`.
 #[derive(clap::Args, Debug, Clone)]
@@ -12,30 +12,6 @@ pub struct CheckArgs {
     /// The handler component(s) to validate.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
-}
-
-/// `describe()` may not read the cache: nothing is subscribed yet.
-struct NoCache;
-
-impl CacheReader for NoCache {
-    fn get(
-        &self,
-        _: &str,
-        _: &str,
-        _: Option<&str>,
-        _: &str,
-    ) -> Result<Option<Arc<dyn GuestObject>>, String> {
-        Err("the cache is not available during describe()".into())
-    }
-    fn list(
-        &self,
-        _: &str,
-        _: &str,
-        _: Option<&str>,
-        _: Option<&str>,
-    ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
-        Err("the cache is not available during describe()".into())
-    }
 }
 
 /// Validates each file as the host would load it and prints its `describe()` as JSON.

@@ -274,7 +274,11 @@ impl Dispatcher {
     fn run(self: Arc<Self>, mut instance: HandlerInstance, rt: tokio::runtime::Handle) {
         let mut consecutive_failures = 0u32;
         let mut quarantine_level = 0u32;
-        while let Some(qk) = rt.block_on(self.queue.get()) {
+        while let Some(qk) = self
+            .queue
+            .try_get()
+            .or_else(|| rt.block_on(self.queue.get()))
+        {
             let next = self
                 .pending
                 .lock()

@@ -33,6 +33,6 @@ pub use limits::Limits;
 pub use metrics::RuntimeMetrics;
 pub use quarantine::QuarantinePolicy;
 pub use types::{
-    CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, LogObserver, ObjectView, PluginInfo,
-    Subscription,
+    CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, LogObserver, NoCache, ObjectView,
+    PluginInfo, Subscription,
 };

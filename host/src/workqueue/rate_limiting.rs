@@ -86,6 +86,17 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> RateLimitingQueue<T> {
         self.inner.limiter.num_requeues(item)
     }
 
+    /// Takes a ready item without waiting; `None` if none is ready right now. Lets a worker on a
+    /// plain thread drain a busy queue without a runtime round-trip per item.
+    pub fn try_get(&self) -> Option<T> {
+        let mut st = self.inner.state.lock();
+        if st.shutting_down {
+            return None;
+        }
+        st.promote(Instant::now());
+        st.get()
+    }
+
     /// Waits for the next item and marks it processing. Queued items are still handed out after
     /// shutdown; `None` once shut down and empty.
     pub async fn get(&self) -> Option<T> {
