@@ -483,7 +483,7 @@ async fn removing_the_last_plugin_stops_the_informer_and_configmap_volume_swaps_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_manifest_and_unknown_kind_are_reported_and_others_keep_running() {
+async fn a_bad_manifest_is_reported_and_others_keep_running() {
     let server = start_server().await;
     let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
     let dir = plugin_dir();
@@ -903,4 +903,67 @@ mod soak {
             }
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_delays_loading_until_it_is_up() {
+    // An address where nothing listens yet.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let unreachable =
+        kube::Client::try_from(kube::Config::new(format!("http://{addr}").parse().unwrap()))
+            .unwrap();
+    let dir = plugin_dir();
+    install(&guest(LOGGER), dir.path(), "patient.wasm");
+    let logs = GuestLogs::default();
+    let host = kubewasm::cli::host::Host::start(kubewasm::cli::host::HostConfig {
+        client: unreachable,
+        plugins_dir: None,
+        runtime: kubewasm::runtime::RuntimeConfig {
+            log_observer: Some(logs.observer()),
+            ..Default::default()
+        },
+        limits: Limits::default(),
+        metrics_addr: None,
+        health_addr: None,
+    })
+    .await
+    .unwrap();
+    let recorder = Recorder::start(host.manager.subscribe());
+    let host = host
+        .watch_directory(dir.path().to_path_buf())
+        .await
+        .unwrap();
+    recorder
+        .wait("both initial scans fail, saying they will retry", |r| {
+            r.events()
+                .iter()
+                .filter(|e| {
+                    matches!(e, PluginEvent::LoadFailed { plugin, error, .. }
+                        if plugin == "patient" && error.contains("will retry"))
+                })
+                .count()
+                >= 2
+        })
+        .await;
+    assert!(host.manager.names().await.is_empty());
+
+    // Only the watcher's retry timer can load it now: nothing in the directory changes.
+    let server = apiserver::ApiServer::start(apiserver::Config {
+        bind: addr,
+        ..apiserver::Config::default()
+    })
+    .await
+    .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
+    let rv = create(&api, "hello", &[]).await;
+    // Seen in the initial list or as a watch event, depending on which came first.
+    let prefix = format!("add default/hello rv={rv} ");
+    logs.wait_for("patient", "the object", |l| {
+        l.iter().any(|x| x.starts_with(&prefix))
+    })
+    .await;
+    host.shutdown().await;
 }

@@ -41,10 +41,27 @@ impl SourceFactory for KubeSourceFactory {
         let gvk = GroupVersionKind::gvk(group, version, &key.kind);
         let (ar, caps) = kube::discovery::pinned_kind(&self.client, &gvk)
             .await
-            .map_err(|e| InformerError::UnknownKind {
-                api_version: key.api_version.clone(),
-                kind: key.kind.clone(),
-                cause: e.to_string(),
+            .map_err(|e| {
+                let (api_version, kind, cause) =
+                    (key.api_version.clone(), key.kind.clone(), e.to_string());
+                match e {
+                    // The server answered: the kind (or its group/version) is not served.
+                    kube::Error::Discovery(_) => InformerError::UnknownKind {
+                        api_version,
+                        kind,
+                        cause,
+                    },
+                    kube::Error::Api(ref s) if s.code == 404 => InformerError::UnknownKind {
+                        api_version,
+                        kind,
+                        cause,
+                    },
+                    _ => InformerError::DiscoveryUnavailable {
+                        api_version,
+                        kind,
+                        cause,
+                    },
+                }
             })?;
         let api: Api<DynamicObject> = match (&key.namespace, &caps.scope) {
             (Some(ns), Scope::Namespaced) => Api::namespaced_with(self.client.clone(), ns, &ar),

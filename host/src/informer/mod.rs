@@ -105,7 +105,7 @@ impl std::fmt::Display for InformerKey {
 /// Failures visible to callers of the informer API.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum InformerError {
-    /// Discovery could not resolve the kind (not served, or the server is unreachable).
+    /// The server does not serve the kind.
     #[error("cannot resolve {kind} in {api_version}: {cause}")]
     UnknownKind {
         /// apiVersion that was asked for.
@@ -113,6 +113,16 @@ pub enum InformerError {
         /// Kind that was asked for.
         kind: String,
         /// What discovery answered.
+        cause: String,
+    },
+    /// Discovery could not reach the server; the same request may succeed later.
+    #[error("cannot resolve {kind} in {api_version} now (will retry): {cause}")]
+    DiscoveryUnavailable {
+        /// apiVersion that was asked for.
+        api_version: String,
+        /// Kind that was asked for.
+        kind: String,
+        /// Why discovery failed.
         cause: String,
     },
     /// The informer (or the factory) has been stopped.

@@ -18,7 +18,7 @@ use super::dispatch::Dispatcher;
 use super::events::PluginEvent;
 use super::manifest::Manifest;
 use super::metrics::{LoadLabels, PluginMetrics};
-use crate::informer::{HandlerRegistration, InformerFactory, InformerKey};
+use crate::informer::{HandlerRegistration, InformerError, InformerFactory, InformerKey};
 use crate::runtime::{Limits, PluginInfo, Runtime};
 
 /// Why a plugin file could not be (re)loaded. Every message names the file.
@@ -35,6 +35,14 @@ pub enum LoadError {
     /// The manifest beside it is invalid.
     #[error("{0}")]
     Manifest(#[from] super::manifest::ManifestError),
+    /// The API server could not be asked about a subscription; loading is retried later.
+    #[error("{path}: {message}")]
+    Unavailable {
+        /// The plugin file.
+        path: PathBuf,
+        /// What failed.
+        message: String,
+    },
     /// Not a usable handler component (not a component, wrong world, trap in describe, ...).
     #[error("{path}: {message}")]
     Invalid {
@@ -290,14 +298,16 @@ impl PluginManager {
                         r.remove().await;
                     }
                     dispatcher.stop();
+                    let message = format!(
+                        "subscription {} {} cannot be served: {e}",
+                        sub.api_version, sub.kind
+                    );
+                    let path = path.to_path_buf();
+                    if matches!(e, InformerError::DiscoveryUnavailable { .. }) {
+                        return Err(LoadError::Unavailable { path, message });
+                    }
                     self.inner.failed.lock().insert(name.to_string(), digest);
-                    return Err(LoadError::Invalid {
-                        path: path.to_path_buf(),
-                        message: format!(
-                            "subscription {} {} cannot be served: {e}",
-                            sub.api_version, sub.kind
-                        ),
-                    });
+                    return Err(LoadError::Invalid { path, message });
                 }
             }
         }

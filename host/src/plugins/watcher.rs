@@ -13,7 +13,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::lifecycle::{PluginManager, plugin_name};
+use super::lifecycle::{LoadError, PluginManager, plugin_name};
 
 /// Quiet time after the last file-system event before the directory is rescanned: long enough
 /// to coalesce one copy's many write events.
@@ -23,6 +23,15 @@ pub const DEBOUNCE: Duration = Duration::from_millis(30);
 /// place, a `..data` symlink swapped): just enough to gather the rest of the same burst, so a
 /// hot swap is not delayed by the full [`DEBOUNCE`].
 pub const SETTLE: Duration = Duration::from_millis(2);
+
+/// How often plugins whose load failed for a transient reason are tried again.
+pub const RETRY: Duration = Duration::from_secs(5);
+
+/// Whether an event only reports that a file was opened, read or closed without writing.
+fn is_read_only(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    matches!(kind, notify::EventKind::Access(a) if !matches!(a, AccessKind::Close(AccessMode::Write)))
+}
 
 /// Whether an event means "a file now has its final content" rather than "a write is going on".
 fn completes_a_file(kind: &notify::EventKind) -> bool {
@@ -78,6 +87,8 @@ pub struct DirectoryWatcher {
     dir: PathBuf,
     manager: PluginManager,
     seen: HashMap<PathBuf, Fingerprint>,
+    /// A load failed for a transient reason (API server unreachable): rescan on a timer.
+    retry_pending: bool,
 }
 
 impl DirectoryWatcher {
@@ -87,12 +98,14 @@ impl DirectoryWatcher {
             dir: dir.into(),
             manager,
             seen: HashMap::new(),
+            retry_pending: false,
         }
     }
 
     /// Loads new and changed plugin files and unloads plugins whose file is gone. Errors are
     /// logged and published by the manager; they never stop the watcher.
     pub async fn rescan(&mut self) {
+        self.retry_pending = false;
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(e) => e,
             Err(e) => {
@@ -117,7 +130,13 @@ impl DirectoryWatcher {
             // Remember the fingerprint before loading: a half-written file fails validation, and
             // the write that completes it changes the fingerprint and brings us back here.
             self.seen.insert(path.clone(), fp);
-            let _ = self.manager.reconcile_file(&path).await;
+            if let Some(Err(LoadError::Unavailable { .. })) =
+                self.manager.reconcile_file(&path).await
+            {
+                // The server could not be asked; forget the file so the next rescan retries it.
+                self.seen.remove(&path);
+                self.retry_pending = true;
+            }
         }
         // Only plugins this directory provided are unloaded: plugins loaded through the manager
         // by other means (an API, a test) are not the directory's to remove.
@@ -138,6 +157,9 @@ impl DirectoryWatcher {
         let (tx, mut rx) = mpsc::unbounded_channel::<bool>();
         let mut watcher =
             notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+                // Reads (our own, when loading a file) are not changes; reacting to them would
+                // rescan in a loop while a load keeps failing.
+                Ok(event) if is_read_only(&event.kind) => {}
                 Ok(event) => {
                     let _ = tx.send(completes_a_file(&event.kind));
                 }
@@ -145,14 +167,17 @@ impl DirectoryWatcher {
             })?;
         watcher.watch(&self.dir, RecursiveMode::NonRecursive)?;
         tracing::info!(dir = %self.dir.display(), "watching plugins directory");
+        // Changes between the caller's first rescan and the watch being set up are not lost.
         self.rescan().await;
         loop {
+            let retry = tokio::time::sleep(RETRY);
             let mut complete = tokio::select! {
                 _ = stop.cancelled() => break,
                 got = rx.recv() => match got {
                     Some(c) => c,
                     None => break,
                 },
+                _ = retry, if self.retry_pending => true,
             };
             // Debounce: wait until the directory has been quiet; briefly if the last event
             // completed a file, longer while writes are still coming.
