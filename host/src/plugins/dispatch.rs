@@ -29,6 +29,9 @@ pub const QUARANTINE_BASE: Duration = Duration::from_secs(1);
 /// Longest quarantine.
 pub const QUARANTINE_MAX: Duration = Duration::from_secs(300);
 
+/// Polls of an empty queue before the worker parks (each is a `yield_now`).
+const SPIN_BEFORE_PARK: usize = 64;
+
 /// One notification as client-go's `ResourceEventHandler` would receive it.
 #[derive(Clone)]
 pub enum Notification {
@@ -271,14 +274,23 @@ impl Dispatcher {
             .spawn(move || d.run(instance, rt))
     }
 
+    /// The next queued item. A busy stream is drained without parking: the worker polls for a
+    /// few microseconds before it sleeps on the queue, since a park/unpark per item costs more
+    /// than a typical guest call.
+    fn next_item(&self, rt: &tokio::runtime::Handle) -> Option<QueueKey> {
+        for _ in 0..SPIN_BEFORE_PARK {
+            if let Some(item) = self.queue.try_get() {
+                return Some(item);
+            }
+            std::thread::yield_now();
+        }
+        rt.block_on(self.queue.get())
+    }
+
     fn run(self: Arc<Self>, mut instance: HandlerInstance, rt: tokio::runtime::Handle) {
         let mut consecutive_failures = 0u32;
         let mut quarantine_level = 0u32;
-        while let Some(qk) = self
-            .queue
-            .try_get()
-            .or_else(|| rt.block_on(self.queue.get()))
-        {
+        while let Some(qk) = self.next_item(&rt) {
             let next = self
                 .pending
                 .lock()

@@ -196,6 +196,16 @@ impl PluginManager {
         out
     }
 
+    /// Whether the plugin called `name` runs and has handled its replay.
+    pub async fn plugin_ready(&self, name: &str) -> bool {
+        self.inner
+            .active
+            .lock()
+            .await
+            .get(name)
+            .is_some_and(Active::ready)
+    }
+
     /// Ready when every plugin's informers have synced and it has handled its replay.
     pub async fn is_ready(&self) -> bool {
         self.inner.active.lock().await.values().all(Active::ready)
