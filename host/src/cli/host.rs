@@ -75,29 +75,19 @@ impl Host {
         )
         .await?;
 
-        let watcher = match config.plugins_dir {
-            Some(dir) => {
-                if !dir.is_dir() {
-                    anyhow::bail!(
-                        "plugins directory {} does not exist or is not a directory",
-                        dir.display()
-                    );
-                }
-                let mut w = DirectoryWatcher::new(dir, manager.clone());
-                w.rescan().await;
-                Some(tokio::spawn(w.run(stop.clone())))
-            }
-            None => None,
-        };
-        Ok(Host {
+        let host = Host {
             manager,
             factory,
             registry,
             metrics_addr,
             health_addr,
             stop,
-            watcher,
-        })
+            watcher: None,
+        };
+        match config.plugins_dir {
+            Some(dir) => host.watch_directory(dir).await,
+            None => Ok(host),
+        }
     }
 
     /// Starts watching `dir` (after loading what it holds), for hosts started without one.
