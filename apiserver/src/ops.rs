@@ -160,6 +160,17 @@ where
     Ok(out)
 }
 
+/// The checks every full-object write (create, update) makes on the request body.
+fn check_body(rt: &ResourceType, body: &Value, ns: &str) -> ApiResult<()> {
+    if !body.is_object() {
+        return Err(ApiError::bad_request(
+            "the object provided is not a JSON object",
+        ));
+    }
+    check_type_meta(rt, body)?;
+    check_namespace(rt, body, ns)
+}
+
 /// Create an object (POST). Returns the stored object.
 pub fn create(
     app: &App,
@@ -168,13 +179,7 @@ pub fn create(
     mut body: Value,
     opts: &WriteOpts,
 ) -> ApiResult<Arc<Obj>> {
-    if !body.is_object() {
-        return Err(ApiError::bad_request(
-            "the object provided is not a JSON object",
-        ));
-    }
-    check_type_meta(rt, &body)?;
-    check_namespace(rt, &body, ns)?;
+    check_body(rt, &body, ns)?;
     if rt.namespaced && app.store.get("/namespaces", "", ns).is_none() {
         return Err(ApiError::namespace_not_found(ns));
     }
@@ -451,13 +456,7 @@ pub fn update(
     status_only: bool,
     opts: &WriteOpts,
 ) -> ApiResult<Arc<Obj>> {
-    if !body.is_object() {
-        return Err(ApiError::bad_request(
-            "the object provided is not a JSON object",
-        ));
-    }
-    check_type_meta(rt, &body)?;
-    check_namespace(rt, &body, ns)?;
+    check_body(rt, &body, ns)?;
     if let Some(n) = meta_str(&body, "name")
         && n != name
     {

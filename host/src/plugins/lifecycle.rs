@@ -237,12 +237,25 @@ impl PluginManager {
     /// running version (if any) is untouched.
     pub async fn load_file(&self, path: &Path) -> Result<LoadOutcome, LoadError> {
         let name = plugin_name(path);
-        let result = self.load_inner(&name, path).await;
+        let result = match read_plugin(path) {
+            Ok(files) => self.load_inner(&name, path, files).await,
+            Err(e) => Err(e),
+        };
+        self.report(&name, path, result)
+    }
+
+    /// Counts, logs and publishes a failed load; passes the result through.
+    fn report(
+        &self,
+        name: &str,
+        path: &Path,
+        result: Result<LoadOutcome, LoadError>,
+    ) -> Result<LoadOutcome, LoadError> {
         if let Err(e) = &result {
-            self.count(&name, "failed");
+            self.count(name, "failed");
             tracing::error!(plugin = %name, path = %path.display(), error = %e, "plugin not loaded; any previous version keeps running");
             self.emit(PluginEvent::LoadFailed {
-                plugin: name,
+                plugin: name.to_string(),
                 path: path.to_path_buf(),
                 error: e.to_string(),
             });
@@ -251,23 +264,29 @@ impl PluginManager {
     }
 
     /// Like [`PluginManager::load_file`], but a file whose content already failed is skipped
-    /// silently until it changes — the directory watcher calls this on every rescan.
+    /// silently until it changes — the directory watcher calls this on every rescan. The file
+    /// is read once for both the check and the load.
     pub async fn reconcile_file(&self, path: &Path) -> Option<Result<LoadOutcome, LoadError>> {
         let name = plugin_name(path);
-        if let Ok(files) = read_plugin(path)
-            && self.inner.failed.lock().get(&name) == Some(&files.digest)
-        {
-            return None;
-        }
-        Some(self.load_file(path).await)
+        let result = match read_plugin(path) {
+            Ok(files) if self.inner.failed.lock().get(&name) == Some(&files.digest) => return None,
+            Ok(files) => self.load_inner(&name, path, files).await,
+            Err(e) => Err(e),
+        };
+        Some(self.report(&name, path, result))
     }
 
-    async fn load_inner(&self, name: &str, path: &Path) -> Result<LoadOutcome, LoadError> {
+    async fn load_inner(
+        &self,
+        name: &str,
+        path: &Path,
+        files: PluginFiles,
+    ) -> Result<LoadOutcome, LoadError> {
         let PluginFiles {
             wasm,
             manifest: manifest_text,
             digest,
-        } = read_plugin(path)?;
+        } = files;
         let mut active = self.inner.active.lock().await;
         if active.get(name).is_some_and(|a| a.digest == digest) {
             return Ok(LoadOutcome::Unchanged);
