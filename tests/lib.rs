@@ -257,6 +257,7 @@ pub async fn start_host(
         limits,
         metrics_addr: None,
         health_addr: Some("127.0.0.1:0".parse().unwrap()),
+        shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,
     };
     // The recorder must subscribe before the first plugin loads, so the directory is attached
     // after the host (and its event channel) exists.

@@ -210,6 +210,7 @@ async fn main() {
         limits: Limits::default(),
         metrics_addr: None,
         health_addr: None,
+        shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,
     })
     .await
     .unwrap();

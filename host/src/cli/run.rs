@@ -25,12 +25,15 @@ pub struct HostArgs {
     /// Where compiled plugins are cached (default: `$XDG_CACHE_HOME/kubewasm`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// CPU deadline of one handler call, for plugins without a manifest.
+    /// Wall-clock deadline of one handler call, for plugins without a manifest.
     #[arg(long, default_value_t = 1000)]
     pub deadline_ms: u64,
     /// Linear-memory cap of one plugin, for plugins without a manifest.
     #[arg(long, default_value_t = 64)]
     pub memory_limit_mib: u64,
+    /// At SIGTERM/SIGINT, how long in-flight handler calls may run on before they are abandoned.
+    #[arg(long, default_value_t = 10_000)]
+    pub shutdown_grace_ms: u64,
 }
 
 impl HostArgs {
@@ -56,6 +59,7 @@ impl HostArgs {
                 "--health-probe-bind-address",
                 &self.health_probe_bind_address,
             )?,
+            shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
         })
     }
 }
@@ -122,8 +126,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let host = Host::start(args.host.host_config(client, args.plugins)?).await?;
     log_endpoints(&host);
     super::wait_for_signal().await;
-    tracing::info!("shutting down");
-    host.shutdown().await;
+    super::shutdown_or_second_signal(host.shutdown()).await;
     Ok(())
 }
 

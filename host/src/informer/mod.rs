@@ -26,14 +26,14 @@ mod tests;
 
 pub use backoff::BackoffConfig;
 pub use delta_fifo::{DeletedFinalStateUnknown, Delta, DeltaFifo, DeltaObject, DeltaType};
-pub use factory::{HandlerRegistration, InformerFactory};
+pub use factory::{HandlerRegistration, InformerFactory, SyncProbe};
 pub use indexer::{IndexError, IndexFunc, Indexer, NAMESPACE_INDEX};
 pub use kube_source::{KubeListerWatcher, KubeSourceFactory};
 pub use list_watch::{
     ListOptions, ListPage, ListerWatcher, SourceError, SourceErrorKind, SourceFactory, WatchEvent,
     WatchOptions, WatchStream,
 };
-pub use listener::{FilteringHandler, ResourceEventHandler};
+pub use listener::{FilteringHandler, Notification, ResourceEventHandler};
 pub use metrics::InformerMetrics;
 pub use object::{KubeObject, MalformedObject, ObjectMeta, SharedObject, json_serialisations};
 pub use reflector::{ReflectorConfig, TransformFunc};
@@ -134,4 +134,59 @@ pub enum InformerError {
     /// A source failed while building the informer.
     #[error(transparent)]
     Source(#[from] SourceError),
+}
+
+/// A subscription field that cannot be used (TEMPORARY: replaced by the shared apimachinery rules).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("subscription field {field}: invalid value {value:?}: {reason}")]
+pub struct InvalidKey {
+    /// The WIT field name.
+    pub field: &'static str,
+    /// The value, as given.
+    pub value: String,
+    /// Why it is invalid.
+    pub reason: String,
+}
+
+impl InformerKey {
+    /// Checks every field before it can reach a request URL.
+    pub fn validate(&self) -> Result<(), InvalidKey> {
+        let bad = |field, value: &str, reason: &str| InvalidKey {
+            field,
+            value: value.to_string(),
+            reason: reason.to_string(),
+        };
+        let dns_label = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 63
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !s.starts_with('-')
+                && !s.ends_with('-')
+        };
+        if let Some(ns) = &self.namespace
+            && !dns_label(ns)
+        {
+            return Err(bad("namespace", ns, "must be a DNS-1123 label"));
+        }
+        let av_ok = !self.api_version.is_empty()
+            && self.api_version.split('/').count() <= 2
+            && self.api_version.bytes().all(|b| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.' || b == b'/'
+            });
+        if !av_ok {
+            return Err(bad("api-version", &self.api_version, "must be `version` or `group/version`"));
+        }
+        if self.kind.is_empty()
+            || self.kind.len() > 63
+            || !self.kind.bytes().all(|b| b.is_ascii_alphanumeric())
+            || !self.kind.as_bytes()[0].is_ascii_uppercase()
+        {
+            return Err(bad("kind", &self.kind, "must be a CamelCase kind name"));
+        }
+        if let Some(l) = &self.label_selector {
+            LabelSelector::parse(l).map_err(|e| bad("label-selector", l, &e))?;
+        }
+        Ok(())
+    }
 }
