@@ -6,7 +6,7 @@
 //! waiting ones ([`coalesce`]), so a hung, quarantined or slow plugin costs at most
 //! `max(cap, one notification per object)`: memory stays O(objects), not O(events).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -77,6 +77,49 @@ pub struct PluginQueue {
 struct Pending {
     by_key: HashMap<QueueKey, VecDeque<Item>>,
     total: usize,
+    /// Keys with more than one item waiting: what can still be coalesced when a new object
+    /// arrives over the cap.
+    multi: HashSet<QueueKey>,
+}
+
+/// What folding one object's waiting items into one removed.
+#[derive(Default)]
+struct Folded {
+    removed: usize,
+    removed_initial: usize,
+    added_initial: usize,
+}
+
+impl Pending {
+    /// Folds `qk`'s waiting items (plus `extra`, the newest) into one transition.
+    fn fold(&mut self, qk: &QueueKey, extra: Option<Notification>) -> Folded {
+        let list = self.by_key.entry(qk.clone()).or_default();
+        let merged: Vec<Notification> = list
+            .drain(..)
+            .map(|i| i.notification)
+            .chain(extra)
+            .collect();
+        let mut f = Folded::default();
+        if merged.is_empty() {
+            return f;
+        }
+        let old_count = merged.len();
+        f.removed_initial = merged.iter().filter(|n| n.is_initial()).count();
+        if let Some(one) = coalesce(merged) {
+            f.added_initial = usize::from(one.is_initial());
+            list.push_back(Item {
+                notification: one,
+                attempts: 0,
+            });
+        }
+        let kept = list.len();
+        f.removed = old_count - kept;
+        self.multi.remove(qk);
+        if kept == 0 {
+            self.by_key.remove(qk);
+        }
+        f
+    }
 }
 
 impl PluginQueue {
@@ -110,74 +153,75 @@ impl PluginQueue {
             key: n.object().key().into(),
         };
         let mut pending = self.pending.lock();
-        let over_cap = pending.total >= self.cap;
+        let n_initial = usize::from(n.is_initial());
+        let (mut removed_initial, mut added_initial) = (0usize, n_initial);
         let list = pending.by_key.entry(qk.clone()).or_default();
-        let mut removed = 0usize;
-        let mut removed_initial = 0usize;
         // A notification waiting for a retry is superseded by anything newer for the object:
         // redelivering a stale state after a fresh one would go back in time.
         if list.front().is_some_and(|p| p.attempts > 0) {
             let stale = list.pop_front().expect("front exists");
-            removed += 1;
             removed_initial += usize::from(stale.notification.is_initial());
+            pending.total -= 1;
             self.queue.forget(&qk);
         }
-        let mut added = 0usize;
-        if over_cap && !list.is_empty() {
-            let merged: Vec<Notification> = list
-                .drain(..)
-                .map(|i| i.notification)
-                .chain(std::iter::once(n))
-                .collect();
-            removed += merged.len() - 1;
-            removed_initial += merged[..merged.len() - 1]
-                .iter()
-                .filter(|n| n.is_initial())
-                .count();
-            self.metrics.coalesced.inc_by(merged.len() as u64 - 1);
-            if let Some(one) = coalesce(merged) {
-                if one.is_initial() {
-                    self.initial_outstanding.fetch_add(1, Ordering::AcqRel);
-                }
-                list.push_back(Item {
-                    notification: one,
-                    attempts: 0,
-                });
-                added = 1;
-            }
-            if !self.coalescing.swap(true, Ordering::AcqRel) {
-                tracing::warn!(plugin = %self.plugin, cap = self.cap,
-                    "plugin is not keeping up: its queue reached max-queued; notifications per object now coalesce into one transition");
-            }
+        let over_cap = pending.total >= self.cap;
+        let waiting = pending.by_key.get(&qk).map_or(0, VecDeque::len);
+        if over_cap && waiting > 0 {
+            let f = pending.fold(&qk, Some(n));
+            // `n` was never counted as outstanding, so it is not settled either.
+            removed_initial += f.removed_initial - n_initial;
+            added_initial = f.added_initial;
+            pending.total = pending.total + 1 - f.removed;
+            self.metrics.coalesced.inc_by(f.removed as u64);
+            self.start_coalescing();
         } else {
-            if n.is_initial() {
-                self.initial_outstanding.fetch_add(1, Ordering::AcqRel);
-            }
+            let list = pending.by_key.entry(qk.clone()).or_default();
             list.push_back(Item {
                 notification: n,
                 attempts: 0,
             });
-            added = 1;
+            if list.len() > 1 {
+                pending.multi.insert(qk.clone());
+            }
+            pending.total += 1;
+            if over_cap {
+                // A new object over the cap: make room by folding another object's backlog,
+                // so the queue holds at most max(cap, one notification per object).
+                if let Some(other) = pending.multi.iter().next().cloned() {
+                    let f = pending.fold(&other, None);
+                    removed_initial += f.removed_initial;
+                    added_initial += f.added_initial;
+                    pending.total -= f.removed;
+                    self.metrics.coalesced.inc_by(f.removed as u64);
+                    if !pending.by_key.contains_key(&other) {
+                        self.queue.forget(&other);
+                    }
+                }
+                self.start_coalescing();
+            }
         }
-        let empty = list.is_empty();
-        if empty {
-            pending.by_key.remove(&qk);
-        }
-        pending.total = pending.total + added - removed;
+        let queued = pending.by_key.contains_key(&qk);
+        self.metrics.depth.set(pending.total as i64);
         drop(pending);
-        self.metrics.depth.inc_by(added as i64);
-        self.settle(removed, removed_initial);
-        if !empty {
+        if added_initial > 0 {
+            self.initial_outstanding
+                .fetch_add(added_initial, Ordering::AcqRel);
+        }
+        self.settle(removed_initial);
+        if queued {
             self.queue.add(qk);
         }
     }
 
-    /// Bookkeeping for `n` notifications (of which `initial` were initial adds) that left the
-    /// queue without being delivered, or were delivered.
-    fn settle(&self, n: usize, initial: usize) {
-        if n > 0 {
-            self.metrics.depth.dec_by(n as i64);
+    fn start_coalescing(&self) {
+        if !self.coalescing.swap(true, Ordering::AcqRel) {
+            tracing::warn!(plugin = %self.plugin, cap = self.cap,
+                "plugin is not keeping up: its queue reached max-queued; notifications per object now coalesce into one transition");
         }
+    }
+
+    /// Readiness bookkeeping for `initial` initial adds that were delivered or left the queue.
+    fn settle(&self, initial: usize) {
         if initial > 0 {
             self.initial_outstanding
                 .fetch_sub(initial, Ordering::AcqRel);
@@ -203,8 +247,11 @@ impl PluginQueue {
         let mut pending = self.pending.lock();
         let list = pending.by_key.get_mut(qk)?;
         let item = list.pop_front()?;
+        if list.len() <= 1 {
+            pending.multi.remove(qk);
+        }
         pending.total -= 1;
-        self.metrics.depth.dec();
+        self.metrics.depth.set(pending.total as i64);
         if pending.total * 2 < self.cap && self.coalescing.swap(false, Ordering::AcqRel) {
             tracing::info!(plugin = %self.plugin, "plugin caught up; notifications are delivered one by one again");
         }
@@ -217,11 +264,11 @@ impl PluginQueue {
         match finish {
             Finish::Done(item) => {
                 self.queue.forget(qk);
-                self.settle(0, usize::from(item.notification.is_initial()));
+                self.settle(usize::from(item.notification.is_initial()));
             }
             Finish::Abandoned { initial } => {
                 self.queue.forget(qk);
-                self.settle(0, usize::from(initial));
+                self.settle(usize::from(initial));
             }
             Finish::Retry(mut item) => {
                 let mut pending = self.pending.lock();
@@ -231,12 +278,12 @@ impl PluginQueue {
                     list.push_front(item);
                     pending.total += 1;
                     requeued = true;
+                    self.metrics.depth.set(pending.total as i64);
                     drop(pending);
-                    self.metrics.depth.inc();
                 } else {
                     drop(pending);
                     self.queue.forget(qk);
-                    self.settle(0, usize::from(item.notification.is_initial()));
+                    self.settle(usize::from(item.notification.is_initial()));
                 }
             }
         }
@@ -263,16 +310,17 @@ impl PluginQueue {
     pub fn shut_down(&self) {
         self.queue.shut_down();
         let mut pending = self.pending.lock();
-        let (mut n, mut initial) = (0, 0);
-        for (_, list) in pending.by_key.drain() {
-            for item in list {
-                n += 1;
-                initial += usize::from(item.notification.is_initial());
-            }
-        }
+        let initial = pending
+            .by_key
+            .drain()
+            .flat_map(|(_, list)| list)
+            .filter(|i| i.notification.is_initial())
+            .count();
         pending.total = 0;
+        pending.multi.clear();
+        self.metrics.depth.set(0);
         drop(pending);
-        self.settle(n, initial);
+        self.settle(initial);
     }
 }
 
