@@ -891,16 +891,23 @@ mod soak {
         for lang in super::guest_languages::LANGS {
             let wasm = std::fs::read(guest(&format!("{lang}-configmap-logger.wasm"))).unwrap();
             let compiled = runtime.compile(&wasm).unwrap();
-            let mut inst = runtime
-                .instantiate(&compiled, lang, Limits::default(), Arc::new(NoCache))
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
                 .unwrap();
-            for i in 0..100_000 {
-                match inst.on_update(&old, &new, false) {
-                    Ok(HandlerOutcome::Ok) => {}
-                    Ok(other) => panic!("{lang}: call {i} returned {other:?}"),
-                    Err(e) => panic!("{lang}: call {i} failed: {e}"),
+            rt.block_on(async {
+                let mut inst = runtime
+                    .instantiate(&compiled, lang, Limits::default(), Arc::new(NoCache))
+                    .await
+                    .unwrap();
+                for i in 0..100_000 {
+                    match inst.on_update(&old, &new, false).await {
+                        Ok(HandlerOutcome::Ok) => {}
+                        Ok(other) => panic!("{lang}: call {i} returned {other:?}"),
+                        Err(e) => panic!("{lang}: call {i} failed: {e}"),
+                    }
                 }
-            }
+            });
         }
     }
 }
