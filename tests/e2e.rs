@@ -12,6 +12,8 @@ use kubewasm::plugins::{CallKind, CallOutcome, LoadOutcome, PluginEvent};
 use kubewasm::runtime::Limits;
 use kubewasm_e2e::*;
 
+mod bad_input;
+
 const LOGGER: &str = "rust-configmap-logger.wasm";
 const FIXTURE: &str = "rust-test-fixture.wasm";
 

@@ -175,7 +175,11 @@ impl InformerKey {
                 b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.' || b == b'/'
             });
         if !av_ok {
-            return Err(bad("api-version", &self.api_version, "must be `version` or `group/version`"));
+            return Err(bad(
+                "api-version",
+                &self.api_version,
+                "must be `version` or `group/version`",
+            ));
         }
         if self.kind.is_empty()
             || self.kind.len() > 63

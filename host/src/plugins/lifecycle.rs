@@ -35,12 +35,16 @@ use super::events::PluginEvent;
 use super::manifest::Manifest;
 use super::metrics::{LoadLabels, PluginMetrics};
 use super::state::{PluginState, StateEvent};
-use super::subscriptions::{validate_subscriptions, SubscriptionError};
+use super::subscriptions::{SubscriptionError, validate_subscriptions};
 use super::worker::{RESTART_BACKOFF, spawn_worker};
 use crate::informer::{
     HandlerRegistration, InformerError, InformerFactory, InformerKey, SyncProbe,
 };
 use crate::runtime::{HandlerInstance, Limits, NoCache, PluginInfo, Runtime};
+
+/// Longest handler name `describe()` may return (a DNS subdomain's length): it appears in
+/// `/plugins` and in lifecycle events.
+pub const MAX_NAME_BYTES: usize = 253;
 
 /// Largest plugin file the host reads. A handler component is a few MiB (an interpreter-based
 /// one up to ~40 MiB); anything far larger is refused before it is read into memory.
@@ -505,8 +509,11 @@ impl PluginManager {
             }
         }
         let template = prepared.instance;
-        let worker = match spawn_worker(dispatcher.clone(), move || template.fresh(), RESTART_BACKOFF)
-        {
+        let worker = match spawn_worker(
+            dispatcher.clone(),
+            move || template.fresh(),
+            RESTART_BACKOFF,
+        ) {
             Ok(w) => w,
             Err(e) => {
                 for r in registrations {
@@ -586,7 +593,15 @@ impl PluginManager {
         let closing = self.inner.closing.clone();
         let defaults = self.inner.defaults;
         let described = tokio::task::spawn_blocking(move || {
-            describe_plugin(&runtime, &plugin, &file, &wasm, manifest_text.as_deref(), defaults, &closing)
+            describe_plugin(
+                &runtime,
+                &plugin,
+                &file,
+                &wasm,
+                manifest_text.as_deref(),
+                defaults,
+                &closing,
+            )
         })
         .await
         .map_err(|e| LoadError::Invalid {
@@ -749,6 +764,12 @@ pub fn describe_plugin(
             } => r,
         }
     })?;
+    if info.name.len() > MAX_NAME_BYTES {
+        return Err(invalid(format!(
+            "describe() returned a name of {} bytes; at most {MAX_NAME_BYTES}",
+            info.name.len()
+        )));
+    }
     if let Some(ms) = manifest.resync_period_ms {
         for s in &mut info.subscriptions {
             s.resync_period_ms = ms;
@@ -788,7 +809,6 @@ pub fn describe_file(
 fn is_pool_exhausted(message: &str) -> bool {
     message.contains("concurrent") && message.contains("limit")
 }
-
 
 /// The informer a subscription needs; equal subscriptions share one informer and one watch.
 pub fn informer_key(sub: &crate::runtime::Subscription) -> InformerKey {

@@ -28,8 +28,8 @@ pub use cache_reader::SubscribedCache;
 pub use dispatch::{DispatchConfig, Dispatcher, Guest, StateSink};
 pub use events::{CallOutcome, PluginEvent};
 pub use lifecycle::{
-    DescribedPlugin, LoadError, LoadOutcome, MAX_PLUGIN_BYTES, describe_file, describe_plugin, PluginManager, PluginStatus, informer_key,
-    plugin_name,
+    DescribedPlugin, LoadError, LoadOutcome, MAX_PLUGIN_BYTES, PluginManager, PluginStatus,
+    describe_file, describe_plugin, informer_key, plugin_name,
 };
 pub use manifest::{Manifest, ManifestError};
 pub use metrics::{CallKind, PluginMetrics};

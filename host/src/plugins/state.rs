@@ -90,7 +90,12 @@ impl PluginState {
                     other
                 }
             },
-            (_, E::LoadFailed { cause, retrying, .. }) => S::Failed { cause, retrying },
+            (
+                _,
+                E::LoadFailed {
+                    cause, retrying, ..
+                },
+            ) => S::Failed { cause, retrying },
             // While a version runs, a swap in progress is not shown as Loading: what operators
             // need to know is whether events are being delivered.
             (S::Running, E::LoadStarted) => S::Running,
@@ -168,7 +173,10 @@ mod tests {
         let q = PluginState::Running.step(StateEvent::Quarantined {
             pause: Duration::from_secs(1),
         });
-        assert_eq!(q.clone().step(StateEvent::LoadStarted).name(), "quarantined");
+        assert_eq!(
+            q.clone().step(StateEvent::LoadStarted).name(),
+            "quarantined"
+        );
         assert_eq!(q.step(StateEvent::Resumed).name(), "running");
     }
 

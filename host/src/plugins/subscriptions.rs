@@ -56,7 +56,8 @@ pub fn validate_subscriptions(
             kind: format!("{:?}", truncate(&sub.kind)),
             reason: e.to_string(),
         })?;
-        let resync = (sub.resync_period_ms > 0).then(|| Duration::from_millis(sub.resync_period_ms));
+        let resync =
+            (sub.resync_period_ms > 0).then(|| Duration::from_millis(sub.resync_period_ms));
         match keys.iter().position(|(k, _)| *k == key) {
             Some(i) => {
                 let shorter = match (keys[i].1, resync) {

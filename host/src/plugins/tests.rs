@@ -54,7 +54,12 @@ fn delete(name: &str, rv: u32) -> Notification {
 fn describe(n: &Notification) -> String {
     match n {
         Notification::Add { obj, initial } => {
-            format!("add {} {}{}", obj.key(), obj.resource_version(), if *initial { " init" } else { "" })
+            format!(
+                "add {} {}{}",
+                obj.key(),
+                obj.resource_version(),
+                if *initial { " init" } else { "" }
+            )
         }
         Notification::Update { old, new, is_sync } => format!(
             "update {} {}->{}{}",
@@ -78,8 +83,15 @@ fn describe(n: &Notification) -> String {
 #[test]
 fn coalescing_keeps_the_oldest_unseen_old_and_the_newest_new() {
     let one = |v: Vec<Notification>| coalesce(v).map(|n| describe(&n));
-    assert_eq!(one(vec![add("a", 1), update("a", 1, 2)]), Some("add ns/a 2".into()));
-    assert_eq!(one(vec![add("a", 1), delete("a", 1)]), None, "never seen, gone");
+    assert_eq!(
+        one(vec![add("a", 1), update("a", 1, 2)]),
+        Some("add ns/a 2".into())
+    );
+    assert_eq!(
+        one(vec![add("a", 1), delete("a", 1)]),
+        None,
+        "never seen, gone"
+    );
     assert_eq!(
         one(vec![update("a", 1, 2), update("a", 2, 3)]),
         Some("update ns/a 1->3".into())
@@ -232,7 +244,12 @@ async fn below_the_cap_every_notification_is_delivered_in_order() {
     r.drain(&g).await;
     assert_eq!(
         g.seen(),
-        ["add ns/a 1", "update ns/a 1->2", "update ns/a 2->3", "delete ns/a 3"]
+        [
+            "add ns/a 1",
+            "update ns/a 1->2",
+            "update ns/a 2->3",
+            "delete ns/a 3"
+        ]
     );
 }
 
@@ -272,7 +289,11 @@ async fn a_stuck_plugin_holds_one_notification_per_object_above_the_cap() {
     let seen = g.seen();
     assert_eq!(seen.len(), 250);
     // Each of the first 50 objects is seen once, at its newest state.
-    assert!(seen.contains(&"add ns/o7 1000".to_string()), "{:?}", &seen[..5]);
+    assert!(
+        seen.contains(&"add ns/o7 1000".to_string()),
+        "{:?}",
+        &seen[..5]
+    );
 }
 
 #[tokio::test(start_paused = true)]

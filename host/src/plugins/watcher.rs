@@ -209,7 +209,8 @@ impl DirectoryWatcher {
             .filter(|n| !present.contains(n))
             .collect();
         self.seen.retain(|p, _| present.contains(&plugin_name(p)));
-        self.retries.retain(|p, _| present.contains(&plugin_name(p)));
+        self.retries
+            .retain(|p, _| present.contains(&plugin_name(p)));
         ops.extend(gone.into_iter().map(Op::Unload));
         ops
     }

@@ -4,7 +4,6 @@
 //! so an object's JSON is copied once, straight into guest memory; objects the host returns from
 //! `cache` imports use the owned twin (`ObjectResult`).
 
-
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "handler",

@@ -247,13 +247,10 @@ impl Runtime {
         cache: Arc<dyn CacheReader>,
     ) -> Result<HandlerInstance, RuntimeError> {
         let mut instance = self.handler_instance(compiled, plugin_name, limits, cache)?;
-        instance
-            .start()
-            .await
-            .map_err(|e| match e {
-                CallError::Instantiate(msg) => RuntimeError::Instantiate(msg),
-                other => RuntimeError::Instantiate(other.to_string()),
-            })?;
+        instance.start().await.map_err(|e| match e {
+            CallError::Instantiate(msg) => RuntimeError::Instantiate(msg),
+            other => RuntimeError::Instantiate(other.to_string()),
+        })?;
         Ok(instance)
     }
 }

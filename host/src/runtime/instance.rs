@@ -184,9 +184,11 @@ impl HandlerInstance {
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
         arm_yield(&mut store);
-        let result =
-            tokio::time::timeout(self.limits.deadline, self.compiled.pre.instantiate_async(&mut store))
-                .await;
+        let result = tokio::time::timeout(
+            self.limits.deadline,
+            self.compiled.pre.instantiate_async(&mut store),
+        )
+        .await;
         store.data().output.flush();
         let err = match result {
             Ok(Ok(handler)) => {

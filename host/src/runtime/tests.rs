@@ -43,7 +43,6 @@ impl InstantiateBlocking for Runtime {
     }
 }
 
-
 fn guest_bytes(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../guest-examples/dist")
@@ -252,8 +251,14 @@ fn logger_logs_one_info_line_per_call() {
     let c = configmap(None, "cluster-wide", "5", &[]);
     assert_eq!(block(h.on_add(&a, true)).unwrap(), HandlerOutcome::Ok);
     assert_eq!(block(h.on_add(&c, false)).unwrap(), HandlerOutcome::Ok);
-    assert_eq!(block(h.on_update(&a, &b, false)).unwrap(), HandlerOutcome::Ok);
-    assert_eq!(block(h.on_update(&b, &b, true)).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(
+        block(h.on_update(&a, &b, false)).unwrap(),
+        HandlerOutcome::Ok
+    );
+    assert_eq!(
+        block(h.on_update(&b, &b, true)).unwrap(),
+        HandlerOutcome::Ok
+    );
     assert_eq!(block(h.on_delete(&b, false)).unwrap(), HandlerOutcome::Ok);
     assert_eq!(block(h.on_delete(&c, true)).unwrap(), HandlerOutcome::Ok);
     let expected = [
@@ -384,7 +389,10 @@ fn no_ambient_capabilities() {
     let p = "fixture-ambient";
     let mut h = instance(&shared().fixture, p, Limits::default());
     for a in ["read-file", "env", "net", "stdin"] {
-        assert_eq!(block(h.on_add(&action(a), false)).unwrap(), HandlerOutcome::Ok);
+        assert_eq!(
+            block(h.on_add(&action(a), false)).unwrap(),
+            HandlerOutcome::Ok
+        );
     }
     let lines = logged(p);
     assert!(lines[0].starts_with("read-file: denied: "), "{lines:?}");
@@ -577,7 +585,9 @@ fn a_guest_cannot_hold_unbounded_host_resources() {
     let err = block(h.on_add(&action("pollables"), false)).unwrap_err();
     assert!(matches!(err, CallError::Trap(_)), "{err:?}");
     assert!(
-        !logged("fixture-pollables").iter().any(|l| l.starts_with("pollables: created")),
+        !logged("fixture-pollables")
+            .iter()
+            .any(|l| l.starts_with("pollables: created")),
         "the resource table bound stopped the guest"
     );
 }
@@ -625,8 +635,7 @@ fn guest_logs_become_tracing_events_with_the_plugin_name() {
         .finish();
     let mut h = instance(&shared().logger, "traced", Limits::default());
     tracing::subscriber::with_default(subscriber, || {
-        block(h.on_add(&configmap(Some("n"), "c", "9", &[]), true))
-            .unwrap();
+        block(h.on_add(&configmap(Some("n"), "c", "9", &[]), true)).unwrap();
     });
     let out = String::from_utf8(capture.0.lock().clone()).unwrap();
     let event: serde_json::Value = out
@@ -663,7 +672,10 @@ fn label_auditor_reports_drift_on_resync() {
     block(h.on_add(&good, true)).unwrap();
     // A resync replay: the full audit from `cache.list` (FakeCache serves a/one and b/two,
     // both unlabelled, and no longer ns/bad) reports what the events missed.
-    assert_eq!(block(h.on_update(&good, &good, true)).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(
+        block(h.on_update(&good, &good, true)).unwrap(),
+        HandlerOutcome::Ok
+    );
     assert_eq!(
         logged(p),
         [
