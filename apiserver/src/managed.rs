@@ -163,13 +163,20 @@ fn managed_fields(obj: &Value) -> Option<&Value> {
 fn store(obj: &mut Value, mut entries: Vec<Entry>) {
     entries.retain(|e| !e.set.is_empty());
     entries.sort_by(|a, b| {
-        (!a.apply, &a.time, &a.manager, &a.api_version, &a.subresource).cmp(&(
-            !b.apply,
-            &b.time,
-            &b.manager,
-            &b.api_version,
-            &b.subresource,
-        ))
+        (
+            !a.apply,
+            &a.time,
+            &a.manager,
+            &a.api_version,
+            &a.subresource,
+        )
+            .cmp(&(
+                !b.apply,
+                &b.time,
+                &b.manager,
+                &b.api_version,
+                &b.subresource,
+            ))
     });
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
@@ -230,11 +237,7 @@ fn cap_update_managers(entries: &mut Vec<Entry>) {
 
 /// The member paths of an object inside `scope`, with the value of each leaf (`None` for list items, which
 /// are compared by presence; their fields are members of their own).
-fn members<'v>(
-    obj: &'v Value,
-    lists: Lists,
-    scope: Scope,
-) -> BTreeMap<FieldPath, Option<&'v Value>> {
+fn members(obj: &Value, lists: Lists, scope: Scope) -> BTreeMap<FieldPath, Option<&Value>> {
     let mut out = BTreeMap::new();
     let Some(top) = obj.as_object() else {
         return out;
@@ -533,8 +536,9 @@ fn is_item_key(path: &[String]) -> bool {
         return false;
     };
     match (item.strip_prefix("k:"), field.strip_prefix("f:")) {
-        (Some(keys), Some(f)) => serde_json::from_str::<Map<String, Value>>(keys)
-            .is_ok_and(|k| k.contains_key(f)),
+        (Some(keys), Some(f)) => {
+            serde_json::from_str::<Map<String, Value>>(keys).is_ok_and(|k| k.contains_key(f))
+        }
         _ => false,
     }
 }
@@ -573,7 +577,8 @@ pub fn record_update(live: Option<&Value>, new: &mut Value, w: &Writer) {
             if Some(i) == mine {
                 continue;
             }
-            e.set.retain(|p| !taken.contains(p) && !cmp.removed.contains(p));
+            e.set
+                .retain(|p| !taken.contains(p) && !cmp.removed.contains(p));
         }
         let mut entry = match mine {
             Some(i) => entries.remove(i),
@@ -704,7 +709,12 @@ mod tests {
         }
     }
 
-    fn apply_as(live: &Value, config: &Value, manager: &str, force: bool) -> Result<Value, ApiError> {
+    fn apply_as(
+        live: &Value,
+        config: &Value,
+        manager: &str,
+        force: bool,
+    ) -> Result<Value, ApiError> {
         let mut merged = live.clone();
         patch::apply_merge(&mut merged, config, true);
         apply(Some(live), merged, config, &writer(manager), force)
@@ -743,7 +753,11 @@ mod tests {
         let port: FieldPath = vec!["f:spec".into(), "f:ports".into(), "k:{\"port\":80}".into()];
         assert_eq!(path_string(&port), ".spec.ports[port=80]");
         assert_eq!(
-            path_string(&vec!["f:metadata".into(), "f:finalizers".into(), "v:\"f/1\"".into()]),
+            path_string(&vec![
+                "f:metadata".into(),
+                "f:finalizers".into(),
+                "v:\"f/1\"".into()
+            ]),
             ".metadata.finalizers[=\"f/1\"]"
         );
     }
@@ -785,7 +799,10 @@ mod tests {
             err.message,
             "Apply failed with 1 conflict: conflict with \"a\": .data.k"
         );
-        assert_eq!(err.details.as_ref().unwrap()["causes"][0]["field"], ".data.k");
+        assert_eq!(
+            err.details.as_ref().unwrap()["causes"][0]["field"],
+            ".data.k"
+        );
         // Forced: b takes .data.k from a.
         let s3 = apply_as(&s2, &b_diff, "b", true).unwrap();
         assert_eq!(s3["data"]["k"], "b");
@@ -793,7 +810,10 @@ mod tests {
             .into_iter()
             .find(|e| e.manager == "a")
             .unwrap();
-        assert!(!a.set.contains(&vec!["f:data".to_string(), "f:k".to_string()]));
+        assert!(
+            !a.set
+                .contains(&vec!["f:data".to_string(), "f:k".to_string()])
+        );
         // a drops both fields: only-a goes (nobody else owns it); k stays (b owns it).
         let a2 = json!({"metadata": {"name": "x"}, "data": {"new": "1"}});
         let s4 = apply_as(&s3, &a2, "a", false).unwrap();
@@ -828,7 +848,10 @@ mod tests {
         // ctl stops applying port 443: the item it alone owned is removed.
         let cfg3 = json!({"metadata": {"name": "x"}, "spec": {}});
         let s2 = apply_as(&s, &cfg3, "ctl", false).unwrap();
-        assert_eq!(s2["spec"]["ports"], json!([{"port": 80, "targetPort": 8080}]));
+        assert_eq!(
+            s2["spec"]["ports"],
+            json!([{"port": 80, "targetPort": 8080}])
+        );
     }
 
     #[test]

@@ -179,7 +179,12 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
                 "string",
                 Cell::Custom(|o| {
                     let note = get(o, "/note");
-                    if note.is_null() { get(o, "/message") } else { note }.clone()
+                    if note.is_null() {
+                        get(o, "/message")
+                    } else {
+                        note
+                    }
+                    .clone()
                 }),
             ));
             cols.push(name);
@@ -222,7 +227,11 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
 fn external_ip(o: &Value) -> Value {
     let strings = |v: &Value| -> Vec<String> {
         v.as_array()
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let mut ips = strings(get(o, "/spec/externalIPs"));

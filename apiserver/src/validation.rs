@@ -90,9 +90,11 @@ pub fn validate_create(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
             let set = match d {
                 "deprecatedCount" => v.and_then(Value::as_i64).unwrap_or(0) != 0,
                 "deprecatedSource" => v.is_some_and(|s| {
-                    ["component", "host"]
-                        .iter()
-                        .any(|k| s.get(*k).and_then(Value::as_str).is_some_and(|x| !x.is_empty()))
+                    ["component", "host"].iter().any(|k| {
+                        s.get(*k)
+                            .and_then(Value::as_str)
+                            .is_some_and(|x| !x.is_empty())
+                    })
                 }),
                 _ => !is_unset(v),
             };
@@ -263,9 +265,11 @@ fn qualified_name(s: &str) -> Result<(), String> {
         [name] => (None, *name),
         [prefix, name] => (Some(*prefix), *name),
         _ => {
-            return Err("a qualified name must consist of alphanumeric characters, '-', '_' or '.', \
+            return Err(
+                "a qualified name must consist of alphanumeric characters, '-', '_' or '.', \
                  with an optional DNS subdomain prefix and '/'"
-                .into());
+                    .into(),
+            );
         }
     };
     if let Some(p) = prefix
@@ -279,9 +283,11 @@ fn qualified_name(s: &str) -> Result<(), String> {
     let ends_ok = name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     if name.is_empty() || name.len() > 63 || !body_ok || !ends_ok {
-        return Err("name part must consist of at most 63 alphanumeric characters, '-', '_' or '.', \
+        return Err(
+            "name part must consist of at most 63 alphanumeric characters, '-', '_' or '.', \
              starting and ending with an alphanumeric character"
-            .into());
+                .into(),
+        );
     }
     Ok(())
 }

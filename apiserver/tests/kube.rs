@@ -1071,7 +1071,10 @@ async fn service_status_subresource() {
         .await
         .unwrap();
     assert_eq!(ingress_ips(&s), vec!["10.0.0.1"]);
-    assert_eq!(s.spec.as_ref().unwrap().type_.as_deref(), Some("LoadBalancer"));
+    assert_eq!(
+        s.spec.as_ref().unwrap().type_.as_deref(),
+        Some("LoadBalancer")
+    );
     assert_eq!(
         ingress_ips(&svcs.get_status("lb").await.unwrap()),
         vec!["10.0.0.1"]
@@ -1105,13 +1108,19 @@ async fn service_status_subresource() {
         )
         .await
         .unwrap();
-    assert_eq!(p.resource_version(), r.resource_version(), "nothing changed");
+    assert_eq!(
+        p.resource_version(),
+        r.resource_version(),
+        "nothing changed"
+    );
     assert_eq!(ingress_ips(&p), vec!["10.0.0.1"]);
 
     // PUT /status with another spec: only the status is taken.
     let mut st = p.clone();
     st.spec.as_mut().unwrap().session_affinity = Some("None".into());
-    st.status = Some(serde_json::from_value(json!({"loadBalancer": {"ingress": [{"ip": "10.0.0.2"}]}})).unwrap());
+    st.status = Some(
+        serde_json::from_value(json!({"loadBalancer": {"ingress": [{"ip": "10.0.0.2"}]}})).unwrap(),
+    );
     let st = svcs
         .replace_status("lb", &PostParams::default(), &st)
         .await
@@ -1127,8 +1136,10 @@ async fn service_status_subresource() {
         .patch_status(
             "lb",
             &PatchParams::apply("lb-controller"),
-            &Patch::Apply(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
-                "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.3"}]}}})),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
+                "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.3"}]}}}),
+            ),
         )
         .await
         .unwrap_err();
@@ -1138,8 +1149,10 @@ async fn service_status_subresource() {
         .patch_status(
             "lb",
             &PatchParams::apply("lb-controller").force(),
-            &Patch::Apply(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
-                "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.3"}]}}})),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
+                "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.3"}]}}}),
+            ),
         )
         .await
         .unwrap();
@@ -1171,7 +1184,9 @@ async fn server_side_apply_field_managers() {
     let c = client(&server).await;
     let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
     let cfg = |data: serde_json::Value| {
-        Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": data}))
+        Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": data}),
+        )
     };
 
     // Apply to a missing object creates it; alice owns what she applied.
@@ -1216,7 +1231,10 @@ async fn server_side_apply_field_managers() {
     assert_eq!(causes.len(), 1);
     assert_eq!(causes[0].field, ".data.color");
     assert_eq!(causes[0].reason, "FieldManagerConflict");
-    assert_eq!(cms.get("shared").await.unwrap().data.unwrap()["color"], "red");
+    assert_eq!(
+        cms.get("shared").await.unwrap().data.unwrap()["color"],
+        "red"
+    );
 
     // force moves the field to bob.
     let forced = cms
@@ -1302,16 +1320,26 @@ async fn server_side_apply_field_managers() {
     // Sets are owned per item: two controllers each keep their own finalizer.
     let svcs: Api<Service> = Api::default_namespaced(c.clone());
     let fin = |f: &str| {
-        Patch::Apply(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "fin", "finalizers": [f]}}))
+        Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "fin", "finalizers": [f]}}),
+        )
     };
     svcs.create(&PostParams::default(), &service("fin", json!({})))
         .await
         .unwrap();
-    svcs.patch("fin", &PatchParams::apply("ctl-a"), &fin("a.example.com/lb"))
-        .await
-        .unwrap();
+    svcs.patch(
+        "fin",
+        &PatchParams::apply("ctl-a"),
+        &fin("a.example.com/lb"),
+    )
+    .await
+    .unwrap();
     let both = svcs
-        .patch("fin", &PatchParams::apply("ctl-b"), &fin("b.example.com/lb"))
+        .patch(
+            "fin",
+            &PatchParams::apply("ctl-b"),
+            &fin("b.example.com/lb"),
+        )
         .await
         .unwrap();
     assert_eq!(both.finalizers().len(), 2);
@@ -1381,7 +1409,10 @@ async fn events_with_series() {
     assert_eq!(list.items.len(), 1, "one Event, counted by its series");
     let e = &list.items[0];
     assert_eq!(e.series.as_ref().unwrap().count, 3);
-    assert_eq!(e.reporting_controller.as_deref(), Some("kubewasm/lb-controller"));
+    assert_eq!(
+        e.reporting_controller.as_deref(),
+        Some("kubewasm/lb-controller")
+    );
     assert_eq!(e.reporting_instance.as_deref(), Some("host-1"));
     assert_eq!(e.regarding.as_ref().unwrap().name.as_deref(), Some("web"));
     assert_eq!(e.regarding.as_ref().unwrap().uid, svc.metadata.uid);
@@ -1405,12 +1436,18 @@ async fn events_with_series() {
         panic!("expected an API error")
     };
     assert_eq!(status.code, 422);
-    assert!(status.message.contains("note: Invalid value"), "{}", status.message);
+    assert!(
+        status.message.contains("note: Invalid value"),
+        "{}",
+        status.message
+    );
     let err = events
         .patch(
             &name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"series": {"count": 1, "lastObservedTime": "2026-01-01T00:00:00.000000Z"}})),
+            &Patch::Merge(
+                json!({"series": {"count": 1, "lastObservedTime": "2026-01-01T00:00:00.000000Z"}}),
+            ),
         )
         .await
         .unwrap_err();
@@ -1419,7 +1456,9 @@ async fn events_with_series() {
         .patch(
             &name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"series": {"count": 4, "lastObservedTime": "2026-01-01T00:00:00.000000Z"}})),
+            &Patch::Merge(
+                json!({"series": {"count": 4, "lastObservedTime": "2026-01-01T00:00:00.000000Z"}}),
+            ),
         )
         .await
         .unwrap();
@@ -1430,7 +1469,10 @@ async fn events_with_series() {
         "regarding": {"kind": "Service", "namespace": "default", "name": "web"}, "type": "Normal",
         "reportingController": "x", "reportingInstance": "y", "action": "a", "reason": "r"});
     let err = events
-        .create(&PostParams::default(), &serde_json::from_value(bare.clone()).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(bare.clone()).unwrap(),
+        )
         .await
         .unwrap_err();
     let kube::Error::Api(status) = err else {
@@ -1441,7 +1483,12 @@ async fn events_with_series() {
         "Event.events.k8s.io \"bare\" is invalid: eventTime: Required value"
     );
     let obj = bare.as_object_mut().unwrap();
-    for k in ["reportingController", "reportingInstance", "action", "reason"] {
+    for k in [
+        "reportingController",
+        "reportingInstance",
+        "action",
+        "reason",
+    ] {
         obj.remove(k);
     }
     obj.insert("eventTime".into(), json!("2026-01-01T00:00:00.000000Z"));
@@ -1454,8 +1501,17 @@ async fn events_with_series() {
         panic!("expected an API error")
     };
     assert_eq!(status.code, 422);
-    for field in ["reportingController", "reportingInstance", "action", "reason"] {
-        assert!(status.message.contains(field), "{field}: {}", status.message);
+    for field in [
+        "reportingController",
+        "reportingInstance",
+        "action",
+        "reason",
+    ] {
+        assert!(
+            status.message.contains(field),
+            "{field}: {}",
+            status.message
+        );
     }
 
     // Core v1 Events keep the legacy rules: an old-style Event lives in its object's namespace.
@@ -1494,7 +1550,10 @@ async fn service_finalizers_hold_deletion() {
     let svcs: Api<Service> = Api::default_namespaced(c.clone());
     svcs.create(
         &PostParams::default(),
-        &service("held", json!({"metadata": {"finalizers": ["kubewasm.io/lb"]}})),
+        &service(
+            "held",
+            json!({"metadata": {"finalizers": ["kubewasm.io/lb"]}}),
+        ),
     )
     .await
     .unwrap();
@@ -1503,7 +1562,10 @@ async fn service_finalizers_hold_deletion() {
         .await
         .unwrap()
         .boxed();
-    assert!(matches!(next_watch_event(&mut watch).await, WatchEvent::Added(_)));
+    assert!(matches!(
+        next_watch_event(&mut watch).await,
+        WatchEvent::Added(_)
+    ));
 
     // DELETE marks the Service and answers with it; it stays readable and writable.
     let marked = svcs
@@ -1531,7 +1593,10 @@ async fn service_finalizers_hold_deletion() {
         .await
         .unwrap();
     assert_eq!(ingress_ips(&st), vec!["10.0.0.9"]);
-    assert!(matches!(next_watch_event(&mut watch).await, WatchEvent::Modified(_)));
+    assert!(matches!(
+        next_watch_event(&mut watch).await,
+        WatchEvent::Modified(_)
+    ));
     let err = svcs
         .patch(
             "held",
@@ -1555,7 +1620,9 @@ async fn service_finalizers_hold_deletion() {
     )
     .await
     .unwrap();
-    assert!(matches!(next_watch_event(&mut watch).await, WatchEvent::Deleted(s) if s.name_any() == "held"));
+    assert!(
+        matches!(next_watch_event(&mut watch).await, WatchEvent::Deleted(s) if s.name_any() == "held")
+    );
     assert_eq!(api_code(svcs.get("held").await.unwrap_err()), 404);
     server.shutdown().await;
 }
