@@ -318,3 +318,101 @@ async fn a_file_that_becomes_readable_later_loads_then() {
         .await;
     t.host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_swap_never_overlaps_two_versions() {
+    let server = start_server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
+    let dir = tempfile::tempdir().unwrap();
+    install(&guest(FIXTURE), dir.path(), "swap.wasm");
+    std::fs::write(dir.path().join("swap.toml"), "deadline-ms = 5000\n").unwrap();
+    let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
+    create(&api, "nap", &[("kubewasm.io/action", "nap")]).await;
+    t.logs.wait_line("swap", "nap begin default/nap").await;
+    // A manifest change is a new version: swap while v1 is in its call.
+    std::fs::write(dir.path().join("swap.toml"), "deadline-ms = 5001\n").unwrap();
+    t.recorder
+        .wait("swapped", |r| {
+            r.events()
+                .iter()
+                .any(|e| matches!(e, PluginEvent::Swapped { plugin, .. } if plugin == "swap"))
+        })
+        .await;
+    // v2's replay naps on the same object; its begin must follow v1's end.
+    let lines = t
+        .logs
+        .wait_for("swap", "v2 replay", |l| {
+            l.iter().filter(|x| x.starts_with("nap end")).count() >= 2
+        })
+        .await;
+    let naps: Vec<_> = lines.iter().filter(|l| l.starts_with("nap ")).collect();
+    assert_eq!(
+        naps,
+        [
+            "nap begin default/nap",
+            "nap end default/nap",
+            "nap begin default/nap",
+            "nap end default/nap"
+        ],
+        "two versions ran calls at the same time"
+    );
+    t.host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_stuck_in_describe_or_a_call_delays_nobody() {
+    let server = start_server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
+    let dir = tempfile::tempdir().unwrap();
+    let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
+    let health = t.host.health_addr.unwrap();
+
+    // Stuck in describe() for up to a minute.
+    std::fs::write(dir.path().join("stuck.toml"), "deadline-ms = 60000\n").unwrap();
+    install(&fixture_variant("sleep"), dir.path(), "stuck.wasm");
+    // Stuck in a call for up to a minute, then deleted while its call sleeps.
+    std::fs::write(dir.path().join("sleeper.toml"), "deadline-ms = 60000\n").unwrap();
+    install(&guest(FIXTURE), dir.path(), "sleeper.wasm");
+    t.recorder
+        .wait("sleeper loaded", |r| {
+            r.events()
+                .iter()
+                .any(|e| matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "sleeper"))
+        })
+        .await;
+    create(&api, "zzz", &[("kubewasm.io/action", "sleep")]).await;
+    t.logs.wait_line("sleeper", "sleep begin default/zzz").await;
+    std::fs::remove_file(dir.path().join("sleeper.wasm")).unwrap();
+
+    // Meanwhile: another plugin loads and receives, and the endpoints answer.
+    install(&guest(LOGGER), dir.path(), "good.wasm");
+    t.recorder
+        .wait("good loaded", |r| {
+            r.events()
+                .iter()
+                .any(|e| matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "good"))
+        })
+        .await;
+    let rv = create(&api, "meanwhile", &[]).await;
+    t.logs
+        .wait_line("good", &format!("add default/meanwhile rv={rv} init=false"))
+        .await;
+    let body = reqwest_get(health, "/plugins").await;
+    assert!(body.contains("\"stuck\""), "{body}");
+    let ready = reqwest_get(health, "/readyz").await;
+    assert!(ready.contains("stuck"), "{ready}");
+    // Shutdown abandons the describe() and the sleeping call after the grace period.
+    t.host.shutdown().await;
+}
+
+/// A plain HTTP GET of `path` on `addr`, answering the body.
+async fn reqwest_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}

@@ -85,7 +85,15 @@ fn act(meta: &ObjectMeta) -> Result<(), HandlerError> {
             println!("print: stdout {}", key(meta));
             eprintln!("print: stderr {}", key(meta));
         }
-        "sleep" => std::thread::sleep(std::time::Duration::from_secs(600)),
+        "sleep" => {
+            info(&format!("sleep begin {}", key(meta)));
+            std::thread::sleep(std::time::Duration::from_secs(600));
+        }
+        "nap" => {
+            info(&format!("nap begin {}", key(meta)));
+            std::thread::sleep(std::time::Duration::from_millis(700));
+            info(&format!("nap end {}", key(meta)));
+        }
         "poll" => {
             let p = wasip2::clocks::monotonic_clock::subscribe_duration(600_000_000_000);
             wasip2::io::poll::poll(&[&p]);
