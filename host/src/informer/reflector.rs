@@ -103,7 +103,8 @@ struct ResyncTimer {
 }
 
 impl ResyncTimer {
-    /// Runs until dropped (the reflector drops it when the watch phase ends).
+    /// Never returns: the reflector polls it alongside each watch-phase step and drops it
+    /// when the step ends (it holds no state between wake-ups, so nothing is lost).
     async fn run(&self) -> Infallible {
         loop {
             // Registered before the plan is read, so a handler added in between still wakes
