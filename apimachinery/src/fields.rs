@@ -269,7 +269,10 @@ mod tests {
         let s = FieldSelector::parse("metadata.name=a\\,b").unwrap();
         assert_eq!(s.required_value("metadata.name"), Some("a,b"));
         assert_eq!(
-            FieldSelector::parse(" metadata.name=x").unwrap().requirements()[0].field,
+            FieldSelector::parse(" metadata.name=x")
+                .unwrap()
+                .requirements()[0]
+                .field,
             " metadata.name"
         );
     }

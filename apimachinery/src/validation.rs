@@ -38,9 +38,11 @@ pub fn validate_dns1123_label(s: &str) -> Result<(), String> {
     if shaped(s, lower_alnum, |c| lower_alnum(c) || c == b'-', lower_alnum) {
         Ok(())
     } else {
-        Err("must be a lowercase RFC 1123 label: lowercase letters, digits and '-', \
+        Err(
+            "must be a lowercase RFC 1123 label: lowercase letters, digits and '-', \
              starting and ending with a letter or digit (e.g. 'my-name' or '123-abc')"
-            .into())
+                .into(),
+        )
     }
 }
 
@@ -52,10 +54,12 @@ pub fn validate_dns1123_subdomain(s: &str) -> Result<(), String> {
     if s.split('.').all(part_ok) {
         Ok(())
     } else {
-        Err("must be a lowercase RFC 1123 subdomain: dot-separated parts of lowercase \
+        Err(
+            "must be a lowercase RFC 1123 subdomain: dot-separated parts of lowercase \
              letters, digits and '-', each starting and ending with a letter or digit \
              (e.g. 'example.com')"
-            .into())
+                .into(),
+        )
     }
 }
 
@@ -71,9 +75,11 @@ pub fn validate_dns1035_label(s: &str) -> Result<(), String> {
     ) {
         Ok(())
     } else {
-        Err("must be an RFC 1035 label: lowercase letters, digits and '-', starting with a \
+        Err(
+            "must be an RFC 1035 label: lowercase letters, digits and '-', starting with a \
              letter and ending with a letter or digit (e.g. 'v1' or 'v1beta2')"
-            .into())
+                .into(),
+        )
     }
 }
 
@@ -111,10 +117,12 @@ pub fn validate_label_key(s: &str) -> Result<(), String> {
         ));
     }
     if !label_word(name) {
-        return Err("the name part must consist of alphanumeric characters, '-', '_' or '.', \
+        return Err(
+            "the name part must consist of alphanumeric characters, '-', '_' or '.', \
                     starting and ending with an alphanumeric character (e.g. 'MyName', \
                     'my.name' or 'example.com/my-name')"
-            .into());
+                .into(),
+        );
     }
     Ok(())
 }
@@ -126,9 +134,11 @@ pub fn validate_label_value(s: &str) -> Result<(), String> {
     if s.is_empty() || label_word(s) {
         Ok(())
     } else {
-        Err("must be empty or consist of alphanumeric characters, '-', '_' or '.', starting \
+        Err(
+            "must be empty or consist of alphanumeric characters, '-', '_' or '.', starting \
              and ending with an alphanumeric character (e.g. 'MyValue' or 'my_value')"
-            .into())
+                .into(),
+        )
     }
 }
 
@@ -159,9 +169,11 @@ pub fn validate_kind(s: &str) -> Result<(), String> {
     ) {
         Ok(())
     } else {
-        Err("must start with a letter and consist of letters, digits and '-', ending with a \
+        Err(
+            "must start with a letter and consist of letters, digits and '-', ending with a \
              letter or digit (e.g. 'ConfigMap')"
-            .into())
+                .into(),
+        )
     }
 }
 
@@ -208,7 +220,12 @@ mod tests {
             ("dns1035", validate_dns1035_label, "1v", false),
             ("label key", validate_label_key, "app", true),
             ("label key", validate_label_key, "App_1.x-y", true),
-            ("label key", validate_label_key, "app.kubernetes.io/name", true),
+            (
+                "label key",
+                validate_label_key,
+                "app.kubernetes.io/name",
+                true,
+            ),
             ("label key", validate_label_key, &key_prefix_ok, true),
             ("label key", validate_label_key, &l63, true),
             ("label key", validate_label_key, &l64, false),
@@ -229,7 +246,12 @@ mod tests {
             ("label value", validate_label_value, "a b", false),
             ("apiVersion", validate_api_version, "v1", true),
             ("apiVersion", validate_api_version, "apps/v1", true),
-            ("apiVersion", validate_api_version, "example.com/v1alpha1", true),
+            (
+                "apiVersion",
+                validate_api_version,
+                "example.com/v1alpha1",
+                true,
+            ),
             ("apiVersion", validate_api_version, "", false),
             ("apiVersion", validate_api_version, "/v1", false),
             ("apiVersion", validate_api_version, "apps/", false),

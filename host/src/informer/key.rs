@@ -165,20 +165,35 @@ mod tests {
             (base().with_labels("app in (a,b),!x"), None),
             (base().with_labels(""), None),
             (base().with_fields("metadata.name=a\\,b"), None),
-            (base().in_namespace("kube-system/secrets?x="), Some("namespace")),
+            (
+                base().in_namespace("kube-system/secrets?x="),
+                Some("namespace"),
+            ),
             (base().in_namespace("../secrets"), Some("namespace")),
             (base().in_namespace("Default"), Some("namespace")),
             (base().in_namespace(""), Some("namespace")),
             (InformerKey::new("v1/../../x", "Pod"), Some("api-version")),
             (InformerKey::new("", "Pod"), Some("api-version")),
-            (InformerKey::new("apps/v1?watch=1", "Pod"), Some("api-version")),
+            (
+                InformerKey::new("apps/v1?watch=1", "Pod"),
+                Some("api-version"),
+            ),
             (InformerKey::new("v1", ""), Some("kind")),
             (InformerKey::new("v1", "Config/Map"), Some("kind")),
             (base().with_labels("a in ("), Some("label-selector")),
-            (base().with_labels("a=b&fieldSelector=x"), Some("label-selector")),
+            (
+                base().with_labels("a=b&fieldSelector=x"),
+                Some("label-selector"),
+            ),
             (base().with_fields("metadata.name"), Some("field-selector")),
-            (base().with_fields("metadata.name=a,b"), Some("field-selector")),
-            (base().with_labels(long.trim_end_matches(',')), Some("label-selector")),
+            (
+                base().with_fields("metadata.name=a,b"),
+                Some("field-selector"),
+            ),
+            (
+                base().with_labels(long.trim_end_matches(',')),
+                Some("label-selector"),
+            ),
         ];
         for (key, want) in cases {
             match (key.validate(), want) {

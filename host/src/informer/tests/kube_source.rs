@@ -23,7 +23,12 @@ fn names(page: &ListPage) -> Vec<String> {
     let mut n: Vec<String> = page
         .items
         .iter()
-        .map(|o| o["metadata"]["name"].as_str().unwrap_or_default().to_string())
+        .map(|o| {
+            o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
         .collect();
     n.sort();
     n
@@ -75,6 +80,9 @@ async fn subscription_strings_stay_inside_their_request() {
         .lister_watcher(&cm().in_namespace("default").with_labels("app in (x, y)"))
         .await
         .unwrap();
-    assert_eq!(names(&lw.list(&ListOptions::default()).await.unwrap()), ["a", "b"]);
+    assert_eq!(
+        names(&lw.list(&ListOptions::default()).await.unwrap()),
+        ["a", "b"]
+    );
     server.shutdown().await;
 }

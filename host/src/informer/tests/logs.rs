@@ -65,8 +65,10 @@ async fn warnings_never_carry_object_content() {
     fake.wait_live_watch(2).await;
     // Watch events of the wrong kind and without metadata.
     fake.send(Ok(WatchEvent::Added(secret("s2", "11"))));
-    fake.send(Ok(WatchEvent::Modified(json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"resourceVersion": "12"}, "spec": {"token": PAYLOAD}}))));
+    fake.send(Ok(WatchEvent::Modified(
+        json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"resourceVersion": "12"}, "spec": {"token": PAYLOAD}}),
+    )));
     fake.send(Ok(WatchEvent::Added(v("b", "13"))));
     rec.wait_len(2).await;
     // An undecodable event whose decoder message quotes the payload.
@@ -77,9 +79,18 @@ async fn warnings_never_carry_object_content() {
     fake.wait_live_watch(4).await;
 
     let text = String::from_utf8(out.0.lock().clone()).unwrap();
-    assert!(!text.contains(PAYLOAD), "object content in the log:\n{text}");
-    assert!(!text.contains("password"), "object content in the log:\n{text}");
+    assert!(
+        !text.contains(PAYLOAD),
+        "object content in the log:\n{text}"
+    );
+    assert!(
+        !text.contains("password"),
+        "object content in the log:\n{text}"
+    );
     for expected in ["s1", "s2", "Secret", "kube-system", "12", "undecodable"] {
-        assert!(text.contains(expected), "{expected:?} missing from:\n{text}");
+        assert!(
+            text.contains(expected),
+            "{expected:?} missing from:\n{text}"
+        );
     }
 }
