@@ -27,6 +27,9 @@ struct Inner {
     transform: Mutex<Option<TransformFunc>>,
     /// While `Some`, new informers are created but not run (see [`InformerFactory::hold_starts`]).
     held: Mutex<Option<Vec<Arc<SharedIndexInformer>>>>,
+    /// Test seam: runs once when `remove` is about to stop an informer it found idle.
+    #[cfg(test)]
+    before_idle_stop: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 /// Hands out shared informers. Cheap to clone.
@@ -70,6 +73,8 @@ impl InformerFactory {
                 shut_down: std::sync::atomic::AtomicBool::new(false),
                 transform: Mutex::new(None),
                 held: Mutex::new(None),
+                #[cfg(test)]
+                before_idle_stop: Mutex::new(None),
             }),
         }
     }
@@ -206,6 +211,12 @@ impl InformerFactory {
         self.inner.informers.lock().keys().cloned().collect()
     }
 
+    /// Installs the test seam run when a removal is about to stop an idle informer.
+    #[cfg(test)]
+    pub(crate) fn set_before_idle_stop(&self, f: impl FnOnce() + Send + 'static) {
+        *self.inner.before_idle_stop.lock() = Some(Box::new(f));
+    }
+
     /// Stops every informer and refuses new handlers.
     pub async fn shutdown(&self) {
         self.inner
@@ -304,8 +315,13 @@ impl HandlerRegistration {
         }
         if let Some(f) = self.factory.upgrade() {
             let mut map = f.informers.lock();
-            // Re-check under the map lock: a concurrent add may have joined meanwhile.
-            if self.informer.handler_count() > 0 {
+            #[cfg(test)]
+            if let Some(hook) = f.before_idle_stop.lock().take() {
+                hook();
+            }
+            // A concurrent `add_handler` may have joined since: it either registered before this
+            // check (the informer stays) or is refused and starts a fresh informer.
+            if !self.informer.stop_if_idle() {
                 return;
             }
             if map
@@ -314,7 +330,6 @@ impl HandlerRegistration {
             {
                 map.remove(self.informer.key());
             }
-            self.informer.stop();
         } else {
             self.informer.stop();
         }

@@ -10,7 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::mpsc;
 
 use super::object::SharedObject;
-use super::selector::LabelSelector;
+use kubewasm_apimachinery::LabelSelector;
 
 /// Receives an informer's notifications. Called from the handler's own listener task, in order;
 /// must not block for long (it only delays this handler, but its backlog grows without bound).
