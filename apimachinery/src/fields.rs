@@ -124,8 +124,8 @@ fn split_term(term: &str) -> Option<(&str, FieldOp, &str)> {
             ("==", FieldOp::Equals),
             ("=", FieldOp::Equals),
         ] {
-            if rest.starts_with(op) {
-                return Some((&term[..i], kind, &rest[op.len()..]));
+            if let Some(value) = rest.strip_prefix(op) {
+                return Some((&term[..i], kind, value));
             }
         }
     }

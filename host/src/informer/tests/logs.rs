@@ -50,7 +50,7 @@ async fn warnings_never_carry_object_content() {
     // List items of the wrong kind and without a name.
     fake.set_list(
         vec![
-            secret("s1", "5"),
+            secret("token-one", "5"),
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "ns"},
                 "data": {"password": PAYLOAD}}),
             v("a", "1"),
@@ -64,10 +64,10 @@ async fn warnings_never_carry_object_content() {
     rec.wait_len(1).await;
     fake.wait_live_watch(2).await;
     // Watch events of the wrong kind and without metadata.
-    fake.send(Ok(WatchEvent::Added(secret("s2", "11"))));
+    fake.send(Ok(WatchEvent::Added(secret("token-two", "11"))));
     fake.send(Ok(WatchEvent::Modified(
         json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"resourceVersion": "12"}, "spec": {"token": PAYLOAD}}),
+        "metadata": {"resourceVersion": "4711"}, "spec": {"token": PAYLOAD}}),
     )));
     fake.send(Ok(WatchEvent::Added(v("b", "13"))));
     rec.wait_len(2).await;
@@ -87,7 +87,14 @@ async fn warnings_never_carry_object_content() {
         !text.contains("password"),
         "object content in the log:\n{text}"
     );
-    for expected in ["s1", "s2", "Secret", "kube-system", "12", "undecodable"] {
+    for expected in [
+        "token-one",
+        "token-two",
+        "Secret",
+        "kube-system",
+        "4711",
+        "undecodable",
+    ] {
         assert!(
             text.contains(expected),
             "{expected:?} missing from:\n{text}"
