@@ -410,6 +410,7 @@ impl PluginManager {
             path: path.to_path_buf(),
             message,
         };
+        let metrics = self.inner.metrics.clone();
         let joined = tokio::task::spawn_blocking(move || -> Result<_, String> {
             let compiled = runtime.compile(&wasm).map_err(|e| e.to_string())?;
             // describe() runs before the subscriptions are known, so the first instance gets a
@@ -418,6 +419,7 @@ impl PluginManager {
                 &name_owned,
                 factory.clone(),
                 Vec::new(),
+                &metrics,
             ));
             let mut probe = runtime
                 .instantiate(&compiled, &name_owned, limits, probe_cache)
@@ -442,7 +444,12 @@ impl PluginManager {
             }
         }
         let keys: Vec<InformerKey> = info.subscriptions.iter().map(informer_key).collect();
-        let cache = Arc::new(SubscribedCache::new(name, self.inner.factory.clone(), keys));
+        let cache = Arc::new(SubscribedCache::new(
+            name,
+            self.inner.factory.clone(),
+            keys,
+            &self.inner.metrics,
+        ));
         let runtime = self.inner.runtime.clone();
         let name_owned = name.to_string();
         let instance = tokio::task::spawn_blocking(move || {

@@ -77,6 +77,18 @@ pub struct PluginMetrics {
     pub queue_depth: Family<PluginLabels, Gauge>,
     /// Loads, swaps and failed loads.
     pub loads: Family<LoadLabels, Counter>,
+    /// `cache.list` calls answered with an error instead of objects.
+    pub cache_list_refused: Family<CacheRefusalLabels, Counter>,
+}
+
+/// Labels of refused `cache.list` calls.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheRefusalLabels {
+    /// Plugin name (the file stem).
+    pub plugin: String,
+    /// `too_many_objects`, `too_many_bytes` (over the per-call bound), `not_subscribed` or
+    /// `invalid_selector`.
+    pub reason: &'static str,
 }
 
 /// Labels of plugin lifecycle series.
@@ -124,6 +136,11 @@ impl PluginMetrics {
             "Plugin loads, swaps, failures and unloads",
             m.loads.clone(),
         );
+        r.register(
+            "cache_list_refused",
+            "cache.list calls refused, by reason (over the per-call bound, unsubscribed kind, bad selector)",
+            m.cache_list_refused.clone(),
+        );
         m
     }
 
@@ -139,6 +156,7 @@ impl PluginMetrics {
             }),
             queue_depth: Family::default(),
             loads: Family::default(),
+            cache_list_refused: Family::default(),
         }
     }
 }

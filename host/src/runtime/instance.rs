@@ -9,7 +9,7 @@ use super::bindings::Handler;
 use super::bindings::kubewasm::handler::types as wit;
 use super::engine::deadline_ticks;
 use super::error::CallError;
-use super::guest_log::GuestLog;
+use super::guest_log::{GuestLog, cap_guest_text};
 use super::handle::{CompiledHandler, Runtime};
 use super::limits::{Limits, MemoryCapExceeded};
 use super::store::StoreState;
@@ -49,7 +49,11 @@ impl HandlerInstance {
         cache: Arc<dyn CacheReader>,
     ) -> Result<Self, String> {
         let plugin: Arc<str> = plugin.into();
-        let log = GuestLog::new(plugin.clone(), runtime.inner.config.log_observer.clone());
+        let log = GuestLog::new(
+            plugin.clone(),
+            runtime.inner.config.log_observer.clone(),
+            &runtime.inner.metrics,
+        );
         let mut this = Self {
             runtime,
             compiled,
@@ -232,8 +236,8 @@ fn describe_failure(e: &wasmtime::Error, state: &StoreState) -> CallError {
 fn outcome(result: Result<(), wit::HandlerError>) -> HandlerOutcome {
     match result {
         Ok(()) => HandlerOutcome::Ok,
-        Err(wit::HandlerError::Retry(msg)) => HandlerOutcome::Retry(msg),
-        Err(wit::HandlerError::Fatal(msg)) => HandlerOutcome::Fatal(msg),
+        Err(wit::HandlerError::Retry(msg)) => HandlerOutcome::Retry(cap_guest_text(msg)),
+        Err(wit::HandlerError::Fatal(msg)) => HandlerOutcome::Fatal(cap_guest_text(msg)),
     }
 }
 

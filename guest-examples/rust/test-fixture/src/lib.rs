@@ -85,6 +85,31 @@ fn act(meta: &ObjectMeta) -> Result<(), HandlerError> {
             println!("print: stdout {}", key(meta));
             eprintln!("print: stderr {}", key(meta));
         }
+        // Guest output the host must bound and sanitise (see runtime/guest_log.rs).
+        "log-huge" => {
+            log(Level::Info, &"x".repeat(60 << 20));
+            info("log-huge: done");
+        }
+        "print-huge" => {
+            print!("{}", "y".repeat(60 << 20));
+            println!(" end");
+            info("print-huge: done");
+        }
+        "log-forge" => log(
+            Level::Error,
+            "forged\n2024-01-01T00:00:00Z  INFO kubewasm: \x1b[32mall good\x1b[0m",
+        ),
+        "log-flood" => {
+            for i in 0..3000 {
+                info(&format!("flood {i}"));
+            }
+        }
+        "retry-huge" => {
+            return Err(HandlerError::Retry(format!(
+                "line one\nline two {}",
+                "z".repeat(1 << 20)
+            )));
+        }
         _ => info(&format!("ok {}", key(meta))),
     }
     Ok(())
