@@ -13,7 +13,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
-use super::guest_log::{CleanText, GuestLog, MAX_GUEST_TEXT, cap_guest_text, clean};
+use super::guest_log::{CleanText, GuestLog, MAX_GUEST_TEXT, clean, clean_to};
 
 /// Bytes of one line kept before the newline arrives; the rest of an overlong line is counted
 /// and discarded, so a guest cannot grow host memory by never writing a newline, and the line is
@@ -21,6 +21,8 @@ use super::guest_log::{CleanText, GuestLog, MAX_GUEST_TEXT, cap_guest_text, clea
 const MAX_LINE: usize = MAX_GUEST_TEXT;
 /// Stderr lines kept to explain a trap (a Rust panic message precedes the trap).
 const STDERR_TAIL: usize = 4;
+/// Bytes kept of each of those lines, so the joined tail stays within one guest text's cap.
+const TAIL_LINE: usize = MAX_GUEST_TEXT / STDERR_TAIL;
 
 /// Builds the sandboxed WASI context for one instance; returns it with the handles the instance
 /// uses to flush partial lines and read the stderr tail.
@@ -58,13 +60,13 @@ impl GuestOutput {
         self.stderr.lock().tail.clear();
     }
 
-    /// The last stderr lines written during this call, joined for an error message (capped like
-    /// any guest text).
+    /// The last stderr lines written during this call, joined for an error message (each line
+    /// capped at [`TAIL_LINE`] bytes).
     pub fn stderr_tail(&self) -> Option<String> {
         let err = self.stderr.lock();
         (!err.tail.is_empty()).then(|| {
             let lines: Vec<&str> = err.tail.iter().map(CleanText::as_str).collect();
-            cap_guest_text(lines.join(" | "))
+            lines.join(" | ")
         })
     }
 }
@@ -121,15 +123,14 @@ impl LineBuffer {
         if line.trim().is_empty() && overflow == 0 {
             return;
         }
-        let line = clean(line, overflow);
-        self.log.output_line(self.stderr, &line);
+        self.log.output_line(self.stderr, &clean(line, overflow));
         if self.stderr {
             // Kept even when the rate limit dropped the line: a panic message explains the
             // trap that follows it, and the tail is bounded.
             if self.tail.len() == STDERR_TAIL {
                 self.tail.pop_front();
             }
-            self.tail.push_back(line);
+            self.tail.push_back(clean_to(line, overflow, TAIL_LINE));
         }
     }
 }
@@ -270,7 +271,12 @@ mod tests {
         assert!(seen.lock().is_empty(), "held until the newline or the call's end");
         out.flush();
         assert!(seen.lock()[0].1.ends_with("y…[truncated 10 bytes]"));
-        assert!(out.stderr_tail().unwrap().ends_with("[truncated 10 bytes]"));
+        let tail = out.stderr_tail().unwrap();
+        assert_eq!(tail.len(), TAIL_LINE + "…[truncated 12298 bytes]".len());
+        assert!(
+            tail.ends_with(&format!("y…[truncated {} bytes]", MAX_LINE - TAIL_LINE + 10)),
+            "{tail}"
+        );
     }
 
     #[test]
