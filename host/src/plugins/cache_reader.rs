@@ -12,8 +12,8 @@
 
 use std::sync::Arc;
 
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
 use super::metrics::{CacheRefusalLabels, PluginMetrics};
 use crate::informer::{InformerFactory, InformerKey, KubeObject, LabelSelector, SharedObject};
@@ -140,7 +140,12 @@ fn human_bytes(n: usize) -> String {
 }
 
 /// How a list was described in a refusal, so the guest sees which call to narrow.
-fn list_scope(api_version: &str, kind: &str, namespace: Option<&str>, selector: Option<&str>) -> String {
+fn list_scope(
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    selector: Option<&str>,
+) -> String {
     let mut scope = format!("{api_version} {kind}");
     match namespace {
         Some(ns) => scope.push_str(&format!(" in namespace {ns:?}")),
@@ -276,8 +281,8 @@ mod tests {
         let server = apiserver::ApiServer::start(apiserver::Config::default())
             .await
             .unwrap();
-        let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap()))
-            .unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
         for (ns, name, tier) in [
             ("default", "w1", "web"),
             ("default", "w2", "web"),
@@ -340,7 +345,9 @@ mod tests {
              objects, over the per-call bound of 3 objects and 8 MiB; narrow it with a namespace \
              or a label selector, or read single objects with cache.get"
         );
-        let web = three.list("v1", "ConfigMap", Some("default"), None).unwrap();
+        let web = three
+            .list("v1", "ConfigMap", Some("default"), None)
+            .unwrap();
         assert_eq!(names(&web), ["w1", "w2", "w3"], "exactly the bound passes");
         let db = three
             .list("v1", "ConfigMap", None, Some("tier=db"))
@@ -377,12 +384,20 @@ mod tests {
         );
 
         // The default bounds let the whole small cache through.
-        let default = SubscribedCache::new("lister", factory.clone(), vec![reg.key().clone()], &metrics);
-        assert_eq!(default.list("v1", "ConfigMap", None, None).unwrap().len(), 5);
+        let default =
+            SubscribedCache::new("lister", factory.clone(), vec![reg.key().clone()], &metrics);
+        assert_eq!(
+            default.list("v1", "ConfigMap", None, None).unwrap().len(),
+            5
+        );
 
         // Other refusals are counted under their own reason.
         assert!(default.list("v1", "Secret", None, None).is_err());
-        assert!(default.list("v1", "ConfigMap", None, Some("tier in (")).is_err());
+        assert!(
+            default
+                .list("v1", "ConfigMap", None, Some("tier in ("))
+                .is_err()
+        );
 
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();

@@ -200,7 +200,11 @@ pub(crate) fn check_directory(dir: &Path, uid: u32) -> Result<(), String> {
     check_owner_and_mode(&meta, uid)?;
     let given = std::path::absolute(dir).map_err(|e| format!("cannot resolve it: {e}"))?;
     let resolved = std::fs::canonicalize(dir).map_err(|e| format!("cannot resolve it: {e}"))?;
-    for parent in given.ancestors().skip(1).chain(resolved.ancestors().skip(1)) {
+    for parent in given
+        .ancestors()
+        .skip(1)
+        .chain(resolved.ancestors().skip(1))
+    {
         let meta = std::fs::metadata(parent)
             .map_err(|e| format!("cannot inspect its parent {}: {e}", parent.display()))?;
         if meta.uid() != uid && meta.uid() != 0 {

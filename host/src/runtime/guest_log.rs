@@ -242,7 +242,11 @@ mod tests {
         let capped = cap_guest_text(huge);
         let marker = format!("…[truncated {} bytes]", (60 << 20) - MAX_GUEST_TEXT);
         assert_eq!(capped.len(), MAX_GUEST_TEXT + marker.len());
-        assert!(capped.ends_with(&marker), "{}", &capped[MAX_GUEST_TEXT - 5..]);
+        assert!(
+            capped.ends_with(&marker),
+            "{}",
+            &capped[MAX_GUEST_TEXT - 5..]
+        );
         assert!(
             capped.capacity() <= MAX_GUEST_TEXT + SLACK,
             "a fresh, small allocation ({}); the 60 MB one is gone",
@@ -259,7 +263,10 @@ mod tests {
         let capped = cap_guest_text(wide);
         let kept = MAX_GUEST_TEXT / 3;
         assert!(capped.starts_with(&"日".repeat(kept)));
-        assert!(capped.ends_with(&format!("…[truncated {} bytes]", (MAX_GUEST_TEXT - kept) * 3)));
+        assert!(capped.ends_with(&format!(
+            "…[truncated {} bytes]",
+            (MAX_GUEST_TEXT - kept) * 3
+        )));
     }
 
     #[test]
@@ -338,11 +345,18 @@ mod tests {
         for _ in 0..rate + 7 {
             log.log(GuestLogLevel::Info, "again".into());
         }
-        assert_eq!(*seen.lock(), burst + rate, "one second earns the sustained rate");
+        assert_eq!(
+            *seen.lock(),
+            burst + rate,
+            "one second earns the sustained rate"
+        );
         assert_eq!(metrics.guest_log_dropped("chatty"), 57);
         let infos = capture.events("INFO");
         assert_eq!(infos.len(), 1, "{infos:?}");
-        assert_eq!(infos[0]["fields"]["dropped"], 50, "the end of an episode reports it");
+        assert_eq!(
+            infos[0]["fields"]["dropped"], 50,
+            "the end of an episode reports it"
+        );
         assert_eq!(infos[0]["fields"]["plugin"], "chatty");
         let warnings = capture.events("WARN");
         assert_eq!(warnings.len(), 2, "a new episode, a new warning");

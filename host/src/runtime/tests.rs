@@ -414,7 +414,10 @@ fn a_60_mb_log_message_is_logged_capped_and_the_instance_keeps_working() {
     );
     let lines = logged(p);
     assert_eq!(lines.len(), 2, "one capped line, then the next message");
-    let marker = format!("…[truncated {} bytes]", (60 << 20) - guest_log::MAX_GUEST_TEXT);
+    let marker = format!(
+        "…[truncated {} bytes]",
+        (60 << 20) - guest_log::MAX_GUEST_TEXT
+    );
     assert_eq!(lines[0].len(), guest_log::MAX_GUEST_TEXT + marker.len());
     assert!(lines[0].ends_with(&marker));
     assert_eq!(lines[1], "log-huge: done");
@@ -433,7 +436,12 @@ fn a_60_mb_stdout_line_is_logged_once_capped() {
         HandlerOutcome::Ok
     );
     let lines = logged(p);
-    assert_eq!(lines.len(), 2, "{:?}", lines.iter().map(|l| l.len()).collect::<Vec<_>>());
+    assert_eq!(
+        lines.len(),
+        2,
+        "{:?}",
+        lines.iter().map(|l| l.len()).collect::<Vec<_>>()
+    );
     let dropped = (60 << 20) + " end".len() - guest_log::MAX_GUEST_TEXT;
     assert!(lines[0].starts_with("yyyy"));
     assert!(
@@ -453,7 +461,8 @@ fn guest_log_messages_cannot_forge_lines_or_terminal_escapes() {
         logged_with_level(p),
         [(
             GuestLogLevel::Error,
-            "forged\\n2024-01-01T00:00:00Z  INFO kubewasm: \\u{1b}[32mall good\\u{1b}[0m".to_string()
+            "forged\\n2024-01-01T00:00:00Z  INFO kubewasm: \\u{1b}[32mall good\\u{1b}[0m"
+                .to_string()
         )]
     );
 }
@@ -467,7 +476,11 @@ fn a_flooding_guest_is_rate_limited_and_counted() {
     let burst = guest_log::LOG_BURST as usize;
     // 3000 lines in one call: the burst passes, and the call is far shorter than the
     // (3000 - burst) / rate seconds it would take to earn the rest.
-    assert!(lines.len() >= burst && lines.len() < 3000, "{}", lines.len());
+    assert!(
+        lines.len() >= burst && lines.len() < 3000,
+        "{}",
+        lines.len()
+    );
     assert_eq!(lines[0], "flood 0");
     assert_eq!(
         shared().metrics.guest_log_dropped(p),
@@ -623,7 +636,13 @@ fn artifact_of(dir: &std::path::Path, wasm: &[u8]) -> PathBuf {
     std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with(&prefix))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with(&prefix)
+        })
         .expect("artifact written")
 }
 
@@ -632,7 +651,12 @@ fn compile_afresh(config: &RuntimeConfig, wasm: &[u8]) -> (bool, String) {
     let rt = Runtime::new(config.clone(), RuntimeMetrics::unregistered()).unwrap();
     let compiled = rt.compile(wasm).unwrap();
     let mut h = rt
-        .instantiate(&compiled, "cache-trust", Limits::default(), Arc::new(FakeCache))
+        .instantiate(
+            &compiled,
+            "cache-trust",
+            Limits::default(),
+            Arc::new(FakeCache),
+        )
         .unwrap();
     (compiled.cache_hit(), h.describe().unwrap().name)
 }
@@ -674,11 +698,17 @@ fn compile_cache_in_a_directory_others_can_write_is_not_used() {
         ..Default::default()
     };
     // Created private whatever the umask, and used.
-    assert_eq!(compile_afresh(&config, &wasm), (false, "configmap-logger".into()));
+    assert_eq!(
+        compile_afresh(&config, &wasm),
+        (false, "configmap-logger".into())
+    );
     assert_eq!(mode(&cache), 0o700);
     let artifact = artifact_of(&cache, &wasm);
     assert_eq!(mode(&artifact), 0o600);
-    assert!(compile_afresh(&config, &wasm).0, "a trusted cache is reused");
+    assert!(
+        compile_afresh(&config, &wasm).0,
+        "a trusted cache is reused"
+    );
 
     // World-writable: anyone could have planted the artifact, so it is not loaded, the plugin
     // still compiles, and one warning names the directory and the reason.
@@ -714,7 +744,10 @@ fn compile_cache_in_a_directory_others_can_write_is_not_used() {
 
     // A directory owned by someone else is refused too (the check itself, for any uid).
     let reason = compile_cache::check_directory(&cache, 4242).unwrap_err();
-    assert!(reason.contains("not by this process's uid 4242"), "{reason}");
+    assert!(
+        reason.contains("not by this process's uid 4242"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -750,8 +783,15 @@ fn tampered_compile_cache_artifacts_are_not_loaded() {
     // from the real wasm and stored privately again.
     forge();
     set_mode(&logger_artifact, 0o666);
-    assert_eq!(compile_afresh(&config, &logger), (false, "configmap-logger".into()));
-    assert_eq!(mode(&logger_artifact), 0o600, "replaced by a fresh private artifact");
+    assert_eq!(
+        compile_afresh(&config, &logger),
+        (false, "configmap-logger".into())
+    );
+    assert_eq!(
+        mode(&logger_artifact),
+        0o600,
+        "replaced by a fresh private artifact"
+    );
     assert!(compile_afresh(&config, &logger).0);
 
     // Owned by another user: refused (changing the owner needs root).
@@ -759,19 +799,28 @@ fn tampered_compile_cache_artifacts_are_not_loaded() {
     if unsafe { libc::geteuid() } == 0 {
         forge();
         std::os::unix::fs::chown(&logger_artifact, Some(65534), None).unwrap();
-        assert_eq!(compile_afresh(&config, &logger), (false, "configmap-logger".into()));
+        assert_eq!(
+            compile_afresh(&config, &logger),
+            (false, "configmap-logger".into())
+        );
         assert!(compile_afresh(&config, &logger).0);
     }
 
     // Another entry merely renamed into place (valid checksum of its own): refused because the
     // checksum is bound to the key.
     std::fs::copy(&fixture_artifact, &logger_artifact).unwrap();
-    assert_eq!(compile_afresh(&config, &logger), (false, "configmap-logger".into()));
+    assert_eq!(
+        compile_afresh(&config, &logger),
+        (false, "configmap-logger".into())
+    );
 
     // The ownership check is what stops the forgery: the same file, private, is loaded. (This
     // is the trust boundary: whoever runs as the host's uid can replace the host itself.)
     forge();
-    assert_eq!(compile_afresh(&config, &logger), (true, "test-fixture".into()));
+    assert_eq!(
+        compile_afresh(&config, &logger),
+        (true, "test-fixture".into())
+    );
 }
 
 #[test]

@@ -246,7 +246,10 @@ mod tests {
         let chunk = vec![b'x'; 64 * 1024];
         for _ in 0..960 {
             stdout.write(&chunk);
-            assert!(stdout.partial.len() <= MAX_LINE, "the host holds one capped line");
+            assert!(
+                stdout.partial.len() <= MAX_LINE,
+                "the host holds one capped line"
+            );
         }
         stdout.write(b"\nnext\n");
         drop(stdout);
@@ -260,7 +263,10 @@ mod tests {
             "{}",
             &first[first.len() - 40..]
         );
-        assert_eq!(first.len() - format!("…[truncated {dropped} bytes]").len(), MAX_LINE);
+        assert_eq!(
+            first.len() - format!("…[truncated {dropped} bytes]").len(),
+            MAX_LINE
+        );
         assert_eq!(seen[1].1, "next");
     }
 
@@ -268,13 +274,19 @@ mod tests {
     fn an_unterminated_overlong_line_is_flushed_at_the_end_of_the_call() {
         let (out, seen) = capture();
         out.stderr.lock().write(&vec![b'y'; MAX_LINE + 10]);
-        assert!(seen.lock().is_empty(), "held until the newline or the call's end");
+        assert!(
+            seen.lock().is_empty(),
+            "held until the newline or the call's end"
+        );
         out.flush();
         assert!(seen.lock()[0].1.ends_with("y…[truncated 10 bytes]"));
         let tail = out.stderr_tail().unwrap();
         assert_eq!(tail.len(), TAIL_LINE + "…[truncated 12298 bytes]".len());
         assert!(
-            tail.ends_with(&format!("y…[truncated {} bytes]", MAX_LINE - TAIL_LINE + 10)),
+            tail.ends_with(&format!(
+                "y…[truncated {} bytes]",
+                MAX_LINE - TAIL_LINE + 10
+            )),
             "{tail}"
         );
     }
