@@ -54,7 +54,9 @@ pub struct SubscribedCache {
 /// The size limits of one `cache.list` answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ListBound {
+    /// Most objects per answer.
     pub objects: usize,
+    /// Most bytes of object data per answer (see `answer_bytes`).
     pub bytes: usize,
 }
 
@@ -132,7 +134,7 @@ fn answer_bytes(v: &ObjectView<'_>) -> usize {
 
 /// `8 MiB` for whole MiB, else bytes.
 fn human_bytes(n: usize) -> String {
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{} MiB", n >> 20)
     } else {
         format!("{n} bytes")

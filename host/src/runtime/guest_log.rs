@@ -164,11 +164,10 @@ impl GuestLog {
         self.observe(level, message);
     }
 
-    /// A complete line the guest wrote to stdout (`stderr == false`) or stderr. Returns whether
-    /// it was emitted (false when over the rate).
-    pub fn output_line(&self, stderr: bool, line: &CleanText) -> bool {
+    /// A complete line the guest wrote to stdout (`stderr == false`) or stderr.
+    pub fn output_line(&self, stderr: bool, line: &CleanText) {
         if !self.admit() {
-            return false;
+            return;
         }
         let plugin = &*self.shared.plugin;
         let line = line.as_str();
@@ -180,7 +179,6 @@ impl GuestLog {
             GuestLogLevel::Info
         };
         self.observe(level, line);
-        true
     }
 
     /// Takes a token from the plugin's budget; drops, counts and announces when there is none.
