@@ -612,6 +612,7 @@ impl PluginManager {
             name,
             self.inner.factory.clone(),
             described.keys.iter().map(|(k, _)| k.clone()).collect(),
+            &self.inner.metrics,
         ));
         let instance = self
             .inner

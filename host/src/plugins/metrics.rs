@@ -92,6 +92,18 @@ pub struct PluginMetrics {
     pub worker_restarts: Family<PluginLabels, Counter>,
     /// Loads, swaps and failed loads.
     pub loads: Family<LoadLabels, Counter>,
+    /// `cache.list` calls answered with an error instead of objects.
+    pub cache_list_refused: Family<CacheRefusalLabels, Counter>,
+}
+
+/// Labels of refused `cache.list` calls.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheRefusalLabels {
+    /// Plugin name (the file stem).
+    pub plugin: String,
+    /// `too_many_objects`, `too_many_bytes` (over the per-call bound), `not_subscribed` or
+    /// `invalid_selector`.
+    pub reason: &'static str,
 }
 
 /// Labels of plugin lifecycle series.
@@ -149,6 +161,11 @@ impl PluginMetrics {
             "Plugin loads, swaps, failures and unloads",
             m.loads.clone(),
         );
+        r.register(
+            "cache_list_refused",
+            "cache.list calls refused, by reason (over the per-call bound, unsubscribed kind, bad selector)",
+            m.cache_list_refused.clone(),
+        );
         m
     }
 
@@ -166,6 +183,7 @@ impl PluginMetrics {
             coalesced: Family::default(),
             worker_restarts: Family::default(),
             loads: Family::default(),
+            cache_list_refused: Family::default(),
         }
     }
 }

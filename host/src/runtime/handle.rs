@@ -117,8 +117,7 @@ impl Runtime {
         let disk_cache = config
             .cache_dir
             .clone()
-            .map(|d| DiskCache::new(d, &engine))
-            .transpose()?;
+            .and_then(|d| DiskCache::open(d, &engine));
         Ok(Self {
             inner: Arc::new(RuntimeInner {
                 engine,
@@ -179,7 +178,7 @@ impl Runtime {
             });
         };
         let path = disk.path_for(&wasm_sha256);
-        if let Some(component) = disk.load(&inner.engine, &path) {
+        if let Some(component) = disk.load(&inner.engine, &wasm_sha256) {
             match check_world(&inner.engine, &inner.linker, &component) {
                 Ok(pre) => {
                     inner.metrics.compiled("hit");
@@ -194,7 +193,7 @@ impl Runtime {
             }
         }
         let pre = self.compile_fresh(wasm)?;
-        disk.store(&path, pre.instance_pre().component());
+        disk.store(&wasm_sha256, pre.instance_pre().component());
         inner.metrics.compiled("miss");
         Ok(CompiledHandler {
             pre,

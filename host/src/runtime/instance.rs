@@ -8,7 +8,7 @@ use wasmtime::{Store, Trap};
 use super::bindings::Handler;
 use super::bindings::kubewasm::handler::types as wit;
 use super::error::CallError;
-use super::guest_log::GuestLog;
+use super::guest_log::{GuestLog, cap_guest_text};
 use super::handle::{CompiledHandler, Runtime};
 use super::limits::{Limits, MemoryCapExceeded};
 use super::store::StoreState;
@@ -57,7 +57,11 @@ impl HandlerInstance {
         cache: Arc<dyn CacheReader>,
     ) -> Self {
         let plugin: Arc<str> = plugin.into();
-        let log = GuestLog::new(plugin.clone(), runtime.inner.config.log_observer.clone());
+        let log = GuestLog::new(
+            plugin.clone(),
+            runtime.inner.config.log_observer.clone(),
+            &runtime.inner.metrics,
+        );
         Self {
             runtime,
             compiled,
@@ -280,8 +284,8 @@ fn describe_failure(e: &wasmtime::Error, state: &StoreState) -> CallError {
 fn outcome(result: Result<(), wit::HandlerError>) -> HandlerOutcome {
     match result {
         Ok(()) => HandlerOutcome::Ok,
-        Err(wit::HandlerError::Retry(msg)) => HandlerOutcome::Retry(msg),
-        Err(wit::HandlerError::Fatal(msg)) => HandlerOutcome::Fatal(msg),
+        Err(wit::HandlerError::Retry(msg)) => HandlerOutcome::Retry(cap_guest_text(msg)),
+        Err(wit::HandlerError::Fatal(msg)) => HandlerOutcome::Fatal(cap_guest_text(msg)),
     }
 }
 

@@ -439,6 +439,112 @@ fn stdout_and_stderr_lines_are_logged_with_the_plugin() {
     );
 }
 
+// ---------- guest output bounds ----------
+
+#[test]
+fn a_60_mb_log_message_is_logged_capped_and_the_instance_keeps_working() {
+    let p = "fixture-log-huge";
+    let limits = Limits {
+        memory_bytes: 192 << 20,
+        ..Limits::default()
+    };
+    let mut h = instance(&shared().fixture, p, limits);
+    assert_eq!(
+        h.on_add(&action("log-huge"), false).unwrap(),
+        HandlerOutcome::Ok
+    );
+    let lines = logged(p);
+    assert_eq!(lines.len(), 2, "one capped line, then the next message");
+    let marker = format!(
+        "…[truncated {} bytes]",
+        (60 << 20) - guest_log::MAX_GUEST_TEXT
+    );
+    assert_eq!(lines[0].len(), guest_log::MAX_GUEST_TEXT + marker.len());
+    assert!(lines[0].ends_with(&marker));
+    assert_eq!(lines[1], "log-huge: done");
+}
+
+#[test]
+fn a_60_mb_stdout_line_is_logged_once_capped() {
+    let p = "fixture-print-huge";
+    let limits = Limits {
+        memory_bytes: 192 << 20,
+        ..Limits::default()
+    };
+    let mut h = instance(&shared().fixture, p, limits);
+    assert_eq!(
+        h.on_add(&action("print-huge"), false).unwrap(),
+        HandlerOutcome::Ok
+    );
+    let lines = logged(p);
+    assert_eq!(
+        lines.len(),
+        2,
+        "{:?}",
+        lines.iter().map(|l| l.len()).collect::<Vec<_>>()
+    );
+    let dropped = (60 << 20) + " end".len() - guest_log::MAX_GUEST_TEXT;
+    assert!(lines[0].starts_with("yyyy"));
+    assert!(
+        lines[0].ends_with(&format!("y…[truncated {dropped} bytes]")),
+        "{}",
+        &lines[0][lines[0].len() - 60..]
+    );
+    assert_eq!(lines[1], "print-huge: done");
+}
+
+#[test]
+fn guest_log_messages_cannot_forge_lines_or_terminal_escapes() {
+    let p = "fixture-log-forge";
+    let mut h = instance(&shared().fixture, p, Limits::default());
+    h.on_add(&action("log-forge"), false).unwrap();
+    assert_eq!(
+        logged_with_level(p),
+        [(
+            GuestLogLevel::Error,
+            "forged\\n2024-01-01T00:00:00Z  INFO kubewasm: \\u{1b}[32mall good\\u{1b}[0m"
+                .to_string()
+        )]
+    );
+}
+
+#[test]
+fn a_flooding_guest_is_rate_limited_and_counted() {
+    let p = "fixture-log-flood";
+    let mut h = instance(&shared().fixture, p, Limits::default());
+    h.on_add(&action("log-flood"), false).unwrap();
+    let lines = logged(p);
+    let burst = guest_log::LOG_BURST as usize;
+    // 3000 lines in one call: the burst passes, and the call is far shorter than the
+    // (3000 - burst) / rate seconds it would take to earn the rest.
+    assert!(
+        lines.len() >= burst && lines.len() < 3000,
+        "{}",
+        lines.len()
+    );
+    assert_eq!(lines[0], "flood 0");
+    assert_eq!(
+        shared().metrics.guest_log_dropped(p),
+        (3000 - lines.len()) as u64
+    );
+}
+
+#[test]
+fn handler_error_strings_are_capped_and_escaped() {
+    let p = "fixture-retry-huge";
+    let mut h = instance(&shared().fixture, p, Limits::default());
+    let HandlerOutcome::Retry(msg) = h.on_add(&action("retry-huge"), false).unwrap() else {
+        panic!("expected a retry")
+    };
+    assert!(msg.starts_with("line one\\nline two zzz"), "{}", &msg[..30]);
+    let dropped = "line one\nline two ".len() + (1 << 20) - (guest_log::MAX_GUEST_TEXT - 1);
+    assert!(
+        msg.ends_with(&format!("z…[truncated {dropped} bytes]")),
+        "{}",
+        &msg[msg.len() - 60..]
+    );
+}
+
 #[test]
 fn memory_cap_above_the_ceiling_is_refused() {
     let limits = Limits {
@@ -552,6 +658,210 @@ fn compile_cache_hits_survive_restarts_and_corruption_recompiles() {
     std::fs::write(&entries[0], b"").unwrap();
     let rt = Runtime::new(config, RuntimeMetrics::unregistered()).unwrap();
     assert!(!rt.compile(&wasm).unwrap().cache_hit());
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+fn set_mode(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The cache file of `wasm` in `dir` (named by the wasm's sha256).
+fn artifact_of(dir: &std::path::Path, wasm: &[u8]) -> PathBuf {
+    use sha2::Digest;
+    let prefix = hex::encode(sha2::Sha256::digest(wasm));
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with(&prefix)
+        })
+        .expect("artifact written")
+}
+
+/// Compiles `wasm` in a fresh runtime (no in-memory reuse) and names what was loaded.
+fn compile_afresh(config: &RuntimeConfig, wasm: &[u8]) -> (bool, String) {
+    let rt = Runtime::new(config.clone(), RuntimeMetrics::unregistered()).unwrap();
+    let compiled = rt.compile(wasm).unwrap();
+    let mut h = rt
+        .instantiate(
+            &compiled,
+            "cache-trust",
+            Limits::default(),
+            Arc::new(FakeCache),
+        )
+        .unwrap();
+    (compiled.cache_hit(), h.describe().unwrap().name)
+}
+
+/// Guest-log-free JSON capture of the host's own warnings.
+fn warnings_during(f: impl FnOnce()) -> Vec<serde_json::Value> {
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let out = String::from_utf8(capture.0.lock().clone()).unwrap();
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn compile_cache_in_a_directory_others_can_write_is_not_used() {
+    let wasm = guest_bytes("configmap-logger");
+    let root = tempfile::tempdir().unwrap();
+    let cache = root.path().join("cache");
+    let config = RuntimeConfig {
+        cache_dir: Some(cache.clone()),
+        ..Default::default()
+    };
+    // Created private whatever the umask, and used.
+    assert_eq!(
+        compile_afresh(&config, &wasm),
+        (false, "configmap-logger".into())
+    );
+    assert_eq!(mode(&cache), 0o700);
+    let artifact = artifact_of(&cache, &wasm);
+    assert_eq!(mode(&artifact), 0o600);
+    assert!(
+        compile_afresh(&config, &wasm).0,
+        "a trusted cache is reused"
+    );
+
+    // World-writable: anyone could have planted the artifact, so it is not loaded, the plugin
+    // still compiles, and one warning names the directory and the reason.
+    set_mode(&cache, 0o777);
+    let mut loaded = None;
+    let warnings = warnings_during(|| loaded = Some(compile_afresh(&config, &wasm)));
+    assert_eq!(loaded.unwrap(), (false, "configmap-logger".into()));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let message = warnings[0]["fields"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&cache.display().to_string())
+            && message.contains("writable by group or others (mode 0777"),
+        "{message}"
+    );
+    set_mode(&cache, 0o770);
+    assert!(!compile_afresh(&config, &wasm).0, "group-writable: same");
+
+    // A parent others can write could swap the whole directory; a sticky one (like /tmp) cannot.
+    set_mode(&cache, 0o700);
+    set_mode(root.path(), 0o777);
+    assert!(!compile_afresh(&config, &wasm).0);
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let reason = compile_cache::check_directory(&cache, uid).unwrap_err();
+    assert!(
+        reason.contains(&format!("its parent {}", root.path().display()))
+            && reason.contains("without the sticky bit"),
+        "{reason}"
+    );
+    set_mode(root.path(), 0o1777);
+    assert!(compile_afresh(&config, &wasm).0, "sticky parent: trusted");
+    set_mode(root.path(), 0o700);
+
+    // A directory owned by someone else is refused too (the check itself, for any uid).
+    let reason = compile_cache::check_directory(&cache, 4242).unwrap_err();
+    assert!(
+        reason.contains("not by this process's uid 4242"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn tampered_compile_cache_artifacts_are_not_loaded() {
+    use sha2::Digest;
+    let logger = guest_bytes("configmap-logger");
+    let fixture = guest_bytes("test-fixture");
+    let dir = tempfile::tempdir().unwrap();
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().into()),
+        ..Default::default()
+    };
+    compile_afresh(&config, &logger);
+    compile_afresh(&config, &fixture);
+    let logger_artifact = artifact_of(dir.path(), &logger);
+    let fixture_artifact = artifact_of(dir.path(), &fixture);
+
+    // What a writer of the cache can do: put other native code (here the fixture's) under the
+    // logger's key with a checksum that verifies.
+    let forge = || {
+        let stored = std::fs::read(&fixture_artifact).unwrap();
+        let code = &stored[..stored.len() - 40];
+        let mut h = sha2::Sha256::new();
+        h.update(sha2::Sha256::digest(&logger));
+        h.update(code);
+        let mut forged = code.to_vec();
+        forged.extend_from_slice(&h.finalize());
+        forged.extend_from_slice(b"kwcache2");
+        std::fs::write(&logger_artifact, forged).unwrap();
+    };
+
+    // Written by someone else (the file is writable by others): refused, removed, recompiled
+    // from the real wasm and stored privately again.
+    forge();
+    set_mode(&logger_artifact, 0o666);
+    assert_eq!(
+        compile_afresh(&config, &logger),
+        (false, "configmap-logger".into())
+    );
+    assert_eq!(
+        mode(&logger_artifact),
+        0o600,
+        "replaced by a fresh private artifact"
+    );
+    assert!(compile_afresh(&config, &logger).0);
+
+    // Owned by another user: refused (changing the owner needs root).
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        forge();
+        std::os::unix::fs::chown(&logger_artifact, Some(65534), None).unwrap();
+        assert_eq!(
+            compile_afresh(&config, &logger),
+            (false, "configmap-logger".into())
+        );
+        assert!(compile_afresh(&config, &logger).0);
+    }
+
+    // Another entry merely renamed into place (valid checksum of its own): refused because the
+    // checksum is bound to the key.
+    std::fs::copy(&fixture_artifact, &logger_artifact).unwrap();
+    assert_eq!(
+        compile_afresh(&config, &logger),
+        (false, "configmap-logger".into())
+    );
+
+    // The ownership check is what stops the forgery: the same file, private, is loaded. (This
+    // is the trust boundary: whoever runs as the host's uid can replace the host itself.)
+    forge();
+    assert_eq!(
+        compile_afresh(&config, &logger),
+        (true, "test-fixture".into())
+    );
 }
 
 #[test]

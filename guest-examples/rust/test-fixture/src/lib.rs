@@ -105,13 +105,6 @@ fn act(meta: &ObjectMeta) -> Result<(), HandlerError> {
             }
             info(&format!("pollables: created {}", all.len()));
         }
-        "huge-log" => log(Level::Info, &"x".repeat(60 << 20)),
-        "log-flood" => {
-            for i in 0..100_000 {
-                log(Level::Info, &format!("flood {i}"));
-            }
-        }
-        "forged-log" => log(Level::Info, "line one\n2026-01-01T00:00:00Z ERROR kubewasm: forged\x1b[31m"),
         "stack-overflow" => {
             fn deep(n: u64) -> u64 {
                 let pad = std::hint::black_box([n; 64]);
@@ -119,7 +112,31 @@ fn act(meta: &ObjectMeta) -> Result<(), HandlerError> {
             }
             info(&format!("stack: {}", deep(0)));
         }
-        "huge-error" => return Err(HandlerError::Retry("e".repeat(8 << 20))),
+        // Guest output the host must bound and sanitise (see runtime/guest_log.rs).
+        "log-huge" => {
+            log(Level::Info, &"x".repeat(60 << 20));
+            info("log-huge: done");
+        }
+        "print-huge" => {
+            print!("{}", "y".repeat(60 << 20));
+            println!(" end");
+            info("print-huge: done");
+        }
+        "log-forge" => log(
+            Level::Error,
+            "forged\n2024-01-01T00:00:00Z  INFO kubewasm: \x1b[32mall good\x1b[0m",
+        ),
+        "log-flood" => {
+            for i in 0..3000 {
+                info(&format!("flood {i}"));
+            }
+        }
+        "retry-huge" => {
+            return Err(HandlerError::Retry(format!(
+                "line one\nline two {}",
+                "z".repeat(1 << 20)
+            )));
+        }
         _ => info(&format!("ok {}", key(meta))),
     }
     Ok(())
