@@ -294,6 +294,36 @@ async fn misbehaving_calls_fail_cleanly_while_others_keep_receiving() {
         create(&api, &ok, &[("kubewasm.io/action", "hello")]).await;
         t.logs.wait_line("bad", &format!("ok default/{ok}")).await;
     }
+    // Output a guest cannot use against the host: each case is bounded or escaped.
+    for action in ["log-huge", "print-huge", "log-forge", "log-flood", "retry-huge"] {
+        let name = format!("out-{action}");
+        create(&api, &name, &[("kubewasm.io/action", action)]).await;
+        let key = format!("default/{name}");
+        t.recorder
+            .wait_call("bad", action, |c| c.key == key)
+            .await;
+    }
+    let lines = t.logs.of("bad");
+    assert!(
+        lines.iter().all(|l| l.len() <= 17 * 1024),
+        "a guest line over the cap reached the log"
+    );
+    assert!(
+        lines.iter().all(|l| !l.contains('\n') && !l.contains('\u{1b}')),
+        "a guest forged a log line"
+    );
+    let flood = lines.iter().filter(|l| l.starts_with("flood ")).count();
+    assert!(flood < 3000, "the flood was rate-limited ({flood} lines)");
+    let retry = t
+        .recorder
+        .calls_for("bad", "default/out-retry-huge")
+        .into_iter()
+        .find_map(|c| match c.outcome {
+            CallOutcome::Retry(m) => Some(m),
+            _ => None,
+        })
+        .expect("retry-huge answered retry");
+    assert!(retry.len() <= 17 * 1024, "retry message of {} bytes", retry.len());
     t.host.shutdown().await;
 }
 

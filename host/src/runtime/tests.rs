@@ -450,7 +450,7 @@ fn a_60_mb_log_message_is_logged_capped_and_the_instance_keeps_working() {
     };
     let mut h = instance(&shared().fixture, p, limits);
     assert_eq!(
-        h.on_add(&action("log-huge"), false).unwrap(),
+        block(h.on_add(&action("log-huge"), false)).unwrap(),
         HandlerOutcome::Ok
     );
     let lines = logged(p);
@@ -473,7 +473,7 @@ fn a_60_mb_stdout_line_is_logged_once_capped() {
     };
     let mut h = instance(&shared().fixture, p, limits);
     assert_eq!(
-        h.on_add(&action("print-huge"), false).unwrap(),
+        block(h.on_add(&action("print-huge"), false)).unwrap(),
         HandlerOutcome::Ok
     );
     let lines = logged(p);
@@ -497,7 +497,7 @@ fn a_60_mb_stdout_line_is_logged_once_capped() {
 fn guest_log_messages_cannot_forge_lines_or_terminal_escapes() {
     let p = "fixture-log-forge";
     let mut h = instance(&shared().fixture, p, Limits::default());
-    h.on_add(&action("log-forge"), false).unwrap();
+    block(h.on_add(&action("log-forge"), false)).unwrap();
     assert_eq!(
         logged_with_level(p),
         [(
@@ -512,7 +512,7 @@ fn guest_log_messages_cannot_forge_lines_or_terminal_escapes() {
 fn a_flooding_guest_is_rate_limited_and_counted() {
     let p = "fixture-log-flood";
     let mut h = instance(&shared().fixture, p, Limits::default());
-    h.on_add(&action("log-flood"), false).unwrap();
+    block(h.on_add(&action("log-flood"), false)).unwrap();
     let lines = logged(p);
     let burst = guest_log::LOG_BURST as usize;
     // 3000 lines in one call: the burst passes, and the call is far shorter than the
@@ -533,7 +533,7 @@ fn a_flooding_guest_is_rate_limited_and_counted() {
 fn handler_error_strings_are_capped_and_escaped() {
     let p = "fixture-retry-huge";
     let mut h = instance(&shared().fixture, p, Limits::default());
-    let HandlerOutcome::Retry(msg) = h.on_add(&action("retry-huge"), false).unwrap() else {
+    let HandlerOutcome::Retry(msg) = block(h.on_add(&action("retry-huge"), false)).unwrap() else {
         panic!("expected a retry")
     };
     assert!(msg.starts_with("line one\\nline two zzz"), "{}", &msg[..30]);
@@ -692,14 +692,14 @@ fn compile_afresh(config: &RuntimeConfig, wasm: &[u8]) -> (bool, String) {
     let rt = Runtime::new(config.clone(), RuntimeMetrics::unregistered()).unwrap();
     let compiled = rt.compile(wasm).unwrap();
     let mut h = rt
-        .instantiate(
+        .instantiate_blocking(
             &compiled,
             "cache-trust",
             Limits::default(),
             Arc::new(FakeCache),
         )
         .unwrap();
-    (compiled.cache_hit(), h.describe().unwrap().name)
+    (compiled.cache_hit(), block(h.describe()).unwrap().name)
 }
 
 /// Guest-log-free JSON capture of the host's own warnings.
