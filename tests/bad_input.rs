@@ -295,13 +295,17 @@ async fn misbehaving_calls_fail_cleanly_while_others_keep_receiving() {
         t.logs.wait_line("bad", &format!("ok default/{ok}")).await;
     }
     // Output a guest cannot use against the host: each case is bounded or escaped.
-    for action in ["log-huge", "print-huge", "log-forge", "log-flood", "retry-huge"] {
+    for action in [
+        "log-huge",
+        "print-huge",
+        "log-forge",
+        "log-flood",
+        "retry-huge",
+    ] {
         let name = format!("out-{action}");
         create(&api, &name, &[("kubewasm.io/action", action)]).await;
         let key = format!("default/{name}");
-        t.recorder
-            .wait_call("bad", action, |c| c.key == key)
-            .await;
+        t.recorder.wait_call("bad", action, |c| c.key == key).await;
     }
     let lines = t.logs.of("bad");
     assert!(
@@ -309,7 +313,9 @@ async fn misbehaving_calls_fail_cleanly_while_others_keep_receiving() {
         "a guest line over the cap reached the log"
     );
     assert!(
-        lines.iter().all(|l| !l.contains('\n') && !l.contains('\u{1b}')),
+        lines
+            .iter()
+            .all(|l| !l.contains('\n') && !l.contains('\u{1b}')),
         "a guest forged a log line"
     );
     let flood = lines.iter().filter(|l| l.starts_with("flood ")).count();
@@ -323,7 +329,11 @@ async fn misbehaving_calls_fail_cleanly_while_others_keep_receiving() {
             _ => None,
         })
         .expect("retry-huge answered retry");
-    assert!(retry.len() <= 17 * 1024, "retry message of {} bytes", retry.len());
+    assert!(
+        retry.len() <= 17 * 1024,
+        "retry message of {} bytes",
+        retry.len()
+    );
     t.host.shutdown().await;
 }
 

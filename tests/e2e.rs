@@ -169,7 +169,10 @@ async fn per_plugin_resync_replays_the_cache() {
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
     // The informers start listing once both plugins are attached: count from after the list.
     t.logs
-        .wait_line("resyncing", &format!("add default/steady rv={rv} init=true"))
+        .wait_line(
+            "resyncing",
+            &format!("add default/steady rv={rv} init=true"),
+        )
         .await;
     let lists = server.stats().lists_of("configmaps");
     let sync_line = format!("update default/steady rv={rv}->{rv} sync=true");
