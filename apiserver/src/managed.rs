@@ -46,18 +46,18 @@ pub enum Scope {
 }
 
 /// Who is writing, through which endpoint.
-#[derive(Debug, Clone, Copy)]
-pub struct Writer<'a> {
+#[derive(Debug, Clone)]
+pub struct Writer {
     /// Field manager name.
-    pub manager: &'a str,
+    pub manager: String,
     /// The request's group/version (recorded in the entry).
-    pub api_version: &'a str,
+    pub api_version: String,
     /// List semantics of the kind.
     pub lists: Lists,
     /// Which part of the object this endpoint writes.
     pub scope: Scope,
     /// Timestamp for entries this write touches (RFC 3339, seconds).
-    pub now: &'a str,
+    pub now: String,
 }
 
 /// The real server keeps at most this many `Update` managers; older ones are merged into one entry.
@@ -563,11 +563,11 @@ pub fn record_update(live: Option<&Value>, new: &mut Value, w: &Writer) {
     };
     let cmp = Comparison::of(live, new, w.lists, w.scope);
     let me = Entry {
-        manager: w.manager.to_string(),
+        manager: w.manager.clone(),
         apply: false,
-        api_version: w.api_version.to_string(),
+        api_version: w.api_version.clone(),
         subresource: subresource_of(w.scope).to_string(),
-        time: Some(w.now.to_string()),
+        time: Some(w.now.clone()),
         set: FieldSet::new(),
     };
     let mine = entries.iter().position(|e| e.same_manager(&me));
@@ -586,7 +586,7 @@ pub fn record_update(live: Option<&Value>, new: &mut Value, w: &Writer) {
         };
         entry.set.retain(|p| !cmp.removed.contains(p));
         entry.set.extend(taken);
-        entry.time = Some(w.now.to_string());
+        entry.time = Some(w.now.clone());
         entries.push(entry);
         cap_update_managers(&mut entries);
     }
@@ -607,11 +607,11 @@ pub fn apply(
     let mut entries = decode(live.and_then(managed_fields));
     let applied = fields_of(config, w.lists, w.scope);
     let me = Entry {
-        manager: w.manager.to_string(),
+        manager: w.manager.clone(),
         apply: true,
-        api_version: w.api_version.to_string(),
+        api_version: w.api_version.clone(),
         subresource: subresource_of(w.scope).to_string(),
-        time: Some(w.now.to_string()),
+        time: Some(w.now.clone()),
         set: applied.clone(),
     };
     let previous = entries
@@ -699,13 +699,13 @@ fn conflict_error(mut conflicts: Vec<(String, FieldPath)>) -> ApiError {
 mod tests {
     use super::*;
 
-    fn writer(manager: &str) -> Writer<'_> {
+    fn writer(manager: &str) -> Writer {
         Writer {
-            manager,
-            api_version: "v1",
+            manager: manager.into(),
+            api_version: "v1".into(),
             lists: Lists::Builtin,
             scope: Scope::Whole,
-            now: "2026-01-01T00:00:00Z",
+            now: "2026-01-01T00:00:00Z".into(),
         }
     }
 
@@ -860,12 +860,9 @@ mod tests {
         for i in 0..15 {
             let live = obj.clone();
             obj["data"][format!("k{i}")] = json!("v");
-            let name = format!("m{i:02}");
-            let now = format!("2026-01-01T00:00:{i:02}Z");
             let w = Writer {
-                manager: &name,
-                now: &now,
-                ..writer("")
+                now: format!("2026-01-01T00:00:{i:02}Z"),
+                ..writer(&format!("m{i:02}"))
             };
             record_update(Some(&live), &mut obj, &w);
         }

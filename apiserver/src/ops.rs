@@ -223,11 +223,18 @@ fn scope(rt: &ResourceType, status_only: bool) -> Scope {
     }
 }
 
-fn lists(rt: &ResourceType) -> Lists {
-    if rt.custom {
-        Lists::Custom
-    } else {
-        Lists::Builtin
+/// How a write by `manager` through this endpoint is recorded in `managedFields`.
+fn writer(rt: &ResourceType, manager: String, status_only: bool) -> Writer {
+    Writer {
+        manager,
+        api_version: rt.api_version(),
+        lists: if rt.custom {
+            Lists::Custom
+        } else {
+            Lists::Builtin
+        },
+        scope: scope(rt, status_only),
+        now: now_rfc3339(),
     }
 }
 
@@ -239,11 +246,11 @@ pub fn create(
     body: Value,
     opts: &WriteOpts,
 ) -> ApiResult<Arc<Obj>> {
-    let manager = update_manager(opts, "CreateOptions")?;
-    create_owned(app, rt, ns, body, opts, Some(&manager))
+    let w = writer(rt, update_manager(opts, "CreateOptions")?, false);
+    create_owned(app, rt, ns, body, opts, Some(&w))
 }
 
-/// Create, recording `manager` as the owner of every field (an `Update`), or, with `None`, keeping the
+/// Create, recording the writer as the owner of every field (an `Update`), or, with `None`, keeping the
 /// ownership the caller already recorded (apply).
 fn create_owned(
     app: &App,
@@ -251,7 +258,7 @@ fn create_owned(
     ns: &str,
     mut body: Value,
     opts: &WriteOpts,
-    manager: Option<&str>,
+    owner: Option<&Writer>,
 ) -> ApiResult<Arc<Obj>> {
     check_body(rt, &body, ns)?;
     if rt.namespaced && app.store.get("/namespaces", "", ns).is_none() {
@@ -304,16 +311,8 @@ fn create_owned(
     }
     prepare_create_status(rt, &mut body)?;
     crate::validation::validate_create(rt, &body)?;
-    if let Some(manager) = manager {
-        let (av, now) = (rt.api_version(), now_rfc3339());
-        let w = Writer {
-            manager,
-            api_version: &av,
-            lists: lists(rt),
-            scope: scope(rt, false),
-            now: &now,
-        };
-        managed::record_update(None, &mut body, &w);
+    if let Some(w) = owner {
+        managed::record_update(None, &mut body, w);
     }
     for attempt in 0..8 {
         let name = if given.is_empty() {
@@ -548,15 +547,7 @@ pub fn update(
             "the name of the object does not match the name on the URL",
         ));
     }
-    let manager = update_manager(opts, "UpdateOptions")?;
-    let (av, now) = (rt.api_version(), now_rfc3339());
-    let w = Writer {
-        manager: &manager,
-        api_version: &av,
-        lists: lists(rt),
-        scope: scope(rt, status_only),
-        now: &now,
-    };
+    let w = writer(rt, update_manager(opts, "UpdateOptions")?, status_only);
     let out = write(app, rt, ns, name, opts.dry_run, |cur| {
         let cur = cur.ok_or_else(|| ApiError::not_found(rt, name))?;
         check_rv_precondition(rt, name, cur, &body)?;
@@ -658,14 +649,7 @@ pub fn patch(
         }
         _ => update_manager(opts, "PatchOptions")?,
     };
-    let (av, now) = (rt.api_version(), now_rfc3339());
-    let w = Writer {
-        manager: &manager,
-        api_version: &av,
-        lists: lists(rt),
-        scope: scope(rt, status_only),
-        now: &now,
-    };
+    let w = writer(rt, manager, status_only);
     if kind == PatchKind::Apply
         && app.store.get(&rt.storage_key(), ns, name).is_none()
         && !status_only
