@@ -150,6 +150,44 @@ fn load_cases() -> Vec<LoadCase> {
             expect: &["describe-huge-name.wasm", "name"],
         },
         LoadCase {
+            name: "describe-bad-field",
+            files: variant("bad-field", None),
+            expect: &[
+                "describe-bad-field.wasm",
+                "field label not supported",
+                "status.phase",
+            ],
+        },
+        LoadCase {
+            name: "describe-bad-field-syntax",
+            files: variant("bad-field-syntax", None),
+            expect: &[
+                "describe-bad-field-syntax.wasm",
+                "field-selector",
+                "metadata.name",
+            ],
+        },
+        LoadCase {
+            name: "describe-bad-api-version",
+            files: variant("bad-api-version", None),
+            expect: &["describe-bad-api-version.wasm", "apps/v1/../../api/v1"],
+        },
+        LoadCase {
+            name: "empty-component",
+            files: Files::Bytes(b"\0asm\x0d\0\x01\0".to_vec()),
+            expect: &["empty-component.wasm", "handler"],
+        },
+        LoadCase {
+            name: "manifest-negative-deadline",
+            files: with(LOGGER, "deadline-ms = -5\n"),
+            expect: &["manifest-negative-deadline.toml", "deadline-ms"],
+        },
+        LoadCase {
+            name: "name with spaces",
+            files: Files::Guest(guest(LOGGER), None),
+            expect: &["name with spaces.wasm", "' '"],
+        },
+        LoadCase {
             name: "describe-unknown-kind",
             files: variant("unknown-kind", None),
             expect: &["describe-unknown-kind.wasm", "example.com/v1/Widget"],
@@ -198,7 +236,7 @@ async fn bad_plugin_files_are_refused_with_errors_naming_them() {
     install(&guest(LOGGER), dir.path(), "good.wasm");
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
     let cases = load_cases();
-    assert!(cases.len() >= 20);
+    assert!(cases.len() >= 27);
     for (i, case) in cases.iter().enumerate() {
         write_case(dir.path(), case);
         let err = load_error(&t, case.name).await;
@@ -334,6 +372,41 @@ async fn misbehaving_calls_fail_cleanly_while_others_keep_receiving() {
         "retry message of {} bytes",
         retry.len()
     );
+    t.host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_files_that_map_to_one_name_are_both_refused() {
+    use std::os::unix::ffi::OsStrExt;
+    let server = start_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
+    // Both decode (lossily) to "bad\u{FFFD}": neither may run under a name it shares.
+    for raw in [&b"bad\xff.wasm"[..], &b"bad\xfe.wasm"[..]] {
+        let tmp = dir.path().join(".incoming");
+        std::fs::copy(guest(LOGGER), &tmp).unwrap();
+        std::fs::rename(&tmp, dir.path().join(std::ffi::OsStr::from_bytes(raw))).unwrap();
+    }
+    let refusals = |r: &Recorder| {
+        r.events()
+            .iter()
+            .filter_map(|e| match e {
+                PluginEvent::LoadFailed { path, error, .. } => Some((path.clone(), error.clone())),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    t.recorder
+        .wait("both refused", |r| {
+            let paths: std::collections::HashSet<_> =
+                refusals(r).into_iter().map(|(p, _)| p).collect();
+            paths.len() == 2
+        })
+        .await;
+    for (_, error) in refusals(&t.recorder) {
+        assert!(error.contains("not valid UTF-8"), "{error}");
+    }
+    assert!(t.host.manager.names().await.is_empty());
     t.host.shutdown().await;
 }
 

@@ -359,6 +359,7 @@ async fn guests_have_no_ambient_capabilities_and_a_scoped_cache() {
         "read-file",
         "env",
         "net",
+        "stdin",
         "cache-get-secret",
         "cache-list-configmaps",
     ] {
@@ -371,6 +372,7 @@ async fn guests_have_no_ambient_capabilities_and_a_scoped_cache() {
                 "read-file:",
                 "env:",
                 "net:",
+                "stdin:",
                 "cache-get-secret:",
                 "cache-list-configmaps:",
             ]
@@ -388,6 +390,8 @@ async fn guests_have_no_ambient_capabilities_and_a_scoped_cache() {
     assert!(line("read-file:").contains("denied"), "{lines:#?}");
     assert!(line("env:").contains("none"), "{lines:#?}");
     assert!(line("net:").contains("denied"), "{lines:#?}");
+    // stdin is empty, so reading it ends at once instead of blocking the call.
+    assert_eq!(line("stdin:"), "stdin: empty", "{lines:#?}");
     assert!(
         line("cache-get-secret:").contains("does not subscribe"),
         "{lines:#?}"

@@ -26,7 +26,8 @@ done
 # describe() variants of the test fixture for the host's bad-input tests: one component each
 # (only the fixture crate is rebuilt per variant; each is copied before the next overwrites it).
 mkdir -p "$dist/fixtures"
-for v in sleep many bad-selector bad-namespace bad-kind unknown-kind trap none huge-name duplicates; do
+for v in sleep many bad-selector bad-namespace bad-kind unknown-kind trap none huge-name duplicates \
+    bad-field bad-field-syntax bad-api-version; do
     cargo build --release --target wasm32-wasip2 --quiet \
         --manifest-path "$here/Cargo.toml" --target-dir "$target_dir" \
         -p test-fixture --features "describe-$v"

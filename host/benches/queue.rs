@@ -37,7 +37,10 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         // SAFETY: as for `realloc` on the system allocator.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -99,7 +102,9 @@ fn stuck(cap: usize, events: usize) -> (isize, usize, f64) {
 }
 
 fn main() {
-    println!("| stuck plugin, updates over {OBJECTS} objects | held beyond the cache | per object | queue depth | push |");
+    println!(
+        "| stuck plugin, updates over {OBJECTS} objects | held beyond the cache | per object | queue depth | push |"
+    );
     println!("| --- | --- | --- | --- | --- |");
     let row = |label: &str, cap: usize, events: usize| {
         let (held, depth, ns) = stuck(cap, events);

@@ -186,7 +186,8 @@ async fn swap_with_sleeping_v1() {
     let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
     let mut sleeper = configmap(0);
     sleeper.metadata.name = Some("sleeper".into());
-    sleeper.metadata.labels = Some([("kubewasm.io/action".to_string(), "sleep".to_string())].into());
+    sleeper.metadata.labels =
+        Some([("kubewasm.io/action".to_string(), "sleep".to_string())].into());
     api.create(&PostParams::default(), &sleeper).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let manifest = |generation: u32| {

@@ -29,6 +29,15 @@ pub enum InformerError {
         /// Why discovery failed.
         cause: String,
     },
+    /// The server refuses the request itself (400 Bad Request: a field selector on a field the
+    /// kind does not support); the same key will never list, so nothing is retried.
+    #[error("the API server rejects {key}: {message}")]
+    Rejected {
+        /// The informer key, as `Display`ed.
+        key: String,
+        /// The server's message.
+        message: String,
+    },
     /// The informer (or the factory) has been stopped.
     #[error("handler for {0} was not added to shared informer because it has stopped already")]
     Stopped(String),

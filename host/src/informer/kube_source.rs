@@ -76,6 +76,23 @@ impl SourceFactory for KubeSourceFactory {
             }
             (None, _) => Api::all_with(self.client.clone(), &ar),
         };
+        // Which fields a field selector may name is known only to the server, per kind. A
+        // reflector would relist a refused selector forever (as client-go does), so one
+        // one-item LIST asks first; any answer other than 400 is the reflector's business.
+        if let Some(fields) = &key.field_selector {
+            let mut probe = ListParams::default().limit(1).fields(fields);
+            if let Some(labels) = &key.label_selector {
+                probe = probe.labels(labels);
+            }
+            if let Err(kube::Error::Api(s)) = api.list_metadata(&probe).await
+                && s.code == 400
+            {
+                return Err(InformerError::Rejected {
+                    key: key.to_string(),
+                    message: s.message,
+                });
+            }
+        }
         Ok(Arc::new(KubeListerWatcher {
             api,
             label_selector: key.label_selector.clone(),

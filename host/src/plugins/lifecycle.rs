@@ -204,9 +204,10 @@ struct Inner {
     metrics: PluginMetrics,
     defaults: Limits,
     slots: parking_lot::Mutex<HashMap<String, Arc<Slot>>>,
-    /// Digest of the last content that failed permanently per plugin, so a rescan does not
-    /// retry (and re-log) the same bad bytes until the file changes.
-    failed: parking_lot::Mutex<HashMap<String, [u8; 32]>>,
+    /// Digest of the last content that failed permanently per file, so a rescan does not
+    /// retry (and re-log) the same bad bytes until the file changes. Keyed by path, not name:
+    /// files whose names are refused may share one (lossily decoded) name.
+    failed: parking_lot::Mutex<HashMap<PathBuf, [u8; 32]>>,
     events: broadcast::Sender<PluginEvent>,
     versions: AtomicU64,
     /// Cancelled at shutdown: loads in progress give up.
@@ -391,7 +392,7 @@ impl PluginManager {
         let name = plugin_name(path);
         let files = read_plugin(path);
         if let Ok(f) = &files
-            && self.inner.failed.lock().get(&name) == Some(&f.digest)
+            && self.inner.failed.lock().get(path) == Some(&f.digest)
         {
             return None;
         }
@@ -454,10 +455,16 @@ impl PluginManager {
         slot.step(StateEvent::LoadStarted);
         let remember = |e: LoadError| {
             if !e.is_transient() {
-                self.inner.failed.lock().insert(name.to_string(), digest);
+                self.inner.failed.lock().insert(path.to_path_buf(), digest);
             }
             e
         };
+        if let Err(message) = check_file_name(path) {
+            return Err(remember(LoadError::Invalid {
+                path: path.to_path_buf(),
+                message,
+            }));
+        }
         let prepared = self
             .prepare(name, path, wasm, manifest_text)
             .await
@@ -526,7 +533,7 @@ impl PluginManager {
                 });
             }
         };
-        self.inner.failed.lock().remove(name);
+        self.inner.failed.lock().remove(path);
         let probes = registrations.iter().map(|r| r.sync_probe()).collect();
         let new = Active {
             digest,
@@ -634,7 +641,10 @@ impl PluginManager {
     /// left. Waits for its in-flight call (bounded by its deadline), never for other plugins.
     pub async fn unload(&self, name: &str) -> bool {
         let slot = self.inner.slots.lock().get(name).cloned();
-        self.inner.failed.lock().remove(name);
+        self.inner
+            .failed
+            .lock()
+            .retain(|path, _| plugin_name(path) != name);
         let Some(slot) = slot else { return false };
         slot.step(StateEvent::StopRequested);
         let mut op = slot.op.lock().await;
@@ -835,6 +845,35 @@ struct PluginFiles {
 }
 
 /// Reads the wasm file and its manifest and hashes both: a manifest edit is a new version too.
+/// A plugin's name is its file stem, and it labels metrics, logs and `/plugins`: it must be
+/// readable and unambiguous. Two files whose names are not UTF-8 would otherwise both become
+/// the same lossily decoded name (`bad\u{FFFD}`) and replace each other.
+fn check_file_name(path: &Path) -> Result<(), String> {
+    let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+        return Err(
+            "the file name is not valid UTF-8; a plugin's name is its file name \
+             without `.wasm` and must be letters, digits, '.', '_' or '-'"
+                .to_string(),
+        );
+    };
+    if stem.is_empty() || stem.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "a plugin's name (its file name without `.wasm`) must be 1 to {MAX_NAME_BYTES} bytes, not {}",
+            stem.len()
+        ));
+    }
+    if let Some(c) = stem
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "the file name has the character {c:?}; a plugin's name (its file name without \
+             `.wasm`) may hold only letters, digits, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
 fn read_plugin(path: &Path) -> Result<PluginFiles, LoadError> {
     let read_err = |source| LoadError::Read {
         path: path.to_path_buf(),

@@ -49,13 +49,15 @@ fn completes_a_file(kind: &notify::EventKind) -> bool {
 }
 
 /// Whether a directory entry can be a plugin: `*.wasm`, not hidden, not an editor temp file.
+/// Names that are not UTF-8 count too, so that loading refuses them with an error naming the
+/// file instead of ignoring them silently.
 pub fn is_plugin_file(path: &Path) -> bool {
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+    let Some(name) = path.file_name().map(|n| n.as_encoded_bytes()) else {
         return false;
     };
-    !name.starts_with('.')
-        && !name.starts_with('#')
-        && !name.ends_with('~')
+    !name.starts_with(b".")
+        && !name.starts_with(b"#")
+        && !name.ends_with(b"~")
         && path.extension().is_some_and(|e| e == "wasm")
 }
 
@@ -177,10 +179,9 @@ impl DirectoryWatcher {
             let Some(fp) = fingerprint(&path) else {
                 continue;
             };
-            let name = plugin_name(&path);
-            if !present.insert(name.clone()) {
-                continue;
-            }
+            // Names are file stems, unique in a directory; only names that are not UTF-8 can
+            // decode to the same one, and loading refuses each of those with its own error.
+            present.insert(plugin_name(&path));
             if self.seen.get(&path) == Some(&fp) {
                 continue;
             }

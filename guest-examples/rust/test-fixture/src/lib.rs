@@ -190,6 +190,22 @@ fn subscriptions() -> Vec<Subscription> {
             kind: "Config Map/../secrets".to_string(),
             ..configmaps()
         }
+    } else if cfg!(feature = "describe-bad-field") {
+        // Well-formed, but ConfigMaps have no status: only the server can refuse it.
+        Subscription {
+            field_selector: Some("status.phase=Running".to_string()),
+            ..configmaps()
+        }
+    } else if cfg!(feature = "describe-bad-field-syntax") {
+        Subscription {
+            field_selector: Some("metadata.name".to_string()),
+            ..configmaps()
+        }
+    } else if cfg!(feature = "describe-bad-api-version") {
+        Subscription {
+            api_version: "apps/v1/../../api/v1".to_string(),
+            ..configmaps()
+        }
     } else if cfg!(feature = "describe-unknown-kind") {
         Subscription {
             api_version: "example.com/v1".to_string(),
