@@ -396,7 +396,7 @@ async fn guests_have_no_ambient_capabilities_and_a_scoped_cache() {
         line("cache-get-secret:").contains("does not subscribe"),
         "{lines:#?}"
     );
-    assert!(line("cache-list-configmaps:").contains('5'), "{lines:#?}");
+    assert!(line("cache-list-configmaps:").contains('6'), "{lines:#?}");
     t.host.shutdown().await;
 }
 
