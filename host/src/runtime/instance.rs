@@ -2,8 +2,9 @@
 //! discard-and-recreate policy after a failed call.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use wasmtime::{Store, Trap};
+use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::Handler;
 use super::bindings::kubewasm::handler::types as wit;
@@ -187,7 +188,7 @@ impl HandlerInstance {
         );
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
-        arm_yield(&mut store);
+        arm_yield(&mut store, self.limits.deadline);
         let result = tokio::time::timeout(
             self.limits.deadline,
             self.compiled.pre.instantiate_async(&mut store),
@@ -222,7 +223,7 @@ impl HandlerInstance {
         };
         live.store.data().output.reset_tail();
         live.store.data_mut().limiter.cap_hit = false;
-        arm_yield(&mut live.store);
+        arm_yield(&mut live.store, self.limits.deadline);
         let result =
             tokio::time::timeout(self.limits.deadline, f(&live.handler, &mut live.store)).await;
         live.store.data().output.flush();
@@ -254,10 +255,21 @@ impl HandlerInstance {
     }
 }
 
-/// Makes the store yield to the executor at every epoch tick, so the deadline timer (and a
-/// caller abandoning the call) gets to run even while the guest never leaves wasm code.
-fn arm_yield(store: &mut Store<StoreState>) {
-    store.epoch_deadline_async_yield_and_update(1);
+/// At every epoch tick a running guest either traps (its wall-clock deadline has passed) or
+/// yields to the executor, so a caller abandoning the call gets to run even while the guest
+/// never leaves wasm code. Checking the deadline here, rather than only through the caller's
+/// timer, stops a busy loop at the first tick after the deadline however late the executor
+/// would fire that timer; `yield_now` (not a plain self-wake) lets tokio poll its timer driver
+/// before resuming the guest, which a blocked host call's deadline relies on.
+fn arm_yield(store: &mut Store<StoreState>, deadline: Duration) {
+    let until = std::time::Instant::now() + deadline;
+    store.epoch_deadline_callback(move |_| {
+        Ok(if std::time::Instant::now() >= until {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
+        })
+    });
     store.set_epoch_deadline(1);
 }
 
