@@ -30,8 +30,8 @@ pub use factory::{HandlerRegistration, InformerFactory};
 pub use indexer::{IndexError, IndexFunc, Indexer, NAMESPACE_INDEX};
 pub use kube_source::{KubeListerWatcher, KubeSourceFactory};
 pub use list_watch::{
-    ListOptions, ListPage, ListerWatcher, SourceError, SourceErrorKind, SourceFactory, WatchEvent,
-    WatchOptions, WatchStream,
+    ListOptions, ListPage, ListerWatcher, SourceError, SourceErrorKind, SourceFactory,
+    SourceObject, WatchEvent, WatchOptions, WatchStream,
 };
 pub use listener::{FilteringHandler, ResourceEventHandler};
 pub use metrics::InformerMetrics;

@@ -145,6 +145,11 @@ pub fn plugin_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// Capacity of the lifecycle and call event channel: events are for tests and tooling that
+/// keep up; a lagging receiver misses the oldest. The ring is allocated up front (capacity ×
+/// ~120 bytes), so it stays small.
+const EVENT_CAPACITY: usize = 1024;
+
 impl PluginManager {
     /// A manager with no plugins. `defaults` are the limits for plugins without a manifest.
     pub fn new(
@@ -153,7 +158,7 @@ impl PluginManager {
         metrics: PluginMetrics,
         defaults: Limits,
     ) -> Self {
-        let (events, _) = broadcast::channel(65_536);
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
         PluginManager {
             inner: Arc::new(Inner {
                 runtime,
