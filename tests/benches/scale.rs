@@ -684,6 +684,27 @@ async fn latency() {
         let q = |p: f64| v[((v.len() as f64 * p) as usize).min(v.len() - 1)];
         (q(0.5), q(0.99), q(1.0))
     };
+    if let Ok(path) = std::env::var("SCALE_LAT_DUMP") {
+        let t0 = sent.lock().values().min().copied().unwrap();
+        let raw = raw.lock();
+        let mut rows: Vec<String> = sent
+            .lock()
+            .iter()
+            .filter_map(|(k, t)| {
+                let at = raw.get(k)?;
+                Some(format!(
+                    "{:.3} {:.3}",
+                    t.duration_since(t0).as_secs_f64() * 1e3,
+                    at.duration_since(*t).as_secs_f64() * 1e3
+                ))
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            let f = |s: &str| s.split(' ').next().unwrap().parse::<f64>().unwrap();
+            f(a).total_cmp(&f(b))
+        });
+        std::fs::write(path, rows.join("\n")).unwrap();
+    }
     let (k50, k99, kmax) = lat(&arrivals.0.lock());
     let (r50, r99, rmax) = lat(&raw.lock());
     println!(

@@ -98,6 +98,9 @@ pub struct Delta {
     pub object: DeltaObject,
 }
 
+/// Capacity (in keys) above which a drained FIFO gives its tables back.
+const SHRINK_ABOVE: usize = 1024;
+
 /// Keys are the objects' own shared strings, so queueing a version allocates no key.
 #[derive(Default)]
 struct State {
@@ -317,6 +320,12 @@ impl DeltaFifo {
             s.initial_population_count -= 1;
         }
         let deltas = s.items.remove(&key).unwrap_or_default();
+        if s.queue.is_empty() && s.items.capacity() > SHRINK_ABOVE {
+            // A drained initial list (or relist) would otherwise keep tables sized for every key
+            // for the informer's lifetime; small steady-state queues never get here.
+            s.items.shrink_to_fit();
+            s.queue.shrink_to_fit();
+        }
         Some((deltas, is_in_initial_list))
     }
 

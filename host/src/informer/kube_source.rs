@@ -266,12 +266,19 @@ impl ListerWatcher for KubeListerWatcher {
                 })?;
         }
         req.extensions_mut().insert("list");
-        let body = self
+        // Read straight into one buffer: collecting the body as text would copy each page twice
+        // more, and at 500 objects a page those copies are most of the list path's transient memory.
+        let reader = self
             .client
-            .request_text(req)
+            .request_stream(req)
             .await
             .map_err(|e| classify_kube_error(&e))?;
-        decode_list(&body)
+        futures::pin_mut!(reader);
+        let mut body = Vec::new();
+        futures::AsyncReadExt::read_to_end(&mut reader, &mut body)
+            .await
+            .map_err(|e| SourceError::new(SourceErrorKind::Other, e.to_string()))?;
+        decode_list(std::str::from_utf8(&body).map_err(malformed)?)
     }
 
     async fn watch_objects(
