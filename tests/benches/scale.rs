@@ -288,11 +288,12 @@ async fn child_kubewasm(kube: kube::Client, cache: PathBuf, keep_managed_fields:
         .sum();
     settle(&mut sample).await;
     let objects = host.factory.indexer(&configmap_key()).unwrap().list();
-    sample.heap_per_object = objects.iter().map(|o| o.heap_bytes()).sum::<usize>() as f64
-        / objects.len().max(1) as f64;
-    sample
-        .extra
-        .insert("json_len".into(), avg(objects.iter().map(|o| o.json().len())));
+    sample.heap_per_object =
+        objects.iter().map(|o| o.heap_bytes()).sum::<usize>() as f64 / objects.len().max(1) as f64;
+    sample.extra.insert(
+        "json_len".into(),
+        avg(objects.iter().map(|o| o.json().len())),
+    );
     host.shutdown().await;
     sample
 }
@@ -572,7 +573,14 @@ fn dataset(label: &str, n: usize, url: &str, cache: &Path, fixture: &Path, extra
 
 /// Pod-sized objects: the ratio rows plus kubewasm keeping `managedFields`.
 fn pods(n: usize, url: &str, cache: &Path, fixture: &Path) {
-    dataset(&format!("{}k Pod-sized", n / 1000), n, url, cache, fixture, false);
+    dataset(
+        &format!("{}k Pod-sized", n / 1000),
+        n,
+        url,
+        cache,
+        fixture,
+        false,
+    );
     let keep = run_child("kubewasm-keep-mf", url, cache, fixture);
     let strip = run_child("kubewasm", url, cache, fixture);
     println!(
@@ -598,7 +606,10 @@ struct Arrivals(Mutex<HashMap<String, Instant>>);
 
 impl ResourceEventHandler for Arrivals {
     fn on_add(&self, obj: &SharedObject, _: bool) {
-        self.0.lock().entry(obj.key().to_string()).or_insert_with(Instant::now);
+        self.0
+            .lock()
+            .entry(obj.key().to_string())
+            .or_insert_with(Instant::now);
     }
     fn on_update(&self, _: &SharedObject, _: &SharedObject, _: bool) {}
     fn on_delete(&self, _: &SharedObject, _: bool) {}
@@ -611,8 +622,7 @@ async fn latency() {
         .await
         .unwrap();
     let kube = client(&server);
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": "lat"}})).unwrap();
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "lat"}})).unwrap();
     Api::<Namespace>::all(kube.clone())
         .create(&PostParams::default(), &ns)
         .await
@@ -639,10 +649,7 @@ async fn latency() {
             while let Some(Ok(line)) = lines.next().await {
                 let now = Instant::now();
                 if let Some(i) = line.find("\"name\":\"lat-") {
-                    let name: String = line[i + 8..]
-                        .chars()
-                        .take_while(|c| *c != '"')
-                        .collect();
+                    let name: String = line[i + 8..].chars().take_while(|c| *c != '"').collect();
                     raw.lock().entry(name).or_insert(now);
                 }
             }
@@ -684,27 +691,6 @@ async fn latency() {
         let q = |p: f64| v[((v.len() as f64 * p) as usize).min(v.len() - 1)];
         (q(0.5), q(0.99), q(1.0))
     };
-    if let Ok(path) = std::env::var("SCALE_LAT_DUMP") {
-        let t0 = sent.lock().values().min().copied().unwrap();
-        let raw = raw.lock();
-        let mut rows: Vec<String> = sent
-            .lock()
-            .iter()
-            .filter_map(|(k, t)| {
-                let at = raw.get(k)?;
-                Some(format!(
-                    "{:.3} {:.3}",
-                    t.duration_since(t0).as_secs_f64() * 1e3,
-                    at.duration_since(*t).as_secs_f64() * 1e3
-                ))
-            })
-            .collect();
-        rows.sort_by(|a, b| {
-            let f = |s: &str| s.split(' ').next().unwrap().parse::<f64>().unwrap();
-            f(a).total_cmp(&f(b))
-        });
-        std::fs::write(path, rows.join("\n")).unwrap();
-    }
     let (k50, k99, kmax) = lat(&arrivals.0.lock());
     let (r50, r99, rmax) = lat(&raw.lock());
     println!(
@@ -747,9 +733,7 @@ fn main() {
         .filter_map(|s| s.trim().parse().ok())
         .collect();
     let pod_count: usize = env_or("SCALE_PODS", 20_000);
-    println!(
-        "| objects | system | time to synced | peak RSS | steady RSS | RSS per object |"
-    );
+    println!("| objects | system | time to synced | peak RSS | steady RSS | RSS per object |");
     println!("| --- | --- | --- | --- | --- | --- |");
     rt.block_on(latency());
     for &n in &sizes {

@@ -60,7 +60,10 @@ impl Host {
 
     /// Like [`start`](Self::start), with informer settings other than the defaults (such as
     /// keeping `managedFields`).
-    pub async fn start_with(config: HostConfig, informers: ReflectorConfig) -> anyhow::Result<Host> {
+    pub async fn start_with(
+        config: HostConfig,
+        informers: ReflectorConfig,
+    ) -> anyhow::Result<Host> {
         let mut registry = Registry::default();
         let informer_metrics = InformerMetrics::new(&mut registry);
         let runtime_metrics = RuntimeMetrics::new(&mut registry);

@@ -156,7 +156,12 @@ impl Indexer {
 
     /// Every stored object, in unspecified order.
     pub fn list(&self) -> Vec<SharedObject> {
-        self.inner.read().items.iter().map(|e| e.0.clone()).collect()
+        self.inner
+            .read()
+            .items
+            .iter()
+            .map(|e| e.0.clone())
+            .collect()
     }
 
     /// Every stored key, in unspecified order.
@@ -193,11 +198,7 @@ impl Indexer {
         Ok(g.indices
             .get(index)
             .and_then(|i| i.get(value))
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| g.get(k).cloned())
-                    .collect()
-            })
+            .map(|keys| keys.iter().filter_map(|k| g.get(k).cloned()).collect())
             .unwrap_or_default())
     }
 

@@ -236,7 +236,10 @@ impl ListerWatcher for KubeListerWatcher {
             .boxed())
     }
 
-    async fn list_objects(&self, opts: &ListOptions) -> Result<ListPage<SourceObject>, SourceError> {
+    async fn list_objects(
+        &self,
+        opts: &ListOptions,
+    ) -> Result<ListPage<SourceObject>, SourceError> {
         let mut lp = ListParams {
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
@@ -259,11 +262,12 @@ impl ListerWatcher for KubeListerWatcher {
         if any_version {
             let uri = req.uri().to_string();
             let sep = if uri.ends_with('?') { "" } else { "&" };
-            *req.uri_mut() = format!("{uri}{sep}resourceVersion=0&resourceVersionMatch=NotOlderThan")
-                .parse()
-                .map_err(|e: http::uri::InvalidUri| {
-                    SourceError::new(SourceErrorKind::Other, e.to_string())
-                })?;
+            *req.uri_mut() =
+                format!("{uri}{sep}resourceVersion=0&resourceVersionMatch=NotOlderThan")
+                    .parse()
+                    .map_err(|e: http::uri::InvalidUri| {
+                        SourceError::new(SourceErrorKind::Other, e.to_string())
+                    })?;
         }
         req.extensions_mut().insert("list");
         // Read straight into one buffer: collecting the body as text would copy each page twice
@@ -342,7 +346,9 @@ mod tests {
                 r#"{"metadata":{"name":"b"}}"#
             ]
         );
-        let empty = decode_list(r#"{"metadata":{"resourceVersion":"3","continue":""},"items":null}"#).unwrap();
+        let empty =
+            decode_list(r#"{"metadata":{"resourceVersion":"3","continue":""},"items":null}"#)
+                .unwrap();
         assert!(empty.items.is_empty() && empty.continue_token.is_none());
         assert_eq!(
             decode_list("{").unwrap_err().kind,
@@ -353,7 +359,8 @@ mod tests {
     #[test]
     fn watch_lines_keep_their_served_text() {
         let line = r#"{"type":"MODIFIED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"5"}}}"#;
-        let ev = serde_json::from_str::<KubeWatchEvent<Box<RawValue>>>(line).map_err(kube::Error::SerdeError);
+        let ev = serde_json::from_str::<KubeWatchEvent<Box<RawValue>>>(line)
+            .map_err(kube::Error::SerdeError);
         match watch_event(ev).unwrap() {
             WatchEvent::Modified(SourceObject::Json(j)) => assert_eq!(
                 &*j,
@@ -362,7 +369,8 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let bookmark = r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}}}}"#;
-        let ev = serde_json::from_str::<KubeWatchEvent<Box<RawValue>>>(bookmark).map_err(kube::Error::SerdeError);
+        let ev = serde_json::from_str::<KubeWatchEvent<Box<RawValue>>>(bookmark)
+            .map_err(kube::Error::SerdeError);
         assert!(matches!(
             watch_event(ev).unwrap(),
             WatchEvent::Bookmark { resource_version, initial_events_end: true } if resource_version == "9"

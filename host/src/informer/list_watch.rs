@@ -219,7 +219,10 @@ pub trait ListerWatcher: Send + Sync + 'static {
 
     /// The LIST the reflector uses. Sources that can hand over the served JSON override it so
     /// that no tree is built per item; the default wraps [`list`](Self::list)'s trees.
-    async fn list_objects(&self, opts: &ListOptions) -> Result<ListPage<SourceObject>, SourceError> {
+    async fn list_objects(
+        &self,
+        opts: &ListOptions,
+    ) -> Result<ListPage<SourceObject>, SourceError> {
         Ok(self.list(opts).await?.map(SourceObject::Tree))
     }
 

@@ -215,11 +215,15 @@ impl KubeObject {
                     _ => {}
                 }
             }
-            let (add_av, add_kind) =
-                missing_type(found_av.as_deref(), found_kind.as_deref(), api_version, kind)?;
+            let (add_av, add_kind) = missing_type(
+                found_av.as_deref(),
+                found_kind.as_deref(),
+                api_version,
+                kind,
+            )?;
             let metadata = metadata.ok_or(MalformedObject::MissingMetadata)?;
-            let wire: WireMeta<'_> =
-                serde_json::from_str(metadata.get()).map_err(|_| MalformedObject::MissingMetadata)?;
+            let wire: WireMeta<'_> = serde_json::from_str(metadata.get())
+                .map_err(|_| MalformedObject::MissingMetadata)?;
             // Past the type check both are the informer's, found or filled in.
             let (meta, key) = wire.into_meta(api_version.to_string(), kind.to_string())?;
             let cut = if keep_managed_fields {
@@ -229,7 +233,12 @@ impl KubeObject {
             };
             (meta, key, add_av, add_kind, cut)
         };
-        let json = splice(json, add_av.then_some(api_version), add_kind.then_some(kind), cut);
+        let json = splice(
+            json,
+            add_av.then_some(api_version),
+            add_kind.then_some(kind),
+            cut,
+        );
         Ok(Self {
             meta,
             key,
@@ -686,7 +695,9 @@ mod tests {
             format!(r#"{{"name":"a", {mf} }}"#),
             format!(r#"{{ {mf} , "name":"a"}}"#),
         ] {
-            let text = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{md},"data":{{"managedFields":"kept"}}}}"#);
+            let text = format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{md},"data":{{"managedFields":"kept"}}}}"#
+            );
             let stripped = served(&text, false).unwrap();
             let mut want: Value = serde_json::from_str(&text).unwrap();
             want["metadata"]
@@ -699,12 +710,18 @@ mod tests {
         }
         // Only member of metadata: the name is then missing, which is the error reported.
         let only = format!(r#"{{"metadata":{{{mf}}}}}"#);
-        assert_eq!(served(&only, false).unwrap_err(), MalformedObject::MissingName);
+        assert_eq!(
+            served(&only, false).unwrap_err(),
+            MalformedObject::MissingName
+        );
     }
 
     #[test]
     fn bad_text_is_named() {
-        assert_eq!(served("[1]", false).unwrap_err(), MalformedObject::NotAnObject);
+        assert_eq!(
+            served("[1]", false).unwrap_err(),
+            MalformedObject::NotAnObject
+        );
         assert!(matches!(
             served("{\"metadata\":", false).unwrap_err(),
             MalformedObject::InvalidJson(_)
@@ -718,7 +735,10 @@ mod tests {
             MalformedObject::MissingName
         );
         assert!(matches!(
-            served(r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}"#, false),
+            served(
+                r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}"#,
+                false
+            ),
             Err(MalformedObject::WrongKind { .. })
         ));
         assert!(matches!(
@@ -731,9 +751,14 @@ mod tests {
     fn sources_strip_managed_fields_from_trees_too_and_transform_last() {
         let v = json!({"apiVersion":"v1","kind":"ConfigMap",
             "metadata":{"name":"a","managedFields":[{"manager":"m"}]}});
-        let o =
-            KubeObject::from_source(SourceObject::Tree(v.clone()), "v1", "ConfigMap", false, None)
-                .unwrap();
+        let o = KubeObject::from_source(
+            SourceObject::Tree(v.clone()),
+            "v1",
+            "ConfigMap",
+            false,
+            None,
+        )
+        .unwrap();
         assert!(o.to_value()["metadata"].get("managedFields").is_none());
         let upper: TransformFunc = Arc::new(|mut v: Value| {
             v["metadata"]["name"] = json!("B");
