@@ -269,6 +269,9 @@ impl Indexer {
     }
 
     /// Rebuilds the whole store and every index from `objs`.
+    // `ByKey` hashes the object's key, which never changes; the lazily serialised JSON inside a
+    // tree-built object is the only interior mutability and takes no part in hashing.
+    #[allow(clippy::mutable_key_type)]
     pub fn replace(&self, objs: Vec<SharedObject>) {
         let mut g = self.inner.write();
         let mut items = HashSet::with_capacity(objs.len());
