@@ -250,6 +250,7 @@ async fn child_kubewasm(kube: kube::Client, cache: PathBuf, keep_managed_fields:
             limits: Limits::default(),
             metrics_addr: None,
             health_addr: None,
+            shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,
         },
         ReflectorConfig {
             keep_managed_fields,
@@ -374,7 +375,13 @@ async fn child_breakdown(kube: kube::Client) -> Sample {
     let start = Instant::now();
     let objs: Vec<SharedObject> = items
         .into_iter()
-        .map(|o| Arc::new(KubeObject::from_source(o, "v1", "ConfigMap", false, None).unwrap()))
+        .map(|o| {
+            Arc::new(
+                KubeObject::from_source(o, "v1", "ConfigMap", false, None)
+                    .map_err(|(e, _)| e)
+                    .unwrap(),
+            )
+        })
         .collect();
     phase("decode", start.elapsed());
     let indexer = Indexer::new();

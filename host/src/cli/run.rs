@@ -26,7 +26,7 @@ pub struct HostArgs {
     /// Where compiled plugins are cached (default: `$XDG_CACHE_HOME/kubewasm`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// CPU deadline of one handler call, for plugins without a manifest.
+    /// Wall-clock deadline of one handler call, for plugins without a manifest.
     #[arg(long, default_value_t = 1000)]
     pub deadline_ms: u64,
     /// Linear-memory cap of one plugin, for plugins without a manifest.
@@ -36,6 +36,9 @@ pub struct HostArgs {
     /// (stripped by default to save memory).
     #[arg(long)]
     pub keep_managed_fields: bool,
+    /// At SIGTERM/SIGINT, how long in-flight handler calls may run on before they are abandoned.
+    #[arg(long, default_value_t = 10_000)]
+    pub shutdown_grace_ms: u64,
 }
 
 impl HostArgs {
@@ -69,6 +72,7 @@ impl HostArgs {
                 "--health-probe-bind-address",
                 &self.health_probe_bind_address,
             )?,
+            shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
         })
     }
 }
@@ -139,8 +143,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     .await?;
     log_endpoints(&host);
     super::wait_for_signal().await;
-    tracing::info!("shutting down");
-    host.shutdown().await;
+    super::shutdown_or_second_signal(host.shutdown()).await;
     Ok(())
 }
 

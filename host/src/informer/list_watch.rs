@@ -54,13 +54,34 @@ impl<T> ListPage<T> {
 
 /// An object as a source hands it to the reflector, which turns it into a cached
 /// [`KubeObject`](super::KubeObject).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub enum SourceObject {
     /// An already decoded tree (scripted sources, tests).
     Tree(Value),
     /// The object's JSON exactly as the server sent it: decoded straight into the cache's
     /// representation, with no intermediate tree.
     Json(Box<str>),
+}
+
+impl SourceObject {
+    /// The object as a tree; text that does not parse becomes `null` (callers use this only to
+    /// name an object they reject).
+    pub fn into_tree(self) -> Value {
+        match self {
+            SourceObject::Tree(v) => v,
+            SourceObject::Json(j) => serde_json::from_str(&j).unwrap_or(Value::Null),
+        }
+    }
+}
+
+impl std::fmt::Debug for SourceObject {
+    // Content stays out of debug output: the object may be a Secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceObject::Tree(_) => f.write_str("SourceObject::Tree(..)"),
+            SourceObject::Json(j) => write!(f, "SourceObject::Json({} bytes)", j.len()),
+        }
+    }
 }
 
 /// Options of one WATCH request.
@@ -139,21 +160,35 @@ pub enum SourceErrorKind {
     TooManyRequests,
     /// 500 InternalError (re-watched only with `max_internal_error_retry`).
     InternalError,
-    /// An event that could not be decoded; skipped, the watch continues.
+    /// An event or item that could not be decoded: ends the watch, then a relist (client-go).
     Malformed,
     /// Anything else (403, 404, StoreReadError, transport errors...).
     Other,
 }
 
 /// A classified list or watch failure.
-#[derive(Clone, Debug, thiserror::Error)]
-#[error("{message}")]
+#[derive(Clone, Debug)]
 pub struct SourceError {
     /// Class deciding the reflector's reaction.
     pub kind: SourceErrorKind,
-    /// Human-readable cause (logged).
+    /// Human-readable cause; logged through `Display`, except for `Malformed`.
     pub message: String,
 }
+
+/// What logs show. A decoder's message can quote the undecodable object (a Secret's data), so
+/// for `Malformed` only the class is shown.
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            SourceErrorKind::Malformed => {
+                f.write_str("undecodable object or event (decoder message withheld)")
+            }
+            _ => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for SourceError {}
 
 impl SourceError {
     /// An error of `kind` with a human-readable cause.

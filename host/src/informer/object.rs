@@ -201,37 +201,22 @@ impl KubeObject {
         kind: &str,
         keep_managed_fields: bool,
     ) -> Result<Self, MalformedObject> {
+        Self::try_from_json_for(json, api_version, kind, keep_managed_fields).map_err(|(e, _)| e)
+    }
+
+    /// Like [`from_json_for`](Self::from_json_for), handing the text back on failure so the
+    /// caller can name the object it rejects.
+    pub fn try_from_json_for(
+        json: Box<str>,
+        api_version: &str,
+        kind: &str,
+        keep_managed_fields: bool,
+    ) -> Result<Self, (MalformedObject, Box<str>)> {
         // Everything that borrows the text is done before the text is moved into the object.
-        let (meta, key, add_av, add_kind, cut) = {
-            let top: Members<'_> = serde_json::from_str(&json).map_err(not_an_object)?;
-            let (mut found_av, mut found_kind, mut metadata) = (None, None, None);
-            for (k, v) in &top.0 {
-                // A type member that is not a string names no type: reported, never overwritten.
-                let text = || raw_str(v).unwrap_or(Cow::Borrowed("(not a string)"));
-                match raw_str(k).as_deref() {
-                    Some("apiVersion") => found_av = Some(text()),
-                    Some("kind") => found_kind = Some(text()),
-                    Some("metadata") => metadata = Some(*v),
-                    _ => {}
-                }
-            }
-            let (add_av, add_kind) = missing_type(
-                found_av.as_deref(),
-                found_kind.as_deref(),
-                api_version,
-                kind,
-            )?;
-            let metadata = metadata.ok_or(MalformedObject::MissingMetadata)?;
-            let wire: WireMeta<'_> = serde_json::from_str(metadata.get())
-                .map_err(|_| MalformedObject::MissingMetadata)?;
-            // Past the type check both are the informer's, found or filled in.
-            let (meta, key) = wire.into_meta(api_version.to_string(), kind.to_string())?;
-            let cut = if keep_managed_fields {
-                None
-            } else {
-                managed_fields_range(&json, metadata)
-            };
-            (meta, key, add_av, add_kind, cut)
+        let scanned = scan(&json, api_version, kind, keep_managed_fields);
+        let (meta, key, add_av, add_kind, cut) = match scanned {
+            Ok(s) => s,
+            Err(e) => return Err((e, json)),
         };
         let json = splice(
             json,
@@ -248,21 +233,24 @@ impl KubeObject {
 
     /// Turns what a source delivered into a cached version: served JSON goes through
     /// [`from_json_for`](Self::from_json_for) unless a tree `transform` needs a tree; trees lose
-    /// `managedFields` the same way unless `keep_managed_fields`, then get the transform.
+    /// `managedFields` the same way unless `keep_managed_fields`, then get the transform. A
+    /// rejected object comes back with the reason, so the caller can name it in its warning.
     pub fn from_source(
         src: SourceObject,
         api_version: &str,
         kind: &str,
         keep_managed_fields: bool,
         transform: Option<&TransformFunc>,
-    ) -> Result<Self, MalformedObject> {
+    ) -> Result<Self, (MalformedObject, SourceObject)> {
         let mut value = match (src, transform) {
             (SourceObject::Json(json), None) => {
-                return Self::from_json_for(json, api_version, kind, keep_managed_fields);
+                return Self::try_from_json_for(json, api_version, kind, keep_managed_fields)
+                    .map_err(|(e, json)| (e, SourceObject::Json(json)));
             }
-            (SourceObject::Json(json), Some(_)) => {
-                serde_json::from_str(&json).map_err(not_an_object)?
-            }
+            (SourceObject::Json(json), Some(_)) => match serde_json::from_str(&json) {
+                Ok(v) => v,
+                Err(e) => return Err((not_an_object(e), SourceObject::Json(json))),
+            },
             (SourceObject::Tree(value), _) => value,
         };
         if !keep_managed_fields
@@ -273,7 +261,8 @@ impl KubeObject {
         if let Some(t) = transform {
             value = t(value);
         }
-        Self::from_value_for(value, api_version, kind)
+        Self::try_from_value_for(value, api_version, kind)
+            .map_err(|(e, v)| (e, SourceObject::Tree(v)))
     }
 
     /// Extracted metadata of this version.
@@ -338,6 +327,48 @@ impl KubeObject {
         };
         std::mem::size_of::<Self>() + strings + self.key.len() + body
     }
+}
+
+/// What the text path learns from one scan of served JSON: the metadata, the cache key, whether
+/// `apiVersion`/`kind` must be inserted, and the byte range of `managedFields` to cut (if any).
+type Scanned = (ObjectMeta, Arc<str>, bool, bool, Option<(usize, usize)>);
+
+/// Scans served JSON once: type check, metadata, and where `managedFields` sits.
+fn scan(
+    json: &str,
+    api_version: &str,
+    kind: &str,
+    keep_managed_fields: bool,
+) -> Result<Scanned, MalformedObject> {
+    let top: Members<'_> = serde_json::from_str(json).map_err(not_an_object)?;
+    let (mut found_av, mut found_kind, mut metadata) = (None, None, None);
+    for (k, v) in &top.0 {
+        // A type member that is not a string names no type: reported, never overwritten.
+        let text = || raw_str(v).unwrap_or(Cow::Borrowed("(not a string)"));
+        match raw_str(k).as_deref() {
+            Some("apiVersion") => found_av = Some(text()),
+            Some("kind") => found_kind = Some(text()),
+            Some("metadata") => metadata = Some(*v),
+            _ => {}
+        }
+    }
+    let (add_av, add_kind) = missing_type(
+        found_av.as_deref(),
+        found_kind.as_deref(),
+        api_version,
+        kind,
+    )?;
+    let metadata = metadata.ok_or(MalformedObject::MissingMetadata)?;
+    let wire: WireMeta<'_> =
+        serde_json::from_str(metadata.get()).map_err(|_| MalformedObject::MissingMetadata)?;
+    // Past the type check both are the informer's, found or filled in.
+    let (meta, key) = wire.into_meta(api_version.to_string(), kind.to_string())?;
+    let cut = if keep_managed_fields {
+        None
+    } else {
+        managed_fields_range(json, metadata)
+    };
+    Ok((meta, key, add_av, add_kind, cut))
 }
 
 /// The informer's type check, shared by the tree and the text paths: which of `apiVersion` and
