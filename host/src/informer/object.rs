@@ -22,6 +22,21 @@
 //!
 //! Objects built from a tree ([`KubeObject::from_value`]: scripted sources, and a user
 //! [`TransformFunc`] that rewrites trees) keep the tree and serialise it lazily, at most once.
+//!
+//! # What it costs, measured
+//!
+//! The scale benchmark (`cargo bench -p kubewasm-e2e --bench scale`) holds a 1.4 KB ConfigMap in
+//! 1,958 heap bytes (the JSON plus ~550 B of metadata, key and header) and ~2.7–3.4 KB of RSS per
+//! object, against 3.8–4.5 KB for kube-runtime's typed store of the same objects without
+//! `managedFields` and 6.7–7.1 KB as served; the previous representation (a tree plus a cached
+//! serialisation) took ~8 KB. Decoding a list item is one scan of its text (no tree, no typed
+//! struct), which is also why the initial sync stays close to kube-runtime's.
+//!
+//! # Rejected objects
+//!
+//! An object that cannot be cached (not an object, no name, another type) comes back from
+//! [`KubeObject::from_source`] with the reason, still whole, so the reflector can name it (kind,
+//! namespace, name, resourceVersion) in its warning without ever logging its content.
 
 use std::borrow::Cow;
 use std::fmt;
