@@ -13,6 +13,7 @@ use kubewasm::runtime::Limits;
 use kubewasm_e2e::*;
 
 mod bad_input;
+mod convergence;
 
 const LOGGER: &str = "rust-configmap-logger.wasm";
 const FIXTURE: &str = "rust-test-fixture.wasm";
@@ -204,6 +205,12 @@ async fn a_late_plugin_gets_a_replay_without_a_new_list() {
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
     t.logs
         .wait_line("first", &format!("add default/a rv={rv} init=true"))
+        .await;
+    // A watched change proves the informer's watch is open before the counts are taken (the
+    // initial add can reach the plugin before the watch request reaches the server).
+    let rv_b = create(&api, "b", &[]).await;
+    t.logs
+        .wait_line("first", &format!("add default/b rv={rv_b} init=false"))
         .await;
     let (lists, watches) = (
         server.stats().lists_of("configmaps"),
