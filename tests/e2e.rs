@@ -206,6 +206,12 @@ async fn a_late_plugin_gets_a_replay_without_a_new_list() {
     t.logs
         .wait_line("first", &format!("add default/a rv={rv} init=true"))
         .await;
+    // A watched change proves the informer's watch is open before the counts are taken (the
+    // initial add can reach the plugin before the watch request reaches the server).
+    let rv_b = create(&api, "b", &[]).await;
+    t.logs
+        .wait_line("first", &format!("add default/b rv={rv_b} init=false"))
+        .await;
     let (lists, watches) = (
         server.stats().lists_of("configmaps"),
         server.stats().watches_of("configmaps"),

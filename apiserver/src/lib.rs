@@ -150,6 +150,14 @@ impl ApiServer {
             .fallback(routes::handle)
             .with_state(app.clone());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        // Without TCP_NODELAY, Nagle's algorithm holds a small watch event back while the previous
+        // one is unacknowledged, and the client's delayed ACK makes that a stall of tens of
+        // milliseconds: watches would deliver in bursts instead of as each write commits.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::warn!("apiserver: cannot set TCP_NODELAY: {e}");
+            }
+        });
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
                 let _ = stopped.await;

@@ -65,7 +65,11 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     server.write_kubeconfig(&kubeconfig)?;
 
     let client = kube::Client::try_from(kube::Config::new(server.url().parse()?))?;
-    let host = Host::start(args.host.host_config(client.clone(), plugins.clone())?).await?;
+    let host = Host::start_with(
+        args.host.host_config(client.clone(), plugins.clone())?,
+        args.host.informer_config(),
+    )
+    .await?;
     println!("kubewasm dev: embedded API server at {}", server.url());
     println!(
         "  plugins directory: {} (drop .wasm files here; they load and hot-swap live)",

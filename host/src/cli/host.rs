@@ -68,8 +68,8 @@ impl Host {
         Self::start_with(config, ReflectorConfig::default()).await
     }
 
-    /// Like [`start`](Self::start), with informer settings other than the defaults (tests
-    /// shorten the relist backoff).
+    /// Like [`start`](Self::start), with informer settings other than the defaults (keeping
+    /// `managedFields`; tests shorten the relist backoff).
     pub async fn start_with(
         config: HostConfig,
         informers: ReflectorConfig,

@@ -8,6 +8,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::host::{Host, HostConfig, default_cache_dir};
 use super::logging::LogFormat;
+use crate::informer::ReflectorConfig;
 use crate::runtime::{Limits, RuntimeConfig};
 
 /// Flags shared by every subcommand that runs a host.
@@ -31,12 +32,24 @@ pub struct HostArgs {
     /// Linear-memory cap of one plugin, for plugins without a manifest.
     #[arg(long, default_value_t = 64)]
     pub memory_limit_mib: u64,
+    /// Keep `metadata.managedFields` in cached objects and in the JSON handlers receive
+    /// (stripped by default to save memory).
+    #[arg(long)]
+    pub keep_managed_fields: bool,
     /// At SIGTERM/SIGINT, how long in-flight handler calls may run on before they are abandoned.
     #[arg(long, default_value_t = 10_000)]
     pub shutdown_grace_ms: u64,
 }
 
 impl HostArgs {
+    /// The informer settings these flags describe.
+    pub fn informer_config(&self) -> ReflectorConfig {
+        ReflectorConfig {
+            keep_managed_fields: self.keep_managed_fields,
+            ..ReflectorConfig::default()
+        }
+    }
+
     /// The host configuration these flags describe.
     pub fn host_config(
         &self,
@@ -123,7 +136,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = client_config(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
     tracing::info!(server = %config.cluster_url, "connecting to the API server");
     let client = kube::Client::try_from(config)?;
-    let host = Host::start(args.host.host_config(client, args.plugins)?).await?;
+    let host = Host::start_with(
+        args.host.host_config(client, args.plugins)?,
+        args.host.informer_config(),
+    )
+    .await?;
     log_endpoints(&host);
     super::wait_for_signal().await;
     super::shutdown_or_second_signal(host.shutdown()).await;

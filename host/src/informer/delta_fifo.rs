@@ -2,6 +2,7 @@
 //! Replace-with-tombstones, resync-skips-pending-keys and initial-population accounting.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -65,6 +66,15 @@ impl DeltaObject {
         }
     }
 
+    /// The key as a shared string: the object's own for versions (no copy), a new one for the
+    /// rare tombstone.
+    fn shared_key(&self) -> Arc<str> {
+        match self {
+            DeltaObject::Object(o) => o.shared_key().clone(),
+            DeltaObject::Tombstone(t) => t.key.as_str().into(),
+        }
+    }
+
     /// The object version, unwrapping a tombstone to its last known state.
     pub fn object(&self) -> Option<&SharedObject> {
         match self {
@@ -88,10 +98,14 @@ pub struct Delta {
     pub object: DeltaObject,
 }
 
+/// Capacity (in keys) above which a drained FIFO gives its tables back.
+const SHRINK_ABOVE: usize = 1024;
+
+/// Keys are the objects' own shared strings, so queueing a version allocates no key.
 #[derive(Default)]
 struct State {
-    items: HashMap<String, Vec<Delta>>,
-    queue: VecDeque<String>,
+    items: HashMap<Arc<str>, Vec<Delta>>,
+    queue: VecDeque<Arc<str>>,
     populated: bool,
     initial_population_count: usize,
     closed: bool,
@@ -103,16 +117,15 @@ impl State {
     }
 
     fn queue_action(&mut self, kind: DeltaType, object: DeltaObject) {
-        let key = object.key().to_string();
-        let delta = Delta { kind, object };
-        match self.items.get_mut(&key) {
+        match self.items.get_mut(object.key()) {
             Some(deltas) => {
-                deltas.push(delta);
+                deltas.push(Delta { kind, object });
                 dedup(deltas);
             }
             None => {
+                let key = object.shared_key();
                 self.queue.push_back(key.clone());
-                self.items.insert(key, vec![delta]);
+                self.items.insert(key, vec![Delta { kind, object }]);
             }
         }
     }
@@ -201,9 +214,10 @@ impl DeltaFifo {
         }
         let mut s = self.state.lock();
         s.populated = true;
-        if s.items.contains_key(&key) {
+        if s.items.contains_key(key.as_str()) {
             return;
         }
+        let key: Arc<str> = key.into();
         s.queue.push_back(key.clone());
         s.items.insert(key, deltas);
         drop(s);
@@ -219,7 +233,7 @@ impl DeltaFifo {
         } else {
             DeltaType::Sync
         };
-        let keys: HashSet<String> = list.iter().map(|o| o.key().to_string()).collect();
+        let keys: HashSet<Arc<str>> = list.iter().map(|o| o.shared_key().clone()).collect();
         for obj in list {
             s.queue_action(action, DeltaObject::Object(obj));
         }
@@ -227,10 +241,10 @@ impl DeltaFifo {
         let missing: Vec<(String, Option<SharedObject>)> = s
             .items
             .iter()
-            .filter(|(k, _)| !keys.contains(k.as_str()))
+            .filter(|(k, _)| !keys.contains(&**k))
             .map(|(k, d)| {
                 let newest = d.last().and_then(|d| d.object.object().cloned());
-                (k.clone(), newest)
+                (k.to_string(), newest)
             })
             .collect();
         for (key, obj) in missing {
@@ -242,7 +256,7 @@ impl DeltaFifo {
         }
         if let Some(known) = &self.known {
             for key in known.list_keys() {
-                if keys.contains(&key) || s.items.contains_key(&key) {
+                if keys.contains(key.as_str()) || s.items.contains_key(key.as_str()) {
                     continue;
                 }
                 let obj = known.get(&key);
@@ -268,7 +282,7 @@ impl DeltaFifo {
         let mut s = self.state.lock();
         let mut any = false;
         for key in known.list_keys() {
-            if s.items.contains_key(&key) {
+            if s.items.contains_key(key.as_str()) {
                 continue;
             }
             if let Some(obj) = known.get(&key) {
@@ -306,6 +320,12 @@ impl DeltaFifo {
             s.initial_population_count -= 1;
         }
         let deltas = s.items.remove(&key).unwrap_or_default();
+        if s.queue.is_empty() && s.items.capacity() > SHRINK_ABOVE {
+            // A drained initial list (or relist) would otherwise keep tables sized for every key
+            // for the informer's lifetime; small steady-state queues never get here.
+            s.items.shrink_to_fit();
+            s.queue.shrink_to_fit();
+        }
         Some((deltas, is_in_initial_list))
     }
 
@@ -346,7 +366,12 @@ impl DeltaFifo {
 
     /// Keys in queue order.
     pub fn list_keys(&self) -> Vec<String> {
-        self.state.lock().queue.iter().cloned().collect()
+        self.state
+            .lock()
+            .queue
+            .iter()
+            .map(|k| k.to_string())
+            .collect()
     }
 
     /// Copy of the deltas queued for `key`.
@@ -359,7 +384,7 @@ impl DeltaFifo {
         let s = self.state.lock();
         s.queue
             .iter()
-            .filter_map(|k| s.items.get(k)?.last()?.object.object().cloned())
+            .filter_map(|k| s.items.get(&**k)?.last()?.object.object().cloned())
             .collect()
     }
 

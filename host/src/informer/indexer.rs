@@ -1,6 +1,8 @@
 //! Thread-safe store keyed `namespace/name` with named secondary indexes (client-go ThreadSafeStore).
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -24,16 +26,51 @@ pub enum IndexError {
     Conflict(String),
 }
 
+/// A stored object, hashed and compared by its key: the store holds one pointer per object and
+/// no copy of the key (the object has it).
+#[derive(Clone)]
+struct ByKey(SharedObject);
+
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key() == other.0.key()
+    }
+}
+
+impl Eq for ByKey {}
+
+impl Hash for ByKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.0.key().hash(h)
+    }
+}
+
+impl Borrow<str> for ByKey {
+    fn borrow(&self) -> &str {
+        self.0.key()
+    }
+}
+
 #[derive(Default)]
 struct Inner {
-    items: HashMap<String, SharedObject>,
+    items: HashSet<ByKey>,
     indexers: HashMap<String, IndexFunc>,
-    /// index name -> indexed value -> keys; empty sets are removed (k/k#84959).
-    indices: HashMap<String, HashMap<String, HashSet<String>>>,
+    /// index name -> indexed value -> keys (shared with the objects); empty sets are removed
+    /// (k/k#84959).
+    indices: HashMap<String, HashMap<String, HashSet<Arc<str>>>>,
 }
 
 impl Inner {
-    fn update_indices(&mut self, old: Option<&KubeObject>, new: Option<&KubeObject>, key: &str) {
+    fn get(&self, key: &str) -> Option<&SharedObject> {
+        self.items.get(key).map(|e| &e.0)
+    }
+
+    fn update_indices(
+        &mut self,
+        old: Option<&KubeObject>,
+        new: Option<&KubeObject>,
+        key: &Arc<str>,
+    ) {
         for (name, f) in &self.indexers {
             if name == NAMESPACE_INDEX {
                 // Built-in index: compare in place instead of allocating value lists.
@@ -49,14 +86,14 @@ impl Inner {
                 if let Some(o) = old {
                     let v = ns(o);
                     if let Some(set) = index.get_mut(&v) {
-                        set.remove(key);
+                        set.remove(&**key);
                         if set.is_empty() {
                             index.remove(&v);
                         }
                     }
                 }
                 if let Some(n) = new {
-                    index.entry(ns(n)).or_default().insert(key.to_string());
+                    index.entry(ns(n)).or_default().insert(key.clone());
                 }
                 continue;
             }
@@ -68,14 +105,14 @@ impl Inner {
             let index = self.indices.entry(name.clone()).or_default();
             for v in &old_vals {
                 if let Some(set) = index.get_mut(v) {
-                    set.remove(key);
+                    set.remove(&**key);
                     if set.is_empty() {
                         index.remove(v);
                     }
                 }
             }
             for v in new_vals {
-                index.entry(v).or_default().insert(key.to_string());
+                index.entry(v).or_default().insert(key.clone());
             }
         }
     }
@@ -114,17 +151,27 @@ impl Indexer {
 
     /// The object stored under `key` (`namespace/name` or `name`).
     pub fn get(&self, key: &str) -> Option<SharedObject> {
-        self.inner.read().items.get(key).cloned()
+        self.inner.read().get(key).cloned()
     }
 
     /// Every stored object, in unspecified order.
     pub fn list(&self) -> Vec<SharedObject> {
-        self.inner.read().items.values().cloned().collect()
+        self.inner
+            .read()
+            .items
+            .iter()
+            .map(|e| e.0.clone())
+            .collect()
     }
 
     /// Every stored key, in unspecified order.
     pub fn list_keys(&self) -> Vec<String> {
-        self.inner.read().items.keys().cloned().collect()
+        self.inner
+            .read()
+            .items
+            .iter()
+            .map(|e| e.0.key().to_string())
+            .collect()
     }
 
     /// Number of stored objects.
@@ -151,11 +198,7 @@ impl Indexer {
         Ok(g.indices
             .get(index)
             .and_then(|i| i.get(value))
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| g.items.get(k).cloned())
-                    .collect()
-            })
+            .map(|keys| keys.iter().filter_map(|k| g.get(k).cloned()).collect())
             .unwrap_or_default())
     }
 
@@ -168,7 +211,7 @@ impl Indexer {
         Ok(g.indices
             .get(index)
             .and_then(|i| i.get(value))
-            .map(|keys| keys.iter().cloned().collect())
+            .map(|keys| keys.iter().map(|k| k.to_string()).collect())
             .unwrap_or_default())
     }
 
@@ -195,10 +238,10 @@ impl Indexer {
             }
         }
         for (name, f) in new {
-            let mut index: HashMap<String, HashSet<String>> = HashMap::new();
-            for (k, o) in &g.items {
+            let mut index: HashMap<String, HashSet<Arc<str>>> = HashMap::new();
+            for ByKey(o) in &g.items {
                 for v in f(o) {
-                    index.entry(v).or_default().insert(k.clone());
+                    index.entry(v).or_default().insert(o.shared_key().clone());
                 }
             }
             g.indices.insert(name.clone(), index);
@@ -210,34 +253,38 @@ impl Indexer {
     /// Inserts or replaces the object under its key, returning the previous version.
     pub(crate) fn upsert(&self, obj: SharedObject) -> Option<SharedObject> {
         let mut g = self.inner.write();
-        let key = obj.key().to_string();
-        let old = g.items.insert(key.clone(), obj.clone());
-        g.update_indices(old.as_deref(), Some(&obj), &key);
+        let old = g.items.replace(ByKey(obj.clone())).map(|e| e.0);
+        g.update_indices(old.as_deref(), Some(&obj), obj.shared_key());
         old
     }
 
     /// Removes the object stored under `key`.
     pub(crate) fn delete(&self, key: &str) -> Option<SharedObject> {
         let mut g = self.inner.write();
-        let old = g.items.remove(key);
+        let old = g.items.take(key).map(|e| e.0);
         if let Some(o) = &old {
-            g.update_indices(Some(o), None, key);
+            g.update_indices(Some(o), None, o.shared_key());
         }
         old
     }
 
     /// Rebuilds the whole store and every index from `objs`.
+    // `ByKey` hashes the object's key, which never changes; the lazily serialised JSON inside a
+    // tree-built object is the only interior mutability and takes no part in hashing.
+    #[allow(clippy::mutable_key_type)]
     pub fn replace(&self, objs: Vec<SharedObject>) {
         let mut g = self.inner.write();
-        g.items = objs.into_iter().map(|o| (o.key().to_string(), o)).collect();
+        let mut items = HashSet::with_capacity(objs.len());
+        for o in &objs {
+            items.replace(ByKey(o.clone()));
+        }
+        g.items = items;
         g.indices.clear();
-        let entries: Vec<(String, SharedObject)> = g
-            .items
-            .iter()
-            .map(|(k, o)| (k.clone(), o.clone()))
-            .collect();
-        for (k, o) in entries {
-            g.update_indices(None, Some(&o), &k);
+        // A key listed twice keeps its last version, as the map did; index only what is stored.
+        for o in objs {
+            if g.get(o.key()).is_some_and(|s| Arc::ptr_eq(s, &o)) {
+                g.update_indices(None, Some(&o), o.shared_key());
+            }
         }
     }
 

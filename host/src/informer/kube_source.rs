@@ -1,17 +1,20 @@
-//! [`SourceFactory`] over a real API server: `Api<DynamicObject>` with the `ApiResource`
-//! resolved from apiVersion + kind through discovery.
+//! [`SourceFactory`] over a real API server: the resource URL resolved from apiVersion + kind
+//! through discovery, LIST and WATCH sent through kube-client, and the responses decoded straight
+//! into served JSON per object ([`SourceObject::Json`]): no typed object and no tree per item.
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, VersionMatch, WatchParams};
 use kube::core::WatchEvent as KubeWatchEvent;
-use kube::core::{GroupVersionKind, Status};
+use kube::core::{GroupVersionKind, Request, Status};
 use kube::discovery::Scope;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use super::list_watch::{
-    ListOptions, ListPage, ListerWatcher, SourceError, SourceErrorKind, SourceFactory, WatchEvent,
-    WatchOptions, WatchStream,
+    ListOptions, ListPage, ListerWatcher, SourceError, SourceErrorKind, SourceFactory,
+    SourceObject, WatchEvent, WatchOptions, WatchStream,
 };
 use super::{InformerError, InformerKey};
 
@@ -94,7 +97,8 @@ impl SourceFactory for KubeSourceFactory {
             }
         }
         Ok(Arc::new(KubeListerWatcher {
-            api,
+            request: Request::new(api.resource_url()),
+            client: self.client.clone(),
             label_selector: key.label_selector.clone(),
             field_selector: key.field_selector.clone(),
         }))
@@ -103,7 +107,9 @@ impl SourceFactory for KubeSourceFactory {
 
 /// LIST/WATCH of one resource through kube-client.
 pub struct KubeListerWatcher {
-    api: Api<DynamicObject>,
+    client: kube::Client,
+    /// Builds the LIST and WATCH requests for the resource's URL.
+    request: Request,
     label_selector: Option<String>,
     field_selector: Option<String>,
 }
@@ -146,13 +152,115 @@ fn classify_status(s: &Status) -> SourceError {
     SourceError::from_status(s.code, &s.reason, &s.message, &causes)
 }
 
-fn to_value(o: DynamicObject) -> Result<serde_json::Value, SourceError> {
-    serde_json::to_value(o).map_err(|e| SourceError::new(SourceErrorKind::Malformed, e.to_string()))
+/// A LIST response with each item left as its served text.
+#[derive(Deserialize)]
+struct WireList {
+    #[serde(default)]
+    metadata: WireListMeta,
+    /// `null` from some servers when empty.
+    #[serde(default)]
+    items: Option<Vec<Box<RawValue>>>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireListMeta {
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: Option<String>,
+    #[serde(rename = "continue", default)]
+    continue_token: Option<String>,
+}
+
+fn malformed(e: impl std::fmt::Display) -> SourceError {
+    SourceError::new(SourceErrorKind::Malformed, e.to_string())
+}
+
+/// Decodes a LIST response body: one scan that copies each item's text into its own exact-size
+/// buffer, which the cache then keeps (or splices once).
+pub fn decode_list(body: &str) -> Result<ListPage<SourceObject>, SourceError> {
+    let list: WireList = serde_json::from_str(body).map_err(malformed)?;
+    Ok(ListPage {
+        items: list
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|raw| SourceObject::Json(raw.into()))
+            .collect(),
+        resource_version: list.metadata.resource_version.unwrap_or_default(),
+        continue_token: list.metadata.continue_token.filter(|c| !c.is_empty()),
+    })
+}
+
+/// Maps one decoded watch line. The object stays the text kube-client's line decoder cut out of
+/// the event (`Box<RawValue>` borrows nothing, so no tree is built); this relies on servers
+/// writing `type` before `object`, as the Kubernetes API server does.
+fn watch_event(
+    ev: Result<KubeWatchEvent<Box<RawValue>>, kube::Error>,
+) -> Result<WatchEvent<SourceObject>, SourceError> {
+    let json = |o: Box<RawValue>| SourceObject::Json(o.into());
+    match ev {
+        Ok(KubeWatchEvent::Added(o)) => Ok(WatchEvent::Added(json(o))),
+        Ok(KubeWatchEvent::Modified(o)) => Ok(WatchEvent::Modified(json(o))),
+        Ok(KubeWatchEvent::Deleted(o)) => Ok(WatchEvent::Deleted(json(o))),
+        Ok(KubeWatchEvent::Bookmark(b)) => Ok(WatchEvent::Bookmark {
+            initial_events_end: b
+                .metadata
+                .annotations
+                .get("k8s.io/initial-events-end")
+                .is_some_and(|v| v == "true"),
+            resource_version: b.metadata.resource_version,
+        }),
+        Ok(KubeWatchEvent::Error(s)) => Err(classify_status(&s)),
+        Err(e) => Err(classify_kube_error(&e)),
+    }
+}
+
+/// A served object as a tree, for callers of the tree-based [`ListerWatcher`] methods.
+fn to_tree(o: SourceObject) -> Result<serde_json::Value, SourceError> {
+    match o {
+        SourceObject::Tree(v) => Ok(v),
+        SourceObject::Json(j) => serde_json::from_str(&j).map_err(malformed),
+    }
 }
 
 #[async_trait::async_trait]
 impl ListerWatcher for KubeListerWatcher {
     async fn list(&self, opts: &ListOptions) -> Result<ListPage, SourceError> {
+        let page = self.list_objects(opts).await?;
+        let items = page
+            .items
+            .into_iter()
+            .map(to_tree)
+            .collect::<Result<_, _>>()?;
+        Ok(ListPage {
+            items,
+            resource_version: page.resource_version,
+            continue_token: page.continue_token,
+        })
+    }
+
+    async fn watch(&self, opts: &WatchOptions) -> Result<WatchStream, SourceError> {
+        let stream = self.watch_objects(opts).await?;
+        Ok(stream
+            .map(|r| match r {
+                Ok(WatchEvent::Added(o)) => to_tree(o).map(WatchEvent::Added),
+                Ok(WatchEvent::Modified(o)) => to_tree(o).map(WatchEvent::Modified),
+                Ok(WatchEvent::Deleted(o)) => to_tree(o).map(WatchEvent::Deleted),
+                Ok(WatchEvent::Bookmark {
+                    resource_version,
+                    initial_events_end,
+                }) => Ok(WatchEvent::Bookmark {
+                    resource_version,
+                    initial_events_end,
+                }),
+                Err(e) => Err(e),
+            })
+            .boxed())
+    }
+
+    async fn list_objects(
+        &self,
+        opts: &ListOptions,
+    ) -> Result<ListPage<SourceObject>, SourceError> {
         let mut lp = ListParams {
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
@@ -160,33 +268,48 @@ impl ListerWatcher for KubeListerWatcher {
             limit: opts.limit,
             ..Default::default()
         };
-        if !opts.resource_version.is_empty() {
+        // kube-client leaves resourceVersion=0 out when a limit is set; client-go sends both and
+        // lets the server decide (a watch cache answers RV "0" in one piece, a server that pages
+        // it keeps every response small), so "0" is appended to the query by hand.
+        let any_version = opts.resource_version == "0";
+        if !opts.resource_version.is_empty() && !any_version {
             lp.resource_version = Some(opts.resource_version.clone());
             lp.version_match = Some(VersionMatch::NotOlderThan);
-            // kube-client drops resourceVersion=0 when a limit is set; the watch cache ignores
-            // limit for RV "0" anyway, so send RV "0" unpaged.
-            if opts.resource_version == "0" {
-                lp.limit = None;
-            }
         }
-        let list = self
-            .api
+        let mut req = self
+            .request
             .list(&lp)
+            .map_err(|e| SourceError::new(SourceErrorKind::Other, e.to_string()))?;
+        if any_version {
+            let uri = req.uri().to_string();
+            let sep = if uri.ends_with('?') { "" } else { "&" };
+            *req.uri_mut() =
+                format!("{uri}{sep}resourceVersion=0&resourceVersionMatch=NotOlderThan")
+                    .parse()
+                    .map_err(|e: http::uri::InvalidUri| {
+                        SourceError::new(SourceErrorKind::Other, e.to_string())
+                    })?;
+        }
+        req.extensions_mut().insert("list");
+        // Read straight into one buffer: collecting the body as text would copy each page twice
+        // more, and at 500 objects a page those copies are most of the list path's transient memory.
+        let reader = self
+            .client
+            .request_stream(req)
             .await
             .map_err(|e| classify_kube_error(&e))?;
-        let items = list
-            .items
-            .into_iter()
-            .map(to_value)
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(ListPage {
-            items,
-            resource_version: list.metadata.resource_version.unwrap_or_default(),
-            continue_token: list.metadata.continue_.filter(|c| !c.is_empty()),
-        })
+        futures::pin_mut!(reader);
+        let mut body = Vec::new();
+        futures::AsyncReadExt::read_to_end(&mut reader, &mut body)
+            .await
+            .map_err(|e| SourceError::new(SourceErrorKind::Other, e.to_string()))?;
+        decode_list(std::str::from_utf8(&body).map_err(malformed)?)
     }
 
-    async fn watch(&self, opts: &WatchOptions) -> Result<WatchStream, SourceError> {
+    async fn watch_objects(
+        &self,
+        opts: &WatchOptions,
+    ) -> Result<WatchStream<SourceObject>, SourceError> {
         let wp = WatchParams {
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
@@ -194,9 +317,14 @@ impl ListerWatcher for KubeListerWatcher {
             bookmarks: opts.allow_bookmarks || opts.send_initial_events,
             send_initial_events: opts.send_initial_events,
         };
-        let stream = self
-            .api
+        let mut req = self
+            .request
             .watch(&wp, &opts.resource_version)
+            .map_err(|e| SourceError::new(SourceErrorKind::Other, e.to_string()))?;
+        req.extensions_mut().insert("watch");
+        let stream = self
+            .client
+            .request_events::<Box<RawValue>>(req)
             .await
             .map_err(|e| classify_kube_error(&e))?;
         // A transport error mid-stream ends the watch like a server close (client-go's stream
@@ -209,21 +337,64 @@ impl ListerWatcher for KubeListerWatcher {
                 }
                 futures::future::ready(!broken)
             })
-            .map(|r| match r {
-                Ok(KubeWatchEvent::Added(o)) => to_value(o).map(WatchEvent::Added),
-                Ok(KubeWatchEvent::Modified(o)) => to_value(o).map(WatchEvent::Modified),
-                Ok(KubeWatchEvent::Deleted(o)) => to_value(o).map(WatchEvent::Deleted),
-                Ok(KubeWatchEvent::Bookmark(b)) => Ok(WatchEvent::Bookmark {
-                    initial_events_end: b
-                        .metadata
-                        .annotations
-                        .get("k8s.io/initial-events-end")
-                        .is_some_and(|v| v == "true"),
-                    resource_version: b.metadata.resource_version,
-                }),
-                Ok(KubeWatchEvent::Error(s)) => Err(classify_status(&s)),
-                Err(e) => Err(classify_kube_error(&e)),
-            })
+            .map(watch_event)
             .boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_items_keep_their_served_text() {
+        let body = r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"12","continue":"c1"},"items":[{"metadata":{"name":"a"},"data":{"k":"v"}}, {"metadata":{"name":"b"}}]}"#;
+        let page = decode_list(body).unwrap();
+        assert_eq!(page.resource_version, "12");
+        assert_eq!(page.continue_token.as_deref(), Some("c1"));
+        let texts: Vec<_> = page
+            .items
+            .iter()
+            .map(|o| match o {
+                SourceObject::Json(j) => j.to_string(),
+                SourceObject::Tree(_) => panic!("tree"),
+            })
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                r#"{"metadata":{"name":"a"},"data":{"k":"v"}}"#,
+                r#"{"metadata":{"name":"b"}}"#
+            ]
+        );
+        let empty =
+            decode_list(r#"{"metadata":{"resourceVersion":"3","continue":""},"items":null}"#)
+                .unwrap();
+        assert!(empty.items.is_empty() && empty.continue_token.is_none());
+        assert_eq!(
+            decode_list("{").unwrap_err().kind,
+            SourceErrorKind::Malformed
+        );
+    }
+
+    #[test]
+    fn watch_lines_keep_their_served_text() {
+        let line = r#"{"type":"MODIFIED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"5"}}}"#;
+        let ev = serde_json::from_str::<KubeWatchEvent<Box<RawValue>>>(line)
+            .map_err(kube::Error::SerdeError);
+        match watch_event(ev).unwrap() {
+            WatchEvent::Modified(SourceObject::Json(j)) => assert_eq!(
+                &*j,
+                r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"5"}}"#
+            ),
+            other => panic!("{other:?}"),
+        }
+        let bookmark = r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}}}}"#;
+        let ev = serde_json::from_str::<KubeWatchEvent<Box<RawValue>>>(bookmark)
+            .map_err(kube::Error::SerdeError);
+        assert!(matches!(
+            watch_event(ev).unwrap(),
+            WatchEvent::Bookmark { resource_version, initial_events_end: true } if resource_version == "9"
+        ));
     }
 }

@@ -19,15 +19,69 @@ pub struct ListOptions {
     pub continue_token: Option<String>,
 }
 
-/// One page of a LIST response.
-#[derive(Clone, Debug, Default)]
-pub struct ListPage {
+/// One page of a LIST response. Items are trees by default (scripted sources);
+/// [`ListerWatcher::list_objects`] pages carry [`SourceObject`]s.
+#[derive(Clone, Debug)]
+pub struct ListPage<T = Value> {
     /// Decoded items of this page.
-    pub items: Vec<Value>,
+    pub items: Vec<T>,
     /// The list's resourceVersion (the snapshot point).
     pub resource_version: String,
     /// Token for the next page, if any.
     pub continue_token: Option<String>,
+}
+
+impl<T> Default for ListPage<T> {
+    fn default() -> Self {
+        Self {
+            items: Vec::new(),
+            resource_version: String::new(),
+            continue_token: None,
+        }
+    }
+}
+
+impl<T> ListPage<T> {
+    /// The same page with every item converted by `f`.
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> ListPage<U> {
+        ListPage {
+            items: self.items.into_iter().map(f).collect(),
+            resource_version: self.resource_version,
+            continue_token: self.continue_token,
+        }
+    }
+}
+
+/// An object as a source hands it to the reflector, which turns it into a cached
+/// [`KubeObject`](super::KubeObject).
+#[derive(Clone)]
+pub enum SourceObject {
+    /// An already decoded tree (scripted sources, tests).
+    Tree(Value),
+    /// The object's JSON exactly as the server sent it: decoded straight into the cache's
+    /// representation, with no intermediate tree.
+    Json(Box<str>),
+}
+
+impl SourceObject {
+    /// The object as a tree; text that does not parse becomes `null` (callers use this only to
+    /// name an object they reject).
+    pub fn into_tree(self) -> Value {
+        match self {
+            SourceObject::Tree(v) => v,
+            SourceObject::Json(j) => serde_json::from_str(&j).unwrap_or(Value::Null),
+        }
+    }
+}
+
+impl std::fmt::Debug for SourceObject {
+    // Content stays out of debug output: the object may be a Secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceObject::Tree(_) => f.write_str("SourceObject::Tree(..)"),
+            SourceObject::Json(j) => write!(f, "SourceObject::Json({} bytes)", j.len()),
+        }
+    }
 }
 
 /// Options of one WATCH request.
@@ -44,14 +98,15 @@ pub struct WatchOptions {
 }
 
 /// A decoded watch event. `Error` events arrive as `Err(SourceError)` in the stream instead.
+/// Objects are trees by default; [`ListerWatcher::watch_objects`] streams carry [`SourceObject`]s.
 #[derive(Clone, Debug)]
-pub enum WatchEvent {
+pub enum WatchEvent<T = Value> {
     /// Object created.
-    Added(Value),
+    Added(T),
     /// Object changed.
-    Modified(Value),
+    Modified(T),
     /// Object deleted (its last state).
-    Deleted(Value),
+    Deleted(T),
     /// Progress marker: advances the resourceVersion only.
     Bookmark {
         /// The resourceVersion the watch has reached.
@@ -61,7 +116,23 @@ pub enum WatchEvent {
     },
 }
 
-impl WatchEvent {
+impl<T> WatchEvent<T> {
+    /// The same event with its object converted by `f`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> WatchEvent<U> {
+        match self {
+            WatchEvent::Added(o) => WatchEvent::Added(f(o)),
+            WatchEvent::Modified(o) => WatchEvent::Modified(f(o)),
+            WatchEvent::Deleted(o) => WatchEvent::Deleted(f(o)),
+            WatchEvent::Bookmark {
+                resource_version,
+                initial_events_end,
+            } => WatchEvent::Bookmark {
+                resource_version,
+                initial_events_end,
+            },
+        }
+    }
+
     /// Event type name for logs.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -74,7 +145,7 @@ impl WatchEvent {
 }
 
 /// Stream of watch events; ends when the server closes the watch.
-pub type WatchStream = BoxStream<'static, Result<WatchEvent, SourceError>>;
+pub type WatchStream<T = Value> = BoxStream<'static, Result<WatchEvent<T>, SourceError>>;
 
 /// Error classes that drive the reflector's decisions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,6 +251,27 @@ pub trait ListerWatcher: Send + Sync + 'static {
     async fn list(&self, opts: &ListOptions) -> Result<ListPage, SourceError>;
     /// Opens a WATCH; the stream ends when the server closes it.
     async fn watch(&self, opts: &WatchOptions) -> Result<WatchStream, SourceError>;
+
+    /// The LIST the reflector uses. Sources that can hand over the served JSON override it so
+    /// that no tree is built per item; the default wraps [`list`](Self::list)'s trees.
+    async fn list_objects(
+        &self,
+        opts: &ListOptions,
+    ) -> Result<ListPage<SourceObject>, SourceError> {
+        Ok(self.list(opts).await?.map(SourceObject::Tree))
+    }
+
+    /// The WATCH the reflector uses; overridden like [`list_objects`](Self::list_objects).
+    async fn watch_objects(
+        &self,
+        opts: &WatchOptions,
+    ) -> Result<WatchStream<SourceObject>, SourceError> {
+        use futures::StreamExt;
+        let stream = self.watch(opts).await?;
+        Ok(stream
+            .map(|r| r.map(|ev| ev.map(SourceObject::Tree)))
+            .boxed())
+    }
 }
 
 /// Turns an informer key into a [`ListerWatcher`], resolving the kind against the server.

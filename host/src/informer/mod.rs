@@ -41,8 +41,8 @@ pub use key::{InformerKey, InvalidKey, MAX_SELECTOR_LEN};
 pub use kube_source::{KubeListerWatcher, KubeSourceFactory};
 pub use kubewasm_apimachinery::LabelSelector;
 pub use list_watch::{
-    ListOptions, ListPage, ListerWatcher, SourceError, SourceErrorKind, SourceFactory, WatchEvent,
-    WatchOptions, WatchStream,
+    ListOptions, ListPage, ListerWatcher, SourceError, SourceErrorKind, SourceFactory,
+    SourceObject, WatchEvent, WatchOptions, WatchStream,
 };
 pub use listener::{FilteringHandler, Notification, ResourceEventHandler};
 pub use metrics::InformerMetrics;

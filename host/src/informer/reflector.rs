@@ -14,7 +14,8 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::{Backoff, BackoffConfig};
 use super::delta_fifo::{DeltaFifo, DeltaObject};
 use super::list_watch::{
-    ListOptions, ListerWatcher, SourceError, SourceErrorKind, WatchEvent, WatchOptions, WatchStream,
+    ListOptions, ListerWatcher, SourceError, SourceErrorKind, SourceObject, WatchEvent,
+    WatchOptions, WatchStream,
 };
 use super::metrics::InformerCounters;
 use super::object::{KubeObject, SharedObject};
@@ -45,6 +46,9 @@ pub struct ReflectorConfig {
     pub use_watch_list: bool,
     /// `MaxInternalErrorRetryDuration`: re-watch on 500s for this long (0 = never).
     pub max_internal_error_retry: Duration,
+    /// Keep `metadata.managedFields` in cached objects (stripped by default, as
+    /// kube-controller-manager does: handlers rarely need it and it is often half an object).
+    pub keep_managed_fields: bool,
 }
 
 impl Default for ReflectorConfig {
@@ -55,6 +59,7 @@ impl Default for ReflectorConfig {
             backoff: BackoffConfig::default(),
             use_watch_list: false,
             max_internal_error_retry: Duration::ZERO,
+            keep_managed_fields: false,
         }
     }
 }
@@ -72,7 +77,7 @@ enum State {
     Watch,
     /// A watch is open; `events` counts accepted events for very-short-watch detection.
     Watching {
-        stream: WatchStream,
+        stream: WatchStream<SourceObject>,
         started: Instant,
         events: u64,
     },
@@ -287,16 +292,19 @@ impl Reflector {
         }
     }
 
-    fn to_object(&self, v: serde_json::Value, what: &str) -> Option<SharedObject> {
+    fn to_object(&self, src: SourceObject, what: &str) -> Option<SharedObject> {
         // Applied once at ingestion: tombstones and Sync deltas carry already-transformed
         // objects, so an idempotent transform sees exactly what client-go's FIFO would give it.
-        let v = match &self.transform {
-            Some(t) => t(v),
-            None => v,
-        };
-        match KubeObject::try_from_value_for(v, &self.api_version, &self.kind) {
+        match KubeObject::from_source(
+            src,
+            &self.api_version,
+            &self.kind,
+            self.config.keep_managed_fields,
+            self.transform.as_ref(),
+        ) {
             Ok(o) => Some(Arc::new(o)),
-            Err((e, v)) => {
+            Err((e, src)) => {
+                let v = src.into_tree();
                 // Identity and reason only: the object may be a Secret.
                 let meta = |k: &str| {
                     v.get("metadata")
@@ -338,15 +346,11 @@ impl Reflector {
                 r = self.list_pages(&rv, limit) => r,
             };
             match res {
-                Ok((items, list_rv, paginated)) => {
+                Ok((objs, list_rv, paginated)) => {
                     if rv == "0" && paginated {
                         self.paginated_result = true;
                     }
                     self.rv_unavailable = false;
-                    let objs: Vec<SharedObject> = items
-                        .into_iter()
-                        .filter_map(|v| self.to_object(v, "LIST item"))
-                        .collect();
                     self.fifo.replace(objs);
                     self.set_last_sync(&list_rv);
                     return State::Watch;
@@ -370,11 +374,12 @@ impl Reflector {
     }
 
     /// Paged list; a continuation that expired falls back to one full list at the same RV.
+    /// Each page becomes cached objects as it arrives, so only one page is ever held twice.
     async fn list_pages(
         &self,
         rv: &str,
         mut limit: Option<u32>,
-    ) -> Result<(Vec<serde_json::Value>, String, bool), SourceError> {
+    ) -> Result<(Vec<SharedObject>, String, bool), SourceError> {
         let mut items = Vec::new();
         let mut cont: Option<String> = None;
         let mut paginated = false;
@@ -389,9 +394,13 @@ impl Reflector {
                 continue_token: cont.clone(),
             };
             self.counters.lists.inc();
-            match self.lw.list(&opts).await {
+            match self.lw.list_objects(&opts).await {
                 Ok(page) => {
-                    items.extend(page.items);
+                    items.extend(
+                        page.items
+                            .into_iter()
+                            .filter_map(|o| self.to_object(o, "LIST item")),
+                    );
                     match page.continue_token.filter(|c| !c.is_empty()) {
                         Some(c) => {
                             paginated = true;
@@ -421,7 +430,7 @@ impl Reflector {
         };
         let res = tokio::select! {
             _ = self.cancel.cancelled() => return State::Stopped,
-            r = self.lw.watch(&opts) => r,
+            r = self.lw.watch_objects(&opts) => r,
         };
         match res {
             Ok(stream) => {
@@ -453,7 +462,7 @@ impl Reflector {
     }
 
     /// Applies one watch event to the FIFO. Returns false if it was skipped.
-    fn handle_event(&self, ev: WatchEvent) -> bool {
+    fn handle_event(&self, ev: WatchEvent<SourceObject>) -> bool {
         let what = ev.type_name();
         match ev {
             WatchEvent::Bookmark {
@@ -481,7 +490,12 @@ impl Reflector {
         }
     }
 
-    async fn watch(&mut self, mut stream: WatchStream, started: Instant, mut events: u64) -> State {
+    async fn watch(
+        &mut self,
+        mut stream: WatchStream<SourceObject>,
+        started: Instant,
+        mut events: u64,
+    ) -> State {
         loop {
             let ev = tokio::select! {
                 biased;
@@ -572,7 +586,7 @@ impl Reflector {
             };
             let res = tokio::select! {
                 _ = self.cancel.cancelled() => return Ok(State::Stopped),
-                r = self.lw.watch(&opts) => r,
+                r = self.lw.watch_objects(&opts) => r,
             };
             let mut stream = match res {
                 Ok(s) => s,

@@ -228,7 +228,8 @@ pub fn plugin_name(path: &Path) -> String {
 }
 
 /// Capacity of the lifecycle and call event channel: events are for tests and tooling that
-/// keep up; a lagging receiver misses the oldest.
+/// keep up; a lagging receiver misses the oldest. The ring is allocated up front (capacity ×
+/// ~120 bytes), so it stays small.
 const EVENT_CAPACITY: usize = 1024;
 
 impl PluginManager {
