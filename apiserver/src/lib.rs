@@ -19,6 +19,7 @@ mod selectors;
 mod status;
 mod store;
 mod table;
+mod validation;
 mod watch;
 
 pub mod cli;

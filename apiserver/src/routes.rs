@@ -231,7 +231,7 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
         }
         (Method::POST, None) => {
             let v = parse_body(&body, &content_type)?;
-            let obj = ops::create(app, &rt, &ns_for_item, v, &write_opts(&query))?;
+            let obj = ops::create(app, &rt, &ns_for_item, v, &write_opts(&query, "CreateOptions")?)?;
             Ok(obj_response(StatusCode::CREATED, &obj))
         }
         (Method::PUT, Some(name)) => {
@@ -243,7 +243,7 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
                 name,
                 v,
                 target.status,
-                &write_opts(&query),
+                &write_opts(&query, "UpdateOptions")?,
             )?;
             Ok(obj_response(StatusCode::OK, &obj))
         }
@@ -266,7 +266,7 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
                 kind,
                 v,
                 target.status,
-                &write_opts(&query),
+                &write_opts(&query, "PatchOptions")?,
             )?;
             Ok(obj_response(
                 if created {
@@ -433,11 +433,25 @@ fn parse_body(body: &Bytes, content_type: &str) -> ApiResult<Value> {
         .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))
 }
 
-fn write_opts(q: &Query) -> WriteOpts {
-    WriteOpts {
-        dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
+fn write_opts(q: &Query, options_kind: &str) -> ApiResult<WriteOpts> {
+    Ok(WriteOpts {
+        dry_run: dry_run(q, options_kind)?,
         field_manager: q.get("fieldManager").map(str::to_string),
         force: q.flag("force"),
+    })
+}
+
+/// `dryRun=All`, the only value the real server accepts: anything else is refused rather than
+/// taken as a real write.
+fn dry_run(q: &Query, options_kind: &str) -> ApiResult<bool> {
+    match q.get("dryRun") {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::invalid_options(
+            options_kind,
+            "dryRun",
+            &format!("Unsupported value: \"{other}\": supported values: \"All\""),
+        )),
     }
 }
 
@@ -458,7 +472,7 @@ fn delete_opts(body: &Bytes, q: &Query) -> ApiResult<DeleteOpts> {
     Ok(DeleteOpts {
         uid: q.get("preconditions.uid").map(str::to_string),
         resource_version: q.get("preconditions.resourceVersion").map(str::to_string),
-        dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
+        dry_run: dry_run(q, "DeleteOptions")?,
     })
 }
 
