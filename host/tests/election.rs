@@ -275,22 +275,24 @@ impl Proxy {
                 let mut state = cut2.subscribe();
                 let target = target.clone();
                 tokio::spawn(async move {
-                    if *state.borrow_and_update() {
+                    let partitioned = *state.borrow_and_update();
+                    if partitioned {
                         // Partitioned: hold the connection open and answer nothing.
-                        let _ = state.wait_for(|c| !*c).await;
+                        until(&mut state, false).await;
                         let _ = inbound.shutdown().await;
                         return;
                     }
                     let Ok(mut outbound) = TcpStream::connect(&target).await else {
                         return;
                     };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                        _ = state.wait_for(|c| *c) => {
-                            // Drop the upstream side; the client side hangs until restored.
-                            drop(outbound);
-                            let _ = state.wait_for(|c| !*c).await;
-                        }
+                    let cut = tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => false,
+                        _ = until(&mut state, true) => true,
+                    };
+                    if cut {
+                        // Drop the upstream side; the client side hangs until restored.
+                        drop(outbound);
+                        until(&mut state, false).await;
                     }
                 });
             }
@@ -304,6 +306,16 @@ impl Proxy {
 
     fn restore(&self) {
         self.cut.send_replace(false);
+    }
+}
+
+/// Returns once the partition state is `want` (or the proxy is gone).
+async fn until(state: &mut watch::Receiver<bool>, want: bool) {
+    loop {
+        let now = *state.borrow_and_update();
+        if now == want || state.changed().await.is_err() {
+            return;
+        }
     }
 }
 
