@@ -240,7 +240,7 @@ pub fn create(
         }
     }
     prepare_create_status(rt, &mut body)?;
-    crate::validation::object(rt, &body, None)?;
+    crate::validation::object(rt, &mut body, None)?;
     for attempt in 0..8 {
         let name = if given.is_empty() {
             format!("{generate}{}", random_suffix())
@@ -445,7 +445,7 @@ fn finish_update(rt: &ResourceType, cur: &Obj, mut new: Value) -> ApiResult<Chan
     if rt.kind == "CustomResourceDefinition" && rt.group == "apiextensions.k8s.io" {
         types_from_crd(&new).map_err(|e| ApiError::invalid(&rt.kind, &name, "spec", &e))?;
     }
-    crate::validation::object(rt, &new, Some(old))?;
+    crate::validation::object(rt, &mut new, Some(old))?;
     Ok(Change::Put(new))
 }
 

@@ -1,7 +1,9 @@
-//! Kind-specific validation of a object about to be stored, the subset of the real server's
+//! Kind-specific validation of an object about to be stored, the subset of the real server's
 //! checks that deployments run into: size limits (annotations, ConfigMaps), ConfigMap keys and
 //! `binaryData`, Lease fields, RBAC rules and role references, Deployment selectors and
-//! PodDisruptionBudget budgets.
+//! PodDisruptionBudget budgets. Also the one canonical form the server imposes on those kinds:
+//! `binaryData` is bytes on the real server, so line-wrapped base64 (what `kubectl kustomize`
+//! writes) is accepted and served back unwrapped.
 //!
 //! Everything else stays schemaless. Each rule answers 422 `Invalid` naming the field, with the
 //! real server's wording, so `kubectl apply --dry-run=server` fails here where it would fail in a
@@ -19,9 +21,42 @@ pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 /// Total size of a ConfigMap's `data` values plus decoded `binaryData` (`MaxSecretSize`).
 pub const MAX_CONFIGMAP_BYTES: usize = 1024 * 1024;
 
-/// Checks `new` (the complete object about to be stored); `old` is the stored state on updates,
-/// for the fields the real server keeps immutable.
-pub fn object(rt: &ResourceType, new: &Value, old: Option<&Value>) -> ApiResult<()> {
+/// Checks `new` (the complete object about to be stored) and brings it into canonical form;
+/// `old` is the stored state on updates, for the fields the real server keeps immutable.
+pub fn object(rt: &ResourceType, new: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+    if !rt.custom && rt.group.is_empty() && rt.kind == "ConfigMap" {
+        unwrap_binary_data(new);
+    }
+    check(rt, new, old)
+}
+
+/// Decodes base64 as Go's decoder does for `[]byte` fields: line breaks are skipped.
+fn decode_base64(s: &str) -> Option<Vec<u8>> {
+    let compact: String = s.chars().filter(|c| *c != '\n' && *c != '\r').collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .ok()
+}
+
+/// Rewrites each decodable `binaryData` value as unwrapped base64, as the real server serves
+/// what it decoded; undecodable values are left for `check` to refuse.
+fn unwrap_binary_data(cm: &mut Value) {
+    let Some(binary) = cm.get_mut("binaryData").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for v in binary.values_mut() {
+        let canonical = v
+            .as_str()
+            .filter(|s| s.contains(['\n', '\r']))
+            .and_then(decode_base64)
+            .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes));
+        if let Some(c) = canonical {
+            *v = Value::String(c);
+        }
+    }
+}
+
+fn check(rt: &ResourceType, new: &Value, old: Option<&Value>) -> ApiResult<()> {
     let name = new
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -103,9 +138,7 @@ fn config_map(cm: &Value) -> Rule {
                 format!("Invalid value: \"{k}\": duplicate of key present in data"),
             );
         }
-        let decoded = v
-            .as_str()
-            .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok());
+        let decoded = v.as_str().and_then(decode_base64);
         let Some(bytes) = decoded else {
             return err(
                 format!("binaryData[{k}]"),
@@ -314,10 +347,19 @@ mod tests {
     use crate::registry::Registry;
     use serde_json::json;
 
-    fn check(plural: &str, group: &str, v: Value) -> Result<(), String> {
+    fn check(plural: &str, group: &str, mut v: Value) -> Result<(), String> {
         let reg = Registry::with_builtins();
         let rt = reg.find(group, "v1", plural).unwrap();
-        object(&rt, &v, None).map_err(|e| e.message)
+        object(&rt, &mut v, None).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn wrapped_binary_data_is_served_unwrapped() {
+        let reg = Registry::with_builtins();
+        let rt = reg.find("", "v1", "configmaps").unwrap();
+        let mut v = json!({"metadata": {"name": "p"}, "binaryData": {"a.wasm": "AGFz\nbQ==\n"}});
+        object(&rt, &mut v, None).unwrap();
+        assert_eq!(v["binaryData"]["a.wasm"], "AGFzbQ==");
     }
 
     #[test]
