@@ -156,7 +156,10 @@ fn check_rendered(docs: &[Value], plugins: &Path) {
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
     let ports = c["ports"].to_string();
-    assert!(ports.contains("\"metrics\"") && ports.contains("8080"), "{ports}");
+    assert!(
+        ports.contains("\"metrics\"") && ports.contains("8080"),
+        "{ports}"
+    );
     let args: Vec<String> = c["args"]
         .as_array()
         .unwrap()
@@ -178,9 +181,18 @@ fn check_rendered(docs: &[Value], plugins: &Path) {
             .unwrap_or_else(|| panic!("volume {name} mounted"))
             .clone()
     };
-    assert!(mount("plugins").get("subPath").is_none(), "subPath defeats the ..data swap");
-    assert!(args.contains(&format!("--plugins={}", mount("plugins")["mountPath"].as_str().unwrap())));
-    assert!(args.contains(&format!("--cache-dir={}", mount("cache")["mountPath"].as_str().unwrap())));
+    assert!(
+        mount("plugins").get("subPath").is_none(),
+        "subPath defeats the ..data swap"
+    );
+    assert!(args.contains(&format!(
+        "--plugins={}",
+        mount("plugins")["mountPath"].as_str().unwrap()
+    )));
+    assert!(args.contains(&format!(
+        "--cache-dir={}",
+        mount("cache")["mountPath"].as_str().unwrap()
+    )));
     let volumes = pod["volumes"].as_array().unwrap();
     let volume = |name: &str| volumes.iter().find(|v| v["name"] == name).unwrap();
     assert_eq!(volume("plugins")["configMap"]["name"], "kubewasm-plugins");
@@ -219,26 +231,31 @@ async fn kustomize_base_renders_and_applies_to_the_embedded_server() {
     // As on a real cluster, a server-side dry run cannot create objects inside a namespace it
     // only pretended to create.
     let writes = server.stats().writes;
-    let (ok, _, err) = k
-        .run(&["apply", "--dry-run=server", "-k", &base_arg])
-        .await;
-    assert!(!ok && err.contains("namespaces \"kubewasm\" not found"), "{err}");
+    let (ok, _, err) = k.run(&["apply", "--dry-run=server", "-k", &base_arg]).await;
+    assert!(
+        !ok && err.contains("namespaces \"kubewasm\" not found"),
+        "{err}"
+    );
     assert_eq!(server.stats().writes, writes, "a dry run stores nothing");
 
     // With the namespace in place, both apply flavours pass the dry run and store nothing.
     let ns = base.join("namespace.yaml").display().to_string();
     k.ok(&["apply", "-f", &ns]).await;
     let writes = server.stats().writes;
-    let out = k
-        .ok(&["apply", "--dry-run=server", "-k", &base_arg])
-        .await;
+    let out = k.ok(&["apply", "--dry-run=server", "-k", &base_arg]).await;
     assert_eq!(
         out.matches("(server dry run)").count(),
         docs.len(),
         "every object answered: {out}"
     );
-    k.ok(&["apply", "--server-side", "--dry-run=server", "-k", &base_arg])
-        .await;
+    k.ok(&[
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "-k",
+        &base_arg,
+    ])
+    .await;
     assert_eq!(server.stats().writes, writes, "dry runs store nothing");
     let c = client(&server);
     let deployments: Api<Deployment> = Api::namespaced(c.clone(), "kubewasm");
@@ -273,7 +290,14 @@ async fn kustomize_base_renders_and_applies_to_the_embedded_server() {
         .await
         .unwrap();
     let listed = k
-        .ok(&["get", "pdb,roles,rolebindings,sa,deploy", "-n", "kubewasm", "-o", "name"])
+        .ok(&[
+            "get",
+            "pdb,roles,rolebindings,sa,deploy",
+            "-n",
+            "kubewasm",
+            "-o",
+            "name",
+        ])
         .await;
     assert_eq!(listed.lines().count(), 5, "{listed}");
 
@@ -285,7 +309,10 @@ async fn kustomize_base_renders_and_applies_to_the_embedded_server() {
     )
     .unwrap();
     let out = k.ok(&["apply", "--server-side", "-k", &base_arg]).await;
-    assert!(out.contains("configmap/kubewasm-plugins serverside-applied"), "{out}");
+    assert!(
+        out.contains("configmap/kubewasm-plugins serverside-applied"),
+        "{out}"
+    );
     let cm2 = cms.get("kubewasm-plugins").await.unwrap();
     assert_eq!(
         cm2.binary_data.unwrap()["label-auditor.wasm"].0,
@@ -293,6 +320,9 @@ async fn kustomize_base_renders_and_applies_to_the_embedded_server() {
     );
     assert_ne!(cm2.metadata.resource_version, cm.metadata.resource_version);
     let d2 = deployments.get("kubewasm").await.unwrap();
-    assert_eq!(d2.metadata.generation, generation, "the pods are not rolled");
+    assert_eq!(
+        d2.metadata.generation, generation,
+        "the pods are not rolled"
+    );
     assert_eq!(d2.metadata.resource_version, d.metadata.resource_version);
 }

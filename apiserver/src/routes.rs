@@ -231,7 +231,13 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
         }
         (Method::POST, None) => {
             let v = parse_body(&body, &content_type)?;
-            let obj = ops::create(app, &rt, &ns_for_item, v, &write_opts(&query, "CreateOptions")?)?;
+            let obj = ops::create(
+                app,
+                &rt,
+                &ns_for_item,
+                v,
+                &write_opts(&query, "CreateOptions")?,
+            )?;
             Ok(obj_response(StatusCode::CREATED, &obj))
         }
         (Method::PUT, Some(name)) => {

@@ -120,7 +120,9 @@ fn config_map(cm: &Value) -> Rule {
         if !valid_key(k) {
             return err(
                 format!("data[{k}]"),
-                format!("Invalid value: \"{k}\": a valid config key must consist of alphanumeric characters, '-', '_' or '.'"),
+                format!(
+                    "Invalid value: \"{k}\": a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
+                ),
             );
         }
         size += k.len() + v.as_str().map_or(0, str::len);
@@ -129,7 +131,9 @@ fn config_map(cm: &Value) -> Rule {
         if !valid_key(k) {
             return err(
                 format!("binaryData[{k}]"),
-                format!("Invalid value: \"{k}\": a valid config key must consist of alphanumeric characters, '-', '_' or '.'"),
+                format!(
+                    "Invalid value: \"{k}\": a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
+                ),
             );
         }
         if data.is_some_and(|d| d.contains_key(k)) {
@@ -182,7 +186,10 @@ fn non_empty_list(v: Option<&Value>) -> bool {
 
 fn rules(role: &Value, namespaced: bool) -> Rule {
     let empty = Vec::new();
-    let list = role.get("rules").and_then(Value::as_array).unwrap_or(&empty);
+    let list = role
+        .get("rules")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
     for (i, r) in list.iter().enumerate() {
         if !non_empty_list(r.get("verbs")) {
             return err(
@@ -255,7 +262,10 @@ fn binding(b: &Value, old: Option<&Value>, namespaced: bool) -> Rule {
         return err("roleRef", "Invalid value: cannot change roleRef");
     }
     let empty = Vec::new();
-    let subjects = b.get("subjects").and_then(Value::as_array).unwrap_or(&empty);
+    let subjects = b
+        .get("subjects")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
     for (i, sub) in subjects.iter().enumerate() {
         let get = |p: &str| sub.get(p).and_then(Value::as_str).unwrap_or("");
         if get("name").is_empty() {
@@ -367,15 +377,32 @@ mod tests {
         let ok = json!({"metadata": {"name": "p"}, "data": {"a.toml": "x"},
             "binaryData": {"a.wasm": "AGFzbQ=="}});
         assert_eq!(check("configmaps", "", ok), Ok(()));
-        let dup = json!({"metadata": {"name": "p"}, "data": {"k": "x"}, "binaryData": {"k": "AA=="}});
-        assert!(check("configmaps", "", dup).unwrap_err().contains("duplicate"));
+        let dup =
+            json!({"metadata": {"name": "p"}, "data": {"k": "x"}, "binaryData": {"k": "AA=="}});
+        assert!(
+            check("configmaps", "", dup)
+                .unwrap_err()
+                .contains("duplicate")
+        );
         let bad = json!({"metadata": {"name": "p"}, "binaryData": {"k": "not base64!"}});
-        assert!(check("configmaps", "", bad).unwrap_err().contains("binaryData[k]"));
+        assert!(
+            check("configmaps", "", bad)
+                .unwrap_err()
+                .contains("binaryData[k]")
+        );
         let key = json!({"metadata": {"name": "p"}, "data": {"a/b": "x"}});
-        assert!(check("configmaps", "", key).unwrap_err().contains("data[a/b]"));
+        assert!(
+            check("configmaps", "", key)
+                .unwrap_err()
+                .contains("data[a/b]")
+        );
         let big = base64::engine::general_purpose::STANDARD.encode(vec![0u8; MAX_CONFIGMAP_BYTES]);
         let big = json!({"metadata": {"name": "p"}, "binaryData": {"k": big}});
-        assert!(check("configmaps", "", big).unwrap_err().contains("Too long"));
+        assert!(
+            check("configmaps", "", big)
+                .unwrap_err()
+                .contains("Too long")
+        );
     }
 
     #[test]
@@ -396,13 +423,19 @@ mod tests {
         let good = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]);
         assert_eq!(check("roles", g, role(good)), Ok(()));
         let no_verbs = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": []}]);
-        assert!(check("roles", g, role(no_verbs)).unwrap_err().contains("rules[0].verbs"));
+        assert!(
+            check("roles", g, role(no_verbs))
+                .unwrap_err()
+                .contains("rules[0].verbs")
+        );
         let urls = json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]);
         assert!(check("roles", g, role(urls.clone())).is_err());
         assert_eq!(check("clusterroles", g, role(urls)), Ok(()));
         let sa = json!([{"kind": "ServiceAccount", "name": "kubewasm"}]);
-        let rb = |kind: &str| json!({"metadata": {"name": "b"}, "subjects": sa,
-            "roleRef": {"apiGroup": g, "kind": kind, "name": "r"}});
+        let rb = |kind: &str| {
+            json!({"metadata": {"name": "b"}, "subjects": sa,
+            "roleRef": {"apiGroup": g, "kind": kind, "name": "r"}})
+        };
         assert_eq!(check("rolebindings", g, rb("Role")), Ok(()));
         assert!(check("clusterrolebindings", g, rb("Role")).is_err());
         assert!(
@@ -414,16 +447,30 @@ mod tests {
 
     #[test]
     fn deployments_need_a_matching_selector_and_budgets_one_bound() {
-        let d = |sel: Value| json!({"metadata": {"name": "d"}, "spec": {"selector": sel,
+        let d = |sel: Value| {
+            json!({"metadata": {"name": "d"}, "spec": {"selector": sel,
             "template": {"metadata": {"labels": {"app": "k"}},
-                         "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
-        assert_eq!(check("deployments", "apps", d(json!({"matchLabels": {"app": "k"}}))), Ok(()));
-        assert!(
-            check("deployments", "apps", d(json!({"matchLabels": {"app": "x"}})))
-                .unwrap_err()
-                .contains("does not match")
+                         "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+        };
+        assert_eq!(
+            check(
+                "deployments",
+                "apps",
+                d(json!({"matchLabels": {"app": "k"}}))
+            ),
+            Ok(())
         );
-        let pdb = json!({"metadata": {"name": "p"}, "spec": {"minAvailable": 1, "maxUnavailable": 1}});
+        assert!(
+            check(
+                "deployments",
+                "apps",
+                d(json!({"matchLabels": {"app": "x"}}))
+            )
+            .unwrap_err()
+            .contains("does not match")
+        );
+        let pdb =
+            json!({"metadata": {"name": "p"}, "spec": {"minAvailable": 1, "maxUnavailable": 1}});
         assert!(check("poddisruptionbudgets", "policy", pdb).is_err());
     }
 }

@@ -56,9 +56,17 @@ async fn new_kinds_are_discovered_with_their_scope() {
         ("apps", "Deployment", Scope::Namespaced),
         ("policy", "PodDisruptionBudget", Scope::Namespaced),
         ("rbac.authorization.k8s.io", "Role", Scope::Namespaced),
-        ("rbac.authorization.k8s.io", "RoleBinding", Scope::Namespaced),
+        (
+            "rbac.authorization.k8s.io",
+            "RoleBinding",
+            Scope::Namespaced,
+        ),
         ("rbac.authorization.k8s.io", "ClusterRole", Scope::Cluster),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding", Scope::Cluster),
+        (
+            "rbac.authorization.k8s.io",
+            "ClusterRoleBinding",
+            Scope::Cluster,
+        ),
     ] {
         let (_, caps) = d
             .resolve_gvk(&GroupVersionKind::gvk(g, "v1", k))
@@ -83,11 +91,10 @@ async fn lease_updates_are_optimistic_and_validated() {
         .unwrap();
     // Two replicas read the same version; the first write wins, the second is 409 Conflict.
     let mut by_a = created.clone();
-    by_a.spec.as_mut().unwrap().renew_time = Some(
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+    by_a.spec.as_mut().unwrap().renew_time =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
             k8s_openapi::jiff::Timestamp::now(),
-        ),
-    );
+        ));
     let mut by_b = created.clone();
     by_b.spec.as_mut().unwrap().holder_identity = Some("b".into());
     let a = leases
@@ -105,7 +112,12 @@ async fn lease_updates_are_optimistic_and_validated() {
     let stored = leases.get("kubewasm").await.unwrap();
     assert_eq!(stored.spec.unwrap().holder_identity.as_deref(), Some("a"));
     // A second create of the same name is 409 AlreadyExists.
-    let (status, _) = code(leases.create(&PostParams::default(), &created).await.unwrap_err());
+    let (status, _) = code(
+        leases
+            .create(&PostParams::default(), &created)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(status, 409);
     let (status, msg) = code(
         leases
@@ -138,12 +150,18 @@ async fn rbac_service_accounts_budgets_and_namespaces_round_trip_and_validate() 
 
     let rule = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]);
     Api::<ClusterRole>::all(c.clone())
-        .create(&pp, &obj(json!({"metadata": {"name": "read"}, "rules": rule})))
+        .create(
+            &pp,
+            &obj(json!({"metadata": {"name": "read"}, "rules": rule})),
+        )
         .await
         .unwrap();
     let roles: Api<Role> = Api::namespaced(c.clone(), "kubewasm");
     roles
-        .create(&pp, &obj(json!({"metadata": {"name": "lease"}, "rules": rule})))
+        .create(
+            &pp,
+            &obj(json!({"metadata": {"name": "lease"}, "rules": rule})),
+        )
         .await
         .unwrap();
     let (status, msg) = code(
@@ -194,8 +212,10 @@ async fn rbac_service_accounts_budgets_and_namespaces_round_trip_and_validate() 
     let pdb = pdbs
         .create(
             &pp,
-            &obj(json!({"metadata": {"name": "kubewasm"}, "spec": {"maxUnavailable": 1,
-                "selector": {"matchLabels": {"app": "kubewasm"}}}})),
+            &obj(
+                json!({"metadata": {"name": "kubewasm"}, "spec": {"maxUnavailable": 1,
+                "selector": {"matchLabels": {"app": "kubewasm"}}}}),
+            ),
         )
         .await
         .unwrap();
@@ -280,7 +300,10 @@ async fn dry_run_answers_as_if_written_and_changes_nothing() {
 
     // create: a full answer (uid, timestamp), no resourceVersion used, nothing stored
     let created = cms
-        .create(&dry(), &obj(json!({"metadata": {"name": "ghost"}, "data": {"a": "1"}})))
+        .create(
+            &dry(),
+            &obj(json!({"metadata": {"name": "ghost"}, "data": {"a": "1"}})),
+        )
         .await
         .unwrap();
     assert!(created.uid().is_some() && created.creation_timestamp().is_some());
@@ -336,7 +359,10 @@ async fn dry_run_answers_as_if_written_and_changes_nothing() {
     .unwrap();
     let stored = cms.get("real").await.unwrap();
     assert_eq!(stored.data.unwrap()["a"], "1");
-    assert_eq!(stored.metadata.resource_version, existing.metadata.resource_version);
+    assert_eq!(
+        stored.metadata.resource_version,
+        existing.metadata.resource_version
+    );
     assert_eq!(server.stats().writes, writes, "no write reached the store");
 
     // Unknown dryRun values are refused rather than treated as real writes.

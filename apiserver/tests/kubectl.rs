@@ -445,19 +445,27 @@ async fn kubectl_server_dry_run_and_deploy_kinds() {
     };
     std::fs::create_dir_all(&k.home).unwrap();
     server.write_kubeconfig(&k.kubeconfig).unwrap();
-    let ns = k.file("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n");
+    let ns = k.file(
+        "ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n",
+    );
     k.ok(&["apply", "-f", &ns]).await;
     let file = k.file("kinds.yaml", DEPLOY_KINDS);
     let writes = server.stats().writes;
 
     // Server-side dry run: every object answered, none stored.
-    let out = k
-        .ok(&["apply", "--dry-run=server", "-f", &file])
-        .await;
+    let out = k.ok(&["apply", "--dry-run=server", "-f", &file]).await;
     assert_eq!(out.matches("created (server dry run)").count(), 8, "{out}");
     assert_eq!(server.stats().writes, writes);
     let out = k
-        .ok(&["get", "sa,roles,rolebindings,pdb,leases,cm", "-n", "team", "-o", "name"])
+        .ok(&[
+            "get",
+            "sa,roles,rolebindings,pdb,leases,cm",
+            "-n",
+            "team",
+            "-o",
+            "name",
+        ])
         .await;
     assert_eq!(out, "", "nothing stored");
 
@@ -465,7 +473,14 @@ async fn kubectl_server_dry_run_and_deploy_kinds() {
     let out = k.ok(&["apply", "-f", &file]).await;
     assert_eq!(out.matches(" created").count(), 8, "{out}");
     let out = k
-        .ok(&["get", "sa,roles,rolebindings,pdb,leases,cm", "-n", "team", "-o", "name"])
+        .ok(&[
+            "get",
+            "sa,roles,rolebindings,pdb,leases,cm",
+            "-n",
+            "team",
+            "-o",
+            "name",
+        ])
         .await;
     for name in [
         "serviceaccount/runner",
@@ -482,9 +497,14 @@ async fn kubectl_server_dry_run_and_deploy_kinds() {
         .await;
     assert!(out.contains("(server dry run)"), "{out}");
     k.ok(&["get", "role", "lease", "-n", "team"]).await;
-    let out = k.ok(&["get", "cm", "plugins", "-n", "team", "-o", "json"]).await;
+    let out = k
+        .ok(&["get", "cm", "plugins", "-n", "team", "-o", "json"])
+        .await;
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["binaryData"]["handler.wasm"], "AGFzbQ0AAQAHSgFCBAFt", "served unwrapped");
+    assert_eq!(
+        v["binaryData"]["handler.wasm"], "AGFzbQ0AAQAHSgFCBAFt",
+        "served unwrapped"
+    );
     let (ok, _, err) = k
         .run(&["get", "clusterrolebinding", "read-cm", "-o", "name"])
         .await;

@@ -51,7 +51,10 @@ async fn run(client: &kube::Client, n: usize, release: bool) -> Duration {
     let mut b_rx = b.leadership();
     // Give the standby time to read the live claim (a benchmark may pause; tests may not).
     tokio::time::sleep(config(&lease, "x").retry_period * 3).await;
-    assert!(!*b_rx.borrow(), "the standby must not lead while the leader renews");
+    assert!(
+        !*b_rx.borrow(),
+        "the standby must not lead while the leader renews"
+    );
     let lost = Instant::now();
     if release {
         a.release().await;

@@ -58,7 +58,11 @@ impl Replica {
     }
 
     fn id(&self) -> String {
-        self.elector.as_ref().expect("running").identity().to_string()
+        self.elector
+            .as_ref()
+            .expect("running")
+            .identity()
+            .to_string()
     }
 }
 
@@ -118,8 +122,15 @@ async fn watch_renewals(api: &Api<Lease>, replicas: &[Replica], n: usize) {
     let mut seen = 0;
     tokio::time::timeout(PATIENCE, async {
         while seen < n {
-            let lease = stream.try_next().await.expect("watch").expect("stream open");
-            let held = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+            let lease = stream
+                .try_next()
+                .await
+                .expect("watch")
+                .expect("stream open");
+            let held = lease
+                .spec
+                .and_then(|s| s.holder_identity)
+                .unwrap_or_default();
             let now = leaders(replicas);
             assert_eq!(now.len(), 1, "exactly one leader at every renewal");
             assert_eq!(replicas[now[0]].id(), held, "the leader is the holder");
@@ -148,7 +159,10 @@ async fn three_replicas_elect_exactly_one_and_a_killed_leader_is_replaced_after_
     // Kill the leader without releasing: the Lease stays claimed until it expires.
     let killed_at = Instant::now();
     replicas[first].elector = None;
-    assert!(!*replicas[first].rx.borrow(), "a dropped elector reads not-leader");
+    assert!(
+        !*replicas[first].rx.borrow(),
+        "a dropped elector reads not-leader"
+    );
     let rest: Vec<usize> = (0..3).filter(|&i| i != first).collect();
     let second = next_leader(&replicas, &rest).await;
     let took = killed_at.elapsed();
@@ -165,7 +179,10 @@ async fn three_replicas_elect_exactly_one_and_a_killed_leader_is_replaced_after_
         "takeover took {took:?}"
     );
     let lease_now = api.get("kubewasm").await.unwrap().spec.unwrap();
-    assert_eq!(lease_now.holder_identity.as_deref(), Some(&*replicas[second].id()));
+    assert_eq!(
+        lease_now.holder_identity.as_deref(),
+        Some(&*replicas[second].id())
+    );
     assert_eq!(lease_now.lease_transitions, Some(1));
     watch_renewals(&api, &replicas, 3).await;
 }
@@ -189,7 +206,10 @@ async fn a_released_lease_is_taken_over_without_waiting_for_expiry() {
     let released_at = Instant::now();
     let elector = replicas[first].elector.take().unwrap();
     elector.release().await;
-    assert!(!*rx.borrow_and_update(), "a released elector reads not-leader");
+    assert!(
+        !*rx.borrow_and_update(),
+        "a released elector reads not-leader"
+    );
     assert_eq!(replicas[first].metrics.transitions(), 2);
     let second = next_leader(&replicas, &[other]).await;
     let took = released_at.elapsed();

@@ -36,13 +36,7 @@ impl LeaderElector {
         let leadership = Arc::new(watch::channel(false).0);
         let (release_tx, release_rx) = oneshot::channel();
         let identity = config.identity.clone();
-        let task = tokio::spawn(drive(
-            lock,
-            config,
-            leadership.clone(),
-            metrics,
-            release_rx,
-        ));
+        let task = tokio::spawn(drive(lock, config, leadership.clone(), metrics, release_rx));
         Ok(LeaderElector {
             leadership,
             release: Some(release_tx),

@@ -33,9 +33,7 @@ impl LeaderRecord {
         };
         Self {
             holder: s.holder_identity.clone().unwrap_or_default(),
-            lease_duration: Duration::from_secs(
-                s.lease_duration_seconds.unwrap_or(0).max(0) as u64
-            ),
+            lease_duration: Duration::from_secs(s.lease_duration_seconds.unwrap_or(0).max(0) as u64),
             acquire_time: s.acquire_time.as_ref().map(|t| t.0),
             renew_time: s.renew_time.as_ref().map(|t| t.0),
             transitions: s.lease_transitions.unwrap_or(0),
@@ -47,7 +45,8 @@ impl LeaderRecord {
     fn write_to(&self, spec: &mut LeaseSpec) {
         spec.holder_identity = (!self.holder.is_empty()).then(|| self.holder.clone());
         // The wire carries whole seconds: round up, so nobody waits less than the holder meant.
-        let secs = self.lease_duration.as_secs() + u64::from(self.lease_duration.subsec_nanos() > 0);
+        let secs =
+            self.lease_duration.as_secs() + u64::from(self.lease_duration.subsec_nanos() > 0);
         spec.lease_duration_seconds = Some(secs.clamp(1, i32::MAX as u64) as i32);
         spec.acquire_time = self.acquire_time.map(MicroTime);
         spec.renew_time = self.renew_time.map(MicroTime);
@@ -107,7 +106,11 @@ impl LeaseLock {
 
     /// Reads the Lease; `None` when it does not exist yet.
     pub async fn get(&self) -> Result<Option<Versioned>, kube::Error> {
-        Ok(self.api.get_opt(&self.name).await?.map(Versioned::from_lease))
+        Ok(self
+            .api
+            .get_opt(&self.name)
+            .await?
+            .map(Versioned::from_lease))
     }
 
     /// Writes `record`: creates the Lease when `base` is `None`, otherwise replaces `base` at its

@@ -266,7 +266,11 @@ impl Election {
             }
             // Nothing that arrives after the deadline can extend leadership.
             (Election::Leading { observed, renewed }, _) if now >= renewed + cfg.renew_deadline => {
-                lost(observed, "could not renew the Lease before the renew deadline", standby_wait)
+                lost(
+                    observed,
+                    "could not renew the Lease before the renew deadline",
+                    standby_wait,
+                )
             }
             (Election::Leading { observed, renewed }, Input::Tick) => {
                 let mut record = observed.lease.record.clone();
@@ -466,7 +470,10 @@ mod tests {
         assert_eq!(record.holder, "me");
         assert_eq!(record.transitions, 1);
         assert_eq!(base.unwrap().resource_version(), Some("8"));
-        assert_eq!(step.transition, None, "not leading until the write succeeds");
+        assert_eq!(
+            step.transition, None,
+            "not leading until the write succeeds"
+        );
     }
 
     #[test]
@@ -558,7 +565,9 @@ mod tests {
         let step = step
             .state
             .step(Input::Fetched(Some(lease("me", "6"))), &at(t0), &c);
-        assert!(matches!(&step.action, Action::Write { base: Some(b), .. } if b.resource_version() == Some("6")));
+        assert!(
+            matches!(&step.action, Action::Write { base: Some(b), .. } if b.resource_version() == Some("6"))
+        );
         let step = step.state.step(
             Input::Written {
                 lease: lease("", "7"),
