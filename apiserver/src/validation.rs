@@ -162,7 +162,7 @@ fn config_map(cm: &Value) -> Rule {
 
 fn lease(l: &Value) -> Rule {
     if let Some(d) = l.pointer("/spec/leaseDurationSeconds")
-        && !d.as_i64().is_some_and(|d| d > 0)
+        && d.as_i64().is_none_or(|d| d <= 0)
     {
         return err(
             "spec.leaseDurationSeconds",
@@ -170,7 +170,7 @@ fn lease(l: &Value) -> Rule {
         );
     }
     if let Some(t) = l.pointer("/spec/leaseTransitions")
-        && !t.as_i64().is_some_and(|t| t >= 0)
+        && t.as_i64().is_none_or(|t| t < 0)
     {
         return err(
             "spec.leaseTransitions",
@@ -309,7 +309,8 @@ fn deployment(d: &Value, old: Option<&Value>) -> Rule {
     });
     // matchExpressions are not evaluated here; a selector made only of them is accepted.
     let expressions = non_empty_list(selector.get("matchExpressions"));
-    if !matches && !(expressions && wanted.is_none_or(|w| w.is_empty())) {
+    let only_expressions = expressions && wanted.is_none_or(|w| w.is_empty());
+    if !(matches || only_expressions) {
         return err(
             "spec.template.metadata.labels",
             "Invalid value: `selector` does not match template `labels`",

@@ -59,15 +59,16 @@ impl LeaderRecord {
 pub struct Versioned {
     /// The election record.
     pub record: LeaderRecord,
-    /// The Lease as the server returned it; the base of the next write.
-    pub lease: Lease,
+    /// The Lease as the server returned it; the base of the next write (boxed: it is large
+    /// and travels through every step).
+    pub lease: Box<Lease>,
 }
 
 impl Versioned {
     fn from_lease(lease: Lease) -> Self {
         Self {
             record: LeaderRecord::from_spec(lease.spec.as_ref()),
-            lease,
+            lease: Box::new(lease),
         }
     }
 
@@ -121,7 +122,7 @@ impl LeaseLock {
         base: Option<&Versioned>,
     ) -> Result<Versioned, WriteError> {
         let mut lease = match base {
-            Some(b) => b.lease.clone(),
+            Some(b) => (*b.lease).clone(),
             None => Lease {
                 metadata: ObjectMeta {
                     name: Some(self.name.clone()),

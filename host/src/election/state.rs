@@ -419,13 +419,13 @@ mod tests {
                 lease_duration: Duration::from_secs(15),
                 ..LeaderRecord::default()
             },
-            lease: Lease {
+            lease: Box::new(Lease {
                 metadata: ObjectMeta {
                     resource_version: Some(rv.into()),
                     ..ObjectMeta::default()
                 },
                 spec: Some(LeaseSpec::default()),
-            },
+            }),
         }
     }
 
