@@ -461,6 +461,19 @@ fn dry_run(q: &Query, options_kind: &str) -> ApiResult<bool> {
     }
 }
 
+/// `dryRun: ["All"]` in a DeleteOptions body; other values are refused like the query form.
+fn body_dry_run(options: &Value) -> ApiResult<bool> {
+    match options.get("dryRun") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Array(a)) if a.iter().all(|x| x == "All") => Ok(!a.is_empty()),
+        Some(other) => Err(ApiError::invalid_options(
+            "DeleteOptions",
+            "dryRun",
+            &format!("Unsupported value: {other}: supported values: \"All\""),
+        )),
+    }
+}
+
 fn delete_opts(body: &Bytes, q: &Query) -> ApiResult<DeleteOpts> {
     if !body.iter().all(u8::is_ascii_whitespace) {
         let v: Value = serde_json::from_slice(body)
@@ -469,10 +482,7 @@ fn delete_opts(body: &Bytes, q: &Query) -> ApiResult<DeleteOpts> {
         return Ok(DeleteOpts {
             uid: s("/preconditions/uid"),
             resource_version: s("/preconditions/resourceVersion"),
-            dry_run: v
-                .get("dryRun")
-                .and_then(Value::as_array)
-                .is_some_and(|a| a.iter().any(|x| x == "All")),
+            dry_run: dry_run(q, "DeleteOptions")? || body_dry_run(&v)?,
         });
     }
     Ok(DeleteOpts {

@@ -376,6 +376,15 @@ async fn dry_run_answers_as_if_written_and_changes_nothing() {
     assert_eq!(status, 422);
     assert!(msg.contains("dryRun"), "{msg}");
     assert!(cms.get_opt("typo").await.unwrap().is_none());
+    let req = http::Request::builder()
+        .method("DELETE")
+        .uri("/api/v1/namespaces/default/configmaps/real")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&json!({"kind": "DeleteOptions", "dryRun": ["Al"]})).unwrap())
+        .unwrap();
+    let (status, _) = code(c.request::<Value>(req).await.unwrap_err());
+    assert_eq!(status, 422);
+    assert!(cms.get_opt("real").await.unwrap().is_some());
 
     // No watch event came from any of it: the first one is the next real write.
     cms.create(
