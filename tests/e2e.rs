@@ -12,6 +12,8 @@ use kubewasm::plugins::{CallKind, CallOutcome, LoadOutcome, PluginEvent};
 use kubewasm::runtime::Limits;
 use kubewasm_e2e::*;
 
+mod bad_input;
+
 const LOGGER: &str = "rust-configmap-logger.wasm";
 const FIXTURE: &str = "rust-test-fixture.wasm";
 
@@ -165,6 +167,13 @@ async fn per_plugin_resync_replays_the_cache() {
     .unwrap();
     install(&guest(LOGGER), dir.path(), "quiet.wasm");
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
+    // The informers start listing once both plugins are attached: count from after the list.
+    t.logs
+        .wait_line(
+            "resyncing",
+            &format!("add default/steady rv={rv} init=true"),
+        )
+        .await;
     let lists = server.stats().lists_of("configmaps");
     let sync_line = format!("update default/steady rv={rv}->{rv} sync=true");
     t.logs
@@ -891,16 +900,23 @@ mod soak {
         for lang in super::guest_languages::LANGS {
             let wasm = std::fs::read(guest(&format!("{lang}-configmap-logger.wasm"))).unwrap();
             let compiled = runtime.compile(&wasm).unwrap();
-            let mut inst = runtime
-                .instantiate(&compiled, lang, Limits::default(), Arc::new(NoCache))
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
                 .unwrap();
-            for i in 0..100_000 {
-                match inst.on_update(&old, &new, false) {
-                    Ok(HandlerOutcome::Ok) => {}
-                    Ok(other) => panic!("{lang}: call {i} returned {other:?}"),
-                    Err(e) => panic!("{lang}: call {i} failed: {e}"),
+            rt.block_on(async {
+                let mut inst = runtime
+                    .instantiate(&compiled, lang, Limits::default(), Arc::new(NoCache))
+                    .await
+                    .unwrap();
+                for i in 0..100_000 {
+                    match inst.on_update(&old, &new, false).await {
+                        Ok(HandlerOutcome::Ok) => {}
+                        Ok(other) => panic!("{lang}: call {i} returned {other:?}"),
+                        Err(e) => panic!("{lang}: call {i} failed: {e}"),
+                    }
                 }
-            }
+            });
         }
     }
 }
@@ -928,6 +944,7 @@ async fn an_unreachable_api_server_delays_loading_until_it_is_up() {
         limits: Limits::default(),
         metrics_addr: None,
         health_addr: None,
+        shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,
     })
     .await
     .unwrap();

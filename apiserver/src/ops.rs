@@ -7,6 +7,7 @@ use rand::Rng;
 use serde_json::{Map, Value, json};
 
 use crate::App;
+use crate::managed::{self, Lists, Scope, Writer};
 use crate::patch::{self, PatchError, PatchKind};
 use crate::registry::{ResourceType, types_from_crd};
 use crate::status::{ApiError, ApiResult};
@@ -21,6 +22,8 @@ pub struct WriteOpts {
     pub field_manager: Option<String>,
     /// `force=true` (apply only).
     pub force: bool,
+    /// Manager of non-apply writes that name none: the request's User-Agent up to its first `/`.
+    pub default_manager: String,
 }
 
 /// DeleteOptions that matter here.
@@ -113,7 +116,8 @@ fn random_suffix() -> String {
         .collect()
 }
 
-fn valid_name(name: &str) -> bool {
+/// A lowercase RFC 1123 subdomain (object names, qualified-name prefixes).
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 253
         && name
@@ -182,13 +186,90 @@ fn check_body(rt: &ResourceType, body: &Value, ns: &str) -> ApiResult<()> {
     check_namespace(rt, body, ns)
 }
 
+/// The real server's limit on `fieldManager`.
+const MAX_FIELD_MANAGER: usize = 128;
+
+/// The manager of a non-apply write: `fieldManager` if given (validated), else the User-Agent prefix.
+fn update_manager(opts: &WriteOpts, options_kind: &str) -> ApiResult<String> {
+    match opts.field_manager.as_deref() {
+        Some(m) if !m.is_empty() => {
+            check_field_manager(m, options_kind)?;
+            Ok(m.to_string())
+        }
+        _ => Ok(opts
+            .default_manager
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(MAX_FIELD_MANAGER)
+            .collect()),
+    }
+}
+
+fn check_field_manager(m: &str, options_kind: &str) -> ApiResult<()> {
+    if m.len() > MAX_FIELD_MANAGER {
+        return Err(ApiError::invalid_options(
+            options_kind,
+            "fieldManager",
+            &format!("Too long: may not be more than {MAX_FIELD_MANAGER} bytes"),
+        ));
+    }
+    if let Some((i, c)) = m.char_indices().find(|(_, c)| c.is_control()) {
+        return Err(ApiError::invalid_options(
+            options_kind,
+            "fieldManager",
+            &format!("Invalid value: invalid character {c:?} (at position {i})"),
+        ));
+    }
+    Ok(())
+}
+
+/// Which part of an object a write through this endpoint owns.
+fn scope(rt: &ResourceType, status_only: bool) -> Scope {
+    if status_only {
+        Scope::StatusOnly
+    } else if rt.status_subresource {
+        Scope::NoStatus
+    } else {
+        Scope::Whole
+    }
+}
+
+/// How a write by `manager` through this endpoint is recorded in `managedFields`.
+fn writer(rt: &ResourceType, manager: String, status_only: bool) -> Writer {
+    Writer {
+        manager,
+        api_version: rt.api_version(),
+        lists: if rt.custom {
+            Lists::Custom
+        } else {
+            Lists::Builtin
+        },
+        scope: scope(rt, status_only),
+        now: now_rfc3339(),
+    }
+}
+
 /// Create an object (POST). Returns the stored object.
 pub fn create(
     app: &App,
     rt: &ResourceType,
     ns: &str,
+    body: Value,
+    opts: &WriteOpts,
+) -> ApiResult<Arc<Obj>> {
+    let w = writer(rt, update_manager(opts, "CreateOptions")?, false);
+    create_owned(app, rt, ns, body, opts, Some(&w))
+}
+
+/// Create, recording the writer as the owner of every field (an `Update`), or, with `None`, keeping the
+/// ownership the caller already recorded (apply).
+fn create_owned(
+    app: &App,
+    rt: &ResourceType,
+    ns: &str,
     mut body: Value,
     opts: &WriteOpts,
+    owner: Option<&Writer>,
 ) -> ApiResult<Arc<Obj>> {
     check_body(rt, &body, ns)?;
     if rt.namespaced && app.store.get("/namespaces", "", ns).is_none() {
@@ -241,6 +322,9 @@ pub fn create(
     }
     prepare_create_status(rt, &mut body)?;
     crate::validation::object(rt, &mut body, None)?;
+    if let Some(w) = owner {
+        managed::record_update(None, &mut body, w);
+    }
     for attempt in 0..8 {
         let name = if given.is_empty() {
             format!("{generate}{}", random_suffix())
@@ -270,6 +354,8 @@ pub fn create(
 fn prepare_create_status(rt: &ResourceType, body: &mut Value) -> ApiResult<()> {
     match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "Namespace") => body["status"] = json!({"phase": "Active"}),
+        // As the real server: a new Service has no load balancer yet, whatever the request said.
+        ("", "Service") => body["status"] = json!({"loadBalancer": {}}),
         ("", "Pod") => {
             if !body.get("status").is_some_and(Value::is_object) {
                 body["status"] = json!({});
@@ -412,11 +498,6 @@ fn finish_update(rt: &ResourceType, cur: &Obj, mut new: Value) -> ApiResult<Chan
                 }
             }
         }
-        if !m.contains_key("managedFields")
-            && let Some(mf) = old_meta.get("managedFields")
-        {
-            m.insert("managedFields".into(), mf.clone());
-        }
         m.remove("selfLink");
     }
     if rt.has_generation && spec_part(rt, old) != spec_part(rt, &new) {
@@ -477,10 +558,12 @@ pub fn update(
             "the name of the object does not match the name on the URL",
         ));
     }
+    let w = writer(rt, update_manager(opts, "UpdateOptions")?, status_only);
     let out = write(app, rt, ns, name, opts.dry_run, |cur| {
         let cur = cur.ok_or_else(|| ApiError::not_found(rt, name))?;
         check_rv_precondition(rt, name, cur, &body)?;
-        let new = merge_subresource(rt, &cur.value, body, status_only);
+        let mut new = merge_subresource(rt, &cur.value, body, status_only);
+        managed::record_update(Some(&cur.value), &mut new, &w);
         finish_update(rt, cur, new)
     })?;
     out.obj.ok_or_else(|| ApiError::not_found(rt, name))
@@ -556,6 +639,9 @@ pub fn patch(
             ));
         }
         check_namespace(rt, &body, ns)?;
+        if meta(&body).get("managedFields").is_some() {
+            return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+        }
     } else if opts.force {
         return Err(ApiError::invalid_options(
             "PatchOptions",
@@ -566,23 +652,25 @@ pub fn patch(
     if kind == PatchKind::Strategic && !rt.strategic_merge {
         return Err(ApiError::unsupported_media_type());
     }
+    let manager = match kind {
+        PatchKind::Apply => {
+            let m = opts.field_manager.clone().unwrap_or_default();
+            check_field_manager(&m, "PatchOptions")?;
+            m
+        }
+        _ => update_manager(opts, "PatchOptions")?,
+    };
+    let w = writer(rt, manager, status_only);
     if kind == PatchKind::Apply
         && app.store.get(&rt.storage_key(), ns, name).is_none()
         && !status_only
     {
-        let mut initial = body.clone();
-        let manager = opts.field_manager.clone().unwrap_or_default();
-        crate::managed::record_apply(
-            None,
-            &mut initial,
-            &body,
-            &manager,
-            &rt.api_version(),
-            &now_rfc3339(),
-        );
-        match create(app, rt, ns, initial, opts) {
+        let mut initial = json!({});
+        patch::apply_merge(&mut initial, &body, !rt.custom);
+        let initial = managed::apply(None, initial, &body, &w, opts.force)?;
+        match create_owned(app, rt, ns, initial, opts, None) {
             Ok(obj) => return Ok((obj, true)),
-            Err(e) if e.code == 409 => {} // raced with another creation: fall through to a merge
+            Err(e) if e.code == 409 && e.reason == "AlreadyExists" => {} // raced with another creation: merge
             Err(e) => return Err(e),
         }
     }
@@ -596,18 +684,7 @@ pub fn patch(
             PatchKind::Merge => patch::merge_patch(&mut new, &body),
             PatchKind::Strategic => patch::strategic_merge(&mut new, &body).map_err(patch_err)?,
             PatchKind::Json => patch::json_patch(&mut new, &body).map_err(patch_err)?,
-            PatchKind::Apply => {
-                patch::apply_merge(&mut new, &body, !rt.custom);
-                let manager = opts.field_manager.as_deref().unwrap_or_default();
-                crate::managed::record_apply(
-                    Some(&cur.value),
-                    &mut new,
-                    &body,
-                    manager,
-                    &rt.api_version(),
-                    &now_rfc3339(),
-                );
-            }
+            PatchKind::Apply => patch::apply_merge(&mut new, &body, !rt.custom),
         }
         if !new.is_object() {
             return Err(ApiError::invalid(
@@ -617,7 +694,12 @@ pub fn patch(
                 "Invalid value: the patched object is not a JSON object",
             ));
         }
-        let new = merge_subresource(rt, &cur.value, new, status_only);
+        let mut new = merge_subresource(rt, &cur.value, new, status_only);
+        if kind == PatchKind::Apply {
+            new = managed::apply(Some(&cur.value), new, &body, &w, opts.force)?;
+        } else {
+            managed::record_update(Some(&cur.value), &mut new, &w);
+        }
         finish_update(rt, cur, new)
     })?;
     Ok((out.obj.ok_or_else(|| ApiError::not_found(rt, name))?, false))

@@ -81,8 +81,8 @@ pub fn json_patch(doc: &mut Value, patch: &Value) -> Result<(), PatchError> {
     Ok(())
 }
 
-/// How a list field is merged by strategic merge patch / apply.
-enum ListStrategy {
+/// How a list field is merged by strategic merge patch / apply, and owned by field managers.
+pub enum ListStrategy {
     /// Replace the whole list (the default).
     Atomic,
     /// Merge object items by this key.
@@ -92,7 +92,7 @@ enum ListStrategy {
 }
 
 /// The strategic-merge metadata for the list fields we know, keyed by field name (and item shape).
-fn list_strategy(field: &str, sample: Option<&Value>) -> ListStrategy {
+pub fn list_strategy(field: &str, sample: Option<&Value>) -> ListStrategy {
     match field {
         "containers"
         | "initContainers"
@@ -131,12 +131,19 @@ pub fn strategic_merge(doc: &mut Value, patch: &Value) -> Result<(), PatchError>
 }
 
 /// The merge used by server-side apply: maps merged, known associative lists merged by key, other lists
-/// replaced. Custom resources get plain maps-merged/lists-replaced semantics.
+/// replaced. Custom resources get plain maps-merged/lists-replaced semantics outside `metadata`, whose
+/// lists (finalizers, ownerReferences) are the same as everywhere.
 pub fn apply_merge(doc: &mut Value, applied: &Value, builtin: bool) {
     if builtin {
         smp_map(doc, applied, false);
-    } else {
-        merge_patch(doc, applied);
+        return;
+    }
+    let mut rest = applied.clone();
+    let meta = rest.as_object_mut().and_then(|m| m.remove("metadata"));
+    merge_patch(doc, &rest);
+    if let (Some(meta), Some(d)) = (meta, doc.as_object_mut()) {
+        let entry = d.entry("metadata").or_insert(Value::Null);
+        smp_map(entry, &meta, false);
     }
 }
 

@@ -197,6 +197,12 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_string();
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let body = read_body(req).await?;
     let rt = target.rt.clone();
     let ns_for_item = target.ns.clone().unwrap_or_default();
@@ -231,13 +237,8 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
         }
         (Method::POST, None) => {
             let v = parse_body(&body, &content_type)?;
-            let obj = ops::create(
-                app,
-                &rt,
-                &ns_for_item,
-                v,
-                &write_opts(&query, "CreateOptions")?,
-            )?;
+            let opts = write_opts(&query, &user_agent, "CreateOptions")?;
+            let obj = ops::create(app, &rt, &ns_for_item, v, &opts)?;
             Ok(obj_response(StatusCode::CREATED, &obj))
         }
         (Method::PUT, Some(name)) => {
@@ -249,7 +250,7 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
                 name,
                 v,
                 target.status,
-                &write_opts(&query, "UpdateOptions")?,
+                &write_opts(&query, &user_agent, "UpdateOptions")?,
             )?;
             Ok(obj_response(StatusCode::OK, &obj))
         }
@@ -272,7 +273,7 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
                 kind,
                 v,
                 target.status,
-                &write_opts(&query, "PatchOptions")?,
+                &write_opts(&query, &user_agent, "PatchOptions")?,
             )?;
             Ok(obj_response(
                 if created {
@@ -439,11 +440,13 @@ fn parse_body(body: &Bytes, content_type: &str) -> ApiResult<Value> {
         .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))
 }
 
-fn write_opts(q: &Query, options_kind: &str) -> ApiResult<WriteOpts> {
+fn write_opts(q: &Query, user_agent: &str, options_kind: &str) -> ApiResult<WriteOpts> {
     Ok(WriteOpts {
         dry_run: dry_run(q, options_kind)?,
         field_manager: q.get("fieldManager").map(str::to_string),
         force: q.flag("force"),
+        // What the real server names a write that names no manager: `kubectl/v1.32 (…)` → `kubectl`.
+        default_manager: user_agent.split('/').next().unwrap_or("").to_string(),
     })
 }
 

@@ -139,11 +139,7 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
                 "string",
                 Cell::Custom(|o| json!(get(o, "/spec/clusterIP").as_str().unwrap_or("<none>"))),
             ));
-            cols.push(col(
-                "External-IP",
-                "string",
-                Cell::Custom(|_| json!("<none>")),
-            ));
+            cols.push(col("External-IP", "string", Cell::Custom(external_ip)));
             cols.push(col(
                 "Port(s)",
                 "string",
@@ -169,6 +165,30 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
                     })
                 }),
             ));
+        }
+        ("" | "events.k8s.io", "Event") => {
+            // As `kubectl get events`: newest activity first in mind, the name only with `-o wide`.
+            let mut name = cols.remove(0);
+            name.priority = 1;
+            cols.push(col("Last Seen", "string", Cell::Custom(event_last_seen)));
+            cols.push(col("Type", "string", Cell::Path(".type".into(), false)));
+            cols.push(col("Reason", "string", Cell::Path(".reason".into(), false)));
+            cols.push(col("Object", "string", Cell::Custom(event_object)));
+            cols.push(col(
+                "Message",
+                "string",
+                Cell::Custom(|o| {
+                    let note = get(o, "/note");
+                    if note.is_null() {
+                        get(o, "/message")
+                    } else {
+                        note
+                    }
+                    .clone()
+                }),
+            ));
+            cols.push(name);
+            return cols;
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             cols.push(col(
@@ -200,6 +220,71 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
     }
     cols.push(col("Age", "string", Cell::Age));
     cols
+}
+
+/// A Service's EXTERNAL-IP: its load balancer's addresses (`<pending>` until there are some), else
+/// `spec.externalIPs`.
+fn external_ip(o: &Value) -> Value {
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut ips = strings(get(o, "/spec/externalIPs"));
+    if get(o, "/spec/type").as_str() == Some("LoadBalancer") {
+        let ingress: Vec<String> = get(o, "/status/loadBalancer/ingress")
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|i| {
+                        i.get("ip")
+                            .or_else(|| i.get("hostname"))
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if ingress.is_empty() && ips.is_empty() {
+            return json!("<pending>");
+        }
+        ips.extend(ingress);
+    }
+    json!(if ips.is_empty() {
+        "<none>".to_string()
+    } else {
+        ips.join(",")
+    })
+}
+
+/// When an Event last happened: its series, else its (deprecated) last timestamp, else when it was made.
+fn event_last_seen(o: &Value) -> Value {
+    [
+        "/series/lastObservedTime",
+        "/deprecatedLastTimestamp",
+        "/lastTimestamp",
+        "/eventTime",
+        "/metadata/creationTimestamp",
+    ]
+    .iter()
+    .find_map(|p| get(o, p).as_str().filter(|s| !s.is_empty()))
+    .map(|t| json!(age(t)))
+    .unwrap_or(json!("<unknown>"))
+}
+
+/// `kind/name` of the object an Event is about.
+fn event_object(o: &Value) -> Value {
+    let r = match get(o, "/regarding") {
+        Value::Null => get(o, "/involvedObject"),
+        r => r,
+    };
+    let kind = r.get("kind").and_then(Value::as_str).unwrap_or("");
+    let name = r.get("name").and_then(Value::as_str).unwrap_or("");
+    json!(format!("{}/{name}", kind.to_lowercase()))
 }
 
 /// Evaluate a simple JSONPath (`.a.b`, `.a[0].b`, optional `{}` braces).

@@ -5,7 +5,7 @@ use std::time::Duration;
 use apiserver::{ApiServer, Config};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -1012,4 +1012,617 @@ async fn fault_endpoints_and_bind_safety() {
         kc.contains(&format!("server: {}", on.url())) && kc.contains("current-context: kubewasm")
     );
     on.shutdown().await;
+}
+
+fn service(name: &str, extra: serde_json::Value) -> Service {
+    let mut v = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "targetPort": 8080}]}});
+    json_patch::merge(&mut v, &extra);
+    serde_json::from_value(v).unwrap()
+}
+
+fn manager_fields(obj: &impl ResourceExt, manager: &str) -> serde_json::Value {
+    let entry = obj
+        .managed_fields()
+        .iter()
+        .find(|e| e.manager.as_deref() == Some(manager))
+        .unwrap_or_else(|| panic!("no managedFields entry for {manager}"));
+    serde_json::to_value(entry).unwrap()
+}
+
+fn ingress_ips(s: &Service) -> Vec<String> {
+    s.status
+        .as_ref()
+        .and_then(|st| st.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|i| i.ip)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_status_subresource() {
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let c = client(&server).await;
+    let svcs: Api<Service> = Api::default_namespaced(c.clone());
+
+    // A new Service has no load balancer, whatever the request said.
+    let created = svcs
+        .create(
+            &PostParams::default(),
+            &service(
+                "lb",
+                json!({"status": {"loadBalancer": {"ingress": [{"ip": "6.6.6.6"}]}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(ingress_ips(&created).is_empty());
+
+    // /status changes only status, even when the patch says more.
+    let lb = json!({"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}]}});
+    let s = svcs
+        .patch_status(
+            "lb",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"type": "NodePort"}, "status": lb})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ingress_ips(&s), vec!["10.0.0.1"]);
+    assert_eq!(
+        s.spec.as_ref().unwrap().type_.as_deref(),
+        Some("LoadBalancer")
+    );
+    assert_eq!(
+        ingress_ips(&svcs.get_status("lb").await.unwrap()),
+        vec!["10.0.0.1"]
+    );
+    // The writer through /status is recorded with the subresource.
+    let status_writer = s
+        .managed_fields()
+        .iter()
+        .find(|e| e.subresource.as_deref() == Some("status"))
+        .expect("a managedFields entry for the status writer");
+    assert_eq!(status_writer.operation.as_deref(), Some("Update"));
+
+    // The main resource ignores status, on PUT and on PATCH.
+    let mut replaced = s.clone();
+    replaced.spec.as_mut().unwrap().session_affinity = Some("ClientIP".into());
+    replaced.status = None;
+    let r = svcs
+        .replace("lb", &PostParams::default(), &replaced)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.spec.as_ref().unwrap().session_affinity.as_deref(),
+        Some("ClientIP")
+    );
+    assert_eq!(ingress_ips(&r), vec!["10.0.0.1"]);
+    let p = svcs
+        .patch(
+            "lb",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": "6.6.6.6"}]}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        p.resource_version(),
+        r.resource_version(),
+        "nothing changed"
+    );
+    assert_eq!(ingress_ips(&p), vec!["10.0.0.1"]);
+
+    // PUT /status with another spec: only the status is taken.
+    let mut st = p.clone();
+    st.spec.as_mut().unwrap().session_affinity = Some("None".into());
+    st.status = Some(
+        serde_json::from_value(json!({"loadBalancer": {"ingress": [{"ip": "10.0.0.2"}]}})).unwrap(),
+    );
+    let st = svcs
+        .replace_status("lb", &PostParams::default(), &st)
+        .await
+        .unwrap();
+    assert_eq!(ingress_ips(&st), vec!["10.0.0.2"]);
+    assert_eq!(
+        st.spec.as_ref().unwrap().session_affinity.as_deref(),
+        Some("ClientIP")
+    );
+
+    // Server-side apply through /status: the controller owns status.loadBalancer, nothing else.
+    let applied = svcs
+        .patch_status(
+            "lb",
+            &PatchParams::apply("lb-controller"),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
+                "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.3"}]}}}),
+            ),
+        )
+        .await
+        .unwrap_err();
+    // The PUT above took status.loadBalancer.ingress: a different value conflicts.
+    assert_eq!(api_code(applied), 409);
+    let applied = svcs
+        .patch_status(
+            "lb",
+            &PatchParams::apply("lb-controller").force(),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
+                "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.3"}]}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ingress_ips(&applied), vec!["10.0.0.3"]);
+    let entry = manager_fields(&applied, "lb-controller");
+    assert_eq!(entry["subresource"], "status");
+    assert_eq!(
+        entry["fieldsV1"],
+        json!({"f:status": {"f:loadBalancer": {"f:ingress": {}}}})
+    );
+
+    // Discovery lists the subresource with the verbs it serves.
+    let v1 = raw(&c, "GET", "/api/v1", "application/json", vec![])
+        .await
+        .unwrap();
+    let sub = v1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "services/status")
+        .expect("services/status in /api/v1");
+    assert_eq!(sub["verbs"], json!(["get", "patch", "update"]));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_field_managers() {
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let c = client(&server).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    let cfg = |data: serde_json::Value| {
+        Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": data}),
+        )
+    };
+
+    // Apply to a missing object creates it; alice owns what she applied.
+    let a = cms
+        .patch(
+            "shared",
+            &PatchParams::apply("alice"),
+            &cfg(json!({"color": "red", "alice-only": "1"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        manager_fields(&a, "alice")["fieldsV1"],
+        json!({"f:data": {"f:color": {}, "f:alice-only": {}}})
+    );
+
+    // bob applying the same value shares the field; a different value is a conflict naming both.
+    cms.patch(
+        "shared",
+        &PatchParams::apply("bob"),
+        &cfg(json!({"color": "red"})),
+    )
+    .await
+    .unwrap();
+    let err = cms
+        .patch(
+            "shared",
+            &PatchParams::apply("bob"),
+            &cfg(json!({"color": "blue"})),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error")
+    };
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        status.message,
+        "Apply failed with 1 conflict: conflict with \"alice\": .data.color"
+    );
+    let causes = status.details.unwrap().causes;
+    assert_eq!(causes.len(), 1);
+    assert_eq!(causes[0].field, ".data.color");
+    assert_eq!(causes[0].reason, "FieldManagerConflict");
+    assert_eq!(
+        cms.get("shared").await.unwrap().data.unwrap()["color"],
+        "red"
+    );
+
+    // force moves the field to bob.
+    let forced = cms
+        .patch(
+            "shared",
+            &PatchParams::apply("bob").force(),
+            &cfg(json!({"color": "blue"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(forced.data.as_ref().unwrap()["color"], "blue");
+    assert_eq!(
+        manager_fields(&forced, "alice")["fieldsV1"],
+        json!({"f:data": {"f:alice-only": {}}})
+    );
+
+    // alice stops applying both: alice-only goes (nobody else owns it), color stays (bob owns it).
+    let dropped = cms
+        .patch(
+            "shared",
+            &PatchParams::apply("alice"),
+            &cfg(json!({"alice-new": "2"})),
+        )
+        .await
+        .unwrap();
+    let data = dropped.data.unwrap();
+    assert_eq!(
+        data.keys().map(String::as_str).collect::<Vec<_>>(),
+        vec!["alice-new", "color"]
+    );
+
+    // A plain patch takes ownership as an Update manager; applying over it conflicts with that updater.
+    let edited = cms
+        .patch(
+            "shared",
+            &PatchParams {
+                field_manager: Some("editor".into()),
+                ..Default::default()
+            },
+            &Patch::Merge(json!({"data": {"alice-new": "edited"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(manager_fields(&edited, "editor")["operation"], "Update");
+    let err = cms
+        .patch(
+            "shared",
+            &PatchParams::apply("alice"),
+            &cfg(json!({"alice-new": "3"})),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error")
+    };
+    assert!(
+        status
+            .message
+            .starts_with("Apply failed with 1 conflict: conflict with \"editor\" using v1 at "),
+        "{}",
+        status.message
+    );
+
+    // Two conflicts with two managers: grouped by manager in the message, one cause each.
+    let err = cms
+        .patch(
+            "shared",
+            &PatchParams::apply("carol"),
+            &cfg(json!({"alice-new": "c", "color": "c"})),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error")
+    };
+    assert!(
+        status.message.starts_with("Apply failed with 2 conflicts: conflicts with \"bob\":\n- .data.color\nconflicts with \"editor\""),
+        "{}",
+        status.message
+    );
+    assert_eq!(status.details.unwrap().causes.len(), 2);
+
+    // Sets are owned per item: two controllers each keep their own finalizer.
+    let svcs: Api<Service> = Api::default_namespaced(c.clone());
+    let fin = |f: &str| {
+        Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "fin", "finalizers": [f]}}),
+        )
+    };
+    svcs.create(&PostParams::default(), &service("fin", json!({})))
+        .await
+        .unwrap();
+    svcs.patch(
+        "fin",
+        &PatchParams::apply("ctl-a"),
+        &fin("a.example.com/lb"),
+    )
+    .await
+    .unwrap();
+    let both = svcs
+        .patch(
+            "fin",
+            &PatchParams::apply("ctl-b"),
+            &fin("b.example.com/lb"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(both.finalizers().len(), 2);
+    let one = svcs
+        .patch(
+            "fin",
+            &PatchParams::apply("ctl-a"),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "fin"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(one.finalizers(), ["b.example.com/lb"]);
+
+    // fieldManager is validated like the real server's (kube-rs checks the length before sending).
+    let err = raw(
+        &c,
+        "PATCH",
+        &format!(
+            "/api/v1/namespaces/default/configmaps/shared?fieldManager={}",
+            "m".repeat(129)
+        ),
+        "application/apply-patch+yaml",
+        br#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}}"#.to_vec(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(api_code(err), 422);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_with_series() {
+    use k8s_openapi::api::events::v1::Event as EventV1;
+    use kube::Resource;
+    use kube_runtime::events::{Event, EventType, Recorder, Reporter};
+
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let c = client(&server).await;
+    let svcs: Api<Service> = Api::default_namespaced(c.clone());
+    let svc = svcs
+        .create(&PostParams::default(), &service("web", json!({})))
+        .await
+        .unwrap();
+
+    // kube-runtime's recorder (client-go's correlator in Rust): a repeat patches the series of the first.
+    let recorder = Recorder::new(
+        c.clone(),
+        Reporter {
+            controller: "kubewasm/lb-controller".into(),
+            instance: Some("host-1".into()),
+        },
+    );
+    let ev = Event {
+        type_: EventType::Warning,
+        reason: "EnsureFailed".into(),
+        note: Some("cloud said 503".into()),
+        action: "Ensure".into(),
+        secondary: None,
+    };
+    for _ in 0..3 {
+        recorder.publish(&ev, &svc.object_ref(&())).await.unwrap();
+    }
+    let events: Api<EventV1> = Api::default_namespaced(c.clone());
+    let list = events.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1, "one Event, counted by its series");
+    let e = &list.items[0];
+    assert_eq!(e.series.as_ref().unwrap().count, 3);
+    assert_eq!(
+        e.reporting_controller.as_deref(),
+        Some("kubewasm/lb-controller")
+    );
+    assert_eq!(e.reporting_instance.as_deref(), Some("host-1"));
+    assert_eq!(e.regarding.as_ref().unwrap().name.as_deref(), Some("web"));
+    assert_eq!(e.regarding.as_ref().unwrap().uid, svc.metadata.uid);
+    assert_eq!(
+        (e.action.as_deref(), e.reason.as_deref(), e.type_.as_deref()),
+        (Some("Ensure"), Some("EnsureFailed"), Some("Warning"))
+    );
+    assert_eq!(e.note.as_deref(), Some("cloud said 503"));
+
+    // What happened is fixed once reported: only the series moves.
+    let name = e.name_any();
+    let err = events
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"note": "rewritten"})),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error")
+    };
+    assert_eq!(status.code, 422);
+    assert!(
+        status.message.contains("note: Invalid value"),
+        "{}",
+        status.message
+    );
+    let err = events
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"series": {"count": 1, "lastObservedTime": "2026-01-01T00:00:00.000000Z"}}),
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(err), 422);
+    let bumped = events
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"series": {"count": 4, "lastObservedTime": "2026-01-01T00:00:00.000000Z"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(bumped.series.unwrap().count, 4);
+
+    // A new events.k8s.io Event must say when it happened, who reported it and what happened.
+    let mut bare = json!({"metadata": {"name": "bare"},
+        "regarding": {"kind": "Service", "namespace": "default", "name": "web"}, "type": "Normal",
+        "reportingController": "x", "reportingInstance": "y", "action": "a", "reason": "r"});
+    let err = events
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(bare.clone()).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error")
+    };
+    assert_eq!(
+        status.message,
+        "Event.events.k8s.io \"bare\" is invalid: eventTime: Required value"
+    );
+    let obj = bare.as_object_mut().unwrap();
+    for k in [
+        "reportingController",
+        "reportingInstance",
+        "action",
+        "reason",
+    ] {
+        obj.remove(k);
+    }
+    obj.insert("eventTime".into(), json!("2026-01-01T00:00:00.000000Z"));
+    let bare: EventV1 = serde_json::from_value(bare).unwrap();
+    let err = events
+        .create(&PostParams::default(), &bare)
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error")
+    };
+    assert_eq!(status.code, 422);
+    for field in [
+        "reportingController",
+        "reportingInstance",
+        "action",
+        "reason",
+    ] {
+        assert!(
+            status.message.contains(field),
+            "{field}: {}",
+            status.message
+        );
+    }
+
+    // Core v1 Events keep the legacy rules: an old-style Event lives in its object's namespace.
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(c.clone());
+    let old_style = |ns: &str| -> k8s_openapi::api::core::v1::Event {
+        serde_json::from_value(json!({"metadata": {"name": format!("old-{ns}")},
+            "involvedObject": {"kind": "Service", "namespace": ns, "name": "web"},
+            "reason": "Synced", "message": "ok", "count": 2, "type": "Normal"}))
+        .unwrap()
+    };
+    core.create(&PostParams::default(), &old_style("default"))
+        .await
+        .unwrap();
+    let err = core
+        .create(&PostParams::default(), &old_style("elsewhere"))
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(err), 422);
+    server.shutdown().await;
+}
+
+async fn next_watch_event<K>(
+    w: &mut (impl futures::Stream<Item = kube::Result<WatchEvent<K>>> + Unpin),
+) -> WatchEvent<K> {
+    tokio::time::timeout(GUARD, w.try_next())
+        .await
+        .expect("a watch event in time")
+        .unwrap()
+        .expect("the watch goes on")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_finalizers_hold_deletion() {
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let c = client(&server).await;
+    let svcs: Api<Service> = Api::default_namespaced(c.clone());
+    svcs.create(
+        &PostParams::default(),
+        &service(
+            "held",
+            json!({"metadata": {"finalizers": ["kubewasm.io/lb"]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let mut watch = svcs
+        .watch(&WatchParams::default().fields("metadata.name=held"), "0")
+        .await
+        .unwrap()
+        .boxed();
+    assert!(matches!(
+        next_watch_event(&mut watch).await,
+        WatchEvent::Added(_)
+    ));
+
+    // DELETE marks the Service and answers with it; it stays readable and writable.
+    let marked = svcs
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("the object, still finalizing");
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    assert!(matches!(next_watch_event(&mut watch).await,
+        WatchEvent::Modified(s) if s.metadata.deletion_timestamp.is_some()));
+    let again = svcs
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("still finalizing");
+    assert_eq!(again.resource_version(), marked.resource_version());
+    let st = svcs
+        .patch_status(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.9"}]}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ingress_ips(&st), vec!["10.0.0.9"]);
+    assert!(matches!(
+        next_watch_event(&mut watch).await,
+        WatchEvent::Modified(_)
+    ));
+    let err = svcs
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["kubewasm.io/lb", "other/f"]}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(err), 422, "no new finalizers while terminating");
+
+    // Removing the last finalizer (kube-runtime's JSON patch) deletes it; watchers see DELETED.
+    raw(
+        &c,
+        "PATCH",
+        "/api/v1/namespaces/default/services/held",
+        "application/json-patch+json",
+        serde_json::to_vec(&json!([
+            {"op": "test", "path": "/metadata/finalizers/0", "value": "kubewasm.io/lb"},
+            {"op": "remove", "path": "/metadata/finalizers/0"}]))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(next_watch_event(&mut watch).await, WatchEvent::Deleted(s) if s.name_any() == "held")
+    );
+    assert_eq!(api_code(svcs.get("held").await.unwrap_err()), 404);
+    server.shutdown().await;
 }

@@ -125,19 +125,9 @@ async fn wait_line(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_end_to_end() {
-    if !kubectl_available() {
-        eprintln!("NOTICE: kubectl not found on PATH; skipping the kubectl suite");
+    let Some((server, k, _tmp)) = start().await else {
         return;
-    }
-    let server = ApiServer::start(Config::default()).await.unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let k = Kubectl {
-        kubeconfig: tmp.path().join("kubeconfig"),
-        home: tmp.path().join("home"),
-        dir: tmp.path().into(),
     };
-    std::fs::create_dir_all(&k.home).unwrap();
-    server.write_kubeconfig(&k.kubeconfig).unwrap();
     assert!(Path::new(&k.kubeconfig).exists());
 
     // version: the dispatcher must run 1.32
@@ -385,6 +375,251 @@ async fn kubectl_end_to_end() {
     server.shutdown().await;
 }
 
+const LB_SERVICE: &str = r#"apiVersion: v1
+kind: Service
+metadata:
+  name: lb
+spec:
+  type: LoadBalancer
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+"#;
+
+const EVENT: &str = r#"apiVersion: events.k8s.io/v1
+kind: Event
+metadata:
+  name: lb.1
+eventTime: "2026-01-01T00:00:00.000000Z"
+regarding: {apiVersion: v1, kind: Service, namespace: default, name: lb}
+reportingController: kubewasm/lb-controller
+reportingInstance: host-1
+action: Ensure
+reason: EnsureFailed
+note: cloud said 503
+type: Warning
+"#;
+
+/// Start a server and a kubectl pointed at it, or `None` (with a notice) when kubectl is missing.
+async fn start() -> Option<(ApiServer, Kubectl, tempfile::TempDir)> {
+    if !kubectl_available() {
+        eprintln!("NOTICE: kubectl not found on PATH; skipping the kubectl suite");
+        return None;
+    }
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let k = Kubectl {
+        kubeconfig: tmp.path().join("kubeconfig"),
+        home: tmp.path().join("home"),
+        dir: tmp.path().into(),
+    };
+    std::fs::create_dir_all(&k.home).unwrap();
+    server.write_kubeconfig(&k.kubeconfig).unwrap();
+    Some((server, k, tmp))
+}
+
+fn json_of(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_controller_features() {
+    let Some((server, k, _tmp)) = start().await else {
+        return;
+    };
+
+    // Service status: only /status writes it, and `get` shows the load balancer's address.
+    let svc = k.file("svc.yaml", LB_SERVICE);
+    k.ok(&["create", "-f", &svc]).await;
+    let out = k.ok(&["get", "svc", "lb"]).await;
+    assert!(out.contains("<pending>"), "{out}");
+    k.ok(&[
+        "patch",
+        "svc",
+        "lb",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"loadBalancer":{"ingress":[{"ip":"10.0.0.1"}]}}}"#,
+    ])
+    .await;
+    let out = k.ok(&["get", "svc", "lb"]).await;
+    assert!(out.contains("10.0.0.1"), "{out}");
+    let out = k
+        .ok(&[
+            "patch",
+            "svc",
+            "lb",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"loadBalancer":{"ingress":[{"ip":"6.6.6.6"}]}}}"#,
+        ])
+        .await;
+    assert!(
+        out.contains("no change"),
+        "the main resource ignores status: {out}"
+    );
+    let v = json_of(
+        &k.ok(&["get", "svc", "lb", "--subresource=status", "-o", "json"])
+            .await,
+    );
+    assert_eq!(v["status"]["loadBalancer"]["ingress"][0]["ip"], "10.0.0.1");
+    assert!(
+        k.ok(&["get", "--raw", "/api/v1"])
+            .await
+            .contains("\"services/status\"")
+    );
+
+    // Server-side apply: conflicts name the owner and the field; --force-conflicts moves ownership;
+    // a field a manager stops applying goes unless someone else owns it.
+    let apply = |file: &str, manager: &str| {
+        vec![
+            "apply".to_string(),
+            "--server-side".into(),
+            format!("--field-manager={manager}"),
+            "-f".into(),
+            file.to_string(),
+        ]
+    };
+    let cm = |name: &str, data: &str| {
+        k.file(
+            name,
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\ndata:\n{data}"),
+        )
+    };
+    let alice = cm("alice.yaml", "  color: red\n  alice-only: \"1\"\n");
+    let bob = cm("bob.yaml", "  color: blue\n");
+    let args = apply(&alice, "alice");
+    k.ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    let args = apply(&bob, "bob");
+    let (ok, _, err) = k
+        .run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    assert!(!ok, "bob must conflict with alice");
+    assert!(
+        err.contains("conflict with \"alice\"") && err.contains(".data.color"),
+        "{err}"
+    );
+    let mut forced = apply(&bob, "bob");
+    forced.push("--force-conflicts".into());
+    k.ok(&forced.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    let v = json_of(
+        &k.ok(&["get", "cm", "shared", "-o", "json", "--show-managed-fields"])
+            .await,
+    );
+    let owners: Vec<(String, serde_json::Value)> = v["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap().to_string(),
+                e["fieldsV1"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        owners,
+        vec![
+            (
+                "alice".to_string(),
+                serde_json::json!({"f:data": {"f:alice-only": {}}})
+            ),
+            (
+                "bob".to_string(),
+                serde_json::json!({"f:data": {"f:color": {}}})
+            ),
+        ]
+    );
+    let alice2 = cm("alice2.yaml", "  alice-new: \"2\"\n");
+    let args = apply(&alice2, "alice");
+    k.ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    let v = json_of(&k.ok(&["get", "cm", "shared", "-o", "json"]).await);
+    assert_eq!(
+        v["data"],
+        serde_json::json!({"alice-new": "2", "color": "blue"})
+    );
+
+    // events.k8s.io Events: the series may be patched, what happened may not.
+    let ev = k.file("event.yaml", EVENT);
+    k.ok(&["create", "-f", &ev]).await;
+    k.ok(&[
+        "patch",
+        "events.events.k8s.io",
+        "lb.1",
+        "--type=merge",
+        "-p",
+        r#"{"series":{"count":2,"lastObservedTime":"2026-01-01T00:05:00.000000Z"}}"#,
+    ])
+    .await;
+    let v = json_of(
+        &k.ok(&["get", "events.events.k8s.io", "lb.1", "-o", "json"])
+            .await,
+    );
+    assert_eq!(v["series"]["count"], 2);
+    let (ok, _, err) = k
+        .run(&[
+            "patch",
+            "events.events.k8s.io",
+            "lb.1",
+            "--type=merge",
+            "-p",
+            r#"{"note":"rewritten"}"#,
+        ])
+        .await;
+    assert!(!ok && err.contains("field is immutable"), "{err}");
+    let out = k.ok(&["get", "events.events.k8s.io"]).await;
+    let header = out.lines().next().unwrap_or("");
+    assert!(
+        header.contains("LAST SEEN") && header.contains("OBJECT"),
+        "{out}"
+    );
+    assert!(
+        out.contains("service/lb") && out.contains("EnsureFailed"),
+        "{out}"
+    );
+
+    // Finalizers: `kubectl delete` marks the Service and waits; removing the finalizer completes it.
+    let fin = k.file(
+        "fin.yaml",
+        &LB_SERVICE.replace("name: lb", "name: fin\n  finalizers: [kubewasm.io/lb]"),
+    );
+    k.ok(&["create", "-f", &fin]).await;
+    let mut delete = k
+        .command(&["delete", "svc", "fin", "--timeout=60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(delete.stdout.take().unwrap()).lines();
+    wait_line(&mut lines, &["service \"fin\" deleted"]).await;
+    let v = json_of(&k.ok(&["get", "svc", "fin", "-o", "json"]).await);
+    assert!(v["metadata"]["deletionTimestamp"].is_string(), "{v}");
+    assert!(
+        delete.try_wait().unwrap().is_none(),
+        "kubectl delete waits for the finalizer"
+    );
+    k.ok(&[
+        "patch",
+        "svc",
+        "fin",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ])
+    .await;
+    let status = tokio::time::timeout(Duration::from_secs(30), delete.wait())
+        .await
+        .expect("kubectl delete returns once the Service is gone")
+        .unwrap();
+    assert!(status.success());
+    let (ok, _, err) = k.run(&["get", "svc", "fin"]).await;
+    assert!(!ok && err.contains("NotFound"), "{err}");
+    server.shutdown().await;
+}
+
 const DEPLOY_KINDS: &str = r#"apiVersion: v1
 kind: ServiceAccount
 metadata: {name: runner, namespace: team}
@@ -432,19 +667,9 @@ binaryData:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_server_dry_run_and_deploy_kinds() {
-    if !kubectl_available() {
-        eprintln!("NOTICE: kubectl not found on PATH; skipping the kubectl suite");
+    let Some((server, k, _tmp)) = start().await else {
         return;
-    }
-    let server = ApiServer::start(Config::default()).await.unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let k = Kubectl {
-        kubeconfig: tmp.path().join("kubeconfig"),
-        home: tmp.path().join("home"),
-        dir: tmp.path().into(),
     };
-    std::fs::create_dir_all(&k.home).unwrap();
-    server.write_kubeconfig(&k.kubeconfig).unwrap();
     let ns = k.file(
         "ns.yaml",
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n",
@@ -500,7 +725,7 @@ async fn kubectl_server_dry_run_and_deploy_kinds() {
     let out = k
         .ok(&["get", "cm", "plugins", "-n", "team", "-o", "json"])
         .await;
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let v = json_of(&out);
     assert_eq!(
         v["binaryData"]["handler.wasm"], "AGFzbQ0AAQAHSgFCBAFt",
         "served unwrapped"

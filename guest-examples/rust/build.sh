@@ -22,3 +22,15 @@ for g in "${guests[@]}"; do
     cp "$src" "$dist/rust-$g.wasm"
     echo "built $dist/rust-$g.wasm ($(wc -c <"$src") bytes)"
 done
+
+# describe() variants of the test fixture for the host's bad-input tests: one component each
+# (only the fixture crate is rebuilt per variant; each is copied before the next overwrites it).
+mkdir -p "$dist/fixtures"
+for v in sleep many bad-selector bad-namespace bad-kind unknown-kind trap none huge-name duplicates; do
+    cargo build --release --target wasm32-wasip2 --quiet \
+        --manifest-path "$here/Cargo.toml" --target-dir "$target_dir" \
+        -p test-fixture --features "describe-$v"
+    cp "$target_dir/wasm32-wasip2/release/test_fixture.wasm" \
+        "$dist/fixtures/rust-fixture-describe-$v.wasm"
+done
+echo "built $(ls "$dist/fixtures" | wc -l) describe() fixture variants in $dist/fixtures"

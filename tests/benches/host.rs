@@ -210,6 +210,7 @@ async fn main() {
         limits: Limits::default(),
         metrics_addr: None,
         health_addr: None,
+        shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,
     })
     .await
     .unwrap();
@@ -242,15 +243,24 @@ async fn main() {
     let objects = host.factory.indexer(&key).unwrap().list();
     let runtime = Runtime::new(RuntimeConfig::default(), RuntimeMetrics::unregistered()).unwrap();
     let compiled = runtime.compile(&std::fs::read(&fixture).unwrap()).unwrap();
+    // The raw loop runs the guest the way a plugin worker does: on a thread of its own with a
+    // single-threaded runtime.
     let raw = tokio::task::spawn_blocking(move || {
-        let mut inst = runtime
-            .instantiate(&compiled, "raw", Limits::default(), Arc::new(NoCache))
+        let exec = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
             .unwrap();
-        let start = Instant::now();
-        for o in &objects {
-            inst.on_add(&**o, true).unwrap();
-        }
-        start.elapsed()
+        exec.block_on(async {
+            let mut inst = runtime
+                .instantiate(&compiled, "raw", Limits::default(), Arc::new(NoCache))
+                .await
+                .unwrap();
+            let start = Instant::now();
+            for o in &objects {
+                inst.on_add(&**o, true).await.unwrap();
+            }
+            start.elapsed()
+        })
     })
     .await
     .unwrap();

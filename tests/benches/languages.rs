@@ -163,6 +163,19 @@ fn rss_bytes() -> i64 {
     kb * 1024
 }
 
+thread_local! {
+    /// The executor guest calls run on, as on a plugin's worker thread.
+    static EXEC: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+}
+
+/// Runs one guest call to completion on this thread's executor.
+fn block<F: std::future::Future>(f: F) -> F::Output {
+    EXEC.with(|rt| rt.block_on(f))
+}
+
 fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
     xs[xs.len() / 2]
@@ -172,8 +185,7 @@ fn call_cost(instance: &mut HandlerInstance, mode: &str) -> anyhow::Result<CallC
     let (old, new) = (config_map(41_000, mode), config_map(41_001, mode));
     let mut call = || -> anyhow::Result<Duration> {
         let started = Instant::now();
-        let outcome = instance
-            .on_update(&old, &new, false)
+        let outcome = block(instance.on_update(&old, &new, false))
             .map_err(|e| anyhow::anyhow!("on-update ({mode}): {e}"))?;
         let elapsed = started.elapsed();
         anyhow::ensure!(
@@ -233,8 +245,8 @@ fn measure(wasm: &[u8]) -> anyhow::Result<Measured> {
     // The first instance pays for one-off process costs (code pages faulted in, wasmtime's
     // lazily built trampolines); it is the one the per-call figures use, and it sets the
     // baseline the idle-memory figure is measured from.
-    let mut first = runtime.instantiate(&compiled, "bench", limits, cache.clone())?;
-    first.describe()?;
+    let mut first = block(runtime.instantiate(&compiled, "bench", limits, cache.clone()))?;
+    block(first.describe())?;
 
     let before = rss_bytes();
     let mut times = Vec::with_capacity(INSTANCES);
@@ -242,14 +254,14 @@ fn measure(wasm: &[u8]) -> anyhow::Result<Measured> {
     for i in 0..INSTANCES {
         let started = Instant::now();
         let instance =
-            runtime.instantiate(&compiled, &format!("bench-{i}"), limits, cache.clone())?;
+            block(runtime.instantiate(&compiled, &format!("bench-{i}"), limits, cache.clone()))?;
         times.push(started.elapsed());
         idle.push(instance);
     }
     // describe() runs guest code once, as the host does right after instantiation, so lazily
     // initialised guest state is counted as idle memory.
     for instance in &mut idle {
-        instance.describe()?;
+        block(instance.describe())?;
     }
     let rss_per_instance = (rss_bytes() - before) / INSTANCES as i64;
     drop(idle);

@@ -1,10 +1,9 @@
 //! `kubewasm check FILE.wasm`: validate a handler and print what it declares, without a cluster.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 
-use crate::plugins::Manifest;
-use crate::runtime::{NoCache, Runtime, RuntimeConfig, RuntimeMetrics};
+use crate::plugins::{describe_file, plugin_name};
+use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
 
 /// Arguments of `kubewasm check`.
 #[derive(clap::Args, Debug, Clone)]
@@ -14,7 +13,8 @@ pub struct CheckArgs {
     pub files: Vec<PathBuf>,
 }
 
-/// Validates each file as the host would load it and prints its `describe()` as JSON.
+/// Validates each file exactly as the host loads it (manifest, size, compile, `describe()`
+/// under the deadline, subscription rules) and prints its `describe()` as JSON.
 pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     let runtime = Runtime::new(
         RuntimeConfig {
@@ -39,27 +39,11 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn check_one(runtime: &Runtime, file: &PathBuf) -> anyhow::Result<String> {
-    let wasm = std::fs::read(file).map_err(|e| anyhow::anyhow!("cannot read: {e}"))?;
-    let manifest = Manifest::load_for(file)?;
-    let limits = manifest.limits(Default::default());
-    let compiled = runtime.compile(&wasm)?;
-    let name = crate::plugins::plugin_name(file);
-    let mut instance = runtime.instantiate(&compiled, &name, limits, Arc::new(NoCache))?;
-    let mut info = instance
-        .describe()
-        .map_err(|e| anyhow::anyhow!("describe() failed: {e}"))?;
-    if info.subscriptions.is_empty() {
-        anyhow::bail!("describe() returned no subscriptions; the plugin would never be called");
-    }
-    if let Some(ms) = manifest.resync_period_ms {
-        for s in &mut info.subscriptions {
-            s.resync_period_ms = ms;
-        }
-    }
+fn check_one(runtime: &Runtime, file: &Path) -> anyhow::Result<String> {
+    let described = describe_file(runtime, file, Limits::default())?;
     Ok(serde_json::to_string_pretty(&serde_json::json!({
         "file": file,
-        "plugin": name,
-        "describe": info,
+        "plugin": plugin_name(file),
+        "describe": described.info,
     }))?)
 }

@@ -85,7 +85,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     if let Some(d) = demo {
         d.abort();
     }
-    host.shutdown().await;
+    super::shutdown_or_second_signal(host.shutdown()).await;
     server.shutdown().await;
     Ok(())
 }

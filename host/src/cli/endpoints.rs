@@ -1,7 +1,9 @@
-//! `/metrics`, `/healthz` and `/readyz`, served like controller-runtime's managers serve them.
+//! `/metrics`, `/healthz` and `/readyz`, served like controller-runtime's managers serve them,
+//! plus `/plugins`: every plugin's state as JSON.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::State;
@@ -17,6 +19,7 @@ use crate::plugins::PluginManager;
 struct AppState {
     registry: Arc<Registry>,
     manager: PluginManager,
+    starting: Arc<AtomicBool>,
 }
 
 async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
@@ -39,16 +42,19 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
+/// Every plugin's state, version, subscriptions and queue depth, as JSON.
+async fn plugins(State(s): State<AppState>) -> impl IntoResponse {
+    axum::Json(s.manager.status().await)
+}
+
 async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
-    let mut not_ready = Vec::new();
-    for p in s.manager.status().await {
-        if !p.ready {
-            not_ready.push(format!(
-                "plugin {} has not consumed its initial list",
-                p.name
-            ));
-        }
+    if s.starting.load(Ordering::Acquire) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "starting: loading the plugins directory".to_string(),
+        );
     }
+    let mut not_ready = s.manager.not_ready().await;
     for key in s.manager.factory().keys() {
         if !s.manager.factory().has_synced(&key) {
             not_ready.push(format!("informer {key} has not synced"));
@@ -68,13 +74,19 @@ pub async fn serve(
     health_addr: Option<SocketAddr>,
     registry: Arc<Registry>,
     manager: PluginManager,
+    starting: Arc<AtomicBool>,
     stop: CancellationToken,
 ) -> anyhow::Result<(Option<SocketAddr>, Option<SocketAddr>)> {
-    let state = AppState { registry, manager };
+    let state = AppState {
+        registry,
+        manager,
+        starting,
+    };
     let metrics_router = Router::new().route("/metrics", get(metrics));
     let health_router = Router::new()
         .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz));
+        .route("/readyz", get(readyz))
+        .route("/plugins", get(plugins));
     let mut bound = (None, None);
     let spawn = |addr: SocketAddr, router: Router<AppState>| -> anyhow::Result<SocketAddr> {
         let std_listener = std::net::TcpListener::bind(addr)

@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
@@ -24,9 +26,14 @@ pub struct HostConfig {
     pub limits: Limits,
     /// Where `/metrics` is served; `None` disables it.
     pub metrics_addr: Option<SocketAddr>,
-    /// Where `/healthz` and `/readyz` are served; `None` disables them.
+    /// Where `/healthz`, `/readyz` and `/plugins` are served; `None` disables them.
     pub health_addr: Option<SocketAddr>,
+    /// How long in-flight handler calls may run on at shutdown before they are abandoned.
+    pub shutdown_grace: Duration,
 }
+
+/// Default [`HostConfig::shutdown_grace`] (Kubernetes gives a pod 30 s before SIGKILL).
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// A running host; [`Host::shutdown`] stops it in order (watcher, plugins, informers, endpoints).
 pub struct Host {
@@ -42,6 +49,9 @@ pub struct Host {
     pub health_addr: Option<SocketAddr>,
     stop: CancellationToken,
     watcher: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    /// True until the plugins directory's initial contents are loaded (`/readyz` says 503).
+    starting: Arc<AtomicBool>,
+    shutdown_grace: Duration,
 }
 
 /// The per-user compile cache directory (`$XDG_CACHE_HOME/kubewasm` or `~/.cache/kubewasm`).
@@ -65,12 +75,14 @@ impl Host {
         let factory = InformerFactory::new(config.client, informer_metrics);
         let manager = PluginManager::new(runtime, factory.clone(), plugin_metrics, config.limits);
         let stop = CancellationToken::new();
+        let starting = Arc::new(AtomicBool::new(config.plugins_dir.is_some()));
 
         let (metrics_addr, health_addr) = super::endpoints::serve(
             config.metrics_addr,
             config.health_addr,
             registry.clone(),
             manager.clone(),
+            starting.clone(),
             stop.clone(),
         )
         .await?;
@@ -83,6 +95,8 @@ impl Host {
             health_addr,
             stop,
             watcher: None,
+            starting,
+            shutdown_grace: config.shutdown_grace,
         };
         match config.plugins_dir {
             Some(dir) => host.watch_directory(dir).await,
@@ -91,6 +105,9 @@ impl Host {
     }
 
     /// Starts watching `dir` (after loading what it holds), for hosts started without one.
+    ///
+    /// The plugins already there are all attached before their informers list, so they share
+    /// one initial LIST and each receives it as `is-in-initial-list` adds in list order.
     pub async fn watch_directory(mut self, dir: PathBuf) -> anyhow::Result<Host> {
         anyhow::ensure!(
             self.watcher.is_none(),
@@ -103,7 +120,10 @@ impl Host {
             );
         }
         let mut w = DirectoryWatcher::new(dir, self.manager.clone());
+        self.factory.hold_starts();
         w.rescan().await;
+        self.factory.release_starts();
+        self.starting.store(false, Ordering::Release);
         self.watcher = Some(tokio::spawn(w.run(self.stop.clone())));
         Ok(self)
     }
@@ -113,13 +133,15 @@ impl Host {
         self.stop.cancelled().await
     }
 
-    /// Stops watching, unloads every plugin (closing their watches) and the endpoints.
+    /// Stops watching, unloads every plugin (closing their watches) and the endpoints. In-flight
+    /// handler calls may finish within the shutdown grace period; then they are abandoned, so
+    /// this returns within about that period whatever the guests do.
     pub async fn shutdown(self) {
         self.stop.cancel();
         if let Some(w) = self.watcher {
             let _ = w.await;
         }
-        self.manager.unload_all().await;
+        self.manager.shutdown(self.shutdown_grace).await;
         self.factory.shutdown().await;
     }
 }

@@ -44,14 +44,19 @@ pub fn main() -> std::process::ExitCode {
             .enable_all()
             .build()
         {
-            Ok(rt) => rt.block_on(async move {
-                match command {
-                    Command::Run(a) => run::run(a).await,
-                    Command::Dev(a) => dev::dev(a).await,
-                    Command::Apiserver(a) => apiserver::cli::run(a).await,
-                    Command::Check(_) => unreachable!("handled above"),
-                }
-            }),
+            Ok(rt) => {
+                let result = rt.block_on(async move {
+                    match command {
+                        Command::Run(a) => run::run(a).await,
+                        Command::Dev(a) => dev::dev(a).await,
+                        Command::Apiserver(a) => apiserver::cli::run(a).await,
+                        Command::Check(_) => unreachable!("handled above"),
+                    }
+                });
+                // A compile still running on a blocking thread must not hold the exit.
+                rt.shutdown_timeout(std::time::Duration::from_secs(1));
+                result
+            }
             Err(e) => Err(e.into()),
         },
     };
@@ -61,6 +66,15 @@ pub fn main() -> std::process::ExitCode {
             eprintln!("kubewasm: error: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Runs a host's shutdown; a second SIGTERM/SIGINT meanwhile cuts it short.
+pub async fn shutdown_or_second_signal(shutdown: impl std::future::Future<Output = ()>) {
+    tracing::info!("shutting down");
+    tokio::select! {
+        _ = shutdown => tracing::info!("shut down"),
+        _ = wait_for_signal() => tracing::warn!("second signal: exiting without waiting for plugins"),
     }
 }
 

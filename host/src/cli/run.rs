@@ -25,7 +25,7 @@ pub struct HostArgs {
     /// Where compiled plugins are cached (default: `$XDG_CACHE_HOME/kubewasm`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// CPU deadline of one handler call, for plugins without a manifest.
+    /// Wall-clock deadline of one handler call, for plugins without a manifest.
     #[arg(long, default_value_t = 1000)]
     pub deadline_ms: u64,
     /// Linear-memory cap of one plugin, for plugins without a manifest.
@@ -49,6 +49,9 @@ pub struct HostArgs {
     /// Pause between attempts to acquire or renew the Lease.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     pub leader_election_retry_period: Duration,
+    /// At SIGTERM/SIGINT, how long in-flight handler calls may run on before they are abandoned.
+    #[arg(long, default_value_t = 10_000)]
+    pub shutdown_grace_ms: u64,
 }
 
 impl HostArgs {
@@ -74,6 +77,7 @@ impl HostArgs {
                 "--health-probe-bind-address",
                 &self.health_probe_bind_address,
             )?,
+            shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
         })
     }
 }
@@ -164,8 +168,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let host = Host::start(args.host.host_config(client, args.plugins)?).await?;
     log_endpoints(&host);
     super::wait_for_signal().await;
-    tracing::info!("shutting down");
-    host.shutdown().await;
+    super::shutdown_or_second_signal(host.shutdown()).await;
     Ok(())
 }
 

@@ -25,6 +25,11 @@ struct Inner {
     create: tokio::sync::Mutex<()>,
     shut_down: std::sync::atomic::AtomicBool,
     transform: Mutex<Option<TransformFunc>>,
+    /// While `Some`, new informers are created but not run (see [`InformerFactory::hold_starts`]).
+    held: Mutex<Option<Vec<Arc<SharedIndexInformer>>>>,
+    /// Test seam: runs once when `remove` is about to stop an informer it found idle.
+    #[cfg(test)]
+    before_idle_stop: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 /// Hands out shared informers. Cheap to clone.
@@ -67,6 +72,9 @@ impl InformerFactory {
                 create: tokio::sync::Mutex::new(()),
                 shut_down: std::sync::atomic::AtomicBool::new(false),
                 transform: Mutex::new(None),
+                held: Mutex::new(None),
+                #[cfg(test)]
+                before_idle_stop: Mutex::new(None),
             }),
         }
     }
@@ -75,6 +83,28 @@ impl InformerFactory {
     /// to save cache memory); informers already running keep theirs.
     pub fn set_transform(&self, f: TransformFunc) {
         *self.inner.transform.lock() = Some(f);
+    }
+
+    /// Creates informers without running them until [`InformerFactory::release_starts`], so
+    /// every handler registered meanwhile is there for the informer's first LIST: they all get
+    /// the initial list (`is_in_initial_list`, in list order) from one request instead of later
+    /// handlers getting a replay.
+    pub fn hold_starts(&self) {
+        let mut held = self.inner.held.lock();
+        if held.is_none() {
+            *held = Some(Vec::new());
+        }
+    }
+
+    /// Runs the informers created since [`InformerFactory::hold_starts`]; later ones run at once.
+    pub fn release_starts(&self) {
+        let held = self.inner.held.lock().take().unwrap_or_default();
+        for informer in held {
+            if !informer.is_stopped() {
+                informer.run();
+                tracing::info!(informer = %informer.key(), "informer started");
+            }
+        }
     }
 
     /// Registers `handler` on the informer for `key`, resolving the kind and starting the
@@ -142,9 +172,14 @@ impl InformerFactory {
             return Err(InformerError::Stopped(key.to_string()));
         }
         map.insert(key.clone(), informer.clone());
-        informer.run();
+        match &mut *self.inner.held.lock() {
+            Some(held) => held.push(informer.clone()),
+            None => {
+                informer.run();
+                tracing::info!(informer = %key, "informer started");
+            }
+        }
         drop(map);
-        tracing::info!(informer = %key, "informer started");
         Ok((informer, handle))
     }
 
@@ -174,6 +209,12 @@ impl InformerFactory {
     /// Keys of the running informers.
     pub fn keys(&self) -> Vec<InformerKey> {
         self.inner.informers.lock().keys().cloned().collect()
+    }
+
+    /// Installs the test seam run when a removal is about to stop an idle informer.
+    #[cfg(test)]
+    pub(crate) fn set_before_idle_stop(&self, f: impl FnOnce() + Send + 'static) {
+        *self.inner.before_idle_stop.lock() = Some(Box::new(f));
     }
 
     /// Stops every informer and refuses new handlers.
@@ -213,7 +254,29 @@ impl std::fmt::Debug for HandlerRegistration {
     }
 }
 
+/// Answers a registration's per-handler HasSynced without holding the registration.
+#[derive(Clone)]
+pub struct SyncProbe {
+    informer: Arc<SharedIndexInformer>,
+    handle: HandlerHandle,
+}
+
+impl SyncProbe {
+    /// See [`HandlerRegistration::has_synced`].
+    pub fn has_synced(&self) -> bool {
+        self.handle.has_synced(&self.informer)
+    }
+}
+
 impl HandlerRegistration {
+    /// A cloneable probe of [`HandlerRegistration::has_synced`] for status reporting.
+    pub fn sync_probe(&self) -> SyncProbe {
+        SyncProbe {
+            informer: self.informer.clone(),
+            handle: self.handle.clone(),
+        }
+    }
+
     /// Per-handler HasSynced (client-go semantics): the informer has synced and this handler
     /// has returned from every initial `on_add` it was given.
     pub fn has_synced(&self) -> bool {
@@ -252,8 +315,13 @@ impl HandlerRegistration {
         }
         if let Some(f) = self.factory.upgrade() {
             let mut map = f.informers.lock();
-            // Re-check under the map lock: a concurrent add may have joined meanwhile.
-            if self.informer.handler_count() > 0 {
+            #[cfg(test)]
+            if let Some(hook) = f.before_idle_stop.lock().take() {
+                hook();
+            }
+            // A concurrent `add_handler` may have joined since: it either registered before this
+            // check (the informer stays) or is refused and starts a fresh informer.
+            if !self.informer.stop_if_idle() {
                 return;
             }
             if map
@@ -262,7 +330,6 @@ impl HandlerRegistration {
             {
                 map.remove(self.informer.key());
             }
-            self.informer.stop();
         } else {
             self.informer.stop();
         }

@@ -34,6 +34,10 @@ impl SourceFactory for KubeSourceFactory {
         &self,
         key: &InformerKey,
     ) -> Result<Arc<dyn ListerWatcher>, InformerError> {
+        // The apiVersion goes into discovery paths and the namespace into every request path
+        // (kube-client pastes both unescaped): only keys that pass the API server's syntax go
+        // on. Selectors travel as form-encoded query values.
+        key.validate()?;
         let (group, version) = match key.api_version.split_once('/') {
             Some((g, v)) => (g, v),
             None => ("", key.api_version.as_str()),

@@ -89,21 +89,35 @@ pub enum SourceErrorKind {
     TooManyRequests,
     /// 500 InternalError (re-watched only with `max_internal_error_retry`).
     InternalError,
-    /// An event that could not be decoded; skipped, the watch continues.
+    /// An event or item that could not be decoded: ends the watch, then a relist (client-go).
     Malformed,
     /// Anything else (403, 404, StoreReadError, transport errors...).
     Other,
 }
 
 /// A classified list or watch failure.
-#[derive(Clone, Debug, thiserror::Error)]
-#[error("{message}")]
+#[derive(Clone, Debug)]
 pub struct SourceError {
     /// Class deciding the reflector's reaction.
     pub kind: SourceErrorKind,
-    /// Human-readable cause (logged).
+    /// Human-readable cause; logged through `Display`, except for `Malformed`.
     pub message: String,
 }
+
+/// What logs show. A decoder's message can quote the undecodable object (a Secret's data), so
+/// for `Malformed` only the class is shown.
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            SourceErrorKind::Malformed => {
+                f.write_str("undecodable object or event (decoder message withheld)")
+            }
+            _ => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for SourceError {}
 
 impl SourceError {
     /// An error of `kind` with a human-readable cause.

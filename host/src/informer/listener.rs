@@ -10,7 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::mpsc;
 
 use super::object::SharedObject;
-use super::selector::LabelSelector;
+use kubewasm_apimachinery::LabelSelector;
 
 /// Receives an informer's notifications. Called from the handler's own listener task, in order;
 /// must not block for long (it only delays this handler, but its backlog grows without bound).
@@ -39,22 +39,59 @@ impl<H: ResourceEventHandler + ?Sized> ResourceEventHandler for Arc<H> {
     }
 }
 
-/// One queued notification.
+/// One notification as a [`ResourceEventHandler`] receives it, for handlers that queue them.
 #[derive(Clone, Debug)]
 pub enum Notification {
+    /// `on_add`.
     Add {
+        /// The new object.
         obj: SharedObject,
+        /// `is_in_initial_list`.
         initial: bool,
     },
+    /// `on_update`.
     Update {
+        /// The previous state.
         old: SharedObject,
+        /// The current state.
         new: SharedObject,
+        /// Nothing changed on the server (resync, or an unchanged object after a relist).
         is_sync: bool,
     },
+    /// `on_delete`.
     Delete {
+        /// The last known state.
         obj: SharedObject,
+        /// Inferred from a relist rather than seen as a watch event.
         final_state_unknown: bool,
     },
+}
+
+impl Notification {
+    /// The object the notification is about (the new state of an update).
+    pub fn object(&self) -> &SharedObject {
+        match self {
+            Notification::Add { obj, .. } | Notification::Delete { obj, .. } => obj,
+            Notification::Update { new, .. } => new,
+        }
+    }
+
+    /// The export's flag: `is_in_initial_list`, `is_sync` or `final_state_unknown`.
+    pub fn flag(&self) -> bool {
+        match self {
+            Notification::Add { initial, .. } => *initial,
+            Notification::Update { is_sync, .. } => *is_sync,
+            Notification::Delete {
+                final_state_unknown,
+                ..
+            } => *final_state_unknown,
+        }
+    }
+
+    /// Whether this is an add of the initial list (or of a replay).
+    pub fn is_initial(&self) -> bool {
+        matches!(self, Notification::Add { initial: true, .. })
+    }
 }
 
 /// A registered handler's delivery machinery.

@@ -14,6 +14,7 @@ struct Families {
     relists: Family<Labels, Counter>,
     watch_restarts: Family<Labels, Counter>,
     resyncs: Family<Labels, Counter>,
+    undecodable: Family<Labels, Counter>,
     objects: Family<Labels, Gauge>,
     listener_queue_depth: Family<Labels, Gauge>,
 }
@@ -57,6 +58,11 @@ impl InformerMetrics {
             f.resyncs.clone(),
         );
         registry.register(
+            "kubewasm_informer_undecodable_events",
+            "Watch events that could not be decoded (each ends its watch and causes a relist)",
+            f.undecodable.clone(),
+        );
+        registry.register(
             "kubewasm_informer_objects",
             "Objects in the informer's cache",
             f.objects.clone(),
@@ -77,6 +83,7 @@ impl InformerMetrics {
                 relists: Family::default(),
                 watch_restarts: Family::default(),
                 resyncs: Family::default(),
+                undecodable: Family::default(),
                 objects: Family::default(),
                 listener_queue_depth: Family::default(),
             }),
@@ -90,6 +97,7 @@ impl InformerMetrics {
             lists: self.f.lists.get_or_create_owned(&l),
             watch_restarts: self.f.watch_restarts.get_or_create_owned(&l),
             resyncs: self.f.resyncs.get_or_create_owned(&l),
+            undecodable: self.f.undecodable.get_or_create_owned(&l),
             objects: self.f.objects.get_or_create_owned(&l),
             informer: informer.to_string(),
             metrics: self.clone(),
@@ -128,6 +136,11 @@ impl InformerMetrics {
         self.informer(informer).resyncs.get()
     }
 
+    /// Current value of the undecodable-event counter for `informer`.
+    pub fn undecodable_events(&self, informer: &str) -> u64 {
+        self.informer(informer).undecodable.get()
+    }
+
     /// Current value of the watch-restart counter for `informer`.
     pub fn watch_restarts(&self, informer: &str) -> u64 {
         self.informer(informer).watch_restarts.get()
@@ -159,6 +172,7 @@ pub(crate) struct InformerCounters {
     pub lists: Counter,
     pub watch_restarts: Counter,
     pub resyncs: Counter,
+    pub undecodable: Counter,
     pub objects: Gauge,
     informer: String,
     metrics: InformerMetrics,

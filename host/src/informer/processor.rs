@@ -47,6 +47,10 @@ pub(crate) struct Processor {
     state: Mutex<ProcessorState>,
     /// Signalled whenever the resync plan changes (listener added or removed).
     pub plan_changed: Notify,
+    /// Test seam: runs once, right after the next read of the resync plan, so tests can land
+    /// a registration exactly there.
+    #[cfg(test)]
+    pub after_plan_read: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl Processor {
@@ -95,12 +99,18 @@ impl Processor {
 
     /// Earliest due time of any listener, if any listener resyncs at all.
     pub fn next_resync(&self) -> Option<Instant> {
-        self.state
+        let next = self
+            .state
             .lock()
             .entries
             .iter()
             .filter_map(|e| e.resync.next)
-            .min()
+            .min();
+        #[cfg(test)]
+        if let Some(hook) = self.after_plan_read.lock().take() {
+            hook();
+        }
+        next
     }
 
     /// Smallest effective period (the equivalent of client-go's resync check period).
@@ -121,14 +131,6 @@ impl Processor {
             .iter()
             .map(|e| (e.listener.id, e.resync.period))
             .collect()
-    }
-
-    /// A new watch phase starts: every schedule restarts from now.
-    pub fn rearm(&self, now: Instant) {
-        for e in &mut self.state.lock().entries {
-            e.resync.rearm(now);
-        }
-        self.plan_changed.notify_waiters();
     }
 
     /// Stops every listener (informer shutdown).

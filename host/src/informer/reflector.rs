@@ -2,6 +2,7 @@
 //! deciding when to relist, at which resourceVersion, and when to merely re-watch.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,7 +59,12 @@ impl Default for ReflectorConfig {
     }
 }
 
-/// The reflector's state machine. Every transition is one `step`.
+/// The reflector's state machine; [`Reflector::step`] performs one transition.
+///
+/// `List` → `Watch` → `Watching` → (`Watch` | `Backoff` → `Watch` | `Backoff` → `List`) until
+/// `Stopped`. The states from a successful list up to the decision to relist form the *watch
+/// phase* ([`State::in_watch_phase`]): the resync timer runs alongside them, re-watches and
+/// their backoffs included, as client-go's resync goroutine lives for one whole `ListAndWatch`.
 enum State {
     /// Needs a snapshot (initial sync or relist); `cause` labels the relist metric.
     List { cause: &'static str },
@@ -74,6 +80,56 @@ enum State {
     Backoff { then: Box<State> },
     /// Cancelled.
     Stopped,
+}
+
+impl State {
+    /// True from the end of a successful list until a relist is decided.
+    fn in_watch_phase(&self) -> bool {
+        match self {
+            State::Watch | State::Watching { .. } => true,
+            State::Backoff { then } => matches!(**then, State::Watch),
+            State::List { .. } | State::Stopped => false,
+        }
+    }
+}
+
+/// Replays the cache into the FIFO when a handler's resync falls due. Each handler keeps its
+/// own schedule (relists do not reset it); a resync that fell due while the timer was not
+/// running (during a list) happens as soon as it runs again.
+struct ResyncTimer {
+    processor: Arc<Processor>,
+    fifo: Arc<DeltaFifo>,
+    counters: InformerCounters,
+}
+
+impl ResyncTimer {
+    /// Never returns: the reflector polls it alongside each watch-phase step and drops it
+    /// when the step ends (it holds no state between wake-ups, so nothing is lost).
+    async fn run(&self) -> Infallible {
+        loop {
+            // Registered before the plan is read, so a handler added in between still wakes
+            // the timer (`notify_waiters` only reaches futures that already wait).
+            let changed = self.processor.plan_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let due = self.processor.next_resync();
+            let timer = async move {
+                match due {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = changed => {}
+                _ = timer => {
+                    if self.processor.should_resync(Instant::now()) {
+                        self.counters.resyncs.inc();
+                        self.fifo.resync();
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// client-go `retryWithDeadline` for internal errors during a watch.
@@ -192,42 +248,46 @@ impl Reflector {
 
     /// Runs until the cancellation token fires.
     pub async fn run(mut self) {
+        let resync = ResyncTimer {
+            processor: self.processor.clone(),
+            fifo: self.fifo.clone(),
+            counters: self.counters.clone(),
+        };
         let mut state = State::List { cause: "initial" };
         loop {
             state = match state {
                 State::Stopped => return,
-                State::List { cause } => self.list(cause).await,
-                State::Watch => self.open_watch().await,
-                State::Watching {
-                    stream,
-                    started,
-                    events,
-                } => self.watch(stream, started, events).await,
-                State::Backoff { then } => {
-                    let d = self.backoff.next();
-                    tokio::select! {
-                        _ = self.cancel.cancelled() => State::Stopped,
-                        _ = tokio::time::sleep(d) => *then,
-                    }
-                }
+                s if s.in_watch_phase() => tokio::select! {
+                    next = self.step(s) => next,
+                    never = resync.run() => match never {},
+                },
+                s => self.step(s).await,
             };
         }
     }
 
-    fn to_object(&self, v: serde_json::Value, what: &str) -> Option<SharedObject> {
-        // Only the rare malformed path pays for a (truncated) copy of the event for the log.
-        let preview = |v: &serde_json::Value| {
-            let mut s = v.to_string();
-            if s.len() > 200 {
-                let mut cut = 200;
-                while !s.is_char_boundary(cut) {
-                    cut -= 1;
+    /// One transition of the state machine.
+    async fn step(&mut self, state: State) -> State {
+        match state {
+            State::Stopped => State::Stopped,
+            State::List { cause } => self.list(cause).await,
+            State::Watch => self.open_watch().await,
+            State::Watching {
+                stream,
+                started,
+                events,
+            } => self.watch(stream, started, events).await,
+            State::Backoff { then } => {
+                let d = self.backoff.next();
+                tokio::select! {
+                    _ = self.cancel.cancelled() => State::Stopped,
+                    _ = tokio::time::sleep(d) => *then,
                 }
-                s.truncate(cut);
-                s.push('…');
             }
-            s
-        };
+        }
+    }
+
+    fn to_object(&self, v: serde_json::Value, what: &str) -> Option<SharedObject> {
         // Applied once at ingestion: tombstones and Sync deltas carry already-transformed
         // objects, so an idempotent transform sees exactly what client-go's FIFO would give it.
         let v = match &self.transform {
@@ -237,8 +297,18 @@ impl Reflector {
         match KubeObject::try_from_value_for(v, &self.api_version, &self.kind) {
             Ok(o) => Some(Arc::new(o)),
             Err((e, v)) => {
-                tracing::warn!(informer = %self.name, event = what, error = %e,
-                    object = %preview(&v), "skipping malformed object");
+                // Identity and reason only: the object may be a Secret.
+                let meta = |k: &str| {
+                    v.get("metadata")
+                        .and_then(|m| m.get(k))
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or("")
+                };
+                let kind = v.get("kind").and_then(serde_json::Value::as_str);
+                tracing::warn!(informer = %self.name, event = what,
+                    kind = kind.unwrap_or(""), namespace = meta("namespace"), name = meta("name"),
+                    resource_version = meta("resourceVersion"), reason = %e,
+                    "skipping malformed object");
                 None
             }
         }
@@ -279,7 +349,6 @@ impl Reflector {
                         .collect();
                     self.fifo.replace(objs);
                     self.set_last_sync(&list_rv);
-                    self.processor.rearm(Instant::now());
                     return State::Watch;
                 }
                 Err(e) if e.needs_consistent_relist() && !rv.is_empty() => {
@@ -413,78 +482,76 @@ impl Reflector {
     }
 
     async fn watch(&mut self, mut stream: WatchStream, started: Instant, mut events: u64) -> State {
-        let processor = self.processor.clone();
-        // The resync timer lives only as long as this watch phase (client-go: resync only
-        // while watching). One pinned timer, re-armed when the plan changes.
-        let far = || Instant::now() + Duration::from_secs(86400 * 365);
-        let mut deadline = processor.next_resync();
-        let timer = tokio::time::sleep_until(deadline.unwrap_or_else(far));
-        tokio::pin!(timer);
-        let plan_changed = processor.plan_changed.notified();
-        tokio::pin!(plan_changed);
-        plan_changed.as_mut().enable();
-        let cancelled = self.cancel.clone().cancelled_owned();
-        tokio::pin!(cancelled);
         loop {
-            tokio::select! {
+            let ev = tokio::select! {
                 biased;
-                _ = &mut cancelled => return State::Stopped,
-                _ = &mut plan_changed => {
-                    plan_changed.set(processor.plan_changed.notified());
-                    plan_changed.as_mut().enable();
-                    deadline = processor.next_resync();
-                    timer.as_mut().reset(deadline.unwrap_or_else(far));
-                }
-                _ = &mut timer, if deadline.is_some() => {
-                    if processor.should_resync(Instant::now()) {
-                        self.counters.resyncs.inc();
-                        self.fifo.resync();
+                _ = self.cancel.cancelled() => return State::Stopped,
+                ev = stream.next() => ev,
+            };
+            let e = match ev {
+                Some(Ok(ev)) => {
+                    if self.handle_event(ev) {
+                        events += 1;
                     }
-                    deadline = processor.next_resync();
-                    timer.as_mut().reset(deadline.unwrap_or_else(far));
+                    continue;
                 }
-                ev = stream.next() => match ev {
-                    None => {
-                        if events == 0 && started.elapsed() < VERY_SHORT_WATCH {
-                            tracing::warn!(informer = %self.name,
-                                "very short watch: closed in under 1s with no events; relisting after backoff");
-                            return State::Backoff { then: Box::new(State::List { cause: "very_short_watch" }) };
-                        }
-                        self.internal_retry.after(None);
+                Some(Err(e)) => e,
+                None => {
+                    if events == 0 && started.elapsed() < VERY_SHORT_WATCH {
+                        tracing::warn!(informer = %self.name,
+                            "very short watch: closed in under 1s with no events; relisting after backoff");
+                        return State::Backoff {
+                            then: Box::new(State::List {
+                                cause: "very_short_watch",
+                            }),
+                        };
+                    }
+                    self.internal_retry.after(None);
+                    return State::Watch;
+                }
+            };
+            return match e.kind {
+                // client-go's stream watcher ends the watch on a decoding error and the
+                // reflector relists: skipping the event would lose the change it carried.
+                SourceErrorKind::Malformed => {
+                    self.counters.undecodable.inc();
+                    tracing::warn!(informer = %self.name, error = %e,
+                        "undecodable watch event; relisting after backoff");
+                    State::Backoff {
+                        then: Box::new(State::List {
+                            cause: "undecodable",
+                        }),
+                    }
+                }
+                SourceErrorKind::Expired => {
+                    tracing::info!(informer = %self.name, error = %e, "watch expired; relisting");
+                    State::Backoff {
+                        then: Box::new(State::List { cause: "expired" }),
+                    }
+                }
+                SourceErrorKind::TooManyRequests => {
+                    tracing::warn!(informer = %self.name, error = %e,
+                        "watch throttled; re-watching after backoff");
+                    State::Backoff {
+                        then: Box::new(State::Watch),
+                    }
+                }
+                _ => {
+                    self.internal_retry.after(Some(&e));
+                    if self.internal_retry.should_retry() {
+                        tracing::warn!(informer = %self.name, error = %e,
+                            "internal error in watch; re-watching");
                         return State::Watch;
                     }
-                    Some(Ok(ev)) => {
-                        if self.handle_event(ev) {
-                            events += 1;
-                        }
-                    }
-                    Some(Err(e)) => {
-                        match e.kind {
-                            SourceErrorKind::Malformed => {
-                                tracing::warn!(informer = %self.name, error = %e, "skipping undecodable watch event");
-                                continue;
-                            }
-                            SourceErrorKind::Expired => {
-                                tracing::info!(informer = %self.name, error = %e, "watch expired; relisting");
-                                return State::Backoff { then: Box::new(State::List { cause: "expired" }) };
-                            }
-                            SourceErrorKind::TooManyRequests => {
-                                tracing::warn!(informer = %self.name, error = %e, "watch throttled; re-watching after backoff");
-                                return State::Backoff { then: Box::new(State::Watch) };
-                            }
-                            _ => {
-                                self.internal_retry.after(Some(&e));
-                                if self.internal_retry.should_retry() {
-                                    tracing::warn!(informer = %self.name, error = %e, "internal error in watch; re-watching");
-                                    return State::Watch;
-                                }
-                                tracing::warn!(informer = %self.name, error = %e, "watch error; relisting after backoff");
-                                return State::Backoff { then: Box::new(State::List { cause: cause_of(&e) }) };
-                            }
-                        }
+                    tracing::warn!(informer = %self.name, error = %e,
+                        "watch error; relisting after backoff");
+                    State::Backoff {
+                        then: Box::new(State::List {
+                            cause: cause_of(&e),
+                        }),
                     }
                 }
-            }
+            };
         }
     }
 
@@ -548,7 +615,6 @@ impl Reflector {
                             self.fifo.replace(objs);
                             self.set_last_sync(&resource_version);
                             self.rv_unavailable = false;
-                            self.processor.rearm(Instant::now());
                             return Ok(State::Watching {
                                 stream,
                                 started,
@@ -577,8 +643,11 @@ impl Reflector {
                             temp.insert(key, obj);
                         }
                     }
+                    // As in a watch, an undecodable event ends the stream (and the streaming
+                    // list falls back to LIST).
                     Some(Err(e)) if e.kind == SourceErrorKind::Malformed => {
-                        tracing::warn!(informer = %self.name, error = %e, "skipping undecodable watch event");
+                        self.counters.undecodable.inc();
+                        return Err(e);
                     }
                     Some(Err(e)) if e.needs_consistent_relist() => {
                         self.rv_unavailable = true;

@@ -1,6 +1,7 @@
-//! Per-handler resync bookkeeping. Resync replays the cache (never a re-list). Unlike client-go,
-//! the timer is re-planned from every handler's own due time whenever handlers come or go, so
-//! a late handler's shorter period is honoured exactly (k/k#48941).
+//! Per-handler resync bookkeeping. Resync replays the cache (never a re-list). As in client-go,
+//! each handler keeps its own next resync time across relists. Unlike client-go, the timer is
+//! re-planned from every handler's own due time whenever handlers come or go, so a late
+//! handler's shorter period is honoured exactly (k/k#48941).
 
 use std::time::Duration;
 
@@ -52,10 +53,5 @@ impl ListenerResync {
         }
         self.syncing = due;
         due
-    }
-
-    /// Restarts the phase when a new watch begins (the resync timer only runs while watching).
-    pub fn rearm(&mut self, now: Instant) {
-        self.next = self.period.map(|p| now + p);
     }
 }

@@ -95,6 +95,12 @@ impl SharedIndexInformer {
         &self.fifo
     }
 
+    /// The listener set and resync plan (test seams).
+    #[cfg(test)]
+    pub(crate) fn processor(&self) -> &Arc<Processor> {
+        &self.processor
+    }
+
     /// True once the initial list has been fully processed.
     pub fn has_synced(&self) -> bool {
         self.fifo.has_synced()
@@ -275,6 +281,29 @@ impl SharedIndexInformer {
                 return;
             }
         }
+        self.shut_down();
+    }
+
+    /// Stops the informer only if no handler is registered, deciding under the processor lock
+    /// that [`add_event_handler`](Self::add_event_handler) also takes: a concurrent registration
+    /// either lands first (and the informer keeps running) or is refused with `Stopped`, never
+    /// kept by a stopping informer. Returns whether the informer is stopped.
+    pub fn stop_if_idle(&self) -> bool {
+        {
+            let st = self.processor.lock();
+            if !st.entries.is_empty() {
+                return false;
+            }
+            if self.stopped.swap(true, Ordering::AcqRel) {
+                return true;
+            }
+        }
+        self.shut_down();
+        true
+    }
+
+    /// The second half of stopping, once `stopped` is set.
+    fn shut_down(&self) {
         self.cancel.cancel();
         self.fifo.close();
         let listeners = self.processor.stop_all();

@@ -1,9 +1,28 @@
 //! The `cache` host import: read access to the informer caches a plugin subscribes to.
+//!
+//! `cache.list` is bounded: one call returns at most [`MAX_LIST_OBJECTS`] objects and at most
+//! [`MAX_LIST_BYTES`] of object data (JSON plus metadata strings), because the host copies the
+//! whole answer before wasmtime lowers it into guest memory, and the guest must hold it under
+//! its own memory cap. A list beyond either bound is refused as a whole with an error string
+//! telling the guest to narrow it (a namespace, a label selector, or `cache.get` by name) and
+//! counted in `kubewasm_plugin_cache_list_refused_total{plugin,reason}`: a silently truncated
+//! answer would look complete to an audit. Counting stops at the bound, so a refused call costs
+//! no more than an accepted one. The WIT signature cannot carry a continuation token, so there
+//! is no paging beyond narrowing.
 
 use std::sync::Arc;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+use super::metrics::{CacheRefusalLabels, PluginMetrics};
 use crate::informer::{InformerFactory, InformerKey, KubeObject, LabelSelector, SharedObject};
 use crate::runtime::{CacheReader, GuestObject, ObjectView};
+
+/// Most objects one `cache.list` call returns.
+pub const MAX_LIST_OBJECTS: usize = 2000;
+/// Most bytes of object data (JSON plus metadata strings) one `cache.list` call returns.
+pub const MAX_LIST_BYTES: usize = 8 << 20;
 
 impl GuestObject for KubeObject {
     fn view(&self) -> ObjectView<'_> {
@@ -28,16 +47,50 @@ pub struct SubscribedCache {
     plugin: String,
     factory: InformerFactory,
     subscriptions: Vec<InformerKey>,
+    bound: ListBound,
+    refused: Family<CacheRefusalLabels, Counter>,
+}
+
+/// The size limits of one `cache.list` answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ListBound {
+    /// Most objects per answer.
+    pub objects: usize,
+    /// Most bytes of object data per answer (see `answer_bytes`).
+    pub bytes: usize,
+}
+
+impl Default for ListBound {
+    fn default() -> Self {
+        Self {
+            objects: MAX_LIST_OBJECTS,
+            bytes: MAX_LIST_BYTES,
+        }
+    }
 }
 
 impl SubscribedCache {
-    /// A reader limited to `subscriptions`.
-    pub fn new(plugin: &str, factory: InformerFactory, subscriptions: Vec<InformerKey>) -> Self {
+    /// A reader limited to `subscriptions`, counting refused lists in `metrics`.
+    pub fn new(
+        plugin: &str,
+        factory: InformerFactory,
+        subscriptions: Vec<InformerKey>,
+        metrics: &PluginMetrics,
+    ) -> Self {
         SubscribedCache {
             plugin: plugin.to_string(),
             factory,
             subscriptions,
+            bound: ListBound::default(),
+            refused: metrics.cache_list_refused.clone(),
         }
+    }
+
+    /// The same reader with other list bounds (tests exercise the refusal with small ones).
+    #[cfg(test)]
+    pub(crate) fn with_list_bound(mut self, bound: ListBound) -> Self {
+        self.bound = bound;
+        self
     }
 
     fn matching(&self, api_version: &str, kind: &str) -> Result<Vec<&InformerKey>, String> {
@@ -54,6 +107,56 @@ impl SubscribedCache {
         }
         Ok(keys)
     }
+
+    fn refuse(&self, reason: &'static str, message: String) -> String {
+        self.refused
+            .get_or_create(&CacheRefusalLabels {
+                plugin: self.plugin.clone(),
+                reason,
+            })
+            .inc();
+        message
+    }
+}
+
+/// What an object costs in a `cache.list` answer: the strings copied for the guest.
+fn answer_bytes(v: &ObjectView<'_>) -> usize {
+    let labels: usize = v.labels.iter().map(|(k, val)| k.len() + val.len()).sum();
+    v.json.len()
+        + v.api_version.len()
+        + v.kind.len()
+        + v.namespace.map_or(0, str::len)
+        + v.name.len()
+        + v.uid.len()
+        + v.resource_version.len()
+        + labels
+}
+
+/// `8 MiB` for whole MiB, else bytes.
+fn human_bytes(n: usize) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// How a list was described in a refusal, so the guest sees which call to narrow.
+fn list_scope(
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    selector: Option<&str>,
+) -> String {
+    let mut scope = format!("{api_version} {kind}");
+    match namespace {
+        Some(ns) => scope.push_str(&format!(" in namespace {ns:?}")),
+        None => scope.push_str(" in all namespaces"),
+    }
+    if let Some(sel) = selector {
+        scope.push_str(&format!(" with label selector {sel:?}"));
+    }
+    scope
 }
 
 fn to_guest(o: SharedObject) -> Arc<dyn GuestObject> {
@@ -89,19 +192,37 @@ impl CacheReader for SubscribedCache {
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
+        let label_selector = label_selector.filter(|s| !s.trim().is_empty());
+        let keys = self
+            .matching(api_version, kind)
+            .map_err(|e| self.refuse("not_subscribed", e))?;
         let selector = label_selector
-            .filter(|s| !s.trim().is_empty())
             .map(LabelSelector::parse)
             .transpose()
             .map_err(|e| {
-                format!(
-                    "invalid label selector {:?}: {e}",
-                    label_selector.unwrap_or_default()
+                let sel = label_selector.unwrap_or_default();
+                self.refuse(
+                    "invalid_selector",
+                    format!("invalid label selector {sel:?}: {e}"),
                 )
             })?;
+        let too_big = |what: String, reason| {
+            self.refuse(
+                reason,
+                format!(
+                    "cache.list of {} refused: it matches {what}, over the per-call bound of {} \
+                     objects and {}; narrow it with a namespace or a label selector, or read \
+                     single objects with cache.get",
+                    list_scope(api_version, kind, namespace, label_selector),
+                    self.bound.objects,
+                    human_bytes(self.bound.bytes),
+                ),
+            )
+        };
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
-        for k in self.matching(api_version, kind)? {
+        let mut bytes = 0usize;
+        for k in keys {
             let Some(indexer) = self.factory.indexer(k) else {
                 continue;
             };
@@ -116,11 +237,179 @@ impl CacheReader for SubscribedCache {
                 {
                     continue;
                 }
-                if seen.insert(obj.key().to_string()) {
-                    out.push(to_guest(obj));
+                if !seen.insert(obj.key().to_string()) {
+                    continue;
                 }
+                if out.len() == self.bound.objects {
+                    return Err(too_big(
+                        format!("more than {} objects", self.bound.objects),
+                        "too_many_objects",
+                    ));
+                }
+                bytes += answer_bytes(&obj.view());
+                if bytes > self.bound.bytes {
+                    return Err(too_big(
+                        format!("more than {} of object data", human_bytes(self.bound.bytes)),
+                        "too_many_bytes",
+                    ));
+                }
+                out.push(to_guest(obj));
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, PostParams};
+    use prometheus_client::registry::Registry;
+
+    use super::*;
+    use crate::informer::{HandlerRegistration, InformerMetrics, ResourceEventHandler};
+
+    struct Ignore;
+
+    impl ResourceEventHandler for Ignore {
+        fn on_add(&self, _: &SharedObject, _: bool) {}
+        fn on_update(&self, _: &SharedObject, _: &SharedObject, _: bool) {}
+        fn on_delete(&self, _: &SharedObject, _: bool) {}
+    }
+
+    /// A real API server holding three web ConfigMaps in `default` and two db ones in
+    /// `kube-public`, and a synced informer over all of them.
+    async fn synced_configmaps() -> (apiserver::ApiServer, InformerFactory, HandlerRegistration) {
+        let server = apiserver::ApiServer::start(apiserver::Config::default())
+            .await
+            .unwrap();
+        let client =
+            kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        for (ns, name, tier) in [
+            ("default", "w1", "web"),
+            ("default", "w2", "web"),
+            ("default", "w3", "web"),
+            ("kube-public", "d1", "db"),
+            ("kube-public", "d2", "db"),
+        ] {
+            let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "labels": {"tier": tier}},
+                "data": {"payload": "x".repeat(100)},
+            }))
+            .unwrap();
+            Api::<ConfigMap>::namespaced(client.clone(), ns)
+                .create(&PostParams::default(), &cm)
+                .await
+                .unwrap();
+        }
+        let factory = InformerFactory::new(client, InformerMetrics::unregistered());
+        let reg = factory
+            .add_handler(&InformerKey::new("v1", "ConfigMap"), Arc::new(Ignore), None)
+            .await
+            .unwrap();
+        reg.wait_synced().await;
+        (server, factory, reg)
+    }
+
+    fn names(list: &[Arc<dyn GuestObject>]) -> Vec<&str> {
+        let mut names: Vec<&str> = list.iter().map(|o| o.view().name).collect();
+        names.sort();
+        names
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lists_over_the_bound_are_refused_with_advice_and_counted() {
+        let (_server, factory, reg) = synced_configmaps().await;
+        let mut registry = Registry::default();
+        let metrics = PluginMetrics::new(&mut registry);
+        let all = reg.indexer().list();
+        let bytes_of = |ns: &str| -> usize {
+            all.iter()
+                .filter(|o| o.view().namespace == Some(ns))
+                .map(|o| answer_bytes(&o.view()))
+                .sum()
+        };
+        let db_bytes = bytes_of("kube-public");
+        let reader = |bound| {
+            SubscribedCache::new("lister", factory.clone(), vec![reg.key().clone()], &metrics)
+                .with_list_bound(bound)
+        };
+
+        // Three objects per call: five are refused as a whole, narrowed lists pass.
+        let three = reader(ListBound {
+            objects: 3,
+            bytes: MAX_LIST_BYTES,
+        });
+        let err = three.list("v1", "ConfigMap", None, None).err().unwrap();
+        assert_eq!(
+            err,
+            "cache.list of v1 ConfigMap in all namespaces refused: it matches more than 3 \
+             objects, over the per-call bound of 3 objects and 8 MiB; narrow it with a namespace \
+             or a label selector, or read single objects with cache.get"
+        );
+        let web = three
+            .list("v1", "ConfigMap", Some("default"), None)
+            .unwrap();
+        assert_eq!(names(&web), ["w1", "w2", "w3"], "exactly the bound passes");
+        let db = three
+            .list("v1", "ConfigMap", None, Some("tier=db"))
+            .unwrap();
+        assert_eq!(names(&db), ["d1", "d2"]);
+
+        // Bytes: the two db objects fit exactly; one byte less refuses them.
+        let exact = reader(ListBound {
+            objects: 100,
+            bytes: db_bytes,
+        });
+        assert_eq!(
+            exact
+                .list("v1", "ConfigMap", Some("kube-public"), None)
+                .unwrap()
+                .len(),
+            2
+        );
+        let short = reader(ListBound {
+            objects: 100,
+            bytes: db_bytes - 1,
+        });
+        let err = short
+            .list("v1", "ConfigMap", Some("kube-public"), Some("tier=db"))
+            .err()
+            .unwrap();
+        assert!(
+            err.starts_with(&format!(
+                "cache.list of v1 ConfigMap in namespace \"kube-public\" with label selector \
+                 \"tier=db\" refused: it matches more than {} bytes of object data",
+                db_bytes - 1
+            )),
+            "{err}"
+        );
+
+        // The default bounds let the whole small cache through.
+        let default =
+            SubscribedCache::new("lister", factory.clone(), vec![reg.key().clone()], &metrics);
+        assert_eq!(
+            default.list("v1", "ConfigMap", None, None).unwrap().len(),
+            5
+        );
+
+        // Other refusals are counted under their own reason.
+        assert!(default.list("v1", "Secret", None, None).is_err());
+        assert!(
+            default
+                .list("v1", "ConfigMap", None, Some("tier in ("))
+                .is_err()
+        );
+
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for expected in [
+            r#"kubewasm_plugin_cache_list_refused_total{plugin="lister",reason="too_many_objects"} 1"#,
+            r#"kubewasm_plugin_cache_list_refused_total{plugin="lister",reason="too_many_bytes"} 1"#,
+            r#"kubewasm_plugin_cache_list_refused_total{plugin="lister",reason="not_subscribed"} 1"#,
+            r#"kubewasm_plugin_cache_list_refused_total{plugin="lister",reason="invalid_selector"} 1"#,
+        ] {
+            assert!(text.contains(expected), "missing {expected} in\n{text}");
+        }
     }
 }

@@ -1,107 +1,72 @@
-//! Delivery of informer notifications to one plugin version: a per-key ordered queue with
-//! retries, drained by a dedicated worker thread that owns the guest instance.
+//! Delivery of one plugin version's queued notifications to its guest: one call at a time,
+//! per-object order, retries, quarantine after failures in a row, and the stop/kill signals the
+//! lifecycle uses.
 //!
-//! Each plugin version has its own queue and thread, so a slow, looping or crashing handler
-//! delays nobody else, and a guest call never blocks a tokio worker.
+//! The guest is behind the small [`Guest`] trait, so the delivery rules are tested on a paused
+//! clock with scripted guests; [`super::worker`] runs the loop on the plugin's own thread.
 
-use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::events::{CallOutcome, PluginEvent};
 use super::metrics::{CallKind, CallLabels, ErrorKind, ErrorLabels, PluginLabels, PluginMetrics};
-use crate::informer::{ResourceEventHandler, SharedObject};
+use super::quarantine::QuarantinePolicy;
+use super::queue::{Finish, Item, PluginQueue, QueueKey, QueueMetrics};
+use super::state::StateEvent;
+use crate::informer::{Notification, ResourceEventHandler, SharedObject};
 use crate::runtime::{CallError, HandlerInstance, HandlerOutcome};
-use crate::workqueue::RateLimitingQueue;
 
-/// Consecutive failed calls (traps, deadlines, memory exhaustion) before a plugin is paused.
-pub const QUARANTINE_AFTER: u32 = 5;
-/// First quarantine length; doubles with every further quarantine up to [`QUARANTINE_MAX`].
-pub const QUARANTINE_BASE: Duration = Duration::from_secs(1);
-/// Longest quarantine.
-pub const QUARANTINE_MAX: Duration = Duration::from_secs(300);
-
-/// Polls of an empty queue before the worker parks (each is a `yield_now`).
-const SPIN_BEFORE_PARK: usize = 64;
-
-/// One notification as client-go's `ResourceEventHandler` would receive it.
-#[derive(Clone)]
-pub enum Notification {
-    /// `on-add`.
-    Add {
-        /// The new object.
-        obj: SharedObject,
-        /// Delivered as part of an initial list or replay.
-        init: bool,
-    },
-    /// `on-update`.
-    Update {
-        /// The previous state.
-        old: SharedObject,
-        /// The current state.
-        new: SharedObject,
-        /// A resync or an unchanged relist, not a change on the server.
-        sync: bool,
-    },
-    /// `on-delete`.
-    Delete {
-        /// The last known state.
-        obj: SharedObject,
-        /// Inferred from a relist rather than seen as a watch event.
-        final_state_unknown: bool,
-    },
+/// One version of a handler, as the dispatcher calls it.
+pub trait Guest {
+    /// Delivers one notification; dropping the future abandons the call.
+    fn deliver(
+        &mut self,
+        n: &Notification,
+    ) -> impl Future<Output = Result<HandlerOutcome, CallError>>;
 }
 
-impl Notification {
-    fn kind(&self) -> CallKind {
-        match self {
-            Notification::Add { .. } => CallKind::Add,
-            Notification::Update { .. } => CallKind::Update,
-            Notification::Delete { .. } => CallKind::Delete,
-        }
-    }
-
-    fn flag(&self) -> bool {
-        match self {
-            Notification::Add { init, .. } => *init,
-            Notification::Update { sync, .. } => *sync,
+impl Guest for HandlerInstance {
+    async fn deliver(&mut self, n: &Notification) -> Result<HandlerOutcome, CallError> {
+        match n {
+            Notification::Add { obj, initial } => self.on_add(&**obj, *initial).await,
+            Notification::Update { old, new, is_sync } => {
+                self.on_update(&**old, &**new, *is_sync).await
+            }
             Notification::Delete {
+                obj,
                 final_state_unknown,
-                ..
-            } => *final_state_unknown,
-        }
-    }
-
-    fn object(&self) -> &SharedObject {
-        match self {
-            Notification::Add { obj, .. } | Notification::Delete { obj, .. } => obj,
-            Notification::Update { new, .. } => new,
+            } => self.on_delete(&**obj, *final_state_unknown).await,
         }
     }
 }
 
-/// A notification plus how often delivery already failed with `retry`.
-struct Pending {
-    notification: Notification,
-    attempts: u32,
+/// Per-plugin delivery settings (from the manifest and host defaults).
+#[derive(Clone, Debug)]
+pub struct DispatchConfig {
+    /// Notifications waiting before they coalesce per object (`max-queued`).
+    pub max_queued: usize,
+    /// When consecutive failed calls pause deliveries.
+    pub quarantine: QuarantinePolicy,
 }
 
-/// Queue items are per subscription and object, so notifications for one object stay ordered.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct QueueKey {
-    /// Index of the subscription in the plugin's `describe()` result.
-    pub subscription: u32,
-    /// `namespace/name` of the object.
-    pub key: Arc<str>,
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        DispatchConfig {
+            max_queued: super::queue::DEFAULT_MAX_QUEUED,
+            quarantine: QuarantinePolicy::default(),
+        }
+    }
 }
+
+/// Receives the dispatcher's state changes (quarantine, resume, worker panics).
+pub type StateSink = Arc<dyn Fn(StateEvent) + Send + Sync>;
 
 /// Metric handles resolved once per plugin so the hot path does no label lookups.
 struct Handles {
@@ -114,8 +79,8 @@ struct Handles {
     instantiate_errors: Counter,
     retries: Counter,
     quarantines: Counter,
+    worker_restarts: Counter,
     call_seconds: Histogram,
-    queue_depth: Gauge,
 }
 
 impl Handles {
@@ -153,43 +118,71 @@ impl Handles {
             instantiate_errors: err(ErrorKind::Instantiate),
             retries: m.retries.get_or_create(&p).clone(),
             quarantines: m.quarantines.get_or_create(&p).clone(),
+            worker_restarts: m.worker_restarts.get_or_create(&p).clone(),
             call_seconds: m.call_seconds.get_or_create(&p).clone(),
-            queue_depth: m.queue_depth.get_or_create(&p).clone(),
         }
     }
 }
 
-/// The delivery side of one plugin version: informer listeners push into it, its worker drains it.
+/// The delivery side of one plugin version: informer listeners push into its queue, its worker
+/// drains it through [`Dispatcher::run`].
 pub struct Dispatcher {
     plugin: Arc<str>,
     version: u64,
-    queue: RateLimitingQueue<QueueKey>,
-    pending: Mutex<HashMap<QueueKey, VecDeque<Pending>>>,
-    /// Initial-list notifications not yet handled: the plugin is not ready while this is non-zero.
-    initial_outstanding: AtomicUsize,
+    queue: PluginQueue,
     handles: Handles,
     events: broadcast::Sender<PluginEvent>,
+    quarantine: QuarantinePolicy,
+    state: StateSink,
+    /// Delivery starts only when this is cancelled: a swapped-in version waits until the
+    /// previous version's last call has ended.
+    gate: CancellationToken,
+    /// No further deliveries; the in-flight call may finish.
     stop: CancellationToken,
+    /// Abandon the in-flight call too (end of a shutdown grace period).
+    kill: CancellationToken,
+    /// The key being delivered and whether it is an initial add, so a worker that panicked
+    /// mid-call can return it to the queue.
+    in_flight: Mutex<Option<(QueueKey, bool)>>,
 }
 
 impl Dispatcher {
-    /// A dispatcher with an empty queue; nothing is delivered until [`Dispatcher::spawn_worker`].
+    /// A dispatcher with an empty queue; nothing is delivered until [`Dispatcher::open`].
     pub fn new(
         plugin: &str,
         version: u64,
         metrics: &PluginMetrics,
         events: broadcast::Sender<PluginEvent>,
+        config: &DispatchConfig,
+        state: StateSink,
     ) -> Arc<Self> {
+        let p = PluginLabels {
+            plugin: plugin.to_string(),
+        };
+        let queue_metrics = QueueMetrics {
+            depth: metrics.queue_depth.get_or_create(&p).clone(),
+            coalesced: metrics.coalesced.get_or_create(&p).clone(),
+        };
+        let handles = Handles::new(metrics, plugin);
+        let plugin: Arc<str> = plugin.into();
         Arc::new(Dispatcher {
-            plugin: plugin.into(),
+            queue: PluginQueue::new(plugin.clone(), config.max_queued, queue_metrics),
+            plugin,
             version,
-            queue: RateLimitingQueue::with_default_limiter(),
-            pending: Mutex::new(HashMap::new()),
-            initial_outstanding: AtomicUsize::new(0),
-            handles: Handles::new(metrics, plugin),
+            handles,
             events,
+            quarantine: config.quarantine,
+            state,
+            gate: CancellationToken::new(),
             stop: CancellationToken::new(),
+            kill: CancellationToken::new(),
+            in_flight: Mutex::new(None),
         })
+    }
+
+    /// The plugin name.
+    pub fn plugin(&self) -> &Arc<str> {
+        &self.plugin
     }
 
     /// The listener adapter for subscription number `subscription`.
@@ -200,170 +193,97 @@ impl Dispatcher {
         })
     }
 
-    /// True once every initial-list notification delivered so far has been handled.
+    /// True once every initial-list notification queued so far has been handled.
     pub fn initial_list_consumed(&self) -> bool {
-        self.initial_outstanding.load(Ordering::Acquire) == 0
+        self.queue.initial_list_consumed()
     }
 
-    /// Notifications queued and not yet handled.
+    /// Notifications waiting.
     pub fn depth(&self) -> usize {
-        self.pending.lock().values().map(VecDeque::len).sum()
+        self.queue.depth()
     }
 
-    fn enqueue(&self, subscription: u32, notification: Notification) {
-        if matches!(notification, Notification::Add { init: true, .. }) {
-            self.initial_outstanding.fetch_add(1, Ordering::AcqRel);
-        }
-        let qk = QueueKey {
-            subscription,
-            key: notification.object().key().into(),
-        };
-        {
-            let mut pending = self.pending.lock();
-            let list = pending.entry(qk.clone()).or_default();
-            // A notification waiting for a retry is superseded by anything newer for the object:
-            // redelivering a stale state after a fresh one would go back in time.
-            if list.front().is_some_and(|p| p.attempts > 0) {
-                let stale = list.pop_front().expect("front exists");
-                self.settle(&stale.notification);
-                self.queue.forget(&qk);
-            }
-            list.push_back(Pending {
-                notification,
-                attempts: 0,
-            });
-        }
-        self.handles.queue_depth.inc();
-        self.queue.add(qk);
+    /// Lets the worker start delivering.
+    pub fn open(&self) {
+        self.gate.cancel();
     }
 
-    /// Bookkeeping for a notification that leaves the queue, handled or not.
-    fn settle(&self, n: &Notification) {
-        self.settle_initial(matches!(n, Notification::Add { init: true, .. }));
-    }
-
-    fn settle_initial(&self, initial: bool) {
-        self.handles.queue_depth.dec();
-        if initial {
-            self.initial_outstanding.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
-
-    /// Stops delivery: the worker finishes its in-flight call, then exits; queued notifications
-    /// are dropped (a successor version gets a replay of the cache instead).
+    /// Stops delivery: the worker finishes its in-flight call (bounded by the plugin's
+    /// deadline), then exits; queued notifications are dropped — a successor version gets a
+    /// replay of the cache instead, which holds the current state of every object.
     pub fn stop(&self) {
         self.stop.cancel();
         self.queue.shut_down();
-        let mut pending = self.pending.lock();
-        for (_, list) in pending.drain() {
-            for p in list {
-                self.settle(&p.notification);
-            }
+    }
+
+    /// Like [`Dispatcher::stop`], and abandons the in-flight call at once.
+    pub fn kill(&self) {
+        self.kill.cancel();
+        self.stop();
+    }
+
+    /// Whether [`Dispatcher::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.stop.is_cancelled()
+    }
+
+    pub(super) fn report(&self, event: StateEvent) {
+        (self.state)(event)
+    }
+
+    pub(super) fn count_restart(&self) {
+        self.handles.worker_restarts.inc();
+    }
+
+    pub(super) fn stopped(&self) -> &CancellationToken {
+        &self.stop
+    }
+
+    /// Returns a key whose call never ended (the worker panicked) to the queue.
+    pub(super) fn recover_in_flight(&self) {
+        if let Some((qk, initial)) = self.in_flight.lock().take() {
+            self.queue.finish(&qk, Finish::Abandoned { initial });
         }
     }
 
-    /// Starts the thread that owns `instance` and calls it for every queued notification.
-    pub fn spawn_worker(
-        self: &Arc<Self>,
-        instance: HandlerInstance,
-        rt: tokio::runtime::Handle,
-    ) -> std::io::Result<std::thread::JoinHandle<()>> {
-        let d = self.clone();
-        std::thread::Builder::new()
-            .name(format!("plugin-{}", self.plugin))
-            .spawn(move || d.run(instance, rt))
-    }
-
-    /// The next queued item. A busy stream is drained without parking: the worker polls for a
-    /// few microseconds before it sleeps on the queue, since a park/unpark per item costs more
-    /// than a typical guest call.
-    fn next_item(&self, rt: &tokio::runtime::Handle) -> Option<QueueKey> {
-        for _ in 0..SPIN_BEFORE_PARK {
-            if let Some(item) = self.queue.try_get() {
-                return Some(item);
-            }
-            std::thread::yield_now();
+    /// Delivers queued notifications to `guest` until stopped. Returns when the dispatcher is
+    /// stopped (after the in-flight call) or killed (abandoning it).
+    pub async fn run<G: Guest>(&self, guest: &mut G) {
+        tokio::select! {
+            biased;
+            _ = self.stop.cancelled() => return,
+            _ = self.gate.cancelled() => {}
         }
-        rt.block_on(self.queue.get())
-    }
-
-    fn run(self: Arc<Self>, mut instance: HandlerInstance, rt: tokio::runtime::Handle) {
-        let mut consecutive_failures = 0u32;
-        let mut quarantine_level = 0u32;
-        while let Some(qk) = self.next_item(&rt) {
-            let next = self
-                .pending
-                .lock()
-                .get_mut(&qk)
-                .and_then(VecDeque::pop_front);
-            let Some(mut item) = next else {
-                self.queue.done(&qk);
-                continue;
+        let mut failures = 0u32;
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = self.stop.cancelled() => None,
+                next = self.queue.next() => next,
             };
-            if self.stop.is_cancelled() {
-                self.queue.done(&qk);
-                break;
-            }
-            let kind = item.notification.kind();
-            let flag = item.notification.flag();
-            let initial = matches!(item.notification, Notification::Add { init: true, .. });
+            let Some((qk, item)) = next else { break };
+            *self.in_flight.lock() = Some((qk.clone(), item.notification.is_initial()));
             let started = Instant::now();
-            let result = call(&mut instance, &item.notification);
+            let result = tokio::select! {
+                biased;
+                _ = self.kill.cancelled() => None,
+                r = guest.deliver(&item.notification) => Some(r),
+            };
+            let Some(result) = result else {
+                *self.in_flight.lock() = None;
+                self.queue.finish(&qk, Finish::Done(item));
+                tracing::warn!(plugin = %self.plugin, key = %qk.key, "in-flight call abandoned: the plugin is being stopped");
+                break;
+            };
             self.handles
                 .call_seconds
                 .observe(started.elapsed().as_secs_f64());
+            let kind = CallKind::of(&item.notification);
             self.handles.calls[kind as usize].inc();
-
-            let mut requeued = false;
-            let outcome = match result {
-                Ok(HandlerOutcome::Ok) => {
-                    consecutive_failures = 0;
-                    self.queue.forget(&qk);
-                    CallOutcome::Ok
-                }
-                Ok(HandlerOutcome::Fatal(msg)) => {
-                    consecutive_failures = 0;
-                    self.handles.fatal_errors.inc();
-                    self.queue.forget(&qk);
-                    tracing::warn!(plugin = %self.plugin, key = %qk.key, call = ?kind, error = %msg, "handler reported a fatal error; notification not retried");
-                    CallOutcome::Fatal(msg)
-                }
-                Ok(HandlerOutcome::Retry(msg)) => {
-                    consecutive_failures = 0;
-                    self.handles.retry_errors.inc();
-                    let mut pending = self.pending.lock();
-                    let list = pending.entry(qk.clone()).or_default();
-                    if list.is_empty() && !self.stop.is_cancelled() {
-                        item.attempts += 1;
-                        let attempts = item.attempts;
-                        list.push_front(item);
-                        drop(pending);
-                        requeued = true;
-                        self.handles.retries.inc();
-                        self.queue.add_rate_limited(qk.clone());
-                        tracing::info!(plugin = %self.plugin, key = %qk.key, call = ?kind, attempts, reason = %msg, "handler asked for a retry");
-                    } else {
-                        self.queue.forget(&qk);
-                        tracing::info!(plugin = %self.plugin, key = %qk.key, call = ?kind, reason = %msg, "retry dropped: a newer notification for the object is queued");
-                    }
-                    CallOutcome::Retry(msg)
-                }
-                Err(err) => {
-                    consecutive_failures += 1;
-                    match &err {
-                        CallError::Trap(_) => self.handles.trap_errors.inc(),
-                        CallError::DeadlineExceeded => self.handles.deadline_errors.inc(),
-                        CallError::OutOfMemory => self.handles.oom_errors.inc(),
-                        CallError::Instantiate(_) => self.handles.instantiate_errors.inc(),
-                    };
-                    self.queue.forget(&qk);
-                    tracing::error!(plugin = %self.plugin, key = %qk.key, call = ?kind, error = %err, "handler failed; instance discarded, a fresh one serves the next call");
-                    CallOutcome::Failed(err.to_string())
-                }
-            };
-            if !requeued {
-                self.settle_initial(initial);
-            }
+            let flag = item.notification.flag();
+            let (outcome, finish) = self.judge(&qk, kind, item, result, &mut failures);
+            self.queue.finish(&qk, finish);
+            *self.in_flight.lock() = None;
             // Publishing costs a little per call, so only when someone listens.
             if self.events.receiver_count() > 0 {
                 let _ = self.events.send(PluginEvent::Called {
@@ -375,55 +295,67 @@ impl Dispatcher {
                     outcome,
                 });
             }
-            if self.pending.lock().get(&qk).is_some_and(|l| !l.is_empty()) && !requeued {
-                self.queue.add(qk.clone());
-            } else {
-                let mut pending = self.pending.lock();
-                if pending.get(&qk).is_some_and(VecDeque::is_empty) {
-                    pending.remove(&qk);
-                }
-            }
-            self.queue.done(&qk);
-
-            if consecutive_failures >= QUARANTINE_AFTER {
-                quarantine_level += 1;
-                consecutive_failures = 0;
-                let pause = QUARANTINE_BASE
-                    .saturating_mul(1 << (quarantine_level - 1).min(16))
-                    .min(QUARANTINE_MAX);
+            if let Some(pause) = self.quarantine.backoff(failures) {
                 self.handles.quarantines.inc();
-                tracing::error!(plugin = %self.plugin, failures = QUARANTINE_AFTER, pause_secs = pause.as_secs_f64(), "plugin quarantined after consecutive failed calls; notifications keep queueing");
+                tracing::error!(plugin = %self.plugin, failures, pause_secs = pause.as_secs_f64(), "plugin quarantined after consecutive failed calls; notifications keep queueing");
                 let _ = self.events.send(PluginEvent::Quarantined {
                     plugin: self.plugin.to_string(),
                     pause,
                 });
-                let stop = self.stop.clone();
-                rt.block_on(async move {
-                    tokio::select! {
-                        _ = tokio::time::sleep(pause) => {}
-                        _ = stop.cancelled() => {}
-                    }
-                });
-            } else if consecutive_failures == 0 {
-                quarantine_level = 0;
+                self.report(StateEvent::Quarantined { pause });
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = self.stop.cancelled() => break,
+                }
+                self.report(StateEvent::Resumed);
             }
         }
         tracing::debug!(plugin = %self.plugin, version = self.version, "plugin worker stopped");
     }
-}
 
-fn call(instance: &mut HandlerInstance, n: &Notification) -> Result<HandlerOutcome, CallError> {
-    match n {
-        Notification::Add { obj, init } => instance.on_add(&**obj, *init),
-        Notification::Update { old, new, sync } => instance.on_update(&**old, &**new, *sync),
-        Notification::Delete {
-            obj,
-            final_state_unknown,
-        } => instance.on_delete(&**obj, *final_state_unknown),
+    /// Classifies a call's result: counts, logs, and decides what happens to the item.
+    fn judge(
+        &self,
+        qk: &QueueKey,
+        kind: CallKind,
+        item: Item,
+        result: Result<HandlerOutcome, CallError>,
+        failures: &mut u32,
+    ) -> (CallOutcome, Finish) {
+        match result {
+            Ok(HandlerOutcome::Ok) => {
+                *failures = 0;
+                (CallOutcome::Ok, Finish::Done(item))
+            }
+            Ok(HandlerOutcome::Fatal(msg)) => {
+                *failures = 0;
+                self.handles.fatal_errors.inc();
+                tracing::warn!(plugin = %self.plugin, key = %qk.key, call = ?kind, error = %msg, "handler reported a fatal error; notification not retried");
+                (CallOutcome::Fatal(msg), Finish::Done(item))
+            }
+            Ok(HandlerOutcome::Retry(msg)) => {
+                *failures = 0;
+                self.handles.retry_errors.inc();
+                self.handles.retries.inc();
+                tracing::info!(plugin = %self.plugin, key = %qk.key, call = ?kind, attempts = item.attempts + 1, reason = %msg, "handler asked for a retry (dropped if a newer notification for the object is queued)");
+                (CallOutcome::Retry(msg), Finish::Retry(item))
+            }
+            Err(err) => {
+                *failures += 1;
+                match &err {
+                    CallError::Trap(_) => self.handles.trap_errors.inc(),
+                    CallError::DeadlineExceeded => self.handles.deadline_errors.inc(),
+                    CallError::OutOfMemory => self.handles.oom_errors.inc(),
+                    CallError::Instantiate(_) => self.handles.instantiate_errors.inc(),
+                };
+                tracing::error!(plugin = %self.plugin, key = %qk.key, call = ?kind, error = %err, "handler failed; instance discarded, a fresh one serves the next call");
+                (CallOutcome::Failed(err.to_string()), Finish::Done(item))
+            }
+        }
     }
 }
 
-/// Adapts informer callbacks to a dispatcher: enqueueing is all it does, so the informer's
+/// Adapts informer callbacks to a dispatcher: queueing is all it does, so the informer's
 /// listener never waits for a guest.
 struct SubscriptionHandler {
     dispatcher: Arc<Dispatcher>,
@@ -432,28 +364,28 @@ struct SubscriptionHandler {
 
 impl ResourceEventHandler for SubscriptionHandler {
     fn on_add(&self, obj: &SharedObject, is_in_initial_list: bool) {
-        self.dispatcher.enqueue(
+        self.dispatcher.queue.push(
             self.subscription,
             Notification::Add {
                 obj: obj.clone(),
-                init: is_in_initial_list,
+                initial: is_in_initial_list,
             },
         );
     }
 
     fn on_update(&self, old: &SharedObject, new: &SharedObject, is_sync: bool) {
-        self.dispatcher.enqueue(
+        self.dispatcher.queue.push(
             self.subscription,
             Notification::Update {
                 old: old.clone(),
                 new: new.clone(),
-                sync: is_sync,
+                is_sync,
             },
         );
     }
 
     fn on_delete(&self, obj: &SharedObject, final_state_unknown: bool) {
-        self.dispatcher.enqueue(
+        self.dispatcher.queue.push(
             self.subscription,
             Notification::Delete {
                 obj: obj.clone(),

@@ -1,25 +1,54 @@
 //! Plugin lifecycle: load, hot-swap and unload, each all-or-nothing.
 //!
-//! A new version is compiled, instantiated and asked to `describe()` itself off the hot path;
-//! only when every subscription resolves is it attached to the informers (receiving a replay of
-//! the cache) and the old version detached. Any failure leaves the old version running.
+//! A new version is compiled, instantiated and asked to `describe()` itself on a blocking
+//! thread, under the plugin's deadline; only when every subscription is valid and resolves is it
+//! attached to the informers (its replay of the cache queues up behind a closed gate). Then the
+//! old version is detached and stopped — its in-flight call ends or hits its deadline — and only
+//! then does the new version start delivering, so two versions never run calls at once. Any
+//! failure leaves the old version running.
+//!
+//! What v1 still had queued is dropped when it stops, and that is safe: v2 was attached before
+//! v1 was detached, so v2's replay holds the current state of every object and every later
+//! change reaches v2's queue. What v2 cannot learn from the replay is an object deleted while v1
+//! had that delete queued; v2 never saw that object either, so for v2 it never existed.
+//! Handlers that keep external state reconcile such orphans after their replay.
+//!
+//! No lock shared between plugins is held while waiting for a guest: each plugin has its own
+//! slot whose async mutex orders the operations on that plugin only, and status readers see a
+//! snapshot behind a short synchronous lock.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 
 use super::cache_reader::SubscribedCache;
-use super::dispatch::Dispatcher;
+use super::dispatch::{DispatchConfig, Dispatcher, StateSink};
 use super::events::PluginEvent;
 use super::manifest::Manifest;
 use super::metrics::{LoadLabels, PluginMetrics};
-use crate::informer::{HandlerRegistration, InformerError, InformerFactory, InformerKey};
-use crate::runtime::{Limits, PluginInfo, Runtime};
+use super::state::{PluginState, StateEvent};
+use super::subscriptions::{SubscriptionError, validate_subscriptions};
+use super::worker::{RESTART_BACKOFF, spawn_worker};
+use crate::informer::{
+    HandlerRegistration, InformerError, InformerFactory, InformerKey, SyncProbe,
+};
+use crate::runtime::{HandlerInstance, Limits, NoCache, PluginInfo, Runtime};
+
+/// Longest handler name `describe()` may return (a DNS subdomain's length): it appears in
+/// `/plugins` and in lifecycle events.
+pub const MAX_NAME_BYTES: usize = 253;
+
+/// Largest plugin file the host reads. A handler component is a few MiB (an interpreter-based
+/// one up to ~40 MiB); anything far larger is refused before it is read into memory.
+pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
 
 /// Why a plugin file could not be (re)loaded. Every message names the file.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +80,27 @@ pub enum LoadError {
         /// What is wrong.
         message: String,
     },
+    /// The handler could not be started now for a reason that may pass (no free instance slot,
+    /// the host shutting down); loading is retried later.
+    #[error("{path}: {message}")]
+    Busy {
+        /// The plugin file.
+        path: PathBuf,
+        /// What failed.
+        message: String,
+    },
+}
+
+impl LoadError {
+    /// Whether the same file may load later without changing (the host retries with backoff);
+    /// otherwise the host waits for the file or its manifest to change.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            LoadError::Read { source, .. } => source.kind() != std::io::ErrorKind::InvalidData,
+            LoadError::Unavailable { .. } | LoadError::Busy { .. } => true,
+            LoadError::Manifest(_) | LoadError::Invalid { .. } => false,
+        }
+    }
 }
 
 /// What a successful [`PluginManager::load_file`] did.
@@ -72,43 +122,72 @@ pub enum LoadOutcome {
     Unchanged,
 }
 
-/// A snapshot of one running plugin, for `/readyz`, logs and tests.
-#[derive(Clone, Debug)]
+/// A snapshot of one plugin, for `/plugins`, `/readyz`, logs and tests.
+#[derive(Clone, Debug, Serialize)]
 pub struct PluginStatus {
     /// Plugin name (file stem).
     pub name: String,
-    /// The file it was loaded from.
+    /// The file it was (last) loaded from.
     pub path: PathBuf,
-    /// Host-assigned version.
+    /// Where the plugin stands.
+    #[serde(flatten)]
+    pub state: PluginState,
+    /// Host-assigned version of the running version; 0 when none runs.
     pub version: u64,
-    /// What `describe()` returned (after manifest overrides).
-    pub info: PluginInfo,
-    /// Every subscription's informer has synced and the plugin has handled its replay.
+    /// What the running version's `describe()` returned (after manifest overrides and merging).
+    pub info: Option<PluginInfo>,
+    /// A version runs, every subscription's informer has synced and the plugin has handled its
+    /// replay.
     pub ready: bool,
     /// Notifications waiting.
     pub queue_depth: usize,
 }
 
-struct Active {
+/// What status readers see of one plugin; never held across an await.
+struct View {
     path: PathBuf,
+    state: PluginState,
+    version: u64,
+    info: Option<PluginInfo>,
+    dispatcher: Option<Arc<Dispatcher>>,
+    probes: Vec<SyncProbe>,
+}
+
+impl View {
+    fn ready(&self) -> bool {
+        self.dispatcher.as_ref().is_some_and(|d| {
+            d.initial_list_consumed() && self.probes.iter().all(SyncProbe::has_synced)
+        })
+    }
+}
+
+/// One plugin name's place in the manager.
+struct Slot {
+    /// Orders load, swap and unload of this plugin; holds the running version.
+    op: tokio::sync::Mutex<Option<Active>>,
+    view: Arc<parking_lot::Mutex<View>>,
+}
+
+impl Slot {
+    fn step(&self, event: StateEvent) {
+        let mut v = self.view.lock();
+        let old = std::mem::replace(&mut v.state, PluginState::Loading);
+        v.state = old.step(event);
+    }
+}
+
+/// The running version of a plugin.
+struct Active {
     digest: [u8; 32],
     version: u64,
-    info: PluginInfo,
     dispatcher: Arc<Dispatcher>,
     registrations: Vec<HandlerRegistration>,
     worker: std::thread::JoinHandle<()>,
 }
 
 impl Active {
-    fn ready(&self) -> bool {
-        self.registrations
-            .iter()
-            .all(HandlerRegistration::has_synced)
-            && self.dispatcher.initial_list_consumed()
-    }
-
-    /// Detaches from the informers first (no new notifications), then lets the worker finish its
-    /// in-flight call and exit.
+    /// Detaches from the informers first (no new notifications), then lets the worker finish
+    /// its in-flight call (bounded by the plugin's deadline, or abandoned by a kill) and exit.
     async fn stop(self) {
         for r in self.registrations {
             r.remove().await;
@@ -124,12 +203,14 @@ struct Inner {
     factory: InformerFactory,
     metrics: PluginMetrics,
     defaults: Limits,
-    active: tokio::sync::Mutex<HashMap<String, Active>>,
-    /// Digest of the last content that failed per plugin, so a rescan does not retry (and
-    /// re-log) the same bad bytes until the file changes.
+    slots: parking_lot::Mutex<HashMap<String, Arc<Slot>>>,
+    /// Digest of the last content that failed permanently per plugin, so a rescan does not
+    /// retry (and re-log) the same bad bytes until the file changes.
     failed: parking_lot::Mutex<HashMap<String, [u8; 32]>>,
     events: broadcast::Sender<PluginEvent>,
     versions: AtomicU64,
+    /// Cancelled at shutdown: loads in progress give up.
+    closing: CancellationToken,
 }
 
 /// Owns every loaded plugin and attaches each to the shared informers.
@@ -145,6 +226,10 @@ pub fn plugin_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// Capacity of the lifecycle and call event channel: events are for tests and tooling that
+/// keep up; a lagging receiver misses the oldest.
+const EVENT_CAPACITY: usize = 1024;
+
 impl PluginManager {
     /// A manager with no plugins. `defaults` are the limits for plugins without a manifest.
     pub fn new(
@@ -153,17 +238,18 @@ impl PluginManager {
         metrics: PluginMetrics,
         defaults: Limits,
     ) -> Self {
-        let (events, _) = broadcast::channel(65_536);
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
         PluginManager {
             inner: Arc::new(Inner {
                 runtime,
                 factory,
                 metrics,
                 defaults,
-                active: tokio::sync::Mutex::new(HashMap::new()),
+                slots: parking_lot::Mutex::new(HashMap::new()),
                 failed: parking_lot::Mutex::new(HashMap::new()),
                 events,
                 versions: AtomicU64::new(0),
+                closing: CancellationToken::new(),
             }),
         }
     }
@@ -178,18 +264,32 @@ impl PluginManager {
         &self.inner.factory
     }
 
-    /// Running plugins, sorted by name.
-    pub async fn status(&self) -> Vec<PluginStatus> {
-        let active = self.inner.active.lock().await;
-        let mut out: Vec<_> = active
+    fn slots(&self) -> Vec<(String, Arc<Slot>)> {
+        self.inner
+            .slots
+            .lock()
             .iter()
-            .map(|(name, a)| PluginStatus {
-                name: name.clone(),
-                path: a.path.clone(),
-                version: a.version,
-                info: a.info.clone(),
-                ready: a.ready(),
-                queue_depth: a.dispatcher.depth(),
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Every known plugin (running, loading, failed or stopping), sorted by name. Never waits
+    /// for a plugin operation.
+    pub async fn status(&self) -> Vec<PluginStatus> {
+        let mut out: Vec<_> = self
+            .slots()
+            .into_iter()
+            .map(|(name, slot)| {
+                let v = slot.view.lock();
+                PluginStatus {
+                    name,
+                    path: v.path.clone(),
+                    state: v.state.clone(),
+                    version: v.version,
+                    info: v.info.clone(),
+                    ready: v.ready(),
+                    queue_depth: v.dispatcher.as_ref().map_or(0, |d| d.depth()),
+                }
             })
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -198,22 +298,41 @@ impl PluginManager {
 
     /// Whether the plugin called `name` runs and has handled its replay.
     pub async fn plugin_ready(&self, name: &str) -> bool {
-        self.inner
-            .active
-            .lock()
+        let slot = self.inner.slots.lock().get(name).cloned();
+        slot.is_some_and(|s| s.view.lock().ready())
+    }
+
+    /// Why the host is not ready yet, one line per plugin: a plugin still loading its first
+    /// version, or a running version that has not handled its replay. Empty when ready.
+    pub async fn not_ready(&self) -> Vec<String> {
+        self.status()
             .await
-            .get(name)
-            .is_some_and(Active::ready)
+            .into_iter()
+            .filter_map(|p| match (&p.state, p.version, p.ready) {
+                (PluginState::Loading, 0, _) => Some(format!("plugin {}: loading", p.name)),
+                (_, v, false) if v > 0 => Some(format!(
+                    "plugin {} ({}): has not consumed its initial list",
+                    p.name,
+                    p.state.name()
+                )),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Ready when every plugin's informers have synced and it has handled its replay.
     pub async fn is_ready(&self) -> bool {
-        self.inner.active.lock().await.values().all(Active::ready)
+        self.not_ready().await.is_empty()
     }
 
-    /// Names of running plugins.
+    /// Names of plugins with a running version.
     pub async fn names(&self) -> Vec<String> {
-        let mut v: Vec<_> = self.inner.active.lock().await.keys().cloned().collect();
+        let mut v: Vec<_> = self
+            .slots()
+            .into_iter()
+            .filter(|(_, s)| s.view.lock().version > 0)
+            .map(|(n, _)| n)
+            .collect();
         v.sort();
         v
     }
@@ -233,27 +352,79 @@ impl PluginManager {
             .inc();
     }
 
+    fn slot(&self, name: &str, path: &Path) -> Arc<Slot> {
+        self.inner
+            .slots
+            .lock()
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                Arc::new(Slot {
+                    op: tokio::sync::Mutex::new(None),
+                    view: Arc::new(parking_lot::Mutex::new(View {
+                        path: path.to_path_buf(),
+                        state: PluginState::Loading,
+                        version: 0,
+                        info: None,
+                        dispatcher: None,
+                        probes: Vec::new(),
+                    })),
+                })
+            })
+            .clone()
+    }
+
     /// Loads `path`, or hot-swaps it in if a plugin of that name runs already. On error the
     /// running version (if any) is untouched.
     pub async fn load_file(&self, path: &Path) -> Result<LoadOutcome, LoadError> {
         let name = plugin_name(path);
+        let slot = self.slot(&name, path);
         let result = match read_plugin(path) {
-            Ok(files) => self.load_inner(&name, path, files).await,
+            Ok(files) => self.load_inner(&name, &slot, path, files).await,
             Err(e) => Err(e),
         };
-        self.report(&name, path, result)
+        self.report(&name, &slot, path, result).await
     }
 
-    /// Counts, logs and publishes a failed load; passes the result through.
-    fn report(
+    /// Like [`PluginManager::load_file`], but a file whose content already failed permanently
+    /// is skipped silently until it changes — the directory watcher calls this on every rescan.
+    pub async fn reconcile_file(&self, path: &Path) -> Option<Result<LoadOutcome, LoadError>> {
+        let name = plugin_name(path);
+        let files = read_plugin(path);
+        if let Ok(f) = &files
+            && self.inner.failed.lock().get(&name) == Some(&f.digest)
+        {
+            return None;
+        }
+        let slot = self.slot(&name, path);
+        let result = match files {
+            Ok(files) => self.load_inner(&name, &slot, path, files).await,
+            Err(e) => Err(e),
+        };
+        Some(self.report(&name, &slot, path, result).await)
+    }
+
+    /// Counts, logs, publishes and records in the plugin's state a failed load.
+    async fn report(
         &self,
         name: &str,
+        slot: &Arc<Slot>,
         path: &Path,
         result: Result<LoadOutcome, LoadError>,
     ) -> Result<LoadOutcome, LoadError> {
         if let Err(e) = &result {
+            let running = slot.view.lock().version > 0;
+            let retrying = e.is_transient();
             self.count(name, "failed");
-            tracing::error!(plugin = %name, path = %path.display(), error = %e, "plugin not loaded; any previous version keeps running");
+            if running {
+                tracing::error!(plugin = %name, path = %path.display(), error = %e, retrying, "new version not loaded; the running version keeps running");
+            } else {
+                tracing::error!(plugin = %name, path = %path.display(), error = %e, retrying, "plugin not loaded");
+            }
+            slot.step(StateEvent::LoadFailed {
+                cause: e.to_string(),
+                retrying,
+                running,
+            });
             self.emit(PluginEvent::LoadFailed {
                 plugin: name.to_string(),
                 path: path.to_path_buf(),
@@ -263,22 +434,10 @@ impl PluginManager {
         result
     }
 
-    /// Like [`PluginManager::load_file`], but a file whose content already failed is skipped
-    /// silently until it changes — the directory watcher calls this on every rescan. The file
-    /// is read once for both the check and the load.
-    pub async fn reconcile_file(&self, path: &Path) -> Option<Result<LoadOutcome, LoadError>> {
-        let name = plugin_name(path);
-        let result = match read_plugin(path) {
-            Ok(files) if self.inner.failed.lock().get(&name) == Some(&files.digest) => return None,
-            Ok(files) => self.load_inner(&name, path, files).await,
-            Err(e) => Err(e),
-        };
-        Some(self.report(&name, path, result))
-    }
-
     async fn load_inner(
         &self,
         name: &str,
+        slot: &Arc<Slot>,
         path: &Path,
         files: PluginFiles,
     ) -> Result<LoadOutcome, LoadError> {
@@ -287,38 +446,46 @@ impl PluginManager {
             manifest: manifest_text,
             digest,
         } = files;
-        let mut active = self.inner.active.lock().await;
-        if active.get(name).is_some_and(|a| a.digest == digest) {
+        // Waits only for another operation on this same plugin.
+        let mut active = slot.op.lock().await;
+        if active.as_ref().is_some_and(|a| a.digest == digest) {
             return Ok(LoadOutcome::Unchanged);
         }
-        let prepared = self
-            .prepare(name, path, wasm, manifest_text.as_deref())
-            .await;
-        let (instance, info) = match prepared {
-            Ok(p) => p,
-            Err(e) => {
+        slot.step(StateEvent::LoadStarted);
+        let remember = |e: LoadError| {
+            if !e.is_transient() {
                 self.inner.failed.lock().insert(name.to_string(), digest);
-                return Err(e);
             }
+            e
         };
+        let prepared = self
+            .prepare(name, path, wasm, manifest_text)
+            .await
+            .map_err(remember)?;
         let version = self.inner.versions.fetch_add(1, Ordering::Relaxed) + 1;
+        let view = slot.view.clone();
+        let sink: StateSink = Arc::new(move |event| {
+            let mut v = view.lock();
+            let old = std::mem::replace(&mut v.state, PluginState::Loading);
+            v.state = old.step(event);
+        });
         let dispatcher = Dispatcher::new(
             name,
             version,
             &self.inner.metrics,
             self.inner.events.clone(),
+            &prepared.dispatch,
+            sink,
         );
 
-        // Attach every subscription; if one fails (unknown kind, bad selector) detach the rest.
-        let mut registrations = Vec::with_capacity(info.subscriptions.len());
-        for (i, sub) in info.subscriptions.iter().enumerate() {
-            let key = informer_key(sub);
-            let resync =
-                (sub.resync_period_ms > 0).then(|| Duration::from_millis(sub.resync_period_ms));
+        // Attach every subscription (the replay queues up behind the closed gate); if one
+        // fails (unknown kind, server unreachable) detach the rest.
+        let mut registrations = Vec::with_capacity(prepared.keys.len());
+        for (i, (key, resync)) in prepared.keys.iter().enumerate() {
             match self
                 .inner
                 .factory
-                .add_handler(&key, dispatcher.handler(i as u32), resync)
+                .add_handler(key, dispatcher.handler(i as u32), *resync)
                 .await
             {
                 Ok(r) => registrations.push(r),
@@ -327,61 +494,83 @@ impl PluginManager {
                         r.remove().await;
                     }
                     dispatcher.stop();
-                    let message = format!(
-                        "subscription {} {} cannot be served: {e}",
-                        sub.api_version, sub.kind
-                    );
+                    let message = format!("subscription {key} cannot be served: {e}");
                     let path = path.to_path_buf();
-                    if matches!(e, InformerError::DiscoveryUnavailable { .. }) {
-                        return Err(LoadError::Unavailable { path, message });
-                    }
-                    self.inner.failed.lock().insert(name.to_string(), digest);
-                    return Err(LoadError::Invalid { path, message });
+                    return Err(remember(match e {
+                        // A kind not served yet (a CRD installed later) or a server that is
+                        // down may resolve by itself: retried with backoff.
+                        InformerError::DiscoveryUnavailable { .. }
+                        | InformerError::UnknownKind { .. } => {
+                            LoadError::Unavailable { path, message }
+                        }
+                        _ => LoadError::Invalid { path, message },
+                    }));
                 }
             }
         }
-        let worker = match dispatcher.spawn_worker(instance, tokio::runtime::Handle::current()) {
+        let template = prepared.instance;
+        let worker = match spawn_worker(
+            dispatcher.clone(),
+            move || template.fresh(),
+            RESTART_BACKOFF,
+        ) {
             Ok(w) => w,
             Err(e) => {
                 for r in registrations {
                     r.remove().await;
                 }
                 dispatcher.stop();
-                return Err(LoadError::Invalid {
+                return Err(LoadError::Busy {
                     path: path.to_path_buf(),
                     message: format!("cannot start worker thread: {e}"),
                 });
             }
         };
         self.inner.failed.lock().remove(name);
+        let probes = registrations.iter().map(|r| r.sync_probe()).collect();
         let new = Active {
-            path: path.to_path_buf(),
             digest,
             version,
-            info: info.clone(),
-            dispatcher,
+            dispatcher: dispatcher.clone(),
             registrations,
             worker,
         };
-        let outcome = match active.insert(name.to_string(), new) {
+        let info = prepared.info;
+        let outcome = match active.replace(new) {
             Some(old) => {
                 let from = old.version;
+                // v1 finishes (or abandons at its deadline) its in-flight call before v2 starts.
                 old.stop().await;
+                LoadOutcome::Swapped { from, to: version }
+            }
+            None => LoadOutcome::Loaded { version },
+        };
+        {
+            let mut v = slot.view.lock();
+            v.path = path.to_path_buf();
+            v.version = version;
+            v.info = Some(info.clone());
+            v.dispatcher = Some(dispatcher.clone());
+            v.probes = probes;
+        }
+        slot.step(StateEvent::Loaded);
+        dispatcher.open();
+        drop(active);
+        match outcome {
+            LoadOutcome::Swapped { from, to } => {
                 self.count(name, "swapped");
-                tracing::info!(plugin = %name, from, to = version, path = %path.display(), "plugin hot-swapped");
+                tracing::info!(plugin = %name, from, to, path = %path.display(), "plugin hot-swapped");
                 self.emit(PluginEvent::Swapped {
                     plugin: name.to_string(),
                     from,
-                    to: version,
+                    to,
                 });
-                LoadOutcome::Swapped { from, to: version }
             }
-            None => {
+            _ => {
                 self.count(name, "loaded");
                 tracing::info!(plugin = %name, version, path = %path.display(), subscriptions = info.subscriptions.len(), "plugin loaded");
-                LoadOutcome::Loaded { version }
             }
-        };
+        }
         self.emit(PluginEvent::Loaded {
             plugin: name.to_string(),
             version,
@@ -390,96 +579,236 @@ impl PluginManager {
         Ok(outcome)
     }
 
-    /// Compiles, instantiates and describes a plugin on a blocking thread.
+    /// Compiles, instantiates and describes a plugin on a blocking thread under its deadline,
+    /// then validates what it asks for and creates the worker's instance template.
     async fn prepare(
         &self,
         name: &str,
         path: &Path,
         wasm: Vec<u8>,
-        manifest_text: Option<&str>,
-    ) -> Result<(crate::runtime::HandlerInstance, PluginInfo), LoadError> {
-        let manifest = match manifest_text {
-            Some(t) => Manifest::parse(&Manifest::path_for(path), t)?,
-            None => Manifest::default(),
-        };
-        let limits = manifest.limits(self.inner.defaults);
+        manifest_text: Option<String>,
+    ) -> Result<Prepared, LoadError> {
         let runtime = self.inner.runtime.clone();
-        let factory = self.inner.factory.clone();
-        let name_owned = name.to_string();
-        let invalid = |message: String| LoadError::Invalid {
+        let (plugin, file) = (name.to_string(), path.to_path_buf());
+        let closing = self.inner.closing.clone();
+        let defaults = self.inner.defaults;
+        let described = tokio::task::spawn_blocking(move || {
+            describe_plugin(
+                &runtime,
+                &plugin,
+                &file,
+                &wasm,
+                manifest_text.as_deref(),
+                defaults,
+                &closing,
+            )
+        })
+        .await
+        .map_err(|e| LoadError::Invalid {
             path: path.to_path_buf(),
-            message,
-        };
-        let joined = tokio::task::spawn_blocking(move || -> Result<_, String> {
-            let compiled = runtime.compile(&wasm).map_err(|e| e.to_string())?;
-            // describe() runs before the subscriptions are known, so the first instance gets a
-            // cache that refuses everything; it is replaced once the subscriptions are known.
-            let probe_cache = Arc::new(SubscribedCache::new(
-                &name_owned,
-                factory.clone(),
-                Vec::new(),
-            ));
-            let mut probe = runtime
-                .instantiate(&compiled, &name_owned, limits, probe_cache)
-                .map_err(|e| e.to_string())?;
-            let info = probe
-                .describe()
-                .map_err(|e| format!("describe() failed: {e}"))?;
-            drop(probe);
-            Ok((compiled, info))
+            message: format!("loader task failed: {e}"),
+        })??;
+        let cache = Arc::new(SubscribedCache::new(
+            name,
+            self.inner.factory.clone(),
+            described.keys.iter().map(|(k, _)| k.clone()).collect(),
+            &self.inner.metrics,
+        ));
+        let instance = self
+            .inner
+            .runtime
+            .handler_instance(&described.compiled, name, described.limits, cache)
+            .map_err(|e| LoadError::Invalid {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
+        Ok(Prepared {
+            instance,
+            info: described.info,
+            keys: described.keys,
+            dispatch: described.dispatch,
         })
-        .await
-        .map_err(|e| invalid(format!("loader task failed: {e}")))?;
-        let (compiled, mut info) = joined.map_err(invalid)?;
-        if info.subscriptions.is_empty() {
-            return Err(invalid(
-                "describe() returned no subscriptions; the plugin would never be called".into(),
-            ));
-        }
-        if let Some(ms) = manifest.resync_period_ms {
-            for s in &mut info.subscriptions {
-                s.resync_period_ms = ms;
-            }
-        }
-        let keys: Vec<InformerKey> = info.subscriptions.iter().map(informer_key).collect();
-        let cache = Arc::new(SubscribedCache::new(name, self.inner.factory.clone(), keys));
-        let runtime = self.inner.runtime.clone();
-        let name_owned = name.to_string();
-        let instance = tokio::task::spawn_blocking(move || {
-            runtime.instantiate(&compiled, &name_owned, limits, cache)
-        })
-        .await
-        .map_err(|e| invalid(format!("loader task failed: {e}")))?
-        .map_err(|e| invalid(e.to_string()))?;
-        Ok((instance, info))
     }
 
-    /// Stops and detaches the plugin called `name`; its informers stop when no listener is left.
+    /// Stops and detaches the plugin called `name`; its informers stop when no listener is
+    /// left. Waits for its in-flight call (bounded by its deadline), never for other plugins.
     pub async fn unload(&self, name: &str) -> bool {
-        let removed = self.inner.active.lock().await.remove(name);
+        let slot = self.inner.slots.lock().get(name).cloned();
         self.inner.failed.lock().remove(name);
-        match removed {
-            Some(a) => {
-                let version = a.version;
-                a.stop().await;
-                self.count(name, "unloaded");
-                tracing::info!(plugin = %name, version, "plugin unloaded");
-                self.emit(PluginEvent::Unloaded {
-                    plugin: name.to_string(),
-                    version,
-                });
-                true
-            }
-            None => false,
+        let Some(slot) = slot else { return false };
+        slot.step(StateEvent::StopRequested);
+        let mut op = slot.op.lock().await;
+        let removed = op.take();
+        if let Some(a) = removed {
+            let version = a.version;
+            a.stop().await;
+            self.count(name, "unloaded");
+            tracing::info!(plugin = %name, version, "plugin unloaded");
+            self.emit(PluginEvent::Unloaded {
+                plugin: name.to_string(),
+                version,
+            });
         }
+        drop(op);
+        let mut slots = self.inner.slots.lock();
+        if slots.get(name).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
+            slots.remove(name);
+        }
+        true
     }
 
-    /// Unloads every plugin, e.g. at shutdown.
+    /// Unloads every plugin, e.g. at shutdown. In-flight calls may finish within `grace`; then
+    /// they are abandoned, and loads in progress give up at once.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.inner.closing.cancel();
+        let slots = self.slots();
+        let kill = {
+            let slots = slots.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(grace).await;
+                for (name, slot) in slots {
+                    if let Some(d) = slot.view.lock().dispatcher.clone()
+                        && !d.is_stopped()
+                    {
+                        tracing::warn!(plugin = %name, "shutdown grace period over; abandoning the in-flight call");
+                    }
+                    if let Some(d) = slot.view.lock().dispatcher.clone() {
+                        d.kill();
+                    }
+                }
+            })
+        };
+        futures::future::join_all(slots.iter().map(|(name, _)| self.unload(name))).await;
+        kill.abort();
+    }
+
+    /// Unloads every plugin, waiting for in-flight calls to end (each bounded by its deadline).
     pub async fn unload_all(&self) {
-        for name in self.names().await {
-            self.unload(&name).await;
+        self.shutdown(Duration::MAX).await
+    }
+}
+
+/// What a successful describe produced.
+struct Prepared {
+    instance: HandlerInstance,
+    info: PluginInfo,
+    keys: Vec<(InformerKey, Option<Duration>)>,
+    dispatch: DispatchConfig,
+}
+
+/// A plugin file compiled, described and validated, not attached to anything.
+pub struct DescribedPlugin {
+    /// The compiled handler.
+    pub compiled: crate::runtime::CompiledHandler,
+    /// What `describe()` returned, with manifest overrides applied and identical
+    /// subscriptions merged.
+    pub info: PluginInfo,
+    /// The informer and resync period of each subscription.
+    pub keys: Vec<(InformerKey, Option<Duration>)>,
+    /// The limits its calls run under.
+    pub limits: Limits,
+    /// Its delivery settings.
+    pub dispatch: DispatchConfig,
+}
+
+/// Every load step short of attaching, for one plugin file: manifest, compile, instantiate,
+/// `describe()` under the deadline, manifest overrides, subscription validation. Blocks: the
+/// guest runs on the calling thread (with a runtime of its own), so a guest stuck in
+/// `describe()` occupies only this thread and only until its deadline; `closing` abandons it.
+/// The host's loads and `kubewasm check` both go through here.
+pub fn describe_plugin(
+    runtime: &Runtime,
+    name: &str,
+    path: &Path,
+    wasm: &[u8],
+    manifest_text: Option<&str>,
+    defaults: Limits,
+    closing: &CancellationToken,
+) -> Result<DescribedPlugin, LoadError> {
+    let manifest = match manifest_text {
+        Some(t) => Manifest::parse(&Manifest::path_for(path), t)?,
+        None => Manifest::default(),
+    };
+    let limits = manifest.limits(defaults);
+    let invalid = |message: String| LoadError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let busy = |message: String| LoadError::Busy {
+        path: path.to_path_buf(),
+        message,
+    };
+    let compiled = runtime.compile(wasm).map_err(|e| invalid(e.to_string()))?;
+    // describe() runs before the subscriptions are known, so it gets a cache that refuses
+    // everything; the worker's instances get the plugin's own.
+    let mut probe = runtime
+        .handler_instance(&compiled, name, limits, Arc::new(NoCache))
+        .map_err(|e| invalid(e.to_string()))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| busy(format!("cannot start a loader runtime: {e}")))?;
+    let mut info = rt.block_on(async {
+        tokio::select! {
+            _ = closing.cancelled() => Err(busy("the host is shutting down".into())),
+            r = async {
+                probe.start().await.map_err(|e| match e {
+                    crate::runtime::CallError::Instantiate(m) if is_pool_exhausted(&m) => {
+                        busy(format!("no free instance slot: {m}"))
+                    }
+                    e => invalid(format!("cannot instantiate: {e}")),
+                })?;
+                probe
+                    .describe()
+                    .await
+                    .map_err(|e| invalid(format!("describe() failed: {e}")))
+            } => r,
+        }
+    })?;
+    if info.name.len() > MAX_NAME_BYTES {
+        return Err(invalid(format!(
+            "describe() returned a name of {} bytes; at most {MAX_NAME_BYTES}",
+            info.name.len()
+        )));
+    }
+    if let Some(ms) = manifest.resync_period_ms {
+        for s in &mut info.subscriptions {
+            s.resync_period_ms = ms;
         }
     }
+    let keys = validate_subscriptions(&mut info.subscriptions)
+        .map_err(|e: SubscriptionError| invalid(format!("describe() of plugin {name}: {e}")))?;
+    Ok(DescribedPlugin {
+        compiled,
+        info,
+        keys,
+        limits,
+        dispatch: manifest.dispatch_config(),
+    })
+}
+
+/// Reads a plugin file (size-capped) and its manifest, then [`describe_plugin`]s it.
+pub fn describe_file(
+    runtime: &Runtime,
+    path: &Path,
+    defaults: Limits,
+) -> Result<DescribedPlugin, LoadError> {
+    let files = read_plugin(path)?;
+    describe_plugin(
+        runtime,
+        &plugin_name(path),
+        path,
+        &files.wasm,
+        files.manifest.as_deref(),
+        defaults,
+        &CancellationToken::new(),
+    )
+}
+
+/// Whether an instantiation failed because the pooling allocator had no free slot (transient:
+/// a slot frees up when another plugin or a swap finishes).
+fn is_pool_exhausted(message: &str) -> bool {
+    message.contains("concurrent") && message.contains("limit")
 }
 
 /// The informer a subscription needs; equal subscriptions share one informer and one watch.
@@ -507,10 +836,25 @@ struct PluginFiles {
 
 /// Reads the wasm file and its manifest and hashes both: a manifest edit is a new version too.
 fn read_plugin(path: &Path) -> Result<PluginFiles, LoadError> {
-    let wasm = std::fs::read(path).map_err(|source| LoadError::Read {
+    let read_err = |source| LoadError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    let len = file.metadata().map_err(read_err)?.len();
+    if len > MAX_PLUGIN_BYTES {
+        return Err(LoadError::Invalid {
+            path: path.to_path_buf(),
+            message: format!(
+                "file is {len} bytes, over the {MAX_PLUGIN_BYTES}-byte limit for a plugin component"
+            ),
+        });
+    }
+    let mut wasm = Vec::with_capacity(len as usize);
+    // `take` bounds the read even if the file grows meanwhile.
+    file.take(MAX_PLUGIN_BYTES + 1)
+        .read_to_end(&mut wasm)
+        .map_err(read_err)?;
     let manifest_path = Manifest::path_for(path);
     let manifest = match std::fs::read_to_string(&manifest_path) {
         Ok(t) => Some(t),

@@ -14,12 +14,16 @@ use crate::runtime::Limits;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Manifest {
-    /// CPU deadline for one call into the guest, in milliseconds.
+    /// Wall-clock deadline for one call into the guest (and for `describe()` and start-up), in
+    /// milliseconds.
     pub deadline_ms: Option<u64>,
     /// Cap on the guest's linear memory, in MiB.
     pub memory_limit_mib: Option<u64>,
     /// Replaces the resync period of every subscription the handler declares (0 disables resync).
     pub resync_period_ms: Option<u64>,
+    /// Notifications that may wait for this plugin before they coalesce per object (see
+    /// [`DEFAULT_MAX_QUEUED`](super::queue::DEFAULT_MAX_QUEUED)).
+    pub max_queued: Option<usize>,
 }
 
 /// Why a manifest could not be used; the plugin it belongs to is then not loaded.
@@ -46,6 +50,7 @@ pub enum ManifestError {
 /// Upper bounds that keep a manifest from asking for more than the host can give.
 const MAX_DEADLINE_MS: u64 = 10 * 60 * 1000;
 const MAX_MEMORY_MIB: u64 = 4096;
+const MAX_MAX_QUEUED: usize = 10_000_000;
 
 impl Manifest {
     /// The manifest path that belongs to a plugin file (`foo.wasm` → `foo.toml`).
@@ -85,7 +90,23 @@ impl Manifest {
                 "memory-limit-mib must be between 1 and {MAX_MEMORY_MIB}, got {mib}"
             )));
         }
+        if let Some(q) = m.max_queued
+            && !(1..=MAX_MAX_QUEUED).contains(&q)
+        {
+            return Err(invalid(format!(
+                "max-queued must be between 1 and {MAX_MAX_QUEUED}, got {q}"
+            )));
+        }
         Ok(m)
+    }
+
+    /// The delivery settings for this plugin.
+    pub fn dispatch_config(&self) -> super::dispatch::DispatchConfig {
+        let mut c = super::dispatch::DispatchConfig::default();
+        if let Some(q) = self.max_queued {
+            c.max_queued = q;
+        }
+        c
     }
 
     /// The runtime limits for this plugin, starting from the host defaults.

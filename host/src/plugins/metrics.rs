@@ -7,6 +7,17 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+impl CallKind {
+    /// The export a notification is delivered to.
+    pub fn of(n: &crate::informer::Notification) -> CallKind {
+        match n {
+            crate::informer::Notification::Add { .. } => CallKind::Add,
+            crate::informer::Notification::Update { .. } => CallKind::Update,
+            crate::informer::Notification::Delete { .. } => CallKind::Delete,
+        }
+    }
+}
+
 /// Which export of the handler world was called.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelValue)]
 pub enum CallKind {
@@ -75,8 +86,24 @@ pub struct PluginMetrics {
     pub call_seconds: Family<PluginLabels, Histogram>,
     /// Notifications waiting for the plugin.
     pub queue_depth: Family<PluginLabels, Gauge>,
+    /// Notifications folded into another at the queue cap (`max-queued`).
+    pub coalesced: Family<PluginLabels, Counter>,
+    /// Worker threads restarted after a panic.
+    pub worker_restarts: Family<PluginLabels, Counter>,
     /// Loads, swaps and failed loads.
     pub loads: Family<LoadLabels, Counter>,
+    /// `cache.list` calls answered with an error instead of objects.
+    pub cache_list_refused: Family<CacheRefusalLabels, Counter>,
+}
+
+/// Labels of refused `cache.list` calls.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheRefusalLabels {
+    /// Plugin name (the file stem).
+    pub plugin: String,
+    /// `too_many_objects`, `too_many_bytes` (over the per-call bound), `not_subscribed` or
+    /// `invalid_selector`.
+    pub reason: &'static str,
 }
 
 /// Labels of plugin lifecycle series.
@@ -120,9 +147,24 @@ impl PluginMetrics {
             m.queue_depth.clone(),
         );
         r.register(
+            "queue_coalesced",
+            "Notifications coalesced per object because the queue reached max-queued",
+            m.coalesced.clone(),
+        );
+        r.register(
+            "worker_restarts",
+            "Plugin worker threads restarted after a panic",
+            m.worker_restarts.clone(),
+        );
+        r.register(
             "lifecycle",
             "Plugin loads, swaps, failures and unloads",
             m.loads.clone(),
+        );
+        r.register(
+            "cache_list_refused",
+            "cache.list calls refused, by reason (over the per-call bound, unsubscribed kind, bad selector)",
+            m.cache_list_refused.clone(),
         );
         m
     }
@@ -138,7 +180,10 @@ impl PluginMetrics {
                 Histogram::new(exponential_buckets(0.000_01, 4.0, 12))
             }),
             queue_depth: Family::default(),
+            coalesced: Family::default(),
+            worker_restarts: Family::default(),
             loads: Family::default(),
+            cache_list_refused: Family::default(),
         }
     }
 }

@@ -1,22 +1,41 @@
 //! Plugins: the glue between informers and the WASM runtime.
 //!
 //! Each plugin file becomes a [`PluginManager`] entry whose subscriptions are listeners on the
-//! shared informers; notifications flow through a per-plugin queue to a worker thread that owns
-//! the guest instance. The [`DirectoryWatcher`] keeps the set of plugins equal to the files in
-//! the plugins directory.
+//! shared informers; notifications flow through a bounded per-plugin queue to a worker thread
+//! that owns the guest instance. The [`DirectoryWatcher`] keeps the set of plugins equal to the
+//! files in the plugins directory.
+//!
+//! Knows nothing of wasmtime (the runtime's instances are one [`Guest`] implementation) nor of
+//! how informers list and watch (it registers handlers on a factory).
 
-pub mod cache_reader;
-pub mod dispatch;
-pub mod events;
-pub mod lifecycle;
-pub mod manifest;
-pub mod metrics;
-pub mod watcher;
+mod cache_reader;
+mod dispatch;
+mod events;
+mod lifecycle;
+mod manifest;
+mod metrics;
+mod quarantine;
+mod queue;
+mod state;
+mod subscriptions;
+mod watcher;
+mod worker;
 
+#[cfg(test)]
+mod tests;
+
+pub use cache_reader::SubscribedCache;
+pub use dispatch::{DispatchConfig, Dispatcher, Guest, StateSink};
 pub use events::{CallOutcome, PluginEvent};
 pub use lifecycle::{
-    LoadError, LoadOutcome, PluginManager, PluginStatus, informer_key, plugin_name,
+    DescribedPlugin, LoadError, LoadOutcome, MAX_PLUGIN_BYTES, PluginManager, PluginStatus,
+    describe_file, describe_plugin, informer_key, plugin_name,
 };
-pub use manifest::Manifest;
+pub use manifest::{Manifest, ManifestError};
 pub use metrics::{CallKind, PluginMetrics};
-pub use watcher::DirectoryWatcher;
+pub use quarantine::QuarantinePolicy;
+pub use queue::{DEFAULT_MAX_QUEUED, coalesce};
+pub use state::{PluginState, StateEvent};
+pub use subscriptions::{MAX_SUBSCRIPTIONS, SubscriptionError, validate_subscriptions};
+pub use watcher::{DirectoryWatcher, is_plugin_file};
+pub use worker::spawn_worker;

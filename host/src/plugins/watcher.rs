@@ -11,9 +11,10 @@ use std::time::{Duration, SystemTime};
 
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::lifecycle::{LoadError, PluginManager, plugin_name};
+use super::lifecycle::{PluginManager, plugin_name};
 
 /// Quiet time after the last file-system event before the directory is rescanned: long enough
 /// to coalesce one copy's many write events.
@@ -24,8 +25,11 @@ pub const DEBOUNCE: Duration = Duration::from_millis(30);
 /// hot swap is not delayed by the full [`DEBOUNCE`].
 pub const SETTLE: Duration = Duration::from_millis(2);
 
-/// How often plugins whose load failed for a transient reason are tried again.
-pub const RETRY: Duration = Duration::from_secs(5);
+/// First retry of a plugin whose load failed for a transient reason (server unreachable, kind
+/// not served yet, no free instance slot); doubles per failure up to [`RETRY_MAX`].
+pub const RETRY: Duration = Duration::from_secs(1);
+/// Longest wait between retries of one plugin.
+pub const RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// Whether an event only reports that a file was opened, read or closed without writing.
 fn is_read_only(kind: &notify::EventKind) -> bool {
@@ -83,12 +87,48 @@ fn fingerprint(path: &Path) -> Option<Fingerprint> {
 }
 
 /// Reconciles a plugins directory with a [`PluginManager`].
+///
+/// Every load and unload runs as its own task, so a plugin that takes its whole deadline in
+/// `describe()` never delays what happens to another file; the manager orders operations on
+/// one plugin.
 pub struct DirectoryWatcher {
     dir: PathBuf,
     manager: PluginManager,
     seen: HashMap<PathBuf, Fingerprint>,
-    /// A load failed for a transient reason (API server unreachable): rescan on a timer.
-    retry_pending: bool,
+    /// Files whose load failed for a transient reason, with their backoff.
+    retries: HashMap<PathBuf, Retry>,
+}
+
+/// A transient failure's backoff: retried at `at` unless the file changes first.
+struct Retry {
+    attempts: u32,
+    at: Instant,
+    fingerprint: Fingerprint,
+}
+
+/// One reconciliation step.
+enum Op {
+    Load(PathBuf, Fingerprint),
+    Unload(String),
+}
+
+/// How a load ended, reported back to the watcher: a transient failure is retried.
+enum Done {
+    Failed(PathBuf, Fingerprint),
+    Settled(PathBuf),
+}
+
+async fn run_op(manager: PluginManager, op: Op) -> Option<Done> {
+    match op {
+        Op::Load(path, fp) => match manager.reconcile_file(&path).await {
+            Some(Err(e)) if e.is_transient() => Some(Done::Failed(path, fp)),
+            _ => Some(Done::Settled(path)),
+        },
+        Op::Unload(name) => {
+            manager.unload(&name).await;
+            None
+        }
+    }
 }
 
 impl DirectoryWatcher {
@@ -98,21 +138,35 @@ impl DirectoryWatcher {
             dir: dir.into(),
             manager,
             seen: HashMap::new(),
-            retry_pending: false,
+            retries: HashMap::new(),
         }
     }
 
-    /// Loads new and changed plugin files and unloads plugins whose file is gone. Errors are
-    /// logged and published by the manager; they never stop the watcher.
+    /// Loads new and changed plugin files and unloads plugins whose file is gone, all at once,
+    /// and waits for every operation. Errors are logged and published by the manager; they
+    /// never stop the watcher.
     pub async fn rescan(&mut self) {
-        self.retry_pending = false;
+        let ops = self.plan();
+        let manager = self.manager.clone();
+        let failed =
+            futures::future::join_all(ops.into_iter().map(|op| run_op(manager.clone(), op))).await;
+        for done in failed.into_iter().flatten() {
+            self.settle(done);
+        }
+    }
+
+    /// What the directory needs now: loads of new or changed files (and of files due for a
+    /// retry), unloads of plugins whose file is gone.
+    fn plan(&mut self) -> Vec<Op> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!(dir = %self.dir.display(), error = %e, "cannot read plugins directory");
-                return;
+                return Vec::new();
             }
         };
+        let now = Instant::now();
+        let mut ops = Vec::new();
         let mut present = HashSet::new();
         let mut candidates: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -123,36 +177,77 @@ impl DirectoryWatcher {
             let Some(fp) = fingerprint(&path) else {
                 continue;
             };
-            present.insert(plugin_name(&path));
+            let name = plugin_name(&path);
+            if !present.insert(name.clone()) {
+                continue;
+            }
             if self.seen.get(&path) == Some(&fp) {
                 continue;
             }
-            // Remember the fingerprint before loading: a half-written file fails validation, and
-            // the write that completes it changes the fingerprint and brings us back here.
-            self.seen.insert(path.clone(), fp);
-            if let Some(Err(LoadError::Unavailable { .. })) =
-                self.manager.reconcile_file(&path).await
+            if let Some(r) = self.retries.get(&path)
+                && r.fingerprint == fp
+                && r.at > now
             {
-                // The server could not be asked; forget the file so the next rescan retries it.
-                self.seen.remove(&path);
-                self.retry_pending = true;
+                continue;
             }
+            // Remember the fingerprint before loading: a half-written file fails validation,
+            // and the write that completes it changes the fingerprint and brings us back here.
+            self.seen.insert(path.clone(), fp.clone());
+            if let Some(r) = self.retries.get_mut(&path) {
+                // In progress: not due again until this attempt reports back.
+                r.at = now + RETRY_MAX * 1000;
+            }
+            ops.push(Op::Load(path, fp));
         }
         // Only plugins this directory provided are unloaded: plugins loaded through the manager
         // by other means (an API, a test) are not the directory's to remove.
         let gone: HashSet<String> = self
             .seen
             .keys()
+            .chain(self.retries.keys())
             .map(|p| plugin_name(p))
             .filter(|n| !present.contains(n))
             .collect();
         self.seen.retain(|p, _| present.contains(&plugin_name(p)));
-        for name in gone {
-            self.manager.unload(&name).await;
+        self.retries
+            .retain(|p, _| present.contains(&plugin_name(p)));
+        ops.extend(gone.into_iter().map(Op::Unload));
+        ops
+    }
+
+    fn settle(&mut self, done: Done) {
+        match done {
+            Done::Failed(path, fp) => self.schedule_retry(path, fp),
+            Done::Settled(path) => {
+                self.retries.remove(&path);
+            }
         }
     }
 
-    /// Watches the directory until `stop` is cancelled, rescanning after each burst of events.
+    fn schedule_retry(&mut self, path: PathBuf, fingerprint: Fingerprint) {
+        // Forget the file so the next plan loads it again.
+        self.seen.remove(&path);
+        let attempts = self.retries.get(&path).map_or(0, |r| r.attempts) + 1;
+        let wait = RETRY
+            .saturating_mul(1 << (attempts - 1).min(16))
+            .min(RETRY_MAX);
+        tracing::info!(path = %path.display(), attempts, retry_in_ms = wait.as_millis() as u64, "plugin load failed for a transient reason; retrying");
+        self.retries.insert(
+            path,
+            Retry {
+                attempts,
+                at: Instant::now() + wait,
+                fingerprint,
+            },
+        );
+    }
+
+    fn next_retry(&self) -> Option<Instant> {
+        self.retries.values().map(|r| r.at).min()
+    }
+
+    /// Watches the directory until `stop` is cancelled, reconciling after each burst of events
+    /// and when a retry is due.
     pub async fn run(mut self, stop: CancellationToken) -> anyhow::Result<()> {
         let (tx, mut rx) = mpsc::unbounded_channel::<bool>();
         let mut watcher =
@@ -167,17 +262,35 @@ impl DirectoryWatcher {
             })?;
         watcher.watch(&self.dir, RecursiveMode::NonRecursive)?;
         tracing::info!(dir = %self.dir.display(), "watching plugins directory");
-        // Changes between the caller's first rescan and the watch being set up are not lost.
-        self.rescan().await;
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
+        let mut pending = true; // changes between the first rescan and the watch set-up
         loop {
-            let retry = tokio::time::sleep(RETRY);
+            if pending {
+                pending = false;
+                for op in self.plan() {
+                    let (manager, done) = (self.manager.clone(), done_tx.clone());
+                    tokio::spawn(async move {
+                        if let Some(f) = run_op(manager, op).await {
+                            let _ = done.send(f);
+                        }
+                    });
+                }
+            }
+            let retry_at = self.next_retry();
             let mut complete = tokio::select! {
                 _ = stop.cancelled() => break,
                 got = rx.recv() => match got {
                     Some(c) => c,
                     None => break,
                 },
-                _ = retry, if self.retry_pending => true,
+                Some(done) = done_rx.recv() => {
+                    self.settle(done);
+                    continue;
+                }
+                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
+                    pending = true;
+                    continue;
+                }
             };
             // Debounce: wait until the directory has been quiet; briefly if the last event
             // completed a file, longer while writes are still coming.
@@ -188,7 +301,7 @@ impl DirectoryWatcher {
                     Ok(None) | Err(_) => break,
                 }
             }
-            self.rescan().await;
+            pending = true;
         }
         Ok(())
     }

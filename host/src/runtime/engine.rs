@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-/// Granularity of call deadlines: the ticker bumps the engine's epoch this often, so a deadline
-/// fires between `deadline` and `deadline + EPOCH_TICK` after the call started.
+/// How often a running guest yields to its executor: the ticker bumps the engine's epoch this
+/// often and every store yields at each bump, so a busy guest is stopped at most this long after
+/// its wall-clock deadline.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 const WASM_PAGE: u64 = 64 << 10;
@@ -31,6 +32,8 @@ pub(crate) fn build_engine(max_instances: u32, max_memory_bytes: u64) -> anyhow:
         .total_memories(max_instances.saturating_mul(2))
         .max_tables_per_component(8)
         .total_tables(max_instances.saturating_mul(4))
+        // Async calls run on fiber stacks: one per live instance.
+        .total_stacks(max_instances)
         .max_memory_size(max_memory);
 
     let mut config = Config::new();
@@ -64,13 +67,4 @@ pub(crate) fn spawn_epoch_ticker(engine: &Engine) -> anyhow::Result<()> {
             }
         })?;
     Ok(())
-}
-
-/// Epoch ticks that guarantee at least `deadline` of run time.
-pub(crate) fn deadline_ticks(deadline: Duration) -> u64 {
-    let tick = EPOCH_TICK.as_nanos();
-    let ticks = deadline.as_nanos().div_ceil(tick);
-    u64::try_from(ticks)
-        .unwrap_or(u64::MAX / 2)
-        .saturating_add(1)
 }

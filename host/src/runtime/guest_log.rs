@@ -1,28 +1,159 @@
 //! Where guest output goes: `tracing` (target `kubewasm::guest`, field `plugin`) and the optional
-//! observer. Shared by the `log` import and the stdout/stderr capture.
+//! observer. Shared by the `log` import and the stdout/stderr capture, and the one place where
+//! text written by a guest is made safe for the host's log:
+//!
+//! - **Size**: a line or message keeps at most [`MAX_GUEST_TEXT`] bytes (16 KiB) after escaping,
+//!   followed by `…[truncated N bytes]`. The `log` import receives the message as an owned
+//!   `String` that wasmtime copied out of guest memory; it is capped and dropped within the
+//!   import call, so a 60 MB message costs the host that one transient copy and nothing after.
+//!   Handler error strings (`retry`/`fatal`) get the same treatment through [`cap_guest_text`].
+//! - **Content**: control characters (newlines, carriage returns, tabs, ANSI escape sequences,
+//!   every other C0/C1 code), Unicode line and paragraph separators and bidirectional overrides
+//!   are written as escapes (`\n`, `\u{1b}`), so a guest can neither forge a log line nor
+//!   restyle or reorder the operator's terminal.
+//! - **Rate**: each plugin instance may emit [`LOG_LINES_PER_SECOND`] lines per second with
+//!   bursts of [`LOG_BURST`] (a token bucket shared by `log`, stdout and stderr). Lines beyond it
+//!   are dropped before any work is spent on them, counted in
+//!   `kubewasm_runtime_guest_log_dropped_total{plugin}`, and announced by one warning per
+//!   episode (plus one line with the count when output flows again).
 
+use std::fmt::Write as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use prometheus_client::metrics::counter::Counter;
+
+use super::metrics::RuntimeMetrics;
 use super::types::{GuestLogLevel, LogObserver};
+use crate::workqueue::BucketRateLimiter;
 
 /// Target of every event carrying guest output, so operators can filter it separately.
 pub(crate) const GUEST_TARGET: &str = "kubewasm::guest";
+/// Target of the host's own remarks about guest output (the drop warnings).
+const RUNTIME_TARGET: &str = "kubewasm::runtime";
 
-/// Emits guest log lines tagged with the plugin name; cheap to clone into WASI streams.
+/// Most bytes of guest text kept per log line, stdout/stderr line or error string (after
+/// escaping, before the truncation marker).
+pub(crate) const MAX_GUEST_TEXT: usize = 16 * 1024;
+/// Sustained guest lines per second per plugin instance before lines are dropped.
+pub(crate) const LOG_LINES_PER_SECOND: u32 = 200;
+/// Lines a plugin instance may emit at once (e.g. one per object of an initial list) before the
+/// sustained rate applies.
+pub(crate) const LOG_BURST: u32 = 2000;
+
+/// Caps and escapes a string a guest handed to the host (a `retry`/`fatal` message, say) so it
+/// can be logged and kept: at most [`MAX_GUEST_TEXT`] bytes plus a truncation marker, control
+/// characters escaped. Takes the string by value so an oversized one is freed at once.
+pub(crate) fn cap_guest_text(s: String) -> String {
+    if s.len() <= MAX_GUEST_TEXT && !s.chars().any(needs_escape) {
+        return s;
+    }
+    clean(&s, 0).0
+}
+
+/// Room for escapes overshooting the cap before it is noticed, plus the truncation marker.
+const SLACK: usize = 64;
+
+/// Guest text that went through [`clean`]; the only kind of text [`GuestLog`] emits.
+pub(crate) struct CleanText(String);
+
+impl CleanText {
+    /// The escaped, capped text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Escapes `raw` and caps it at [`MAX_GUEST_TEXT`]. `already_dropped` counts bytes the caller
+/// discarded before (the stdout capture keeps at most [`MAX_GUEST_TEXT`] bytes of a line); they
+/// are reported in the same marker.
+pub(crate) fn clean(raw: &str, already_dropped: usize) -> CleanText {
+    clean_to(raw, already_dropped, MAX_GUEST_TEXT)
+}
+
+/// [`clean`] with a smaller cap `max`. Stops reading `raw` at the cap, so the cost is bounded
+/// whatever its length.
+pub(crate) fn clean_to(raw: &str, already_dropped: usize, max: usize) -> CleanText {
+    let mut out = String::with_capacity(raw.len().min(max) + SLACK);
+    let mut consumed = raw.len();
+    for (at, c) in raw.char_indices() {
+        let before = out.len();
+        if needs_escape(c) {
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                _ => {
+                    let _ = write!(out, "\\u{{{:x}}}", c as u32);
+                }
+            }
+        } else {
+            out.push(c);
+        }
+        if out.len() > max {
+            out.truncate(before);
+            consumed = at;
+            break;
+        }
+    }
+    let dropped = raw.len() - consumed + already_dropped;
+    if dropped > 0 {
+        let _ = write!(out, "…[truncated {dropped} bytes]");
+    }
+    CleanText(out)
+}
+
+/// Characters that could end, restyle or reorder a log line in a terminal or a line-based
+/// collector.
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{2028}' | '\u{2029}'                 // line / paragraph separator
+            | '\u{200e}' | '\u{200f}'               // left-to-right / right-to-left mark
+            | '\u{202a}'..='\u{202e}'               // bidi embeddings and overrides
+            | '\u{2066}'..='\u{2069}') // bidi isolates
+}
+
+/// Emits guest log lines tagged with the plugin name; cheap to clone into WASI streams, and
+/// every clone shares one rate budget.
 #[derive(Clone)]
 pub(crate) struct GuestLog {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
     plugin: Arc<str>,
     observer: Option<LogObserver>,
+    budget: BucketRateLimiter,
+    /// Lines dropped in the current episode; 0 while output flows.
+    dropping: AtomicU64,
+    dropped_total: Counter,
 }
 
 impl GuestLog {
-    pub fn new(plugin: Arc<str>, observer: Option<LogObserver>) -> Self {
-        Self { plugin, observer }
+    pub fn new(plugin: Arc<str>, observer: Option<LogObserver>, metrics: &RuntimeMetrics) -> Self {
+        let dropped_total = metrics.guest_log_dropped_counter(&plugin);
+        Self {
+            shared: Arc::new(Shared {
+                plugin,
+                observer,
+                budget: BucketRateLimiter::new(LOG_LINES_PER_SECOND.into(), LOG_BURST),
+                dropping: AtomicU64::new(0),
+                dropped_total,
+            }),
+        }
     }
 
-    /// A line from the `log` import.
-    pub fn log(&self, level: GuestLogLevel, message: &str) {
-        let plugin = &*self.plugin;
+    /// A message from the `log` import; consumed so an oversized one is freed here.
+    pub fn log(&self, level: GuestLogLevel, message: String) {
+        if !self.admit() {
+            return;
+        }
+        let cleaned = clean(&message, 0);
+        // Free the guest's copy before anything else runs: only the capped text outlives here.
+        drop(message);
+        let plugin = &*self.shared.plugin;
+        let message = cleaned.as_str();
         match level {
             GuestLogLevel::Trace => tracing::trace!(target: GUEST_TARGET, plugin, "{message}"),
             GuestLogLevel::Debug => tracing::debug!(target: GUEST_TARGET, plugin, "{message}"),
@@ -34,8 +165,12 @@ impl GuestLog {
     }
 
     /// A complete line the guest wrote to stdout (`stderr == false`) or stderr.
-    pub fn output_line(&self, stderr: bool, line: &str) {
-        let plugin = &*self.plugin;
+    pub fn output_line(&self, stderr: bool, line: &CleanText) {
+        if !self.admit() {
+            return;
+        }
+        let plugin = &*self.shared.plugin;
+        let line = line.as_str();
         let level = if stderr {
             tracing::warn!(target: GUEST_TARGET, plugin, stream = "stderr", "{line}");
             GuestLogLevel::Warn
@@ -46,9 +181,196 @@ impl GuestLog {
         self.observe(level, line);
     }
 
-    fn observe(&self, level: GuestLogLevel, message: &str) {
-        if let Some(observer) = &self.observer {
-            observer(&self.plugin, level, message);
+    /// Takes a token from the plugin's budget; drops, counts and announces when there is none.
+    fn admit(&self) -> bool {
+        let s = &*self.shared;
+        let plugin = &*s.plugin;
+        if s.budget.try_acquire() {
+            let dropped = s.dropping.swap(0, Ordering::Relaxed);
+            if dropped > 0 {
+                tracing::info!(target: RUNTIME_TARGET, plugin, dropped,
+                    "guest output is within its rate again; {dropped} lines were dropped");
+            }
+            return true;
         }
+        s.dropped_total.inc();
+        if s.dropping.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(target: RUNTIME_TARGET, plugin,
+                "guest writes more than {LOG_LINES_PER_SECOND} log lines/s (bursts of \
+                 {LOG_BURST}); dropping its lines until it slows down, counted in \
+                 kubewasm_runtime_guest_log_dropped_total");
+        }
+        false
+    }
+
+    fn observe(&self, level: GuestLogLevel, message: &str) {
+        if let Some(observer) = &self.shared.observer {
+            observer(&self.shared.plugin, level, message);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use parking_lot::Mutex;
+
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_so_no_line_can_be_forged() {
+        let forged = "done\n2024-05-01T10:00:00Z ERROR kubewasm: host compromised\r\t\x1b[31mred\x1b[0m \
+                      \u{7}\u{85}\u{2028}x\u{202e}gnp.exe\u{2066} ok é 日本";
+        let out = clean(forged, 0);
+        assert_eq!(
+            out.as_str(),
+            "done\\n2024-05-01T10:00:00Z ERROR kubewasm: host compromised\\r\\t\\u{1b}[31mred\
+             \\u{1b}[0m \\u{7}\\u{85}\\u{2028}x\\u{202e}gnp.exe\\u{2066} ok é 日本"
+        );
+        assert!(!out.as_str().chars().any(needs_escape));
+        assert_eq!(
+            cap_guest_text(forged.to_string()),
+            out.as_str(),
+            "error strings get the same treatment"
+        );
+    }
+
+    #[test]
+    fn text_is_capped_with_a_marker_counting_what_was_cut() {
+        let huge = "a".repeat(60 << 20);
+        let capped = cap_guest_text(huge);
+        let marker = format!("…[truncated {} bytes]", (60 << 20) - MAX_GUEST_TEXT);
+        assert_eq!(capped.len(), MAX_GUEST_TEXT + marker.len());
+        assert!(
+            capped.ends_with(&marker),
+            "{}",
+            &capped[MAX_GUEST_TEXT - 5..]
+        );
+        assert!(
+            capped.capacity() <= MAX_GUEST_TEXT + SLACK,
+            "a fresh, small allocation ({}); the 60 MB one is gone",
+            capped.capacity()
+        );
+
+        // Escapes count against the cap, and a multi-byte character is never split.
+        let escapes = "\x1b".repeat(MAX_GUEST_TEXT);
+        let capped = cap_guest_text(escapes);
+        let kept = MAX_GUEST_TEXT / "\\u{1b}".len();
+        assert!(capped.starts_with(&"\\u{1b}".repeat(kept)));
+        assert!(capped.ends_with(&format!("…[truncated {} bytes]", MAX_GUEST_TEXT - kept)));
+        let wide = "日".repeat(MAX_GUEST_TEXT);
+        let capped = cap_guest_text(wide);
+        let kept = MAX_GUEST_TEXT / 3;
+        assert!(capped.starts_with(&"日".repeat(kept)));
+        assert!(capped.ends_with(&format!(
+            "…[truncated {} bytes]",
+            (MAX_GUEST_TEXT - kept) * 3
+        )));
+    }
+
+    #[test]
+    fn text_within_bounds_is_passed_through_without_copying() {
+        let s = String::from("retry: upstream 503, tab-free and short");
+        let ptr = s.as_ptr();
+        let same = cap_guest_text(s);
+        assert_eq!(same.as_ptr(), ptr);
+        let exact = "b".repeat(MAX_GUEST_TEXT);
+        assert_eq!(cap_guest_text(exact.clone()), exact, "the cap is inclusive");
+    }
+
+    /// Counts the host's warnings about guest output through a real subscriber.
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Capture {
+        fn events(&self, level: &str) -> Vec<serde_json::Value> {
+            String::from_utf8(self.0.lock().clone())
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .filter(|e| e["target"] == RUNTIME_TARGET && e["level"] == level)
+                .collect()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lines_over_the_rate_are_dropped_counted_and_announced_once_per_episode() {
+        let capture = Capture::default();
+        let writer = capture.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+
+        let seen = Arc::new(Mutex::new(0usize));
+        let sink = seen.clone();
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = RuntimeMetrics::new(&mut registry);
+        let log = GuestLog::new(
+            "chatty".into(),
+            Some(Arc::new(move |_: &str, _: GuestLogLevel, _: &str| {
+                *sink.lock() += 1
+            })),
+            &metrics,
+        );
+        let burst = LOG_BURST as usize;
+        // Two episodes of drops, with the sustained rate in between. Stdout lines and `log`
+        // messages draw on the same budget.
+        for i in 0..burst + 50 {
+            if i % 2 == 0 {
+                log.log(GuestLogLevel::Debug, format!("line {i}"));
+            } else {
+                log.output_line(false, &clean("printed", 0));
+            }
+        }
+        assert_eq!(*seen.lock(), burst, "the burst passes, the rest is dropped");
+        assert_eq!(metrics.guest_log_dropped("chatty"), 50);
+        assert_eq!(capture.events("WARN").len(), 1, "one warning for 50 drops");
+
+        tokio::time::advance(std::time::Duration::from_secs(1)).await;
+        let rate = LOG_LINES_PER_SECOND as usize;
+        for _ in 0..rate + 7 {
+            log.log(GuestLogLevel::Info, "again".into());
+        }
+        assert_eq!(
+            *seen.lock(),
+            burst + rate,
+            "one second earns the sustained rate"
+        );
+        assert_eq!(metrics.guest_log_dropped("chatty"), 57);
+        let infos = capture.events("INFO");
+        assert_eq!(infos.len(), 1, "{infos:?}");
+        assert_eq!(
+            infos[0]["fields"]["dropped"], 50,
+            "the end of an episode reports it"
+        );
+        assert_eq!(infos[0]["fields"]["plugin"], "chatty");
+        let warnings = capture.events("WARN");
+        assert_eq!(warnings.len(), 2, "a new episode, a new warning");
+        assert!(
+            warnings[0]["fields"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("kubewasm_runtime_guest_log_dropped_total"),
+            "{warnings:?}"
+        );
+
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains(r#"kubewasm_runtime_guest_log_dropped_total{plugin="chatty"} 57"#),
+            "{text}"
+        );
     }
 }

@@ -13,7 +13,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use super::bindings::{Handler, HandlerPre};
 use super::compile_cache::DiskCache;
 use super::engine::{build_engine, spawn_epoch_ticker};
-use super::error::RuntimeError;
+use super::error::{CallError, RuntimeError};
 use super::instance::HandlerInstance;
 use super::limits::Limits;
 use super::metrics::RuntimeMetrics;
@@ -112,13 +112,12 @@ impl Runtime {
         let engine = build_engine(config.max_instances, config.max_memory_bytes)?;
         spawn_epoch_ticker(&engine)?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
         let disk_cache = config
             .cache_dir
             .clone()
-            .map(|d| DiskCache::new(d, &engine))
-            .transpose()?;
+            .and_then(|d| DiskCache::open(d, &engine));
         Ok(Self {
             inner: Arc::new(RuntimeInner {
                 engine,
@@ -179,7 +178,7 @@ impl Runtime {
             });
         };
         let path = disk.path_for(&wasm_sha256);
-        if let Some(component) = disk.load(&inner.engine, &path) {
+        if let Some(component) = disk.load(&inner.engine, &wasm_sha256) {
             match check_world(&inner.engine, &inner.linker, &component) {
                 Ok(pre) => {
                     inner.metrics.compiled("hit");
@@ -194,7 +193,7 @@ impl Runtime {
             }
         }
         let pre = self.compile_fresh(wasm)?;
-        disk.store(&path, pre.instance_pre().component());
+        disk.store(&wasm_sha256, pre.instance_pre().component());
         inner.metrics.compiled("miss");
         Ok(CompiledHandler {
             pre,
@@ -212,9 +211,9 @@ impl Runtime {
         check_world(&self.inner.engine, &self.inner.linker, &component)
     }
 
-    /// Creates `plugin_name`'s instance right away, so a handler whose start-up traps or does not
-    /// fit its limits is rejected here rather than on its first event.
-    pub fn instantiate(
+    /// A handle for `plugin_name`'s instances that instantiates on first use; refuses limits the
+    /// runtime cannot give.
+    pub fn handler_instance(
         &self,
         compiled: &CompiledHandler,
         plugin_name: &str,
@@ -228,7 +227,29 @@ impl Runtime {
                 limits.memory_bytes
             )));
         }
-        HandlerInstance::new(self.clone(), compiled.clone(), plugin_name, limits, cache)
-            .map_err(RuntimeError::Instantiate)
+        Ok(HandlerInstance::new(
+            self.clone(),
+            compiled.clone(),
+            plugin_name,
+            limits,
+            cache,
+        ))
+    }
+
+    /// Creates `plugin_name`'s instance right away, so a handler whose start-up traps or does not
+    /// fit its limits is rejected here rather than on its first event.
+    pub async fn instantiate(
+        &self,
+        compiled: &CompiledHandler,
+        plugin_name: &str,
+        limits: Limits,
+        cache: Arc<dyn CacheReader>,
+    ) -> Result<HandlerInstance, RuntimeError> {
+        let mut instance = self.handler_instance(compiled, plugin_name, limits, cache)?;
+        instance.start().await.map_err(|e| match e {
+            CallError::Instantiate(msg) => RuntimeError::Instantiate(msg),
+            other => RuntimeError::Instantiate(other.to_string()),
+        })?;
+        Ok(instance)
     }
 }

@@ -16,7 +16,7 @@ impl log::Host for StoreState {
             log::Level::Warn => GuestLogLevel::Warn,
             log::Level::Error => GuestLogLevel::Error,
         };
-        self.log.log(level, &message);
+        self.log.log(level, message);
     }
 }
 

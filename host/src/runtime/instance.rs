@@ -7,9 +7,8 @@ use wasmtime::{Store, Trap};
 
 use super::bindings::Handler;
 use super::bindings::kubewasm::handler::types as wit;
-use super::engine::deadline_ticks;
 use super::error::CallError;
-use super::guest_log::GuestLog;
+use super::guest_log::{GuestLog, cap_guest_text};
 use super::handle::{CompiledHandler, Runtime};
 use super::limits::{Limits, MemoryCapExceeded};
 use super::store::StoreState;
@@ -21,14 +20,22 @@ const RUNTIME_TARGET: &str = "kubewasm::runtime";
 /// exhaustion the instance is dropped and the next call instantiates a fresh one, so guest state
 /// never survives a failure.
 ///
-/// Calls block: make them from a plain thread or `tokio::task::spawn_blocking`, never from an
-/// async task (WASI's synchronous bindings enter a Tokio runtime and would panic there).
+/// Every call (and instantiation) is bounded in wall-clock time by the plugin's deadline,
+/// whatever the guest does: the store yields to the executor at every epoch tick, so a busy
+/// loop returns control, and a guest blocked in a WASI import (sleep, poll) is just a pending
+/// future. At the deadline the call future is dropped, which unwinds the guest's fiber; the
+/// instance is discarded. Dropping a call future from outside (a host shutting down) discards
+/// the instance the same way.
+///
+/// Calls are async but run the guest on the polling thread: drive them from a thread the
+/// caller owns (the plugins layer gives each plugin a single-threaded runtime), not from a
+/// shared executor whose other tasks would wait up to one [`EPOCH_TICK`](super::EPOCH_TICK)
+/// for a busy guest to yield. The executor must have its time driver enabled.
 pub struct HandlerInstance {
     runtime: Runtime,
     compiled: CompiledHandler,
     plugin: Arc<str>,
     limits: Limits,
-    deadline_ticks: u64,
     cache: Arc<dyn CacheReader>,
     log: GuestLog,
     live: Option<Live>,
@@ -41,28 +48,42 @@ struct Live {
 }
 
 impl HandlerInstance {
+    /// An instance that instantiates on first use ([`HandlerInstance::start`] does it eagerly).
     pub(crate) fn new(
         runtime: Runtime,
         compiled: CompiledHandler,
         plugin: &str,
         limits: Limits,
         cache: Arc<dyn CacheReader>,
-    ) -> Result<Self, String> {
+    ) -> Self {
         let plugin: Arc<str> = plugin.into();
-        let log = GuestLog::new(plugin.clone(), runtime.inner.config.log_observer.clone());
-        let mut this = Self {
+        let log = GuestLog::new(
+            plugin.clone(),
+            runtime.inner.config.log_observer.clone(),
+            &runtime.inner.metrics,
+        );
+        Self {
             runtime,
             compiled,
             plugin,
             limits,
-            deadline_ticks: deadline_ticks(limits.deadline),
             cache,
             log,
             live: None,
             consecutive_failures: 0,
-        };
-        this.live = Some(this.instantiate_live()?);
-        Ok(this)
+        }
+    }
+
+    /// Another instance of the same handler, plugin, limits and cache, with no live instance
+    /// yet (a restarted worker starts from this).
+    pub fn fresh(&self) -> HandlerInstance {
+        HandlerInstance::new(
+            self.runtime.clone(),
+            self.compiled.clone(),
+            &self.plugin,
+            self.limits,
+            self.cache.clone(),
+        )
     }
 
     /// The name this instance logs and counts under.
@@ -70,8 +91,7 @@ impl HandlerInstance {
         &self.plugin
     }
 
-    /// Failed calls since the last successful one (0 after a success); feeds
-    /// [`QuarantinePolicy::backoff`](super::QuarantinePolicy::backoff).
+    /// Failed calls since the last successful one (0 after a success).
     pub fn consecutive_failures(&self) -> u32 {
         self.consecutive_failures
     }
@@ -81,9 +101,21 @@ impl HandlerInstance {
         self.limits
     }
 
+    /// Instantiates now if there is no live instance, so a handler whose start-up code traps or
+    /// does not fit its limits is rejected before its first event.
+    pub async fn start(&mut self) -> Result<(), CallError> {
+        if self.live.is_none() {
+            let live = self.instantiate_live().await?;
+            self.live = Some(live);
+        }
+        Ok(())
+    }
+
     /// Asks the handler for its name and subscriptions.
-    pub fn describe(&mut self) -> Result<PluginInfo, CallError> {
-        let info = self.call(|h, store| h.call_describe(store))?;
+    pub async fn describe(&mut self) -> Result<PluginInfo, CallError> {
+        let info = self
+            .call(async |h, store| h.call_describe(store).await)
+            .await?;
         Ok(PluginInfo {
             name: info.name,
             subscriptions: info
@@ -103,19 +135,20 @@ impl HandlerInstance {
 
     /// Delivers an add; `is_in_initial_list` as in client-go (also set for replays to a plugin
     /// that joined late or was hot-swapped in).
-    pub fn on_add(
+    pub async fn on_add(
         &mut self,
         obj: &dyn GuestObject,
         is_in_initial_list: bool,
     ) -> Result<HandlerOutcome, CallError> {
         let labels = borrowed_labels(obj);
         let obj = object_param(obj, &labels);
-        self.call(|h, store| h.call_on_add(store, obj, is_in_initial_list))
+        self.call(async |h, store| h.call_on_add(store, obj, is_in_initial_list).await)
+            .await
             .map(outcome)
     }
 
     /// Delivers an update; `is_sync` marks a resync or relist replay of an unchanged object.
-    pub fn on_update(
+    pub async fn on_update(
         &mut self,
         old: &dyn GuestObject,
         new: &dyn GuestObject,
@@ -126,24 +159,27 @@ impl HandlerInstance {
             object_param(old, &old_labels),
             object_param(new, &new_labels),
         );
-        self.call(|h, store| h.call_on_update(store, old, new, is_sync))
+        self.call(async |h, store| h.call_on_update(store, old, new, is_sync).await)
+            .await
             .map(outcome)
     }
 
     /// Delivers a delete; `final_state_unknown` marks a deletion inferred from a relist, with
     /// `obj` the last state the cache knew.
-    pub fn on_delete(
+    pub async fn on_delete(
         &mut self,
         obj: &dyn GuestObject,
         final_state_unknown: bool,
     ) -> Result<HandlerOutcome, CallError> {
         let labels = borrowed_labels(obj);
         let obj = object_param(obj, &labels);
-        self.call(|h, store| h.call_on_delete(store, obj, final_state_unknown))
+        self.call(async |h, store| h.call_on_delete(store, obj, final_state_unknown).await)
+            .await
             .map(outcome)
     }
 
-    fn instantiate_live(&self) -> Result<Live, String> {
+    /// A fresh store and instance; start-up code runs under the same deadline as a call.
+    async fn instantiate_live(&mut self) -> Result<Live, CallError> {
         let state = StoreState::new(
             self.log.clone(),
             self.limits.memory_bytes,
@@ -151,48 +187,57 @@ impl HandlerInstance {
         );
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
-        // Start-up code runs under the same deadline as a call.
-        store.set_epoch_deadline(self.deadline_ticks);
-        let result = self.compiled.pre.instantiate(&mut store);
+        arm_yield(&mut store);
+        let result = tokio::time::timeout(
+            self.limits.deadline,
+            self.compiled.pre.instantiate_async(&mut store),
+        )
+        .await;
         store.data().output.flush();
-        let handler = result.map_err(|e| describe_failure(&e, store.data()).to_string())?;
-        self.runtime.inner.metrics.instantiated(&self.plugin);
-        Ok(Live { store, handler })
+        let err = match result {
+            Ok(Ok(handler)) => {
+                self.runtime.inner.metrics.instantiated(&self.plugin);
+                return Ok(Live { store, handler });
+            }
+            Ok(Err(e)) => CallError::Instantiate(describe_failure(&e, store.data()).to_string()),
+            Err(_) => CallError::Instantiate(format!(
+                "start-up code ran past the deadline of {} ms",
+                self.limits.deadline.as_millis()
+            )),
+        };
+        self.record_failure(&err, None);
+        Err(err)
     }
 
-    /// Runs one export under the deadline; on failure discards the instance, logs and counts.
-    fn call<R>(
+    /// Runs one export under the wall-clock deadline; on failure discards the instance, logs
+    /// and counts. The live instance is taken out for the call, so a call future dropped from
+    /// outside leaves no half-run instance behind.
+    async fn call<R>(
         &mut self,
-        f: impl FnOnce(&Handler, &mut Store<StoreState>) -> wasmtime::Result<R>,
+        f: impl AsyncFnOnce(&Handler, &mut Store<StoreState>) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
-        let live = match &mut self.live {
+        let mut live = match self.live.take() {
             Some(live) => live,
-            None => match self.instantiate_live() {
-                Ok(live) => self.live.insert(live),
-                Err(msg) => {
-                    let err = CallError::Instantiate(msg);
-                    self.record_failure(&err, None);
-                    return Err(err);
-                }
-            },
+            None => self.instantiate_live().await?,
         };
         live.store.data().output.reset_tail();
         live.store.data_mut().limiter.cap_hit = false;
-        live.store.set_epoch_deadline(self.deadline_ticks);
-        let result = f(&live.handler, &mut live.store);
+        arm_yield(&mut live.store);
+        let result =
+            tokio::time::timeout(self.limits.deadline, f(&live.handler, &mut live.store)).await;
         live.store.data().output.flush();
-        match result {
-            Ok(value) => {
+        let (err, detail) = match result {
+            Ok(Ok(value)) => {
                 self.consecutive_failures = 0;
-                Ok(value)
+                self.live = Some(live);
+                return Ok(value);
             }
-            Err(e) => {
-                let err = describe_failure(&e, live.store.data());
-                self.live = None;
-                self.record_failure(&err, Some(&e));
-                Err(err)
-            }
-        }
+            Ok(Err(e)) => (describe_failure(&e, live.store.data()), Some(e)),
+            Err(_) => (CallError::DeadlineExceeded, None),
+        };
+        drop(live);
+        self.record_failure(&err, detail.as_ref());
+        Err(err)
     }
 
     fn record_failure(&mut self, err: &CallError, detail: Option<&wasmtime::Error>) {
@@ -204,9 +249,16 @@ impl HandlerInstance {
             Some(detail) => tracing::warn!(target: RUNTIME_TARGET, plugin, cause,
                 detail = %format!("{detail:#}"), "handler call failed: {err}; instance discarded"),
             None => tracing::warn!(target: RUNTIME_TARGET, plugin, cause,
-                "handler call failed: {err}"),
+                "handler call failed: {err}; instance discarded"),
         }
     }
+}
+
+/// Makes the store yield to the executor at every epoch tick, so the deadline timer (and a
+/// caller abandoning the call) gets to run even while the guest never leaves wasm code.
+fn arm_yield(store: &mut Store<StoreState>) {
+    store.epoch_deadline_async_yield_and_update(1);
+    store.set_epoch_deadline(1);
 }
 
 /// Maps a wasmtime error to the caller-facing cause.
@@ -232,8 +284,8 @@ fn describe_failure(e: &wasmtime::Error, state: &StoreState) -> CallError {
 fn outcome(result: Result<(), wit::HandlerError>) -> HandlerOutcome {
     match result {
         Ok(()) => HandlerOutcome::Ok,
-        Err(wit::HandlerError::Retry(msg)) => HandlerOutcome::Retry(msg),
-        Err(wit::HandlerError::Fatal(msg)) => HandlerOutcome::Fatal(msg),
+        Err(wit::HandlerError::Retry(msg)) => HandlerOutcome::Retry(cap_guest_text(msg)),
+        Err(wit::HandlerError::Fatal(msg)) => HandlerOutcome::Fatal(cap_guest_text(msg)),
     }
 }
 

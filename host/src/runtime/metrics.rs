@@ -1,5 +1,5 @@
 //! Prometheus figures of the runtime: instantiations and discarded instances per plugin,
-//! compile cache effectiveness.
+//! guest log lines dropped by the rate limit, compile cache effectiveness.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -28,6 +28,7 @@ pub struct RuntimeMetrics {
     instantiations: Family<PluginLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     compiles: Family<CompileLabels, Counter>,
+    guest_log_dropped: Family<PluginLabels, Counter>,
 }
 
 impl RuntimeMetrics {
@@ -49,6 +50,11 @@ impl RuntimeMetrics {
             "kubewasm_runtime_compiles",
             "Component loads by result: hit (disk cache), miss (compiled, cached), uncached",
             m.compiles.clone(),
+        );
+        registry.register(
+            "kubewasm_runtime_guest_log_dropped",
+            "Guest log, stdout and stderr lines dropped by the per-plugin rate limit",
+            m.guest_log_dropped.clone(),
         );
         m
     }
@@ -75,6 +81,15 @@ impl RuntimeMetrics {
             .inc();
     }
 
+    /// The dropped-lines counter of `plugin`, looked up once per instance rather than per line.
+    pub(crate) fn guest_log_dropped_counter(&self, plugin: &str) -> Counter {
+        self.guest_log_dropped
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .clone()
+    }
+
     pub(crate) fn compiled(&self, result: &'static str) {
         self.compiles.get_or_create(&CompileLabels { result }).inc();
     }
@@ -97,5 +112,10 @@ impl RuntimeMetrics {
                 cause,
             })
             .get()
+    }
+
+    /// Guest output lines of `plugin` dropped by the rate limit so far.
+    pub fn guest_log_dropped(&self, plugin: &str) -> u64 {
+        self.guest_log_dropped_counter(plugin).get()
     }
 }

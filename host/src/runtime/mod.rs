@@ -16,7 +16,6 @@ mod host_imports;
 mod instance;
 mod limits;
 mod metrics;
-mod quarantine;
 mod store;
 mod types;
 mod validate;
@@ -31,7 +30,6 @@ pub use handle::{CompiledHandler, Runtime, RuntimeConfig};
 pub use instance::HandlerInstance;
 pub use limits::Limits;
 pub use metrics::RuntimeMetrics;
-pub use quarantine::QuarantinePolicy;
 pub use types::{
     CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, LogObserver, NoCache, ObjectView,
     PluginInfo, Subscription,

@@ -25,7 +25,7 @@ impl StoreState {
         let (wasi, output) = sandboxed_ctx(&log);
         Self {
             wasi,
-            table: ResourceTable::new(),
+            table: bounded_table(),
             limiter: MemoryLimiter::new(memory_cap),
             log,
             output,
@@ -41,4 +41,16 @@ impl WasiView for StoreState {
             table: &mut self.table,
         }
     }
+}
+
+/// Most WASI resources (pollables, streams, handles) one instance may hold at once. Each costs
+/// host memory outside the guest's linear-memory cap, so a guest creating pollables in a loop
+/// gets an error (and, unhandled, a trap) here instead of growing the host; a handler needs a
+/// handful.
+pub(crate) const MAX_RESOURCES: usize = 10_000;
+
+fn bounded_table() -> ResourceTable {
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(MAX_RESOURCES);
+    table
 }

@@ -11,6 +11,38 @@ use super::*;
 
 // ---------- fixtures ----------
 
+/// Runs one async runtime call to completion on a fresh single-threaded runtime, as a plugin
+/// worker thread would.
+fn block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+trait InstantiateBlocking {
+    fn instantiate_blocking(
+        &self,
+        compiled: &CompiledHandler,
+        plugin: &str,
+        limits: Limits,
+        cache: Arc<dyn CacheReader>,
+    ) -> Result<HandlerInstance, RuntimeError>;
+}
+
+impl InstantiateBlocking for Runtime {
+    fn instantiate_blocking(
+        &self,
+        compiled: &CompiledHandler,
+        plugin: &str,
+        limits: Limits,
+        cache: Arc<dyn CacheReader>,
+    ) -> Result<HandlerInstance, RuntimeError> {
+        block(self.instantiate(compiled, plugin, limits, cache))
+    }
+}
+
 fn guest_bytes(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../guest-examples/dist")
@@ -159,7 +191,7 @@ fn shared() -> &'static Shared {
 fn instance(compiled: &CompiledHandler, plugin: &str, limits: Limits) -> HandlerInstance {
     shared()
         .runtime
-        .instantiate(compiled, plugin, limits, Arc::new(FakeCache))
+        .instantiate_blocking(compiled, plugin, limits, Arc::new(FakeCache))
         .unwrap()
 }
 
@@ -189,7 +221,7 @@ fn logged_with_level(plugin: &str) -> Vec<(GuestLogLevel, String)> {
 #[test]
 fn logger_describe() {
     let mut h = instance(&shared().logger, "logger-describe", Limits::default());
-    let info = h.describe().unwrap();
+    let info = block(h.describe()).unwrap();
     assert_eq!(
         info,
         PluginInfo {
@@ -217,12 +249,18 @@ fn logger_logs_one_info_line_per_call() {
     let a = configmap(Some("default"), "cfg", "10", &[]);
     let b = configmap(Some("default"), "cfg", "11", &[]);
     let c = configmap(None, "cluster-wide", "5", &[]);
-    assert_eq!(h.on_add(&a, true).unwrap(), HandlerOutcome::Ok);
-    assert_eq!(h.on_add(&c, false).unwrap(), HandlerOutcome::Ok);
-    assert_eq!(h.on_update(&a, &b, false).unwrap(), HandlerOutcome::Ok);
-    assert_eq!(h.on_update(&b, &b, true).unwrap(), HandlerOutcome::Ok);
-    assert_eq!(h.on_delete(&b, false).unwrap(), HandlerOutcome::Ok);
-    assert_eq!(h.on_delete(&c, true).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(block(h.on_add(&a, true)).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(block(h.on_add(&c, false)).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(
+        block(h.on_update(&a, &b, false)).unwrap(),
+        HandlerOutcome::Ok
+    );
+    assert_eq!(
+        block(h.on_update(&b, &b, true)).unwrap(),
+        HandlerOutcome::Ok
+    );
+    assert_eq!(block(h.on_delete(&b, false)).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(block(h.on_delete(&c, true)).unwrap(), HandlerOutcome::Ok);
     let expected = [
         "add default/cfg rv=10 init=true",
         "add cluster-wide rv=5 init=false",
@@ -247,25 +285,25 @@ fn logger_fail_label_maps_to_outcomes() {
     let fatal = configmap(Some("n"), "f", "1", &[("kubewasm.io/fail", "fatal")]);
     let other = configmap(Some("n"), "o", "1", &[("kubewasm.io/fail", "maybe")]);
     assert_eq!(
-        h.on_add(&retry, false).unwrap(),
+        block(h.on_add(&retry, false)).unwrap(),
         HandlerOutcome::Retry("kubewasm.io/fail=retry".into())
     );
     assert_eq!(
-        h.on_add(&fatal, false).unwrap(),
+        block(h.on_add(&fatal, false)).unwrap(),
         HandlerOutcome::Fatal("kubewasm.io/fail=fatal".into())
     );
-    assert_eq!(h.on_add(&other, false).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(block(h.on_add(&other, false)).unwrap(), HandlerOutcome::Ok);
     // on-update decides on the *new* object.
     assert_eq!(
-        h.on_update(&retry, &other, false).unwrap(),
+        block(h.on_update(&retry, &other, false)).unwrap(),
         HandlerOutcome::Ok
     );
     assert_eq!(
-        h.on_update(&other, &fatal, false).unwrap(),
+        block(h.on_update(&other, &fatal, false)).unwrap(),
         HandlerOutcome::Fatal("kubewasm.io/fail=fatal".into())
     );
     assert_eq!(
-        h.on_delete(&retry, false).unwrap(),
+        block(h.on_delete(&retry, false)).unwrap(),
         HandlerOutcome::Retry("kubewasm.io/fail=retry".into())
     );
     assert_eq!(logged(p).len(), 6);
@@ -276,7 +314,7 @@ fn trap_discards_instance_and_next_call_gets_a_fresh_one() {
     let p = "logger-trap";
     let mut h = instance(&shared().logger, p, Limits::default());
     let trap = configmap(Some("n"), "t", "3", &[("kubewasm.io/fail", "trap")]);
-    let err = h.on_add(&trap, false).unwrap_err();
+    let err = block(h.on_add(&trap, false)).unwrap_err();
     let CallError::Trap(msg) = &err else {
         panic!("expected a trap, got {err:?}")
     };
@@ -290,7 +328,7 @@ fn trap_discards_instance_and_next_call_gets_a_fresh_one() {
         "the line is logged before the trap"
     );
     let ok = configmap(Some("n"), "ok", "4", &[]);
-    assert_eq!(h.on_add(&ok, false).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(block(h.on_add(&ok, false)).unwrap(), HandlerOutcome::Ok);
     let m = &shared().metrics;
     assert_eq!(h.consecutive_failures(), 0, "reset by the successful call");
     assert_eq!(m.instantiations(p), 2);
@@ -312,7 +350,7 @@ fn endless_loop_hits_the_deadline() {
         },
     );
     let started = Instant::now();
-    let err = h.on_add(&action("loop"), false).unwrap_err();
+    let err = block(h.on_add(&action("loop"), false)).unwrap_err();
     let elapsed = started.elapsed();
     assert_eq!(err, CallError::DeadlineExceeded);
     assert!(elapsed >= deadline, "interrupted early: {elapsed:?}");
@@ -321,7 +359,7 @@ fn endless_loop_hits_the_deadline() {
         "interrupted late: {elapsed:?}"
     );
     assert_eq!(
-        h.on_add(&action("other"), false).unwrap(),
+        block(h.on_add(&action("other"), false)).unwrap(),
         HandlerOutcome::Ok
     );
     assert_eq!(shared().metrics.failures(p, "deadline"), 1);
@@ -336,11 +374,11 @@ fn memory_hog_hits_the_cap() {
     };
     let mut h = instance(&shared().fixture, p, limits);
     assert_eq!(
-        h.on_add(&action("oom"), false).unwrap_err(),
+        block(h.on_add(&action("oom"), false)).unwrap_err(),
         CallError::OutOfMemory
     );
     assert_eq!(
-        h.on_update(&action("x"), &action("other"), false).unwrap(),
+        block(h.on_update(&action("x"), &action("other"), false)).unwrap(),
         HandlerOutcome::Ok
     );
     assert_eq!(shared().metrics.failures(p, "oom"), 1);
@@ -351,7 +389,10 @@ fn no_ambient_capabilities() {
     let p = "fixture-ambient";
     let mut h = instance(&shared().fixture, p, Limits::default());
     for a in ["read-file", "env", "net", "stdin"] {
-        assert_eq!(h.on_add(&action(a), false).unwrap(), HandlerOutcome::Ok);
+        assert_eq!(
+            block(h.on_add(&action(a), false)).unwrap(),
+            HandlerOutcome::Ok
+        );
     }
     let lines = logged(p);
     assert!(lines[0].starts_with("read-file: denied: "), "{lines:?}");
@@ -365,11 +406,11 @@ fn cache_imports_are_forwarded_and_refusals_are_values() {
     let p = "fixture-cache";
     let mut h = instance(&shared().fixture, p, Limits::default());
     assert_eq!(
-        h.on_add(&action("cache-get-secret"), false).unwrap(),
+        block(h.on_add(&action("cache-get-secret"), false)).unwrap(),
         HandlerOutcome::Ok
     );
     assert_eq!(
-        h.on_add(&action("cache-list-configmaps"), false).unwrap(),
+        block(h.on_add(&action("cache-list-configmaps"), false)).unwrap(),
         HandlerOutcome::Ok
     );
     assert_eq!(
@@ -386,7 +427,7 @@ fn stdout_and_stderr_lines_are_logged_with_the_plugin() {
     let p = "fixture-print";
     let mut h = instance(&shared().fixture, p, Limits::default());
     assert_eq!(
-        h.on_add(&action("print"), false).unwrap(),
+        block(h.on_add(&action("print"), false)).unwrap(),
         HandlerOutcome::Ok
     );
     assert_eq!(
@@ -398,6 +439,112 @@ fn stdout_and_stderr_lines_are_logged_with_the_plugin() {
     );
 }
 
+// ---------- guest output bounds ----------
+
+#[test]
+fn a_60_mb_log_message_is_logged_capped_and_the_instance_keeps_working() {
+    let p = "fixture-log-huge";
+    let limits = Limits {
+        memory_bytes: 192 << 20,
+        ..Limits::default()
+    };
+    let mut h = instance(&shared().fixture, p, limits);
+    assert_eq!(
+        block(h.on_add(&action("log-huge"), false)).unwrap(),
+        HandlerOutcome::Ok
+    );
+    let lines = logged(p);
+    assert_eq!(lines.len(), 2, "one capped line, then the next message");
+    let marker = format!(
+        "…[truncated {} bytes]",
+        (60 << 20) - guest_log::MAX_GUEST_TEXT
+    );
+    assert_eq!(lines[0].len(), guest_log::MAX_GUEST_TEXT + marker.len());
+    assert!(lines[0].ends_with(&marker));
+    assert_eq!(lines[1], "log-huge: done");
+}
+
+#[test]
+fn a_60_mb_stdout_line_is_logged_once_capped() {
+    let p = "fixture-print-huge";
+    let limits = Limits {
+        memory_bytes: 192 << 20,
+        ..Limits::default()
+    };
+    let mut h = instance(&shared().fixture, p, limits);
+    assert_eq!(
+        block(h.on_add(&action("print-huge"), false)).unwrap(),
+        HandlerOutcome::Ok
+    );
+    let lines = logged(p);
+    assert_eq!(
+        lines.len(),
+        2,
+        "{:?}",
+        lines.iter().map(|l| l.len()).collect::<Vec<_>>()
+    );
+    let dropped = (60 << 20) + " end".len() - guest_log::MAX_GUEST_TEXT;
+    assert!(lines[0].starts_with("yyyy"));
+    assert!(
+        lines[0].ends_with(&format!("y…[truncated {dropped} bytes]")),
+        "{}",
+        &lines[0][lines[0].len() - 60..]
+    );
+    assert_eq!(lines[1], "print-huge: done");
+}
+
+#[test]
+fn guest_log_messages_cannot_forge_lines_or_terminal_escapes() {
+    let p = "fixture-log-forge";
+    let mut h = instance(&shared().fixture, p, Limits::default());
+    block(h.on_add(&action("log-forge"), false)).unwrap();
+    assert_eq!(
+        logged_with_level(p),
+        [(
+            GuestLogLevel::Error,
+            "forged\\n2024-01-01T00:00:00Z  INFO kubewasm: \\u{1b}[32mall good\\u{1b}[0m"
+                .to_string()
+        )]
+    );
+}
+
+#[test]
+fn a_flooding_guest_is_rate_limited_and_counted() {
+    let p = "fixture-log-flood";
+    let mut h = instance(&shared().fixture, p, Limits::default());
+    block(h.on_add(&action("log-flood"), false)).unwrap();
+    let lines = logged(p);
+    let burst = guest_log::LOG_BURST as usize;
+    // 3000 lines in one call: the burst passes, and the call is far shorter than the
+    // (3000 - burst) / rate seconds it would take to earn the rest.
+    assert!(
+        lines.len() >= burst && lines.len() < 3000,
+        "{}",
+        lines.len()
+    );
+    assert_eq!(lines[0], "flood 0");
+    assert_eq!(
+        shared().metrics.guest_log_dropped(p),
+        (3000 - lines.len()) as u64
+    );
+}
+
+#[test]
+fn handler_error_strings_are_capped_and_escaped() {
+    let p = "fixture-retry-huge";
+    let mut h = instance(&shared().fixture, p, Limits::default());
+    let HandlerOutcome::Retry(msg) = block(h.on_add(&action("retry-huge"), false)).unwrap() else {
+        panic!("expected a retry")
+    };
+    assert!(msg.starts_with("line one\\nline two zzz"), "{}", &msg[..30]);
+    let dropped = "line one\nline two ".len() + (1 << 20) - (guest_log::MAX_GUEST_TEXT - 1);
+    assert!(
+        msg.ends_with(&format!("z…[truncated {dropped} bytes]")),
+        "{}",
+        &msg[msg.len() - 60..]
+    );
+}
+
 #[test]
 fn memory_cap_above_the_ceiling_is_refused() {
     let limits = Limits {
@@ -406,7 +553,7 @@ fn memory_cap_above_the_ceiling_is_refused() {
     };
     let err = shared()
         .runtime
-        .instantiate(&shared().fixture, "too-big", limits, Arc::new(FakeCache))
+        .instantiate_blocking(&shared().fixture, "too-big", limits, Arc::new(FakeCache))
         .err()
         .expect("must be refused");
     assert!(
@@ -477,9 +624,9 @@ fn compile_cache_hits_survive_restarts_and_corruption_recompiles() {
     let compiled = rt.compile(&wasm).unwrap();
     assert!(compiled.cache_hit());
     let mut h = rt
-        .instantiate(&compiled, "cached", Limits::default(), Arc::new(FakeCache))
+        .instantiate_blocking(&compiled, "cached", Limits::default(), Arc::new(FakeCache))
         .unwrap();
-    assert_eq!(h.describe().unwrap().name, "configmap-logger");
+    assert_eq!(block(h.describe()).unwrap().name, "configmap-logger");
 
     // Corrupt the artifact: it is detected, recompiled and rewritten.
     let entries: Vec<_> = std::fs::read_dir(dir.path())
@@ -497,14 +644,14 @@ fn compile_cache_hits_survive_restarts_and_corruption_recompiles() {
     let compiled = rt.compile(&wasm).unwrap();
     assert!(!compiled.cache_hit());
     let mut h = rt
-        .instantiate(
+        .instantiate_blocking(
             &compiled,
             "recompiled",
             Limits::default(),
             Arc::new(FakeCache),
         )
         .unwrap();
-    assert_eq!(h.describe().unwrap().name, "configmap-logger");
+    assert_eq!(block(h.describe()).unwrap().name, "configmap-logger");
     assert!(rt.compile(&wasm).unwrap().cache_hit());
 
     // Truncated to nothing: same, at the next start.
@@ -513,11 +660,267 @@ fn compile_cache_hits_survive_restarts_and_corruption_recompiles() {
     assert!(!rt.compile(&wasm).unwrap().cache_hit());
 }
 
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+fn set_mode(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The cache file of `wasm` in `dir` (named by the wasm's sha256).
+fn artifact_of(dir: &std::path::Path, wasm: &[u8]) -> PathBuf {
+    use sha2::Digest;
+    let prefix = hex::encode(sha2::Sha256::digest(wasm));
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with(&prefix)
+        })
+        .expect("artifact written")
+}
+
+/// Compiles `wasm` in a fresh runtime (no in-memory reuse) and names what was loaded.
+fn compile_afresh(config: &RuntimeConfig, wasm: &[u8]) -> (bool, String) {
+    let rt = Runtime::new(config.clone(), RuntimeMetrics::unregistered()).unwrap();
+    let compiled = rt.compile(wasm).unwrap();
+    let mut h = rt
+        .instantiate_blocking(
+            &compiled,
+            "cache-trust",
+            Limits::default(),
+            Arc::new(FakeCache),
+        )
+        .unwrap();
+    (compiled.cache_hit(), block(h.describe()).unwrap().name)
+}
+
+/// Guest-log-free JSON capture of the host's own warnings.
+fn warnings_during(f: impl FnOnce()) -> Vec<serde_json::Value> {
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let out = String::from_utf8(capture.0.lock().clone()).unwrap();
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 #[test]
-fn deadline_never_fires_early() {
-    assert_eq!(engine::deadline_ticks(Duration::from_millis(200)), 21);
-    assert_eq!(engine::deadline_ticks(Duration::from_millis(1)), 2);
-    assert_eq!(engine::deadline_ticks(Duration::ZERO), 1);
+fn compile_cache_in_a_directory_others_can_write_is_not_used() {
+    let wasm = guest_bytes("configmap-logger");
+    let root = tempfile::tempdir().unwrap();
+    let cache = root.path().join("cache");
+    let config = RuntimeConfig {
+        cache_dir: Some(cache.clone()),
+        ..Default::default()
+    };
+    // Created private whatever the umask, and used.
+    assert_eq!(
+        compile_afresh(&config, &wasm),
+        (false, "configmap-logger".into())
+    );
+    assert_eq!(mode(&cache), 0o700);
+    let artifact = artifact_of(&cache, &wasm);
+    assert_eq!(mode(&artifact), 0o600);
+    assert!(
+        compile_afresh(&config, &wasm).0,
+        "a trusted cache is reused"
+    );
+
+    // World-writable: anyone could have planted the artifact, so it is not loaded, the plugin
+    // still compiles, and one warning names the directory and the reason.
+    set_mode(&cache, 0o777);
+    let mut loaded = None;
+    let warnings = warnings_during(|| loaded = Some(compile_afresh(&config, &wasm)));
+    assert_eq!(loaded.unwrap(), (false, "configmap-logger".into()));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let message = warnings[0]["fields"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&cache.display().to_string())
+            && message.contains("writable by group or others (mode 0777"),
+        "{message}"
+    );
+    set_mode(&cache, 0o770);
+    assert!(!compile_afresh(&config, &wasm).0, "group-writable: same");
+
+    // A parent others can write could swap the whole directory; a sticky one (like /tmp) cannot.
+    set_mode(&cache, 0o700);
+    set_mode(root.path(), 0o777);
+    assert!(!compile_afresh(&config, &wasm).0);
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let reason = compile_cache::check_directory(&cache, uid).unwrap_err();
+    assert!(
+        reason.contains(&format!("its parent {}", root.path().display()))
+            && reason.contains("without the sticky bit"),
+        "{reason}"
+    );
+    set_mode(root.path(), 0o1777);
+    assert!(compile_afresh(&config, &wasm).0, "sticky parent: trusted");
+    set_mode(root.path(), 0o700);
+
+    // A directory owned by someone else is refused too (the check itself, for any uid).
+    let reason = compile_cache::check_directory(&cache, 4242).unwrap_err();
+    assert!(
+        reason.contains("not by this process's uid 4242"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn tampered_compile_cache_artifacts_are_not_loaded() {
+    use sha2::Digest;
+    let logger = guest_bytes("configmap-logger");
+    let fixture = guest_bytes("test-fixture");
+    let dir = tempfile::tempdir().unwrap();
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().into()),
+        ..Default::default()
+    };
+    compile_afresh(&config, &logger);
+    compile_afresh(&config, &fixture);
+    let logger_artifact = artifact_of(dir.path(), &logger);
+    let fixture_artifact = artifact_of(dir.path(), &fixture);
+
+    // What a writer of the cache can do: put other native code (here the fixture's) under the
+    // logger's key with a checksum that verifies.
+    let forge = || {
+        let stored = std::fs::read(&fixture_artifact).unwrap();
+        let code = &stored[..stored.len() - 40];
+        let mut h = sha2::Sha256::new();
+        h.update(sha2::Sha256::digest(&logger));
+        h.update(code);
+        let mut forged = code.to_vec();
+        forged.extend_from_slice(&h.finalize());
+        forged.extend_from_slice(b"kwcache2");
+        std::fs::write(&logger_artifact, forged).unwrap();
+    };
+
+    // Written by someone else (the file is writable by others): refused, removed, recompiled
+    // from the real wasm and stored privately again.
+    forge();
+    set_mode(&logger_artifact, 0o666);
+    assert_eq!(
+        compile_afresh(&config, &logger),
+        (false, "configmap-logger".into())
+    );
+    assert_eq!(
+        mode(&logger_artifact),
+        0o600,
+        "replaced by a fresh private artifact"
+    );
+    assert!(compile_afresh(&config, &logger).0);
+
+    // Owned by another user: refused (changing the owner needs root).
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        forge();
+        std::os::unix::fs::chown(&logger_artifact, Some(65534), None).unwrap();
+        assert_eq!(
+            compile_afresh(&config, &logger),
+            (false, "configmap-logger".into())
+        );
+        assert!(compile_afresh(&config, &logger).0);
+    }
+
+    // Another entry merely renamed into place (valid checksum of its own): refused because the
+    // checksum is bound to the key.
+    std::fs::copy(&fixture_artifact, &logger_artifact).unwrap();
+    assert_eq!(
+        compile_afresh(&config, &logger),
+        (false, "configmap-logger".into())
+    );
+
+    // The ownership check is what stops the forgery: the same file, private, is loaded. (This
+    // is the trust boundary: whoever runs as the host's uid can replace the host itself.)
+    forge();
+    assert_eq!(
+        compile_afresh(&config, &logger),
+        (true, "test-fixture".into())
+    );
+}
+
+#[test]
+fn guests_blocked_in_wasi_calls_are_stopped_at_the_deadline() {
+    let limits = Limits {
+        deadline: Duration::from_millis(100),
+        ..Limits::default()
+    };
+    let mut h = instance(&shared().fixture, "fixture-blocked", limits);
+    for blocking in ["sleep", "poll"] {
+        let started = Instant::now();
+        assert_eq!(
+            block(h.on_add(&action(blocking), false)).unwrap_err(),
+            CallError::DeadlineExceeded,
+            "{blocking}"
+        );
+        // Not a timing goal (the benchmark measures overshoot): only that the call was
+        // interrupted rather than left to sleep for its 600 s.
+        assert!(started.elapsed() < Duration::from_secs(60), "{blocking}");
+    }
+    assert_eq!(
+        block(h.on_add(&action("other"), false)).unwrap(),
+        HandlerOutcome::Ok,
+        "a fresh instance serves the next call"
+    );
+}
+
+#[test]
+fn a_guest_cannot_hold_unbounded_host_resources() {
+    let mut h = instance(&shared().fixture, "fixture-pollables", Limits::default());
+    let err = block(h.on_add(&action("pollables"), false)).unwrap_err();
+    assert!(matches!(err, CallError::Trap(_)), "{err:?}");
+    assert!(
+        !logged("fixture-pollables")
+            .iter()
+            .any(|l| l.starts_with("pollables: created")),
+        "the resource table bound stopped the guest"
+    );
+}
+
+#[test]
+fn a_stack_overflow_is_a_trap() {
+    let mut h = instance(&shared().fixture, "fixture-stack", Limits::default());
+    let err = block(h.on_add(&action("stack-overflow"), false)).unwrap_err();
+    assert!(matches!(err, CallError::Trap(_)), "{err:?}");
+}
+
+#[test]
+fn dropping_a_call_discards_the_instance() {
+    let mut h = instance(&shared().fixture, "fixture-dropped", Limits::default());
+    let sleeper = action("sleep");
+    let cut = block(async {
+        tokio::time::timeout(Duration::from_millis(50), h.on_add(&sleeper, false)).await
+    });
+    assert!(cut.is_err(), "the caller abandoned the call");
+    assert_eq!(
+        block(h.on_add(&action("other"), false)).unwrap(),
+        HandlerOutcome::Ok
+    );
 }
 
 #[test]
@@ -542,8 +945,7 @@ fn guest_logs_become_tracing_events_with_the_plugin_name() {
         .finish();
     let mut h = instance(&shared().logger, "traced", Limits::default());
     tracing::subscriber::with_default(subscriber, || {
-        h.on_add(&configmap(Some("n"), "c", "9", &[]), true)
-            .unwrap();
+        block(h.on_add(&configmap(Some("n"), "c", "9", &[]), true)).unwrap();
     });
     let out = String::from_utf8(capture.0.lock().clone()).unwrap();
     let event: serde_json::Value = out
@@ -566,7 +968,7 @@ fn label_auditor_reports_drift_on_resync() {
         .compile(&guest_bytes("label-auditor"))
         .unwrap();
     let mut h = instance(&compiled, p, Limits::default());
-    let info = h.describe().unwrap();
+    let info = block(h.describe()).unwrap();
     assert_eq!(info.name, "label-auditor");
     assert_eq!(info.subscriptions[0].resync_period_ms, 30_000);
     let bad = configmap(Some("ns"), "bad", "1", &[]);
@@ -576,11 +978,14 @@ fn label_auditor_reports_drift_on_resync() {
         "1",
         &[("app.kubernetes.io/name", "web")],
     );
-    h.on_add(&bad, true).unwrap();
-    h.on_add(&good, true).unwrap();
+    block(h.on_add(&bad, true)).unwrap();
+    block(h.on_add(&good, true)).unwrap();
     // A resync replay: the full audit from `cache.list` (FakeCache serves a/one and b/two,
     // both unlabelled, and no longer ns/bad) reports what the events missed.
-    assert_eq!(h.on_update(&good, &good, true).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(
+        block(h.on_update(&good, &good, true)).unwrap(),
+        HandlerOutcome::Ok
+    );
     assert_eq!(
         logged(p),
         [
@@ -598,22 +1003,11 @@ fn failures_in_a_row_are_counted_for_quarantine() {
     let mut h = instance(&shared().fixture, "fixture-repeat", Limits::default());
     for n in 1..=3 {
         assert!(matches!(
-            h.on_add(&action("trap"), false),
+            block(h.on_add(&action("trap"), false)),
             Err(CallError::Trap(_))
         ));
         assert_eq!(h.consecutive_failures(), n);
     }
-    let policy = QuarantinePolicy {
-        threshold: 3,
-        ..Default::default()
-    };
-    assert_eq!(policy.backoff(2), None);
-    assert_eq!(
-        policy.backoff(h.consecutive_failures()),
-        Some(Duration::from_secs(1))
-    );
-    assert_eq!(policy.backoff(5), Some(Duration::from_secs(4)));
-    assert_eq!(policy.backoff(u32::MAX), Some(Duration::from_secs(300)));
 }
 
 #[test]
@@ -634,9 +1028,9 @@ fn metrics_are_exported_per_plugin_and_cause() {
     let rt = Runtime::new(RuntimeConfig::default(), metrics).unwrap();
     let compiled = rt.compile(&guest_bytes("test-fixture")).unwrap();
     let mut h = rt
-        .instantiate(&compiled, "metered", Limits::default(), Arc::new(FakeCache))
+        .instantiate_blocking(&compiled, "metered", Limits::default(), Arc::new(FakeCache))
         .unwrap();
-    h.on_add(&action("trap"), false).unwrap_err();
+    block(h.on_add(&action("trap"), false)).unwrap_err();
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
     for expected in [
@@ -658,7 +1052,7 @@ fn calls_work_from_tokio_blocking_threads() {
         tokio::task::spawn_blocking(|| {
             let mut h = instance(&shared().fixture, "tokio-blocking", Limits::default());
             assert_eq!(
-                h.on_add(&action("print"), false).unwrap(),
+                block(h.on_add(&action("print"), false)).unwrap(),
                 HandlerOutcome::Ok
             );
             logged("tokio-blocking")

@@ -13,13 +13,16 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
-use super::guest_log::GuestLog;
+use super::guest_log::{CleanText, GuestLog, MAX_GUEST_TEXT, clean, clean_to};
 
-/// Longest line kept before it is emitted anyway, so a guest cannot grow host memory by never
-/// writing a newline.
-const MAX_LINE: usize = 16 * 1024;
+/// Bytes of one line kept before the newline arrives; the rest of an overlong line is counted
+/// and discarded, so a guest cannot grow host memory by never writing a newline, and the line is
+/// still logged once (truncated, with the count) rather than as many fragments.
+const MAX_LINE: usize = MAX_GUEST_TEXT;
 /// Stderr lines kept to explain a trap (a Rust panic message precedes the trap).
 const STDERR_TAIL: usize = 4;
+/// Bytes kept of each of those lines, so the joined tail stays within one guest text's cap.
+const TAIL_LINE: usize = MAX_GUEST_TEXT / STDERR_TAIL;
 
 /// Builds the sandboxed WASI context for one instance; returns it with the handles the instance
 /// uses to flush partial lines and read the stderr tail.
@@ -57,18 +60,25 @@ impl GuestOutput {
         self.stderr.lock().tail.clear();
     }
 
-    /// The last stderr lines written during this call, joined for an error message.
+    /// The last stderr lines written during this call, joined for an error message (each line
+    /// capped at [`TAIL_LINE`] bytes).
     pub fn stderr_tail(&self) -> Option<String> {
         let err = self.stderr.lock();
-        (!err.tail.is_empty()).then(|| err.tail.iter().cloned().collect::<Vec<_>>().join(" | "))
+        (!err.tail.is_empty()).then(|| {
+            let lines: Vec<&str> = err.tail.iter().map(CleanText::as_str).collect();
+            lines.join(" | ")
+        })
     }
 }
 
 struct LineBuffer {
     log: GuestLog,
     stderr: bool,
+    /// The start of the current line, at most [`MAX_LINE`] bytes.
     partial: Vec<u8>,
-    tail: VecDeque<String>,
+    /// Bytes of the current line discarded beyond [`MAX_LINE`].
+    overflow: usize,
+    tail: VecDeque<CleanText>,
 }
 
 impl LineBuffer {
@@ -77,41 +87,50 @@ impl LineBuffer {
             log,
             stderr,
             partial: Vec::new(),
+            overflow: 0,
             tail: VecDeque::new(),
         }
     }
 
     fn write(&mut self, mut bytes: &[u8]) {
         while let Some(pos) = bytes.iter().position(|&b| b == b'\n') {
-            self.partial.extend_from_slice(&bytes[..pos]);
+            self.keep(&bytes[..pos]);
             self.emit();
             bytes = &bytes[pos + 1..];
         }
-        self.partial.extend_from_slice(bytes);
-        if self.partial.len() >= MAX_LINE {
-            self.emit();
-        }
+        self.keep(bytes);
+    }
+
+    /// Appends to the current line up to [`MAX_LINE`], counting the rest.
+    fn keep(&mut self, bytes: &[u8]) {
+        let room = MAX_LINE - self.partial.len();
+        let (kept, over) = bytes.split_at(bytes.len().min(room));
+        self.partial.extend_from_slice(kept);
+        self.overflow += over.len();
     }
 
     fn flush_partial(&mut self) {
-        if !self.partial.is_empty() {
+        if !self.partial.is_empty() || self.overflow > 0 {
             self.emit();
         }
     }
 
     fn emit(&mut self) {
         let raw = std::mem::take(&mut self.partial);
+        let overflow = std::mem::take(&mut self.overflow);
         let line = String::from_utf8_lossy(&raw);
         let line = line.strip_suffix('\r').unwrap_or(&line);
-        if line.trim().is_empty() {
+        if line.trim().is_empty() && overflow == 0 {
             return;
         }
-        self.log.output_line(self.stderr, line);
+        self.log.output_line(self.stderr, &clean(line, overflow));
         if self.stderr {
+            // Kept even when the rate limit dropped the line: a panic message explains the
+            // trap that follows it, and the tail is bounded.
             if self.tail.len() == STDERR_TAIL {
                 self.tail.pop_front();
             }
-            self.tail.push_back(line.to_string());
+            self.tail.push_back(clean_to(line, overflow, TAIL_LINE));
         }
     }
 }
@@ -182,38 +201,105 @@ mod tests {
 
     use parking_lot::Mutex;
 
+    use super::super::metrics::RuntimeMetrics;
     use super::super::types::GuestLogLevel;
     use super::*;
 
-    #[test]
-    fn splits_lines_bounds_long_ones_and_keeps_the_stderr_tail() {
-        let seen = Arc::new(Mutex::new(Vec::new()));
+    type Seen = Arc<Mutex<Vec<(GuestLogLevel, String)>>>;
+
+    fn capture() -> (GuestOutput, Seen) {
+        let seen = Seen::default();
         let sink = seen.clone();
         let log = GuestLog::new(
             "p".into(),
             Some(Arc::new(move |_: &str, level: GuestLogLevel, msg: &str| {
-                sink.lock().push((level, msg.len(), msg.to_string()))
+                sink.lock().push((level, msg.to_string()))
             })),
+            &RuntimeMetrics::unregistered(),
         );
-        let (_ctx, out) = sandboxed_ctx(&log);
+        (sandboxed_ctx(&log).1, seen)
+    }
+
+    #[test]
+    fn splits_lines_and_keeps_the_stderr_tail() {
+        let (out, seen) = capture();
         let mut err = out.stderr.lock();
         err.write(b"one\r\ntw");
-        err.write(b"o\n\nthree");
-        err.write(&vec![b'x'; MAX_LINE]);
+        err.write(b"o\n\n  \nthree");
         drop(err);
         out.flush();
         let seen = seen.lock();
-        assert_eq!(seen[0].2, "one");
-        assert_eq!(seen[1].2, "two");
-        assert_eq!(
-            seen[2].1,
-            "three".len() + MAX_LINE,
-            "emitted once over the bound"
-        );
-        assert_eq!(seen.len(), 3, "blank lines are dropped");
-        assert!(seen.iter().all(|(l, ..)| *l == GuestLogLevel::Warn));
-        assert!(out.stderr_tail().unwrap().starts_with("one | two | three"));
+        let lines: Vec<&str> = seen.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(lines, ["one", "two", "three"], "blank lines are dropped");
+        assert!(seen.iter().all(|(l, _)| *l == GuestLogLevel::Warn));
+        assert_eq!(out.stderr_tail().unwrap(), "one | two | three");
         out.reset_tail();
         assert_eq!(out.stderr_tail(), None);
+    }
+
+    #[test]
+    fn an_endless_line_is_held_to_the_cap_and_logged_once_truncated() {
+        let (out, seen) = capture();
+        let mut stdout = out.stdout.lock();
+        stdout.write(b"start:");
+        // 60 MiB in 64 KiB writes (what the stream admits per `check_write`), no newline.
+        let chunk = vec![b'x'; 64 * 1024];
+        for _ in 0..960 {
+            stdout.write(&chunk);
+            assert!(
+                stdout.partial.len() <= MAX_LINE,
+                "the host holds one capped line"
+            );
+        }
+        stdout.write(b"\nnext\n");
+        drop(stdout);
+        let seen = seen.lock();
+        assert_eq!(seen.len(), 2, "one line, not thousands of fragments");
+        let first = &seen[0].1;
+        let dropped = 6 + 960 * 64 * 1024 - MAX_LINE;
+        assert!(first.starts_with("start:xxx"), "{}", &first[..20]);
+        assert!(
+            first.ends_with(&format!("x…[truncated {dropped} bytes]")),
+            "{}",
+            &first[first.len() - 40..]
+        );
+        assert_eq!(
+            first.len() - format!("…[truncated {dropped} bytes]").len(),
+            MAX_LINE
+        );
+        assert_eq!(seen[1].1, "next");
+    }
+
+    #[test]
+    fn an_unterminated_overlong_line_is_flushed_at_the_end_of_the_call() {
+        let (out, seen) = capture();
+        out.stderr.lock().write(&vec![b'y'; MAX_LINE + 10]);
+        assert!(
+            seen.lock().is_empty(),
+            "held until the newline or the call's end"
+        );
+        out.flush();
+        assert!(seen.lock()[0].1.ends_with("y…[truncated 10 bytes]"));
+        let tail = out.stderr_tail().unwrap();
+        assert_eq!(tail.len(), TAIL_LINE + "…[truncated 12298 bytes]".len());
+        assert!(
+            tail.ends_with(&format!(
+                "y…[truncated {} bytes]",
+                MAX_LINE - TAIL_LINE + 10
+            )),
+            "{tail}"
+        );
+    }
+
+    #[test]
+    fn output_lines_cannot_forge_log_lines_or_escape_the_terminal() {
+        let (out, seen) = capture();
+        out.stdout
+            .lock()
+            .write(b"ok\r2024-01-01T00:00:00Z ERROR forged \x1b[2J\x1b[31mred\xff\n");
+        assert_eq!(
+            seen.lock()[0].1,
+            "ok\\r2024-01-01T00:00:00Z ERROR forged \\u{1b}[2J\\u{1b}[31mred\u{fffd}"
+        );
     }
 }

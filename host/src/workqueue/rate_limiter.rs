@@ -117,18 +117,37 @@ impl BucketRateLimiter {
             state: Mutex::new((burst as f64, None)),
         }
     }
-}
 
-impl<T> RateLimiter<T> for BucketRateLimiter {
-    fn when(&self, _item: &T) -> Duration {
-        let now = Instant::now();
+    /// Takes a token if one is available now, never from the future (Go's `rate.Limiter.Allow`):
+    /// for callers that drop what they cannot afford instead of delaying it.
+    pub fn try_acquire(&self) -> bool {
         let mut g = self.state.lock();
-        let (tokens, last) = &mut *g;
+        let tokens = self.refill(&mut g);
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Adds the tokens earned since the last call, up to `burst`; the one refill rule.
+    fn refill<'a>(&self, state: &'a mut (f64, Option<Instant>)) -> &'a mut f64 {
+        let now = Instant::now();
+        let (tokens, last) = state;
         if let Some(l) = *last {
             let elapsed = now.saturating_duration_since(l).as_secs_f64();
             *tokens = (*tokens + elapsed * self.qps).min(self.burst);
         }
         *last = Some(now);
+        tokens
+    }
+}
+
+impl<T> RateLimiter<T> for BucketRateLimiter {
+    fn when(&self, _item: &T) -> Duration {
+        let mut g = self.state.lock();
+        let tokens = self.refill(&mut g);
         *tokens -= 1.0;
         if *tokens >= 0.0 {
             Duration::ZERO

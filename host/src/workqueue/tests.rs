@@ -249,3 +249,33 @@ async fn scenario_74_default_controller_limiter() {
     assert_eq!(l.when(&"y1".to_string()), Duration::from_millis(100));
     assert_eq!(l.when(&"y2".to_string()), Duration::from_millis(200));
 }
+
+#[tokio::test(start_paused = true)]
+async fn bucket_try_acquire_drops_instead_of_borrowing() {
+    let l = BucketRateLimiter::new(10.0, 3);
+    assert!(
+        (0..3).all(|_| l.try_acquire()),
+        "the burst is available at once"
+    );
+    assert!(
+        !l.try_acquire(),
+        "empty: refused, not borrowed from the future"
+    );
+    assert!(
+        !l.try_acquire(),
+        "a refusal takes nothing, so it cannot dig a debt"
+    );
+    tokio::time::advance(Duration::from_millis(100)).await;
+    assert!(l.try_acquire(), "one token per 1/qps");
+    assert!(!l.try_acquire());
+    tokio::time::advance(Duration::from_secs(60)).await;
+    assert_eq!(
+        (0..10).filter(|_| l.try_acquire()).count(),
+        3,
+        "refill stops at burst"
+    );
+    // Shares the refill with `when`: a reservation made now is paid by the next refill.
+    assert_eq!(RateLimiter::<()>::when(&l, &()), Duration::from_millis(100));
+    tokio::time::advance(Duration::from_millis(100)).await;
+    assert!(!l.try_acquire(), "the token earned went to the reservation");
+}

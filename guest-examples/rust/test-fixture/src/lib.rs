@@ -85,23 +85,133 @@ fn act(meta: &ObjectMeta) -> Result<(), HandlerError> {
             println!("print: stdout {}", key(meta));
             eprintln!("print: stderr {}", key(meta));
         }
+        "sleep" => {
+            info(&format!("sleep begin {}", key(meta)));
+            std::thread::sleep(std::time::Duration::from_secs(600));
+        }
+        "nap" => {
+            info(&format!("nap begin {}", key(meta)));
+            std::thread::sleep(std::time::Duration::from_millis(700));
+            info(&format!("nap end {}", key(meta)));
+        }
+        "poll" => {
+            let p = wasip2::clocks::monotonic_clock::subscribe_duration(600_000_000_000);
+            wasip2::io::poll::poll(&[&p]);
+        }
+        "pollables" => {
+            let mut all = Vec::new();
+            for _ in 0..1_000_000 {
+                all.push(wasip2::clocks::monotonic_clock::subscribe_duration(1));
+            }
+            info(&format!("pollables: created {}", all.len()));
+        }
+        "stack-overflow" => {
+            fn deep(n: u64) -> u64 {
+                let pad = std::hint::black_box([n; 64]);
+                deep(n + 1) + pad[7]
+            }
+            info(&format!("stack: {}", deep(0)));
+        }
+        // Guest output the host must bound and sanitise (see runtime/guest_log.rs).
+        "log-huge" => {
+            log(Level::Info, &"x".repeat(60 << 20));
+            info("log-huge: done");
+        }
+        "print-huge" => {
+            print!("{}", "y".repeat(60 << 20));
+            println!(" end");
+            info("print-huge: done");
+        }
+        "log-forge" => log(
+            Level::Error,
+            "forged\n2024-01-01T00:00:00Z  INFO kubewasm: \x1b[32mall good\x1b[0m",
+        ),
+        "log-flood" => {
+            for i in 0..3000 {
+                info(&format!("flood {i}"));
+            }
+        }
+        "retry-huge" => {
+            return Err(HandlerError::Retry(format!(
+                "line one\nline two {}",
+                "z".repeat(1 << 20)
+            )));
+        }
         _ => info(&format!("ok {}", key(meta))),
     }
     Ok(())
 }
 
+fn configmaps() -> Subscription {
+    Subscription {
+        api_version: "v1".to_string(),
+        kind: "ConfigMap".to_string(),
+        namespace: None,
+        label_selector: None,
+        field_selector: None,
+        resync_period_ms: 0,
+    }
+}
+
+/// The subscriptions, or the misbehaviour, the build's `describe-*` feature asks for.
+fn subscriptions() -> Vec<Subscription> {
+    if cfg!(feature = "describe-sleep") {
+        std::thread::sleep(std::time::Duration::from_secs(600));
+    }
+    if cfg!(feature = "describe-trap") {
+        panic!("test-fixture: describe() trap requested");
+    }
+    if cfg!(feature = "describe-none") {
+        return Vec::new();
+    }
+    if cfg!(feature = "describe-many") {
+        return (0..10_000)
+            .map(|i| Subscription {
+                namespace: Some(format!("ns-{i}")),
+                ..configmaps()
+            })
+            .collect();
+    }
+    if cfg!(feature = "describe-duplicates") {
+        return vec![configmaps(), configmaps(), configmaps()];
+    }
+    let one = if cfg!(feature = "describe-bad-selector") {
+        Subscription {
+            label_selector: Some("app in (web".to_string()),
+            ..configmaps()
+        }
+    } else if cfg!(feature = "describe-bad-namespace") {
+        Subscription {
+            namespace: Some("kube-system/secrets?x=".to_string()),
+            ..configmaps()
+        }
+    } else if cfg!(feature = "describe-bad-kind") {
+        Subscription {
+            kind: "Config Map/../secrets".to_string(),
+            ..configmaps()
+        }
+    } else if cfg!(feature = "describe-unknown-kind") {
+        Subscription {
+            api_version: "example.com/v1".to_string(),
+            kind: "Widget".to_string(),
+            ..configmaps()
+        }
+    } else {
+        configmaps()
+    };
+    vec![one]
+}
+
 impl Guest for TestFixture {
     fn describe() -> PluginInfo {
+        let name = if cfg!(feature = "describe-huge-name") {
+            "n".repeat(1 << 20)
+        } else {
+            "test-fixture".to_string()
+        };
         PluginInfo {
-            name: "test-fixture".to_string(),
-            subscriptions: vec![Subscription {
-                api_version: "v1".to_string(),
-                kind: "ConfigMap".to_string(),
-                namespace: None,
-                label_selector: None,
-                field_selector: None,
-                resync_period_ms: 0,
-            }],
+            name,
+            subscriptions: subscriptions(),
         }
     }
 

@@ -225,10 +225,12 @@ async fn scenario_54_resync_runs_only_while_watching() {
         times.iter().all(|t| *t <= broke || *t >= back),
         "no resync during the outage"
     );
+    // The resync that fell due during the outage runs as soon as the watch phase resumes; it
+    // finds every key still queued by the relist, so the next update is one period later.
     assert_eq!(
         times[3] - back,
         Duration::from_secs(1),
-        "resync phase restarts with the watch"
+        "overdue resync at the end of the outage, then on schedule"
     );
 }
 
@@ -560,4 +562,131 @@ async fn scenario_45_watch_list_with_transform() {
         rec.wait_len(3).await,
         vec![init_add("FOO", "1"), init_add("BAR", "2"), add("BAZ", "3")]
     );
+}
+
+/// Issue 8 defect: a registration that lands after `remove` found the informer idle but before
+/// it stopped it was kept by a stopping informer and never called. The seam runs exactly there,
+/// standing in for an `add_handler` that read the factory's map just before the removal.
+#[tokio::test(start_paused = true)]
+async fn registration_racing_the_last_removal_keeps_the_informer() {
+    let fake = Fake::new();
+    fake.set_list(vec![v("a", "1")], "1");
+    let f = InformerFactory::with_source(
+        Arc::new(FakeFactory(fake.clone())),
+        InformerMetrics::unregistered(),
+    );
+    let reg = f
+        .add_handler(&pod_key(), Recorder::new(), None)
+        .await
+        .unwrap();
+    reg.wait_synced().await;
+    fake.wait_live_watch(2).await;
+    let inf = f.informer(&pod_key()).unwrap();
+    let late = Recorder::new();
+    let (inf2, late2) = (inf.clone(), late.clone());
+    f.set_before_idle_stop(move || {
+        // Either it joins the live informer, or it is told the informer stopped (and
+        // `add_handler` then starts a fresh one); never a registration on a stopping informer.
+        if let Err(e) = inf2.add_event_handler(late2, None) {
+            assert!(matches!(e, InformerError::Stopped(_)), "{e}");
+        }
+    });
+    reg.remove().await;
+    assert!(
+        !inf.is_stopped(),
+        "informer stopped under a registered handler"
+    );
+    assert_eq!(late.wait_len(1).await, vec![init_add("a", "1")]);
+    fake.send(Ok(WatchEvent::Added(v("b", "2"))));
+    assert_eq!(late.wait_len(2).await[1], add("b", "2"));
+    f.shutdown().await;
+}
+
+/// Issue 8 defect: the first handler with a resync period, added right after the reflector
+/// read the (empty) plan, must still be resynced on its schedule.
+#[tokio::test(start_paused = true)]
+async fn handler_added_while_the_plan_is_read_is_resynced() {
+    let fake = Fake::new();
+    fake.set_list(vec![v("a", "1")], "1");
+    let inf = informer(&fake);
+    inf.add_event_handler(Recorder::new(), None).unwrap();
+    let late = Recorder::new();
+    let (weak, late2) = (Arc::downgrade(&inf), late.clone());
+    let added_at = Arc::new(Mutex::new(None));
+    let added_at2 = added_at.clone();
+    *inf.processor().after_plan_read.lock() = Some(Box::new(move || {
+        let inf = weak.upgrade().unwrap();
+        inf.add_event_handler(late2, Some(Duration::from_secs(2)))
+            .unwrap();
+        *added_at2.lock() = Some(Instant::now());
+    }));
+    inf.run();
+    fake.wait_live_watch(2).await;
+    let evs = late.wait_len(2).await;
+    assert_eq!(evs[1], upd("a", "1", "1", true));
+    let t0 = added_at.lock().unwrap();
+    assert_eq!(late.events.lock()[1].0 - t0, Duration::from_secs(2));
+}
+
+/// Issue 8 defect: a relist must not restart the handlers' resync schedules (client-go keeps
+/// each listener's next resync time; only its check timer restarts).
+#[tokio::test(start_paused = true)]
+async fn relist_keeps_each_handlers_resync_schedule() {
+    let fake = Fake::new();
+    fake.set_list(vec![v("a", "1")], "1");
+    let inf = informer(&fake);
+    let rec = Recorder::new();
+    let t0 = Instant::now();
+    inf.add_event_handler(rec.clone(), Some(Duration::from_secs(60)))
+        .unwrap();
+    inf.run();
+    rec.wait_len(1).await;
+    fake.wait_live_watch(2).await;
+    // Scenario time: 30 s into the schedule the watch expires and the informer relists.
+    tokio::time::sleep_until(t0 + Duration::from_secs(30)).await;
+    fake.send(Err(expired()));
+    fake.wait_live_watch(4).await;
+    // The relist's is-sync update (the handler is still syncing), then the resync at +60 s.
+    let evs = rec.wait_len(3).await;
+    assert_eq!(evs[1], upd("a", "1", "1", true));
+    assert_eq!(evs[2], upd("a", "1", "1", true));
+    assert_eq!(rec.events.lock()[2].0 - t0, Duration::from_secs(60));
+}
+
+/// Issue 8 defect: the resync timer keeps running while the watch is re-opened or backs off
+/// (client-go's resync goroutine lives for the whole ListAndWatch, watch retries included).
+#[tokio::test(start_paused = true)]
+async fn resync_runs_while_the_watch_backs_off() {
+    let fake = Fake::new();
+    fake.set_list(vec![v("a", "1")], "1");
+    let inf = informer(&fake);
+    let rec = Recorder::new();
+    let t0 = Instant::now();
+    inf.add_event_handler(rec.clone(), Some(Duration::from_secs(5)))
+        .unwrap();
+    inf.run();
+    rec.wait_len(1).await;
+    fake.wait_live_watch(2).await;
+    // Throttled, then the server refuses connections for a while: re-watch attempts with a
+    // growing backoff (0.8 + 1.6 + 3.2 + 6.4 s at least), never a relist.
+    for _ in 0..4 {
+        fake.script_watch(WatchScript::Err(SourceError::new(
+            SourceErrorKind::ConnectionRefused,
+            "refused",
+        )));
+    }
+    fake.send(Err(SourceError::from_status(
+        429,
+        "TooManyRequests",
+        "slow down",
+        &[],
+    )));
+    let evs = rec.wait_len(2).await;
+    assert_eq!(evs[1], upd("a", "1", "1", true));
+    let resynced = rec.events.lock()[1].0;
+    assert_eq!(resynced - t0, Duration::from_secs(5));
+    fake.wait_live_watch(7).await;
+    let reopened = fake.timed_calls()[6].0;
+    assert!(resynced < reopened, "resynced while the watch was down");
+    assert_eq!(fake.list_rvs().len(), 1, "no relist");
 }

@@ -3,6 +3,8 @@
 
 mod fifo;
 mod handlers;
+mod kube_source;
+mod logs;
 mod reflector;
 
 use std::collections::VecDeque;

@@ -91,8 +91,10 @@ async fn scenario_12_wrong_type_dropped() {
     assert_eq!(inf.last_sync_resource_version(), "32");
 }
 
+/// Decoded events whose object client-go cannot key are skipped (as client-go's reflector
+/// does); the watch goes on.
 #[tokio::test(start_paused = true)]
-async fn malformed_events_are_skipped_and_the_informer_keeps_running() {
+async fn malformed_objects_are_skipped_and_the_informer_keeps_running() {
     let (fake, inf, rec) = started(vec![], "10").await;
     fake.send(Ok(WatchEvent::Added(
         json!({"apiVersion":"v1","kind":"Pod"}),
@@ -101,15 +103,45 @@ async fn malformed_events_are_skipped_and_the_informer_keeps_running() {
     fake.send(Ok(WatchEvent::Modified(
         json!({"apiVersion":"v1","kind":"Pod","metadata":{}}),
     )));
-    fake.send(Err(SourceError::new(
-        SourceErrorKind::Malformed,
-        "expected value at line 1",
-    )));
     fake.send(Ok(WatchEvent::Added(v("ok", "20"))));
     assert_eq!(rec.wait_len(1).await, vec![add("ok", "20")]);
     assert_eq!(inf.last_sync_resource_version(), "20");
     // Still watching on the same stream: no relist happened.
     assert_eq!(fake.calls().len(), 2);
+}
+
+/// Issue 8 defect: an event that cannot be decoded hides a change the cache would silently
+/// miss. Like client-go, the watch ends and the informer relists after a backoff.
+#[tokio::test(start_paused = true)]
+async fn undecodable_event_ends_the_watch_and_relists_after_backoff() {
+    let metrics = InformerMetrics::unregistered();
+    let fake = Fake::new();
+    fake.set_list(vec![v("a", "1")], "10");
+    let inf = SharedIndexInformer::new(
+        pod_key(),
+        fake.clone(),
+        metrics.clone(),
+        ReflectorConfig::default(),
+    );
+    let rec = Recorder::new();
+    inf.add_event_handler(rec.clone(), None).unwrap();
+    inf.run();
+    rec.wait_len(1).await;
+    fake.wait_live_watch(2).await;
+    // "a" changed at RV 11, but its event arrives undecodable.
+    fake.set_list(vec![v("a", "11")], "11");
+    let t = Instant::now();
+    fake.send(Err(SourceError::new(
+        SourceErrorKind::Malformed,
+        "invalid type: string \"x\", expected i64",
+    )));
+    let calls = fake.wait_calls(3).await;
+    assert_eq!(calls[2], list_opts("10", None));
+    assert!(fake.timed_calls()[2].0 - t >= Duration::from_millis(800));
+    assert_eq!(rec.wait_len(2).await[1], upd("a", "1", "11", false));
+    let k = pod_key().to_string();
+    assert_eq!(metrics.undecodable_events(&k), 1);
+    assert_eq!(metrics.relists(&k, "undecodable"), 1);
 }
 
 #[tokio::test(start_paused = true)]

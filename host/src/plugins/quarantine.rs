@@ -2,10 +2,9 @@
 
 use std::time::Duration;
 
-/// Exponential backoff after repeated failures (traps, deadlines, memory exhaustion), so a broken
-/// plugin does not burn CPU re-instantiating for every event. The runtime only counts
-/// ([`HandlerInstance::consecutive_failures`](super::HandlerInstance::consecutive_failures));
-/// the plugins layer holds the plugin's events back for the returned duration.
+/// Exponential backoff after repeated failed calls (traps, deadlines, memory exhaustion), so a
+/// broken plugin does not burn CPU re-instantiating for every event: the dispatcher counts
+/// failures in a row and holds the plugin's notifications back for the returned duration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QuarantinePolicy {
     /// Failures in a row before the first quarantine.

@@ -1,19 +1,14 @@
-//! Kind-specific validation of an object about to be stored, the subset of the real server's
-//! checks that deployments run into: size limits (annotations, ConfigMaps), ConfigMap keys and
+//! The rules deployments run into: size limits (annotations, ConfigMaps), ConfigMap keys and
 //! `binaryData`, Lease fields, RBAC rules and role references, Deployment selectors and
 //! PodDisruptionBudget budgets. Also the one canonical form the server imposes on those kinds:
 //! `binaryData` is bytes on the real server, so line-wrapped base64 (what `kubectl kustomize`
 //! writes) is accepted and served back unwrapped.
-//!
-//! Everything else stays schemaless. Each rule answers 422 `Invalid` naming the field, with the
-//! real server's wording, so `kubectl apply --dry-run=server` fails here where it would fail in a
-//! cluster.
 
 use base64::Engine;
 use serde_json::Value;
 
+use super::Cause;
 use crate::registry::ResourceType;
-use crate::status::{ApiError, ApiResult};
 
 /// Total size of all annotation keys and values (apimachinery's `TotalAnnotationSizeLimitB`).
 pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
@@ -21,13 +16,11 @@ pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 /// Total size of a ConfigMap's `data` values plus decoded `binaryData` (`MaxSecretSize`).
 pub const MAX_CONFIGMAP_BYTES: usize = 1024 * 1024;
 
-/// Checks `new` (the complete object about to be stored) and brings it into canonical form;
-/// `old` is the stored state on updates, for the fields the real server keeps immutable.
-pub fn object(rt: &ResourceType, new: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+/// Brings `new` into the canonical form the real server stores.
+pub(super) fn canonicalize(rt: &ResourceType, new: &mut Value) {
     if !rt.custom && rt.group.is_empty() && rt.kind == "ConfigMap" {
         unwrap_binary_data(new);
     }
-    check(rt, new, old)
 }
 
 /// Decodes base64 as Go's decoder does for `[]byte` fields: line breaks are skipped.
@@ -56,12 +49,9 @@ fn unwrap_binary_data(cm: &mut Value) {
     }
 }
 
-fn check(rt: &ResourceType, new: &Value, old: Option<&Value>) -> ApiResult<()> {
-    let name = new
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let fail = |field: &str, detail: String| Err(ApiError::invalid(&rt.kind, name, field, &detail));
+/// The first failed rule of `new` (the complete object about to be stored); `old` is the stored
+/// state on updates, for the fields the real server keeps immutable.
+pub(super) fn check(rt: &ResourceType, new: &Value, old: Option<&Value>) -> Option<Cause> {
     let annotations: usize = new
         .pointer("/metadata/annotations")
         .and_then(Value::as_object)
@@ -72,34 +62,44 @@ fn check(rt: &ResourceType, new: &Value, old: Option<&Value>) -> ApiResult<()> {
         })
         .unwrap_or(0);
     if annotations > MAX_ANNOTATIONS_BYTES {
-        return fail(
+        return err(
             "metadata.annotations",
             format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"),
-        );
+        )
+        .err();
     }
     if rt.custom {
-        return Ok(());
+        return None;
     }
-    match (rt.group.as_str(), rt.kind.as_str()) {
-        ("", "ConfigMap") => config_map(new).or_else(|(f, d)| fail(&f, d)),
-        ("coordination.k8s.io", "Lease") => lease(new).or_else(|(f, d)| fail(&f, d)),
-        ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => {
-            rules(new, rt.kind == "Role").or_else(|(f, d)| fail(&f, d))
-        }
+    let rule = match (rt.group.as_str(), rt.kind.as_str()) {
+        ("", "ConfigMap") => config_map(new),
+        ("coordination.k8s.io", "Lease") => lease(new),
+        ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => rules(new, rt.kind == "Role"),
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
-            binding(new, old, rt.kind == "RoleBinding").or_else(|(f, d)| fail(&f, d))
+            binding(new, old, rt.kind == "RoleBinding")
         }
-        ("apps", "Deployment") => deployment(new, old).or_else(|(f, d)| fail(&f, d)),
-        ("policy", "PodDisruptionBudget") => budget(new).or_else(|(f, d)| fail(&f, d)),
+        ("apps", "Deployment") => deployment(new, old),
+        ("policy", "PodDisruptionBudget") => budget(new),
         _ => Ok(()),
-    }
+    };
+    rule.err()
 }
 
-/// A failed rule: (field path, detail).
-type Rule = Result<(), (String, String)>;
+type Rule = Result<(), Cause>;
 
+/// A failed rule; the cause's reason follows from the real server's message prefix.
 fn err(field: impl Into<String>, detail: impl Into<String>) -> Rule {
-    Err((field.into(), detail.into()))
+    let detail = detail.into();
+    let reason = if detail.starts_with("Required value") {
+        "FieldValueRequired"
+    } else if detail.starts_with("Too long") {
+        "FieldValueTooLong"
+    } else if detail.starts_with("Unsupported value") {
+        "FieldValueNotSupported"
+    } else {
+        "FieldValueInvalid"
+    };
+    Err((field.into(), reason, detail))
 }
 
 /// ConfigMap keys: `[-._a-zA-Z0-9]+`, at most 253 characters, not `.` or `..`.
@@ -361,7 +361,7 @@ mod tests {
     fn check(plural: &str, group: &str, mut v: Value) -> Result<(), String> {
         let reg = Registry::with_builtins();
         let rt = reg.find(group, "v1", plural).unwrap();
-        object(&rt, &mut v, None).map_err(|e| e.message)
+        super::super::object(&rt, &mut v, None).map_err(|e| e.message)
     }
 
     #[test]
@@ -369,7 +369,7 @@ mod tests {
         let reg = Registry::with_builtins();
         let rt = reg.find("", "v1", "configmaps").unwrap();
         let mut v = json!({"metadata": {"name": "p"}, "binaryData": {"a.wasm": "AGFz\nbQ==\n"}});
-        object(&rt, &mut v, None).unwrap();
+        canonicalize(&rt, &mut v);
         assert_eq!(v["binaryData"]["a.wasm"], "AGFzbQ==");
     }
 

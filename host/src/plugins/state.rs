@@ -1,0 +1,200 @@
+//! The state of one plugin, as operators see it on `/plugins` and in `/readyz`.
+//!
+//! One enum, changed only by [`PluginState::step`]: the lifecycle (load, swap, unload) and the
+//! worker (quarantine, panic, restart) report what happened, and the step function decides what
+//! that means for the plugin, so the rules live in one place.
+
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+/// Where one plugin (all versions of one file) stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum PluginState {
+    /// A version is being compiled, described and attached; nothing of it runs yet (a previous
+    /// version, if any, keeps running meanwhile).
+    Loading,
+    /// A version receives notifications.
+    Running,
+    /// Deliveries are paused after consecutive failed calls; notifications keep queueing
+    /// (bounded) and delivery resumes at `until`.
+    Quarantined {
+        /// When delivery resumes.
+        #[serde(with = "unix_millis")]
+        until: SystemTime,
+    },
+    /// The last load failed (and no version runs), or the worker panicked and is being
+    /// restarted.
+    Failed {
+        /// What went wrong, naming the file or the panic.
+        cause: String,
+        /// Whether the host retries by itself (transient causes, worker restarts) rather than
+        /// waiting for the file to change.
+        retrying: bool,
+    },
+    /// The running version is being stopped (unload or shutdown).
+    Stopping,
+}
+
+/// What happened to a plugin; the input of [`PluginState::step`].
+#[derive(Clone, Debug)]
+pub enum StateEvent {
+    /// A load or swap started.
+    LoadStarted,
+    /// A version is attached and receiving.
+    Loaded,
+    /// A load or swap failed; `running` says whether a previous version keeps running.
+    LoadFailed {
+        /// The error, naming the file.
+        cause: String,
+        /// Transient failures are retried by the host.
+        retrying: bool,
+        /// A previous version is still running.
+        running: bool,
+    },
+    /// The worker paused deliveries for `pause`.
+    Quarantined {
+        /// How long.
+        pause: Duration,
+    },
+    /// The worker resumed deliveries (after a quarantine or a restart).
+    Resumed,
+    /// The worker thread panicked; it is restarted after a backoff.
+    WorkerPanicked {
+        /// The panic message.
+        message: String,
+    },
+    /// Unloading started.
+    StopRequested,
+}
+
+impl PluginState {
+    /// The state after `event`.
+    pub fn step(self, event: StateEvent) -> PluginState {
+        use PluginState as S;
+        use StateEvent as E;
+        match (self, event) {
+            // A failed swap leaves the running version as it was.
+            (
+                previous,
+                E::LoadFailed {
+                    running: true,
+                    cause,
+                    ..
+                },
+            ) => match previous {
+                S::Loading => S::Running,
+                other => {
+                    tracing::debug!(cause = %cause, "new version rejected; running version kept");
+                    other
+                }
+            },
+            (
+                _,
+                E::LoadFailed {
+                    cause, retrying, ..
+                },
+            ) => S::Failed { cause, retrying },
+            // While a version runs, a swap in progress is not shown as Loading: what operators
+            // need to know is whether events are being delivered.
+            (S::Running, E::LoadStarted) => S::Running,
+            (S::Quarantined { until }, E::LoadStarted) => S::Quarantined { until },
+            (_, E::LoadStarted) => S::Loading,
+            (_, E::Loaded) => S::Running,
+            (S::Stopping, _) => S::Stopping,
+            (_, E::StopRequested) => S::Stopping,
+            (_, E::Quarantined { pause }) => S::Quarantined {
+                until: SystemTime::now() + pause,
+            },
+            (_, E::Resumed) => S::Running,
+            (_, E::WorkerPanicked { message }) => S::Failed {
+                cause: format!("worker panicked: {message}"),
+                retrying: true,
+            },
+        }
+    }
+
+    /// Whether notifications are being delivered right now.
+    pub fn is_running(&self) -> bool {
+        matches!(self, PluginState::Running)
+    }
+
+    /// Short name for logs and the readiness detail.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PluginState::Loading => "loading",
+            PluginState::Running => "running",
+            PluginState::Quarantined { .. } => "quarantined",
+            PluginState::Failed { .. } => "failed",
+            PluginState::Stopping => "stopping",
+        }
+    }
+}
+
+mod unix_millis {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    pub fn serialize<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        let ms = t
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        s.serialize_u64(ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(running: bool) -> StateEvent {
+        StateEvent::LoadFailed {
+            cause: "x.wasm: bad".into(),
+            retrying: false,
+            running,
+        }
+    }
+
+    #[test]
+    fn load_then_fail_then_fix() {
+        let s = PluginState::Loading.step(failed(false));
+        assert_eq!(s.name(), "failed");
+        let s = s.step(StateEvent::LoadStarted).step(StateEvent::Loaded);
+        assert!(s.is_running());
+    }
+
+    #[test]
+    fn a_failed_swap_keeps_the_running_state() {
+        let s = PluginState::Running
+            .step(StateEvent::LoadStarted)
+            .step(failed(true));
+        assert!(s.is_running());
+        let q = PluginState::Running.step(StateEvent::Quarantined {
+            pause: Duration::from_secs(1),
+        });
+        assert_eq!(
+            q.clone().step(StateEvent::LoadStarted).name(),
+            "quarantined"
+        );
+        assert_eq!(q.step(StateEvent::Resumed).name(), "running");
+    }
+
+    #[test]
+    fn stopping_is_final_and_panics_are_failures_that_retry() {
+        let s = PluginState::Running.step(StateEvent::StopRequested);
+        assert_eq!(s.clone().step(StateEvent::Resumed), PluginState::Stopping);
+        let p = PluginState::Running.step(StateEvent::WorkerPanicked {
+            message: "boom".into(),
+        });
+        assert_eq!(
+            p,
+            PluginState::Failed {
+                cause: "worker panicked: boom".into(),
+                retrying: true
+            }
+        );
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["state"], "failed");
+    }
+}

@@ -1,0 +1,449 @@
+//! Delivery rules of the plugins layer with scripted guests: the queue's bound and coalescing,
+//! retries, quarantine, stop and kill on tokio's paused clock, and worker restarts.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::sync::broadcast;
+
+use super::dispatch::{DispatchConfig, Dispatcher, Guest, StateSink};
+use super::metrics::PluginMetrics;
+use super::quarantine::QuarantinePolicy;
+use super::queue::coalesce;
+use super::state::StateEvent;
+use crate::informer::{KubeObject, Notification, ResourceEventHandler, SharedObject};
+use crate::runtime::{CallError, HandlerOutcome};
+
+fn obj(name: &str, rv: u32) -> SharedObject {
+    Arc::new(
+        KubeObject::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "ns", "name": name, "uid": format!("uid-{name}"),
+                         "resourceVersion": rv.to_string()},
+        }))
+        .unwrap(),
+    )
+}
+
+fn add(name: &str, rv: u32) -> Notification {
+    Notification::Add {
+        obj: obj(name, rv),
+        initial: false,
+    }
+}
+
+fn update(name: &str, old: u32, new: u32) -> Notification {
+    Notification::Update {
+        old: obj(name, old),
+        new: obj(name, new),
+        is_sync: false,
+    }
+}
+
+fn delete(name: &str, rv: u32) -> Notification {
+    Notification::Delete {
+        obj: obj(name, rv),
+        final_state_unknown: false,
+    }
+}
+
+/// `add ns/a 1`, `update ns/a 1->2 sync`, `delete ns/a 2`: what a handler would log.
+fn describe(n: &Notification) -> String {
+    match n {
+        Notification::Add { obj, initial } => {
+            format!(
+                "add {} {}{}",
+                obj.key(),
+                obj.resource_version(),
+                if *initial { " init" } else { "" }
+            )
+        }
+        Notification::Update { old, new, is_sync } => format!(
+            "update {} {}->{}{}",
+            new.key(),
+            old.resource_version(),
+            new.resource_version(),
+            if *is_sync { " sync" } else { "" }
+        ),
+        Notification::Delete {
+            obj,
+            final_state_unknown,
+        } => format!(
+            "delete {} {}{}",
+            obj.key(),
+            obj.resource_version(),
+            if *final_state_unknown { " unknown" } else { "" }
+        ),
+    }
+}
+
+#[test]
+fn coalescing_keeps_the_oldest_unseen_old_and_the_newest_new() {
+    let one = |v: Vec<Notification>| coalesce(v).map(|n| describe(&n));
+    assert_eq!(
+        one(vec![add("a", 1), update("a", 1, 2)]),
+        Some("add ns/a 2".into())
+    );
+    assert_eq!(
+        one(vec![add("a", 1), delete("a", 1)]),
+        None,
+        "never seen, gone"
+    );
+    assert_eq!(
+        one(vec![update("a", 1, 2), update("a", 2, 3)]),
+        Some("update ns/a 1->3".into())
+    );
+    assert_eq!(
+        one(vec![update("a", 1, 2), delete("a", 2)]),
+        Some("delete ns/a 2".into())
+    );
+    assert_eq!(
+        one(vec![delete("a", 2), add("a", 5)]),
+        Some("update ns/a 2->5".into()),
+        "deleted and re-created: the plugin saw the old state last"
+    );
+    let sync = Notification::Update {
+        old: obj("a", 1),
+        new: obj("a", 1),
+        is_sync: true,
+    };
+    assert_eq!(
+        one(vec![sync.clone(), sync.clone()]),
+        Some("update ns/a 1->1 sync".into())
+    );
+    assert_eq!(
+        one(vec![sync, update("a", 1, 2)]),
+        Some("update ns/a 1->2".into()),
+        "a real change is not a sync"
+    );
+    let init = Notification::Add {
+        obj: obj("a", 1),
+        initial: true,
+    };
+    assert_eq!(
+        one(vec![init, update("a", 1, 2)]),
+        Some("add ns/a 2 init".into())
+    );
+}
+
+/// A guest that records what it was given and answers from a script (then `Ok`).
+#[derive(Clone, Default)]
+struct Scripted {
+    seen: Arc<Mutex<Vec<String>>>,
+    script: Arc<Mutex<VecDeque<Step>>>,
+}
+
+#[derive(Clone)]
+enum Step {
+    Answer(Result<HandlerOutcome, CallError>),
+    Sleep(Duration),
+    Panic,
+}
+
+impl Scripted {
+    fn then(&self, step: Step) -> &Self {
+        self.script.lock().push_back(step);
+        self
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.seen.lock().clone()
+    }
+}
+
+impl Guest for Scripted {
+    async fn deliver(&mut self, n: &Notification) -> Result<HandlerOutcome, CallError> {
+        self.seen.lock().push(describe(n));
+        let step = self.script.lock().pop_front();
+        match step {
+            None => Ok(HandlerOutcome::Ok),
+            Some(Step::Answer(a)) => a,
+            Some(Step::Sleep(d)) => {
+                tokio::time::sleep(d).await;
+                Ok(HandlerOutcome::Ok)
+            }
+            Some(Step::Panic) => panic!("scripted panic"),
+        }
+    }
+}
+
+struct Rig {
+    dispatcher: Arc<Dispatcher>,
+    handler: Arc<dyn ResourceEventHandler>,
+    states: Arc<Mutex<Vec<String>>>,
+    metrics: PluginMetrics,
+}
+
+fn rig(config: DispatchConfig) -> Rig {
+    let metrics = PluginMetrics::unregistered();
+    let (events, _) = broadcast::channel(16);
+    let states = Arc::new(Mutex::new(Vec::new()));
+    let s = states.clone();
+    let sink: StateSink = Arc::new(move |e: StateEvent| {
+        s.lock().push(
+            match e {
+                StateEvent::Quarantined { .. } => "quarantined",
+                StateEvent::Resumed => "resumed",
+                StateEvent::WorkerPanicked { .. } => "panicked",
+                _ => "other",
+            }
+            .to_string(),
+        )
+    });
+    let dispatcher = Dispatcher::new("p", 1, &metrics, events, &config, sink);
+    let handler = dispatcher.handler(0);
+    Rig {
+        dispatcher,
+        handler,
+        states,
+        metrics,
+    }
+}
+
+impl Rig {
+    fn push(&self, n: Notification) {
+        match n {
+            Notification::Add { obj, initial } => self.handler.on_add(&obj, initial),
+            Notification::Update { old, new, is_sync } => {
+                self.handler.on_update(&old, &new, is_sync)
+            }
+            Notification::Delete {
+                obj,
+                final_state_unknown,
+            } => self.handler.on_delete(&obj, final_state_unknown),
+        }
+    }
+
+    /// Runs the dispatcher on `guest` until the queue is empty and nothing is scheduled.
+    async fn drain(&self, guest: &Scripted) {
+        let d = self.dispatcher.clone();
+        let mut g = guest.clone();
+        let run = tokio::spawn(async move { d.run(&mut g).await });
+        while self.dispatcher.depth() > 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Let the in-flight call end.
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        self.dispatcher.stop();
+        run.await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn below_the_cap_every_notification_is_delivered_in_order() {
+    let r = rig(DispatchConfig::default());
+    r.dispatcher.open();
+    r.push(add("a", 1));
+    r.push(update("a", 1, 2));
+    r.push(update("a", 2, 3));
+    r.push(delete("a", 3));
+    let g = Scripted::default();
+    r.drain(&g).await;
+    assert_eq!(
+        g.seen(),
+        [
+            "add ns/a 1",
+            "update ns/a 1->2",
+            "update ns/a 2->3",
+            "delete ns/a 3"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stuck_plugin_holds_one_notification_per_object_above_the_cap() {
+    let r = rig(DispatchConfig {
+        max_queued: 100,
+        ..DispatchConfig::default()
+    });
+    r.dispatcher.open();
+    for i in 0..50 {
+        r.push(add(&format!("o{i}"), 1));
+    }
+    for v in 1..1000u32 {
+        for i in 0..50 {
+            r.push(update(&format!("o{i}"), v, v + 1));
+        }
+    }
+    assert!(
+        r.dispatcher.depth() <= 100,
+        "depth {} over the cap of 100",
+        r.dispatcher.depth()
+    );
+    // One more object than the cap allows still gets its notification.
+    for i in 50..250 {
+        r.push(add(&format!("o{i}"), 1));
+    }
+    assert_eq!(r.dispatcher.depth(), 250, "max(cap, one per object)");
+    let coalesced = r
+        .metrics
+        .coalesced
+        .get_or_create(&super::metrics::PluginLabels { plugin: "p".into() })
+        .get();
+    assert!(coalesced > 40_000, "coalesced {coalesced}");
+    let g = Scripted::default();
+    r.drain(&g).await;
+    let seen = g.seen();
+    assert_eq!(seen.len(), 250);
+    // Each of the first 50 objects is seen once, at its newest state.
+    assert!(
+        seen.contains(&"add ns/o7 1000".to_string()),
+        "{:?}",
+        &seen[..5]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_is_redelivered_with_backoff_unless_something_newer_arrives() {
+    let r = rig(DispatchConfig::default());
+    r.dispatcher.open();
+    let g = Scripted::default();
+    g.then(Step::Answer(Ok(HandlerOutcome::Retry("later".into()))))
+        .then(Step::Answer(Ok(HandlerOutcome::Retry("later".into()))));
+    r.push(add("a", 1));
+    r.drain(&g).await;
+    assert_eq!(g.seen(), ["add ns/a 1", "add ns/a 1", "add ns/a 1"]);
+
+    let r = rig(DispatchConfig::default());
+    r.dispatcher.open();
+    let g = Scripted::default();
+    g.then(Step::Answer(Ok(HandlerOutcome::Retry("later".into()))));
+    r.push(add("b", 1));
+    let d = r.dispatcher.clone();
+    let mut g2 = g.clone();
+    let run = tokio::spawn(async move { d.run(&mut g2).await });
+    while g.seen().is_empty() {
+        tokio::time::sleep(Duration::from_micros(100)).await;
+    }
+    // The retry waits its backoff (5 ms); a newer notification supersedes it.
+    r.push(update("b", 1, 2));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    r.dispatcher.stop();
+    run.await.unwrap();
+    assert_eq!(g.seen(), ["add ns/b 1", "update ns/b 1->2"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_in_a_row_quarantine_the_plugin_and_it_resumes() {
+    let r = rig(DispatchConfig {
+        quarantine: QuarantinePolicy {
+            threshold: 3,
+            base: Duration::from_secs(10),
+            max: Duration::from_secs(300),
+        },
+        ..DispatchConfig::default()
+    });
+    r.dispatcher.open();
+    let g = Scripted::default();
+    for _ in 0..3 {
+        g.then(Step::Answer(Err(CallError::Trap("boom".into()))));
+    }
+    for i in 0..5 {
+        r.push(add(&format!("o{i}"), 1));
+    }
+    let d = r.dispatcher.clone();
+    let mut g2 = g.clone();
+    let started = tokio::time::Instant::now();
+    let run = tokio::spawn(async move { d.run(&mut g2).await });
+    while g.seen().len() < 5 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(
+        started.elapsed() >= Duration::from_secs(10),
+        "the fourth call waited for the quarantine"
+    );
+    assert_eq!(*r.states.lock(), ["quarantined", "resumed"]);
+    r.dispatcher.stop();
+    run.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_lets_the_call_finish_and_kill_abandons_it() {
+    for kill in [false, true] {
+        let r = rig(DispatchConfig::default());
+        r.dispatcher.open();
+        let g = Scripted::default();
+        g.then(Step::Sleep(Duration::from_secs(30)));
+        r.push(add("a", 1));
+        r.push(add("b", 1));
+        let d = r.dispatcher.clone();
+        let mut g2 = g.clone();
+        let started = tokio::time::Instant::now();
+        let run = tokio::spawn(async move { d.run(&mut g2).await });
+        while g.seen().is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        if kill {
+            r.dispatcher.kill();
+        } else {
+            r.dispatcher.stop();
+        }
+        run.await.unwrap();
+        let took = started.elapsed();
+        assert_eq!(g.seen(), ["add ns/a 1"], "nothing after the stop");
+        if kill {
+            assert!(took < Duration::from_secs(30), "abandoned: {took:?}");
+        } else {
+            assert!(took >= Duration::from_secs(30), "finished: {took:?}");
+        }
+        assert_eq!(r.dispatcher.depth(), 0);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn nothing_is_delivered_before_the_gate_opens() {
+    let r = rig(DispatchConfig::default());
+    r.push(add("a", 1));
+    let g = Scripted::default();
+    let d = r.dispatcher.clone();
+    let mut g2 = g.clone();
+    let run = tokio::spawn(async move { d.run(&mut g2).await });
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(g.seen().is_empty());
+    r.dispatcher.open();
+    while g.seen().is_empty() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    r.dispatcher.stop();
+    run.await.unwrap();
+}
+
+#[test]
+fn a_worker_that_panics_is_restarted_and_its_queue_keeps_a_consumer() {
+    let r = rig(DispatchConfig::default());
+    r.dispatcher.open();
+    let g = Scripted::default();
+    g.then(Step::Panic);
+    r.push(add("a", 1));
+    r.push(add("b", 1));
+    let template = g.clone();
+    let worker = super::worker::spawn_worker(
+        r.dispatcher.clone(),
+        move || template.clone(),
+        Duration::from_millis(10),
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while g.seen().len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(g.seen(), ["add ns/a 1", "add ns/b 1"]);
+    assert_eq!(r.states.lock()[..2], ["panicked", "resumed"]);
+    // The key whose call panicked is usable again.
+    r.push(update("a", 1, 2));
+    while g.seen().len() < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(g.seen()[2], "update ns/a 1->2");
+    r.dispatcher.stop();
+    worker.join().unwrap();
+    let restarts = r
+        .metrics
+        .worker_restarts
+        .get_or_create(&super::metrics::PluginLabels { plugin: "p".into() })
+        .get();
+    assert_eq!(restarts, 1);
+}

@@ -1,0 +1,93 @@
+//! The thread that owns one plugin version's guest and runs its [`Dispatcher`].
+//!
+//! Each plugin version gets its own OS thread with a single-threaded Tokio runtime: a guest
+//! that computes until its deadline only ever occupies its own thread, never a worker of the
+//! host's shared runtime (informers, endpoints, other plugins). A panic on that thread (a host
+//! bug, never a guest trap) marks the plugin Failed, returns the in-flight key to the queue and
+//! restarts the loop with a fresh guest after a backoff, so the queue always has a consumer.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::dispatch::{Dispatcher, Guest};
+use super::state::StateEvent;
+
+/// First pause before a panicked worker restarts; doubles per panic in a row up to
+/// [`RESTART_BACKOFF_MAX`].
+pub const RESTART_BACKOFF: Duration = Duration::from_secs(1);
+/// Longest pause before a panicked worker restarts.
+pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// Starts the thread. `make_guest` builds a fresh guest at start and after every panic.
+pub fn spawn_worker<G, F>(
+    dispatcher: Arc<Dispatcher>,
+    mut make_guest: F,
+    restart_backoff: Duration,
+) -> std::io::Result<std::thread::JoinHandle<()>>
+where
+    G: Guest,
+    F: FnMut() -> G + Send + 'static,
+{
+    let name = format!("plugin-{}", dispatcher.plugin());
+    std::thread::Builder::new().name(name).spawn(move || {
+        let mut backoff = restart_backoff;
+        loop {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(plugin = %dispatcher.plugin(), error = %e, "cannot start the plugin's runtime; plugin stopped");
+                    dispatcher.report(StateEvent::WorkerPanicked {
+                        message: format!("cannot start the plugin's runtime: {e}"),
+                    });
+                    return;
+                }
+            };
+            let d = dispatcher.clone();
+            let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                let mut guest = make_guest();
+                rt.block_on(d.run(&mut guest));
+            }));
+            let Err(panic) = ran else { return };
+            let message = panic_message(panic.as_ref());
+            tracing::error!(plugin = %dispatcher.plugin(), panic = %message, backoff_ms = backoff.as_millis() as u64,
+                "plugin worker panicked; restarting it with a fresh instance after a backoff");
+            dispatcher.count_restart();
+            dispatcher.report(StateEvent::WorkerPanicked { message });
+            dispatcher.recover_in_flight();
+            drop(rt);
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(_) => return,
+            };
+            let stop = dispatcher.stopped().clone();
+            let stopped = rt.block_on(async {
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => false,
+                    _ = stop.cancelled() => true,
+                }
+            });
+            if stopped {
+                return;
+            }
+            backoff = (backoff * 2).min(RESTART_BACKOFF_MAX);
+            dispatcher.report(StateEvent::Resumed);
+        }
+    })
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
