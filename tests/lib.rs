@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kubewasm::cli::host::{Host, HostConfig};
+use kubewasm::informer::ReflectorConfig;
 use kubewasm::plugins::{CallKind, CallOutcome, PluginEvent};
 use kubewasm::runtime::{GuestLogLevel, Limits, LogObserver, RuntimeConfig};
 use parking_lot::Mutex;
@@ -129,6 +130,8 @@ pub struct Call {
     pub call: CallKind,
     /// Object key.
     pub key: String,
+    /// The delivered object's resourceVersion.
+    pub resource_version: String,
     /// The call's flag.
     pub flag: bool,
     /// Outcome.
@@ -157,6 +160,7 @@ impl Recorder {
                             version,
                             call,
                             key,
+                            resource_version,
                             flag,
                             outcome,
                         } = &e
@@ -169,6 +173,7 @@ impl Recorder {
                                     version: *version,
                                     call: *call,
                                     key: key.to_string(),
+                                    resource_version: resource_version.clone(),
                                     flag: *flag,
                                     outcome: outcome.clone(),
                                 });
@@ -189,6 +194,15 @@ impl Recorder {
     /// Calls made to `plugin` so far.
     pub fn calls(&self, plugin: &str) -> Vec<Call> {
         self.calls.lock().get(plugin).cloned().unwrap_or_default()
+    }
+
+    /// Calls to `plugin` from the `from`-th on (for tests that fold calls incrementally).
+    pub fn calls_since(&self, plugin: &str, from: usize) -> Vec<Call> {
+        self.calls
+            .lock()
+            .get(plugin)
+            .map(|c| c.get(from..).unwrap_or_default().to_vec())
+            .unwrap_or_default()
     }
 
     /// Calls to `plugin` for object `key`.
@@ -222,6 +236,25 @@ impl Recorder {
         }
     }
 
+    /// Like [`Recorder::wait`], but a timeout panics with `report()` rather than every event
+    /// (for tests that record tens of thousands of calls).
+    pub async fn wait_reporting(
+        &self,
+        mut pred: impl FnMut(&Recorder) -> bool,
+        report: impl Fn() -> String,
+    ) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let notified = self.changed.notified();
+            if pred(self) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                panic!("timed out: {}", report());
+            }
+        }
+    }
+
     /// Waits for a call to `plugin` matching `pred`.
     pub async fn wait_call(&self, plugin: &str, what: &str, pred: impl Fn(&Call) -> bool) {
         self.wait(what, |r| r.calls(plugin).iter().any(&pred)).await
@@ -244,6 +277,16 @@ pub async fn start_host(
     plugins_dir: Option<PathBuf>,
     limits: Limits,
 ) -> TestHost {
+    start_host_with(server, plugins_dir, limits, ReflectorConfig::default()).await
+}
+
+/// Like [`start_host`], with informer settings other than the defaults.
+pub async fn start_host_with(
+    server: &apiserver::ApiServer,
+    plugins_dir: Option<PathBuf>,
+    limits: Limits,
+    informers: ReflectorConfig,
+) -> TestHost {
     let logs = GuestLogs::default();
     let cache = tempfile::tempdir().expect("tempdir").keep();
     let config = HostConfig {
@@ -262,7 +305,9 @@ pub async fn start_host(
     };
     // The recorder must subscribe before the first plugin loads, so the directory is attached
     // after the host (and its event channel) exists.
-    let host = Host::start(config).await.expect("host starts");
+    let host = Host::start_with(config, informers)
+        .await
+        .expect("host starts");
     let recorder = Recorder::start(host.manager.subscribe());
     let host = match plugins_dir {
         Some(dir) => host

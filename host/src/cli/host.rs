@@ -10,7 +10,7 @@ use std::time::Duration;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::informer::{InformerFactory, InformerMetrics};
+use crate::informer::{InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig};
 use crate::plugins::{DirectoryWatcher, PluginManager, PluginMetrics};
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
 
@@ -65,6 +65,15 @@ pub fn default_cache_dir() -> Option<PathBuf> {
 impl Host {
     /// Starts the host; plugin files already in the directory are loaded before this returns.
     pub async fn start(config: HostConfig) -> anyhow::Result<Host> {
+        Self::start_with(config, ReflectorConfig::default()).await
+    }
+
+    /// Like [`start`](Self::start), with informer settings other than the defaults (tests
+    /// shorten the relist backoff).
+    pub async fn start_with(
+        config: HostConfig,
+        informers: ReflectorConfig,
+    ) -> anyhow::Result<Host> {
         let mut registry = Registry::default();
         let informer_metrics = InformerMetrics::new(&mut registry);
         let runtime_metrics = RuntimeMetrics::new(&mut registry);
@@ -72,7 +81,11 @@ impl Host {
         let registry = Arc::new(registry);
 
         let runtime = Runtime::new(config.runtime, runtime_metrics)?;
-        let factory = InformerFactory::new(config.client, informer_metrics);
+        let factory = InformerFactory::with_config(
+            Arc::new(KubeSourceFactory::new(config.client)),
+            informer_metrics,
+            informers,
+        );
         let manager = PluginManager::new(runtime, factory.clone(), plugin_metrics, config.limits);
         let stop = CancellationToken::new();
         let starting = Arc::new(AtomicBool::new(config.plugins_dir.is_some()));

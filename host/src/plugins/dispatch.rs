@@ -281,16 +281,23 @@ impl Dispatcher {
             let kind = CallKind::of(&item.notification);
             self.handles.calls[kind as usize].inc();
             let flag = item.notification.flag();
+            // Publishing costs a little per call, so only when someone listens.
+            let listening = self.events.receiver_count() > 0;
+            let resource_version = if listening {
+                item.notification.object().resource_version().to_string()
+            } else {
+                String::new()
+            };
             let (outcome, finish) = self.judge(&qk, kind, item, result, &mut failures);
             self.queue.finish(&qk, finish);
             *self.in_flight.lock() = None;
-            // Publishing costs a little per call, so only when someone listens.
-            if self.events.receiver_count() > 0 {
+            if listening {
                 let _ = self.events.send(PluginEvent::Called {
                     plugin: self.plugin.clone(),
                     version: self.version,
                     call: kind,
                     key: qk.key.clone(),
+                    resource_version,
                     flag,
                     outcome,
                 });

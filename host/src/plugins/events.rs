@@ -68,6 +68,9 @@ pub enum PluginEvent {
         call: CallKind,
         /// `namespace/name` of the object.
         key: Arc<str>,
+        /// The delivered object's resourceVersion (the new one for an update), so tooling can
+        /// reconstruct what the handler has seen.
+        resource_version: String,
         /// `is-in-initial-list`, `is-sync` or `final-state-unknown`, by export.
         flag: bool,
         /// How it ended.
