@@ -61,6 +61,7 @@ impl HostArgs {
         client: kube::Client,
         plugins_dir: PathBuf,
     ) -> anyhow::Result<HostConfig> {
+        let election = self.election_config(&client)?;
         Ok(HostConfig {
             client,
             plugins_dir: Some(plugins_dir),
@@ -78,6 +79,7 @@ impl HostArgs {
                 &self.health_probe_bind_address,
             )?,
             shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
+            election,
         })
     }
 }

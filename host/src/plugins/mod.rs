@@ -11,6 +11,7 @@
 mod cache_reader;
 mod dispatch;
 mod events;
+mod leadership;
 mod lifecycle;
 mod manifest;
 mod metrics;
