@@ -25,11 +25,7 @@ use super::{FIXTURE, LOGGER, cm, install};
 
 /// The plugins of every run: two fixtures that trap or sleep on labelled objects (one with a
 /// tiny queue cap, so notifications coalesce) and a logger.
-const PLUGINS: [(&str, &str); 3] = [
-    ("alpha", FIXTURE),
-    ("beta", FIXTURE),
-    ("gamma", LOGGER),
-];
+const PLUGINS: [(&str, &str); 3] = [("alpha", FIXTURE), ("beta", FIXTURE), ("gamma", LOGGER)];
 
 /// Manifest of `plugin` in its `generation`-th form: every rewrite is a new version (a swap).
 fn manifest(plugin: &str, generation: u32) -> String {
@@ -77,7 +73,9 @@ impl Views {
                 let seen = view.objects.get(&c.key).copied();
                 let wrong = match (c.call, seen) {
                     (CallKind::Add, Some(_)) => Some("an add for an object it already has"),
-                    (CallKind::Update | CallKind::Delete, None) if view.deleted.contains(&c.key) => {
+                    (CallKind::Update | CallKind::Delete, None)
+                        if view.deleted.contains(&c.key) =>
+                    {
                         Some("a callback after the object's delete")
                     }
                     (CallKind::Update | CallKind::Delete, None) => {
@@ -362,7 +360,10 @@ async fn schedule(run: &mut Run, seed: u64, n: u64, ops: usize) {
     run.converge(&format!("seed {seed} schedule {n}")).await;
     for name in &names {
         if run.api.get_opt(name).await.unwrap().is_some() {
-            run.api.delete(name, &DeleteParams::default()).await.unwrap();
+            run.api
+                .delete(name, &DeleteParams::default())
+                .await
+                .unwrap();
         }
     }
 }
@@ -385,7 +386,9 @@ async fn run_schedules(default_count: u64) {
         .map(|(p, _)| run.t.recorder.calls(p).len())
         .sum();
     let newest = run.newest.values().max().copied().unwrap_or(0);
-    eprintln!("convergence: seed {seed}, {count} schedules, {calls} calls, versions up to {newest}");
+    eprintln!(
+        "convergence: seed {seed}, {count} schedules, {calls} calls, versions up to {newest}"
+    );
     run.t.host.shutdown().await;
 }
 

@@ -366,21 +366,24 @@ async fn http_get(addr: &str, path: &str) -> (u16, String) {
 /// Polls a standby's endpoints until they say it is a ready standby (there is no event to wait
 /// for: readiness is a state, read on request).
 async fn assert_ready_standby(r: &Replica) {
-    let addr = r.address().expect("health endpoint logged");
     let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let (status, body) = http_get(&addr, "/readyz").await;
-        if status == 200 {
-            assert!(body.contains("standby"), "{}: readyz says {body}", r.name);
-            break;
+    let addr = loop {
+        // The address is logged once the host has started (after the plugins loaded).
+        if let Some(addr) = r.address() {
+            let (status, body) = http_get(&addr, "/readyz").await;
+            if status == 200 {
+                assert!(body.contains("standby"), "{}: readyz says {body}", r.name);
+                break addr;
+            }
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "{} never became ready: {status} {body}",
-            r.name
+            "{} never became a ready standby:\n{}",
+            r.name,
+            r.dump()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    };
     let (_, plugins) = http_get(&addr, "/plugins").await;
     let plugins: Value = serde_json::from_str(&plugins).unwrap();
     assert_eq!(plugins[0]["state"], "standby", "{plugins}");
@@ -451,11 +454,19 @@ async fn two_replicas_hand_over_on_sigterm_and_sigkill() {
     assert_ready_standby(&replicas[standby]).await;
     churn(&api, 1).await;
     let leader = converged_leader(&cluster, &replicas, &api, "the leader sees new writes").await;
-    assert_eq!(leader, first, "leadership stays put while the leader renews");
+    assert_eq!(
+        leader, first,
+        "leadership stays put while the leader renews"
+    );
 
     // SIGTERM: deliveries stop, the Lease is released, the standby takes over at its next retry.
     replicas[first].signal_and_wait("TERM").await;
-    assert_eq!(replicas[first].count(RELEASED), 1, "{}", replicas[first].dump());
+    assert_eq!(
+        replicas[first].count(RELEASED),
+        1,
+        "{}",
+        replicas[first].dump()
+    );
     churn(&api, 2).await;
     let second = converged_leader(&cluster, &replicas, &api, "the standby takes over").await;
     assert_eq!(second, standby);
@@ -512,9 +523,12 @@ async fn three_replicas_survive_a_cut_leader_and_a_killed_one() {
     replicas.push(cluster.spawn("c", None));
     for r in &replicas[1..] {
         let refs: Vec<&Replica> = replicas.iter().collect();
-        wait(&cluster.changed, &refs, "standbys load their plugin", || {
-            r.count("plugin loaded") == 1
-        })
+        wait(
+            &cluster.changed,
+            &refs,
+            "standbys load their plugin",
+            || r.count("plugin loaded") == 1,
+        )
         .await;
         assert_ready_standby(r).await;
     }
@@ -536,7 +550,10 @@ async fn three_replicas_survive_a_cut_leader_and_a_killed_one() {
     let next = converged_leader(&cluster, &replicas, &api, "b or c takes over").await;
     assert_ne!(next, 0);
     let at = |r: &Replica, m: &str| r.lines().into_iter().find(|l| l.message == m).unwrap();
-    let stepped_down = at(&replicas[0], "not the leader: deliveries stopped, in-flight calls abandoned; standing by");
+    let stepped_down = at(
+        &replicas[0],
+        "not the leader: deliveries stopped, in-flight calls abandoned; standing by",
+    );
     let took_over = at(&replicas[next], BECAME);
     assert!(
         stepped_down.at < took_over.at,

@@ -58,4 +58,3 @@ fn reject(rt: &ResourceType, obj: &Value, causes: Vec<Cause>) -> ApiResult<()> {
     e.details = Some(details);
     Err(e)
 }
-

@@ -13,6 +13,10 @@
 //! had that delete queued; v2 never saw that object either, so for v2 it never existed.
 //! Handlers that keep external state reconcile such orphans after their replay.
 //!
+//! Delivery (dispatcher, listeners, worker) is separate from the described version, so under
+//! leader election a version can exist without one (a standby) and get a fresh one, with a full
+//! replay, whenever this replica wins the Lease (see `leadership.rs`).
+//!
 //! No lock shared between plugins is held while waiting for a guest: each plugin has its own
 //! slot whose async mutex orders the operations on that plugin only, and status readers see a
 //! snapshot behind a short synchronous lock.
@@ -333,7 +337,13 @@ impl PluginManager {
         defaults: Limits,
         leadership: watch::Receiver<bool>,
     ) -> Self {
-        let manager = Self::build(runtime, factory, metrics, defaults, Some(leadership.clone()));
+        let manager = Self::build(
+            runtime,
+            factory,
+            metrics,
+            defaults,
+            Some(leadership.clone()),
+        );
         super::leadership::follow(Arc::downgrade(&manager.inner), leadership);
         manager
     }
