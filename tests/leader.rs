@@ -39,6 +39,8 @@ const TAKEOVER_BOUND: Duration = Duration::from_millis(3500);
 const BECAME: &str = "became the leader";
 const STOPPED: &str = "stopped leading; back to standby";
 const RELEASED: &str = "released leadership";
+/// Logged once the deliveries of a replica that lost leadership are killed.
+const KILLED: &str = "not the leader: deliveries stopped, in-flight calls abandoned; standing by";
 const GUEST_TARGET: &str = "kubewasm::guest";
 
 /// One JSON log line of a replica.
@@ -190,7 +192,7 @@ impl Replica {
         let last = lines
             .iter()
             .rev()
-            .find(|l| [BECAME, STOPPED, RELEASED].contains(&l.message.as_str()));
+            .find(|l| [BECAME, KILLED, RELEASED].contains(&l.message.as_str()));
         last.is_some_and(|l| l.message == BECAME) && !self.closed.load(Ordering::Acquire)
     }
 
@@ -396,8 +398,10 @@ async fn assert_ready_standby(r: &Replica) {
     assert!(metrics.contains("\nkubewasm_leader 0\n"), "{metrics}");
 }
 
-/// Over complete logs: handler lines only inside a replica's leadership terms, and the
-/// delivery windows of different terms disjoint in time.
+/// Over complete logs: handler lines only inside a replica's leadership terms — from "became
+/// the leader" (logged before deliveries may start) to the line saying its deliveries were
+/// killed, or to the Lease's release (after a shutdown stopped them) — and the delivery windows
+/// of different terms disjoint in time.
 fn assert_no_overlap(replicas: &[Replica]) {
     let mut windows = Vec::new();
     for r in replicas {
@@ -406,7 +410,7 @@ fn assert_no_overlap(replicas: &[Replica]) {
         for l in r.lines() {
             match l.message.as_str() {
                 BECAME => leading = true,
-                STOPPED | RELEASED => {
+                KILLED | RELEASED => {
                     leading = false;
                     windows.extend(window.take().map(|w| (w, r.name.clone())));
                 }
@@ -550,10 +554,7 @@ async fn three_replicas_survive_a_cut_leader_and_a_killed_one() {
     let next = converged_leader(&cluster, &replicas, &api, "b or c takes over").await;
     assert_ne!(next, 0);
     let at = |r: &Replica, m: &str| r.lines().into_iter().find(|l| l.message == m).unwrap();
-    let stepped_down = at(
-        &replicas[0],
-        "not the leader: deliveries stopped, in-flight calls abandoned; standing by",
-    );
+    let stepped_down = at(&replicas[0], KILLED);
     let took_over = at(&replicas[next], BECAME);
     assert!(
         stepped_down.at < took_over.at,

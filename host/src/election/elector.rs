@@ -115,14 +115,17 @@ async fn drive(
         let step = state.step(input, &Moment::now(), &cfg);
         state = step.state;
         if let Some(t) = step.transition {
+            // Logged before it is published, so whatever the new leader does is logged after.
+            if t == Transition::Acquired {
+                tracing::info!(lease = %lease, identity = %cfg.identity, "became the leader");
+            }
             // Published before the next action runs: a releasing leader has stopped before the
-            // write that frees the Lease is sent.
+            // write that frees the Lease is sent. A loss is published before it is logged, so
+            // nothing delays stepping down.
             leadership.send_replace(state.is_leader());
             metrics.set_leader(state.is_leader());
             match t {
-                Transition::Acquired => {
-                    tracing::info!(lease = %lease, identity = %cfg.identity, "became the leader")
-                }
+                Transition::Acquired => {}
                 Transition::Lost(why) => tracing::warn!(
                     lease = %lease, identity = %cfg.identity, cause = %why,
                     "stopped leading; back to standby"
