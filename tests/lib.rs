@@ -302,6 +302,7 @@ pub async fn start_host_with(
         health_addr: Some("127.0.0.1:0".parse().unwrap()),
         // Short, so tests that leave a guest sleeping shut down quickly.
         shutdown_grace: Duration::from_secs(2),
+        election: None,
     };
     // The recorder must subscribe before the first plugin loads, so the directory is attached
     // after the host (and its event channel) exists.

@@ -143,10 +143,21 @@ where
     if dry_run {
         let cur = app.store.get(&res, ns, name);
         return Ok(match f(cur.as_ref())? {
-            Change::Put(v) => Outcome {
-                obj: Some(Obj::new(v, cur.as_ref().map(|c| c.rv).unwrap_or(0))),
-                event: None,
-            },
+            // Answered as if written, but at the current resourceVersion (none for a create):
+            // nothing was stored, so no version was used up.
+            Change::Put(mut v) => {
+                let rv = cur.as_ref().map(|c| c.rv).unwrap_or(0);
+                match cur {
+                    Some(_) => crate::store::set_rv(&mut v, rv),
+                    None => {
+                        meta_mut(&mut v).remove("resourceVersion");
+                    }
+                }
+                Outcome {
+                    obj: Some(Obj::new(v, rv)),
+                    event: None,
+                }
+            }
             Change::Delete | Change::Keep => Outcome {
                 obj: cur,
                 event: None,
@@ -310,7 +321,7 @@ fn create_owned(
         }
     }
     prepare_create_status(rt, &mut body)?;
-    crate::validation::validate_create(rt, &body)?;
+    crate::validation::object(rt, &mut body, None)?;
     if let Some(w) = owner {
         managed::record_update(None, &mut body, w);
     }
@@ -515,7 +526,7 @@ fn finish_update(rt: &ResourceType, cur: &Obj, mut new: Value) -> ApiResult<Chan
     if rt.kind == "CustomResourceDefinition" && rt.group == "apiextensions.k8s.io" {
         types_from_crd(&new).map_err(|e| ApiError::invalid(&rt.kind, &name, "spec", &e))?;
     }
-    crate::validation::validate_update(rt, old, &new)?;
+    crate::validation::object(rt, &mut new, Some(old))?;
     Ok(Change::Put(new))
 }
 

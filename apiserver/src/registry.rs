@@ -98,7 +98,8 @@ fn builtin(
         list_kind: format!("{kind}List"),
         namespaced,
         short_names: short.iter().map(|s| s.to_string()).collect(),
-        categories: if namespaced && kind != "Event" && kind != "Lease" {
+        // `kubectl get all` covers workloads and services only, never config, RBAC or leases.
+        categories: if ["Pod", "Service", "Deployment"].contains(&kind) {
             vec!["all".into()]
         } else {
             vec![]
@@ -123,7 +124,7 @@ pub struct Registry {
 impl Registry {
     /// The built-in kinds every cluster has.
     pub fn with_builtins() -> Registry {
-        let mut cm = builtin(
+        let cm = builtin(
             "",
             "configmaps",
             "configmap",
@@ -134,8 +135,7 @@ impl Registry {
             false,
             false,
         );
-        cm.categories.clear();
-        let mut secret = builtin(
+        let secret = builtin(
             "",
             "secrets",
             "secret",
@@ -146,8 +146,7 @@ impl Registry {
             false,
             false,
         );
-        secret.categories.clear();
-        let mut sa = builtin(
+        let sa = builtin(
             "",
             "serviceaccounts",
             "serviceaccount",
@@ -158,7 +157,6 @@ impl Registry {
             false,
             true,
         );
-        sa.categories.clear();
         let types = vec![
             builtin(
                 "",
@@ -214,6 +212,61 @@ impl Registry {
                 "lease",
                 "Lease",
                 true,
+                &[],
+                false,
+                false,
+                false,
+            ),
+            builtin(
+                "policy",
+                "poddisruptionbudgets",
+                "poddisruptionbudget",
+                "PodDisruptionBudget",
+                true,
+                &["pdb"],
+                true,
+                true,
+                false,
+            ),
+            builtin(
+                "rbac.authorization.k8s.io",
+                "roles",
+                "role",
+                "Role",
+                true,
+                &[],
+                false,
+                false,
+                false,
+            ),
+            builtin(
+                "rbac.authorization.k8s.io",
+                "rolebindings",
+                "rolebinding",
+                "RoleBinding",
+                true,
+                &[],
+                false,
+                false,
+                false,
+            ),
+            builtin(
+                "rbac.authorization.k8s.io",
+                "clusterroles",
+                "clusterrole",
+                "ClusterRole",
+                false,
+                &[],
+                false,
+                false,
+                false,
+            ),
+            builtin(
+                "rbac.authorization.k8s.io",
+                "clusterrolebindings",
+                "clusterrolebinding",
+                "ClusterRoleBinding",
+                false,
                 &[],
                 false,
                 false,

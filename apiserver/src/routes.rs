@@ -237,7 +237,8 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
         }
         (Method::POST, None) => {
             let v = parse_body(&body, &content_type)?;
-            let obj = ops::create(app, &rt, &ns_for_item, v, &write_opts(&query, &user_agent))?;
+            let opts = write_opts(&query, &user_agent, "CreateOptions")?;
+            let obj = ops::create(app, &rt, &ns_for_item, v, &opts)?;
             Ok(obj_response(StatusCode::CREATED, &obj))
         }
         (Method::PUT, Some(name)) => {
@@ -249,7 +250,7 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
                 name,
                 v,
                 target.status,
-                &write_opts(&query, &user_agent),
+                &write_opts(&query, &user_agent, "UpdateOptions")?,
             )?;
             Ok(obj_response(StatusCode::OK, &obj))
         }
@@ -272,7 +273,7 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
                 kind,
                 v,
                 target.status,
-                &write_opts(&query, &user_agent),
+                &write_opts(&query, &user_agent, "PatchOptions")?,
             )?;
             Ok(obj_response(
                 if created {
@@ -439,13 +440,40 @@ fn parse_body(body: &Bytes, content_type: &str) -> ApiResult<Value> {
         .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))
 }
 
-fn write_opts(q: &Query, user_agent: &str) -> WriteOpts {
-    WriteOpts {
-        dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
+fn write_opts(q: &Query, user_agent: &str, options_kind: &str) -> ApiResult<WriteOpts> {
+    Ok(WriteOpts {
+        dry_run: dry_run(q, options_kind)?,
         field_manager: q.get("fieldManager").map(str::to_string),
         force: q.flag("force"),
         // What the real server names a write that names no manager: `kubectl/v1.32 (…)` → `kubectl`.
         default_manager: user_agent.split('/').next().unwrap_or("").to_string(),
+    })
+}
+
+/// `dryRun=All`, the only value the real server accepts: anything else is refused rather than
+/// taken as a real write.
+fn dry_run(q: &Query, options_kind: &str) -> ApiResult<bool> {
+    match q.get("dryRun") {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::invalid_options(
+            options_kind,
+            "dryRun",
+            &format!("Unsupported value: \"{other}\": supported values: \"All\""),
+        )),
+    }
+}
+
+/// `dryRun: ["All"]` in a DeleteOptions body; other values are refused like the query form.
+fn body_dry_run(options: &Value) -> ApiResult<bool> {
+    match options.get("dryRun") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Array(a)) if a.iter().all(|x| x == "All") => Ok(!a.is_empty()),
+        Some(other) => Err(ApiError::invalid_options(
+            "DeleteOptions",
+            "dryRun",
+            &format!("Unsupported value: {other}: supported values: \"All\""),
+        )),
     }
 }
 
@@ -457,16 +485,13 @@ fn delete_opts(body: &Bytes, q: &Query) -> ApiResult<DeleteOpts> {
         return Ok(DeleteOpts {
             uid: s("/preconditions/uid"),
             resource_version: s("/preconditions/resourceVersion"),
-            dry_run: v
-                .get("dryRun")
-                .and_then(Value::as_array)
-                .is_some_and(|a| a.iter().any(|x| x == "All")),
+            dry_run: dry_run(q, "DeleteOptions")? || body_dry_run(&v)?,
         });
     }
     Ok(DeleteOpts {
         uid: q.get("preconditions.uid").map(str::to_string),
         resource_version: q.get("preconditions.resourceVersion").map(str::to_string),
-        dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
+        dry_run: dry_run(q, "DeleteOptions")?,
     })
 }
 

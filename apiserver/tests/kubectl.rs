@@ -619,3 +619,120 @@ async fn kubectl_controller_features() {
     assert!(!ok && err.contains("NotFound"), "{err}");
     server.shutdown().await;
 }
+
+const DEPLOY_KINDS: &str = r#"apiVersion: v1
+kind: ServiceAccount
+metadata: {name: runner, namespace: team}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: lease, namespace: team}
+rules: [{apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, create, update]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: lease, namespace: team}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: lease}
+subjects: [{kind: ServiceAccount, name: runner}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: read-cm}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [get, list, watch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: read-cm}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: read-cm}
+subjects: [{kind: ServiceAccount, name: runner, namespace: team}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: runner, namespace: team}
+spec: {maxUnavailable: 1, selector: {matchLabels: {app: runner}}}
+---
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: runner, namespace: team}
+spec: {holderIdentity: a, leaseDurationSeconds: 15}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: plugins, namespace: team}
+binaryData:
+  handler.wasm: |
+    AGFzbQ0AAQAH
+    SgFCBAFt
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_server_dry_run_and_deploy_kinds() {
+    let Some((server, k, _tmp)) = start().await else {
+        return;
+    };
+    let ns = k.file(
+        "ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n",
+    );
+    k.ok(&["apply", "-f", &ns]).await;
+    let file = k.file("kinds.yaml", DEPLOY_KINDS);
+    let writes = server.stats().writes;
+
+    // Server-side dry run: every object answered, none stored.
+    let out = k.ok(&["apply", "--dry-run=server", "-f", &file]).await;
+    assert_eq!(out.matches("created (server dry run)").count(), 8, "{out}");
+    assert_eq!(server.stats().writes, writes);
+    let out = k
+        .ok(&[
+            "get",
+            "sa,roles,rolebindings,pdb,leases,cm",
+            "-n",
+            "team",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(out, "", "nothing stored");
+
+    // For real; then a dry-run delete leaves the object in place.
+    let out = k.ok(&["apply", "-f", &file]).await;
+    assert_eq!(out.matches(" created").count(), 8, "{out}");
+    let out = k
+        .ok(&[
+            "get",
+            "sa,roles,rolebindings,pdb,leases,cm",
+            "-n",
+            "team",
+            "-o",
+            "name",
+        ])
+        .await;
+    for name in [
+        "serviceaccount/runner",
+        "role.rbac.authorization.k8s.io/lease",
+        "rolebinding.rbac.authorization.k8s.io/lease",
+        "poddisruptionbudget.policy/runner",
+        "lease.coordination.k8s.io/runner",
+        "configmap/plugins",
+    ] {
+        assert!(out.lines().any(|l| l == name), "{name} in {out}");
+    }
+    let out = k
+        .ok(&["delete", "--dry-run=server", "role", "lease", "-n", "team"])
+        .await;
+    assert!(out.contains("(server dry run)"), "{out}");
+    k.ok(&["get", "role", "lease", "-n", "team"]).await;
+    let out = k
+        .ok(&["get", "cm", "plugins", "-n", "team", "-o", "json"])
+        .await;
+    let v = json_of(&out);
+    assert_eq!(
+        v["binaryData"]["handler.wasm"], "AGFzbQ0AAQAHSgFCBAFt",
+        "served unwrapped"
+    );
+    let (ok, _, err) = k
+        .run(&["get", "clusterrolebinding", "read-cm", "-o", "name"])
+        .await;
+    assert!(ok, "{err}");
+    server.shutdown().await;
+}

@@ -3,11 +3,13 @@
 //!
 //! Layers, lowest first; a module never imports from a layer above it:
 //! - [`workqueue`] and [`informer`]: Kubernetes list/watch machinery, no knowledge of WASM.
+//! - [`election`]: leader election on a Lease, no knowledge of informers or WASM.
 //! - [`runtime`]: wasmtime engine and the `kubewasm:handler` world, no knowledge of watches.
 //! - [`plugins`]: glues informers to runtime instances (directory watching, lifecycle, dispatch).
 //! - [`cli`]: the `kubewasm` subcommands and HTTP endpoints.
 
 pub mod cli;
+pub mod election;
 pub mod informer;
 pub mod plugins;
 pub mod runtime;

@@ -300,6 +300,7 @@ async fn main() {
         metrics_addr: None,
         health_addr: None,
         shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,
+        election: None,
     })
     .await
     .unwrap();

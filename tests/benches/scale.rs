@@ -263,6 +263,7 @@ async fn child_kubewasm(kube: kube::Client, cache: PathBuf, keep_managed_fields:
             metrics_addr: None,
             health_addr: None,
             shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,
+            election: None,
         },
         ReflectorConfig {
             keep_managed_fields,

@@ -1,5 +1,8 @@
 //! `/metrics`, `/healthz` and `/readyz`, served like controller-runtime's managers serve them,
-//! plus `/plugins`: every plugin's state as JSON.
+//! plus `/plugins` (every plugin's state as JSON) and `/leader` (this replica's leadership).
+//!
+//! Under leader election a standby is ready — its plugins are loaded and its caches synced, so
+//! it can take over at once — and its readiness detail says it stands by.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -47,6 +50,16 @@ async fn plugins(State(s): State<AppState>) -> impl IntoResponse {
     axum::Json(s.manager.status().await)
 }
 
+/// `{"leaderElection": bool, "leader": bool}`: whether this replica competes for a Lease and
+/// whether it delivers events (always, without leader election).
+async fn leader(State(s): State<AppState>) -> impl IntoResponse {
+    let leadership = s.manager.leadership();
+    axum::Json(serde_json::json!({
+        "leaderElection": leadership.is_some(),
+        "leader": leadership.unwrap_or(true),
+    }))
+}
+
 async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
     if s.starting.load(Ordering::Acquire) {
         return (
@@ -61,7 +74,14 @@ async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
         }
     }
     if not_ready.is_empty() {
-        (StatusCode::OK, "ok".to_string())
+        let detail = match s.manager.leadership() {
+            Some(false) => {
+                "ok: standby (plugins loaded, caches warm; another replica holds the leader Lease)"
+            }
+            Some(true) => "ok: leader",
+            None => "ok",
+        };
+        (StatusCode::OK, detail.to_string())
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, not_ready.join("\n"))
     }
@@ -86,7 +106,8 @@ pub async fn serve(
     let health_router = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/plugins", get(plugins));
+        .route("/plugins", get(plugins))
+        .route("/leader", get(leader));
     let mut bound = (None, None);
     let spawn = |addr: SocketAddr, router: Router<AppState>| -> anyhow::Result<SocketAddr> {
         let std_listener = std::net::TcpListener::bind(addr)

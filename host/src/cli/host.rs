@@ -1,4 +1,5 @@
-//! Assembles one running host: informers, runtime, plugins, directory watcher and endpoints.
+//! Assembles one running host: informers, runtime, plugins, directory watcher, endpoints and,
+//! with `--leader-elect`, the leader elector whose leadership the plugins follow.
 //! `kubewasm run`, `kubewasm dev` and the end-to-end tests all start the host through here.
 
 use std::net::SocketAddr;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
+use crate::election::{ElectionConfig, ElectionMetrics, LeaderElector};
 use crate::informer::{InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig};
 use crate::plugins::{DirectoryWatcher, PluginManager, PluginMetrics};
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
@@ -30,6 +32,8 @@ pub struct HostConfig {
     pub health_addr: Option<SocketAddr>,
     /// How long in-flight handler calls may run on at shutdown before they are abandoned.
     pub shutdown_grace: Duration,
+    /// Compete for this Lease and deliver only while holding it; `None` always delivers.
+    pub election: Option<ElectionConfig>,
 }
 
 /// Default [`HostConfig::shutdown_grace`] (Kubernetes gives a pod 30 s before SIGKILL).
@@ -52,6 +56,7 @@ pub struct Host {
     /// True until the plugins directory's initial contents are loaded (`/readyz` says 503).
     starting: Arc<AtomicBool>,
     shutdown_grace: Duration,
+    elector: Option<LeaderElector>,
 }
 
 /// The per-user compile cache directory (`$XDG_CACHE_HOME/kubewasm` or `~/.cache/kubewasm`).
@@ -78,15 +83,38 @@ impl Host {
         let informer_metrics = InformerMetrics::new(&mut registry);
         let runtime_metrics = RuntimeMetrics::new(&mut registry);
         let plugin_metrics = PluginMetrics::new(&mut registry);
+        let election_metrics = config
+            .election
+            .as_ref()
+            .map(|_| ElectionMetrics::new(&mut registry));
         let registry = Arc::new(registry);
 
         let runtime = Runtime::new(config.runtime, runtime_metrics)?;
         let factory = InformerFactory::with_config(
-            Arc::new(KubeSourceFactory::new(config.client)),
+            Arc::new(KubeSourceFactory::new(config.client.clone())),
             informer_metrics,
             informers,
         );
-        let manager = PluginManager::new(runtime, factory.clone(), plugin_metrics, config.limits);
+        let (manager, elector) = match (config.election, election_metrics) {
+            (Some(election), Some(metrics)) => {
+                let lease = format!("{}/{}", election.namespace, election.lease_name);
+                let identity = election.identity.clone();
+                let elector = LeaderElector::start(config.client, election, metrics)?;
+                tracing::info!(lease = %lease, identity = %identity, "leader election: standing by until this replica holds the Lease");
+                let manager = PluginManager::following(
+                    runtime,
+                    factory.clone(),
+                    plugin_metrics,
+                    config.limits,
+                    elector.leadership(),
+                );
+                (manager, Some(elector))
+            }
+            _ => (
+                PluginManager::new(runtime, factory.clone(), plugin_metrics, config.limits),
+                None,
+            ),
+        };
         let stop = CancellationToken::new();
         let starting = Arc::new(AtomicBool::new(config.plugins_dir.is_some()));
 
@@ -110,6 +138,7 @@ impl Host {
             watcher: None,
             starting,
             shutdown_grace: config.shutdown_grace,
+            elector,
         };
         match config.plugins_dir {
             Some(dir) => host.watch_directory(dir).await,
@@ -146,15 +175,25 @@ impl Host {
         self.stop.cancelled().await
     }
 
-    /// Stops watching, unloads every plugin (closing their watches) and the endpoints. In-flight
-    /// handler calls may finish within the shutdown grace period; then they are abandoned, so
-    /// this returns within about that period whatever the guests do.
+    /// This replica's leader election identity, if it competes for a Lease.
+    pub fn identity(&self) -> Option<&str> {
+        self.elector.as_ref().map(LeaderElector::identity)
+    }
+
+    /// Stops watching, unloads every plugin (closing their watches), releases the leader Lease
+    /// and stops the informers and endpoints. In-flight handler calls may finish within the
+    /// shutdown grace period; then they are abandoned, so this returns within about that period
+    /// whatever the guests do. The Lease is released only once nothing delivers any more, so
+    /// the standby that takes it over at once never overlaps with this replica.
     pub async fn shutdown(self) {
         self.stop.cancel();
         if let Some(w) = self.watcher {
             let _ = w.await;
         }
         self.manager.shutdown(self.shutdown_grace).await;
+        if let Some(e) = self.elector {
+            e.release().await;
+        }
         self.factory.shutdown().await;
     }
 }

@@ -36,6 +36,24 @@ pub struct HostArgs {
     /// (stripped by default to save memory).
     #[arg(long)]
     pub keep_managed_fields: bool,
+    /// Run as one of several replicas: only the holder of a Lease delivers events.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Name of the leader election Lease.
+    #[arg(long, default_value = "kubewasm")]
+    pub leader_election_id: String,
+    /// Namespace of the Lease (default: the client's namespace; in a pod, the pod's own).
+    #[arg(long)]
+    pub leader_election_namespace: Option<String>,
+    /// How long a standby waits for a silent leader before taking over.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub leader_election_lease_duration: Duration,
+    /// How long a leader that cannot renew keeps leading (shorter than the lease duration).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub leader_election_renew_deadline: Duration,
+    /// Pause between attempts to acquire or renew the Lease.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub leader_election_retry_period: Duration,
     /// At SIGTERM/SIGINT, how long in-flight handler calls may run on before they are abandoned.
     #[arg(long, default_value_t = 10_000)]
     pub shutdown_grace_ms: u64,
@@ -56,6 +74,7 @@ impl HostArgs {
         client: kube::Client,
         plugins_dir: PathBuf,
     ) -> anyhow::Result<HostConfig> {
+        let election = self.election_config(&client)?;
         Ok(HostConfig {
             client,
             plugins_dir: Some(plugins_dir),
@@ -73,7 +92,32 @@ impl HostArgs {
                 &self.health_probe_bind_address,
             )?,
             shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
+            election,
         })
+    }
+}
+
+impl HostArgs {
+    /// The leader election these flags ask for (`None` without `--leader-elect`), validated.
+    pub fn election_config(
+        &self,
+        client: &kube::Client,
+    ) -> anyhow::Result<Option<crate::election::ElectionConfig>> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let namespace = self
+            .leader_election_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let config = crate::election::ElectionConfig {
+            lease_duration: self.leader_election_lease_duration,
+            renew_deadline: self.leader_election_renew_deadline,
+            retry_period: self.leader_election_retry_period,
+            ..crate::election::ElectionConfig::new(&self.leader_election_id, namespace)
+        };
+        config.validate()?;
+        Ok(Some(config))
     }
 }
 

@@ -13,6 +13,10 @@
 //! had that delete queued; v2 never saw that object either, so for v2 it never existed.
 //! Handlers that keep external state reconcile such orphans after their replay.
 //!
+//! Delivery (dispatcher, listeners, worker) is separate from the described version, so under
+//! leader election a version can exist without one (a standby) and get a fresh one, with a full
+//! replay, whenever this replica wins the Lease (see `leadership.rs`).
+//!
 //! No lock shared between plugins is held while waiting for a guest: each plugin has its own
 //! slot whose async mutex orders the operations on that plugin only, and status readers see a
 //! snapshot behind a short synchronous lock.
@@ -20,18 +24,19 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::cache_reader::SubscribedCache;
 use super::dispatch::{DispatchConfig, Dispatcher, StateSink};
 use super::events::PluginEvent;
+use super::leadership::WarmCache;
 use super::manifest::Manifest;
 use super::metrics::{LoadLabels, PluginMetrics};
 use super::state::{PluginState, StateEvent};
@@ -149,12 +154,21 @@ struct View {
     state: PluginState,
     version: u64,
     info: Option<PluginInfo>,
+    /// The delivering dispatcher, if the running version delivers.
     dispatcher: Option<Arc<Dispatcher>>,
+    /// Its subscriptions' sync probes.
     probes: Vec<SyncProbe>,
+    /// The sync probes of the version's [`WarmCache`] listeners (leader election only).
+    standby_probes: Vec<SyncProbe>,
 }
 
 impl View {
+    /// A standby is ready when its caches are; a delivering version when it has also handled
+    /// its replay.
     fn ready(&self) -> bool {
+        if self.state == PluginState::Standby {
+            return self.version > 0 && self.standby_probes.iter().all(SyncProbe::has_synced);
+        }
         self.dispatcher.as_ref().is_some_and(|d| {
             d.initial_list_consumed() && self.probes.iter().all(SyncProbe::has_synced)
         })
@@ -180,12 +194,47 @@ impl Slot {
 struct Active {
     digest: [u8; 32],
     version: u64,
+    /// What each delivery of this version is made from.
+    plan: DeliveryPlan,
+    /// [`WarmCache`] listeners holding the informers (leader election only).
+    standby: Vec<HandlerRegistration>,
+    /// Present while the version delivers (always without leader election).
+    delivery: Option<Delivery>,
+}
+
+impl Active {
+    /// Stops the delivery, then releases the informers.
+    async fn stop(self) {
+        if let Some(d) = self.delivery {
+            d.stop().await;
+        }
+        for r in self.standby {
+            r.remove().await;
+        }
+    }
+}
+
+/// A described version, ready to be given a delivery (at load, and at every leadership win).
+struct DeliveryPlan {
+    template: HandlerInstance,
+    keys: Vec<(InformerKey, Option<Duration>)>,
+    dispatch: DispatchConfig,
+}
+
+/// One version's delivery: its dispatcher on the informers and the worker thread draining it.
+struct Delivery {
     dispatcher: Arc<Dispatcher>,
     registrations: Vec<HandlerRegistration>,
     worker: std::thread::JoinHandle<()>,
 }
 
-impl Active {
+impl Delivery {
+    /// What the view shows of it.
+    fn installed(&self) -> (Arc<Dispatcher>, Vec<SyncProbe>) {
+        let probes = self.registrations.iter().map(|r| r.sync_probe()).collect();
+        (self.dispatcher.clone(), probes)
+    }
+
     /// Detaches from the informers first (no new notifications), then lets the worker finish
     /// its in-flight call (bounded by the plugin's deadline, or abandoned by a kill) and exit.
     async fn stop(self) {
@@ -198,7 +247,42 @@ impl Active {
     }
 }
 
-struct Inner {
+/// Why a delivery could not be attached.
+#[derive(Debug, thiserror::Error)]
+enum AttachError {
+    #[error("subscription {0} cannot be served: {1}")]
+    Subscription(InformerKey, InformerError),
+    #[error("cannot start worker thread: {0}")]
+    Worker(std::io::Error),
+}
+
+impl AttachError {
+    fn into_load_error(self, path: &Path) -> LoadError {
+        match self {
+            AttachError::Subscription(key, e) => subscription_error(path, &key, e),
+            AttachError::Worker(e) => LoadError::Busy {
+                path: path.to_path_buf(),
+                message: format!("cannot start worker thread: {e}"),
+            },
+        }
+    }
+}
+
+/// The load error for a subscription the informers cannot serve.
+fn subscription_error(path: &Path, key: &InformerKey, e: InformerError) -> LoadError {
+    let message = format!("subscription {key} cannot be served: {e}");
+    let path = path.to_path_buf();
+    match e {
+        // A kind not served yet (a CRD installed later) or a server that is down may resolve
+        // by itself: retried with backoff.
+        InformerError::DiscoveryUnavailable { .. } | InformerError::UnknownKind { .. } => {
+            LoadError::Unavailable { path, message }
+        }
+        _ => LoadError::Invalid { path, message },
+    }
+}
+
+pub(super) struct Inner {
     runtime: Runtime,
     factory: InformerFactory,
     metrics: PluginMetrics,
@@ -212,6 +296,8 @@ struct Inner {
     versions: AtomicU64,
     /// Cancelled at shutdown: loads in progress give up.
     closing: CancellationToken,
+    /// Leadership to follow (leader election); `None` means always deliver.
+    leadership: Option<watch::Receiver<bool>>,
 }
 
 /// Owns every loaded plugin and attaches each to the shared informers.
@@ -240,6 +326,37 @@ impl PluginManager {
         metrics: PluginMetrics,
         defaults: Limits,
     ) -> Self {
+        Self::build(runtime, factory, metrics, defaults, None)
+    }
+
+    /// Like [`PluginManager::new`], for one replica of several: plugins deliver only while
+    /// `leadership` reads `true` and stand by warm otherwise (see [`super::leadership`]).
+    /// Spawns its follower tasks, so call it inside a Tokio runtime.
+    pub fn following(
+        runtime: Runtime,
+        factory: InformerFactory,
+        metrics: PluginMetrics,
+        defaults: Limits,
+        leadership: watch::Receiver<bool>,
+    ) -> Self {
+        let manager = Self::build(
+            runtime,
+            factory,
+            metrics,
+            defaults,
+            Some(leadership.clone()),
+        );
+        super::leadership::follow(Arc::downgrade(&manager.inner), leadership);
+        manager
+    }
+
+    fn build(
+        runtime: Runtime,
+        factory: InformerFactory,
+        metrics: PluginMetrics,
+        defaults: Limits,
+        leadership: Option<watch::Receiver<bool>>,
+    ) -> Self {
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
         PluginManager {
             inner: Arc::new(Inner {
@@ -252,6 +369,7 @@ impl PluginManager {
                 events,
                 versions: AtomicU64::new(0),
                 closing: CancellationToken::new(),
+                leadership,
             }),
         }
     }
@@ -369,6 +487,7 @@ impl PluginManager {
                         info: None,
                         dispatcher: None,
                         probes: Vec::new(),
+                        standby_probes: Vec::new(),
                     })),
                 })
             })
@@ -471,77 +590,55 @@ impl PluginManager {
             .await
             .map_err(remember)?;
         let version = self.inner.versions.fetch_add(1, Ordering::Relaxed) + 1;
-        let view = slot.view.clone();
-        let sink: StateSink = Arc::new(move |event| {
-            let mut v = view.lock();
-            let old = std::mem::replace(&mut v.state, PluginState::Loading);
-            v.state = old.step(event);
-        });
-        let dispatcher = Dispatcher::new(
-            name,
-            version,
-            &self.inner.metrics,
-            self.inner.events.clone(),
-            &prepared.dispatch,
-            sink,
-        );
-
-        // Attach every subscription (the replay queues up behind the closed gate); if one
-        // fails (unknown kind, server unreachable) detach the rest.
-        let mut registrations = Vec::with_capacity(prepared.keys.len());
-        for (i, (key, resync)) in prepared.keys.iter().enumerate() {
-            match self
-                .inner
-                .factory
-                .add_handler(key, dispatcher.handler(i as u32), *resync)
-                .await
-            {
-                Ok(r) => registrations.push(r),
-                Err(e) => {
-                    for r in registrations {
-                        r.remove().await;
-                    }
-                    dispatcher.stop();
-                    let message = format!("subscription {key} cannot be served: {e}");
-                    let path = path.to_path_buf();
-                    return Err(remember(match e {
-                        // A kind not served yet (a CRD installed later) or a server that is
-                        // down may resolve by itself: retried with backoff.
-                        InformerError::DiscoveryUnavailable { .. }
-                        | InformerError::UnknownKind { .. } => {
-                            LoadError::Unavailable { path, message }
+        let plan = DeliveryPlan {
+            template: prepared.instance,
+            keys: prepared.keys,
+            dispatch: prepared.dispatch,
+        };
+        // Under leader election the informers are held by listeners of their own, so the cache
+        // stays warm whether or not this replica delivers.
+        let mut standby = Vec::new();
+        if self.inner.leadership.is_some() {
+            for (key, _) in &plan.keys {
+                match self
+                    .inner
+                    .factory
+                    .add_handler(key, Arc::new(WarmCache), None)
+                    .await
+                {
+                    Ok(r) => standby.push(r),
+                    Err(e) => {
+                        for r in standby {
+                            r.remove().await;
                         }
-                        _ => LoadError::Invalid { path, message },
-                    }));
+                        return Err(remember(subscription_error(path, key, e)));
+                    }
                 }
             }
         }
-        let template = prepared.instance;
-        let worker = match spawn_worker(
-            dispatcher.clone(),
-            move || template.fresh(),
-            RESTART_BACKOFF,
-        ) {
-            Ok(w) => w,
-            Err(e) => {
-                for r in registrations {
-                    r.remove().await;
+        // The replay queues up behind the closed gate of the new dispatcher.
+        let delivery = if self.leading() {
+            match self.attach(name, version, slot, &plan).await {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    for r in standby {
+                        r.remove().await;
+                    }
+                    return Err(remember(e.into_load_error(path)));
                 }
-                dispatcher.stop();
-                return Err(LoadError::Busy {
-                    path: path.to_path_buf(),
-                    message: format!("cannot start worker thread: {e}"),
-                });
             }
+        } else {
+            None
         };
         self.inner.failed.lock().remove(path);
-        let probes = registrations.iter().map(|r| r.sync_probe()).collect();
+        let installed = delivery.as_ref().map(Delivery::installed);
+        let standby_probes = standby.iter().map(|r| r.sync_probe()).collect();
         let new = Active {
             digest,
             version,
-            dispatcher: dispatcher.clone(),
-            registrations,
-            worker,
+            plan,
+            standby,
+            delivery,
         };
         let info = prepared.info;
         let outcome = match active.replace(new) {
@@ -558,11 +655,9 @@ impl PluginManager {
             v.path = path.to_path_buf();
             v.version = version;
             v.info = Some(info.clone());
-            v.dispatcher = Some(dispatcher.clone());
-            v.probes = probes;
+            v.standby_probes = standby_probes;
         }
-        slot.step(StateEvent::Loaded);
-        dispatcher.open();
+        self.install(slot, installed);
         drop(active);
         match outcome {
             LoadOutcome::Swapped { from, to } => {
@@ -585,6 +680,190 @@ impl PluginManager {
             info,
         });
         Ok(outcome)
+    }
+
+    /// A new delivery of `plan` for `version`: a dispatcher registered on every subscription
+    /// (each replays the cache into its queue) and its worker, with the gate still closed.
+    fn attach<'a>(
+        &'a self,
+        name: &'a str,
+        version: u64,
+        slot: &'a Slot,
+        plan: &DeliveryPlan,
+    ) -> impl Future<Output = Result<Delivery, AttachError>> + Send + 'a {
+        // The instance template is not Sync, so no reference to it may live across an await.
+        let template = plan.template.fresh();
+        let (keys, dispatch) = (plan.keys.clone(), plan.dispatch.clone());
+        self.attach_parts(name, version, slot, template, keys, dispatch)
+    }
+
+    async fn attach_parts(
+        &self,
+        name: &str,
+        version: u64,
+        slot: &Slot,
+        template: HandlerInstance,
+        keys: Vec<(InformerKey, Option<Duration>)>,
+        dispatch: DispatchConfig,
+    ) -> Result<Delivery, AttachError> {
+        let view = slot.view.clone();
+        let sink: StateSink = Arc::new(move |event| {
+            let mut v = view.lock();
+            let old = std::mem::replace(&mut v.state, PluginState::Loading);
+            v.state = old.step(event);
+        });
+        let dispatcher = Dispatcher::new(
+            name,
+            version,
+            &self.inner.metrics,
+            self.inner.events.clone(),
+            &dispatch,
+            sink,
+        );
+        // If one subscription fails (unknown kind, server unreachable) detach the rest.
+        let mut registrations = Vec::with_capacity(keys.len());
+        for (i, (key, resync)) in keys.iter().enumerate() {
+            match self
+                .inner
+                .factory
+                .add_handler(key, dispatcher.handler(i as u32), *resync)
+                .await
+            {
+                Ok(r) => registrations.push(r),
+                Err(e) => {
+                    for r in registrations {
+                        r.remove().await;
+                    }
+                    dispatcher.stop();
+                    return Err(AttachError::Subscription(key.clone(), e));
+                }
+            }
+        }
+        match spawn_worker(
+            dispatcher.clone(),
+            move || template.fresh(),
+            RESTART_BACKOFF,
+        ) {
+            Ok(worker) => Ok(Delivery {
+                dispatcher,
+                registrations,
+                worker,
+            }),
+            Err(e) => {
+                for r in registrations {
+                    r.remove().await;
+                }
+                dispatcher.stop();
+                Err(AttachError::Worker(e))
+            }
+        }
+    }
+
+    /// Whether this replica delivers: always without leader election.
+    fn leading(&self) -> bool {
+        self.inner.leadership.as_ref().is_none_or(|rx| *rx.borrow())
+    }
+
+    /// Leadership of this replica: `None` without leader election, else whether it leads.
+    pub fn leadership(&self) -> Option<bool> {
+        self.inner.leadership.as_ref().map(|rx| *rx.borrow())
+    }
+
+    /// Shows `delivery` (or none) as the slot's current one and opens its gate if this replica
+    /// leads; otherwise kills it and marks the plugin a standby. Leadership is read under the
+    /// view lock, the lock [`PluginManager::stop_deliveries_now`] kills under, so a delivery is
+    /// never opened after a loss was acted on.
+    fn install(&self, slot: &Slot, delivery: Option<(Arc<Dispatcher>, Vec<SyncProbe>)>) {
+        let mut v = slot.view.lock();
+        let leading = self.leading();
+        let event = match &delivery {
+            Some((d, _)) if leading => {
+                d.open();
+                StateEvent::Loaded
+            }
+            Some((d, _)) => {
+                d.kill();
+                StateEvent::StandingBy
+            }
+            None => StateEvent::StandingBy,
+        };
+        (v.dispatcher, v.probes) = match delivery {
+            Some((d, probes)) if leading => (Some(d), probes),
+            _ => (None, Vec::new()),
+        };
+        let old = std::mem::replace(&mut v.state, PluginState::Loading);
+        v.state = old.step(event);
+    }
+
+    /// Kills every plugin's delivery at once (queues dropped, in-flight calls abandoned)
+    /// without waiting for anything; [`PluginManager::follow_leadership`] detaches them later.
+    /// Returns how many deliveries were stopped.
+    pub(super) fn stop_deliveries_now(&self) -> usize {
+        let mut stopped = 0;
+        for (_, slot) in self.slots() {
+            let mut v = slot.view.lock();
+            if let Some(d) = v.dispatcher.take() {
+                d.kill();
+                stopped += 1;
+            }
+            v.probes.clear();
+            if v.version > 0 {
+                let old = std::mem::replace(&mut v.state, PluginState::Loading);
+                v.state = old.step(StateEvent::StandingBy);
+            }
+        }
+        stopped
+    }
+
+    /// Brings every plugin in line with leadership: a leader's versions each get a delivery
+    /// (a full replay of the cache, then every later event); a standby's have none. Each plugin
+    /// waits only for operations on itself.
+    pub(super) async fn follow_leadership(&self) {
+        let slots = self.slots();
+        futures::future::join_all(
+            slots
+                .iter()
+                .map(|(name, slot)| self.follow_in_slot(name, slot)),
+        )
+        .await;
+    }
+
+    async fn follow_in_slot(&self, name: &str, slot: &Slot) {
+        let mut op = slot.op.lock().await;
+        let Some(active) = op.as_mut() else { return };
+        let leading = self.leading();
+        let live = active
+            .delivery
+            .as_ref()
+            .is_some_and(|d| !d.dispatcher.is_stopped());
+        if leading && live {
+            return;
+        }
+        if let Some(old) = active.delivery.take() {
+            old.dispatcher.kill();
+            old.stop().await;
+        }
+        if !leading || self.inner.closing.is_cancelled() {
+            self.install(slot, None);
+            return;
+        }
+        match self.attach(name, active.version, slot, &active.plan).await {
+            Ok(d) => {
+                let installed = d.installed();
+                active.delivery = Some(d);
+                self.install(slot, Some(installed));
+                tracing::info!(plugin = %name, version = active.version, "delivering: cache replayed to the plugin");
+            }
+            Err(e) => {
+                tracing::error!(plugin = %name, version = active.version, error = %e,
+                    "leader cannot deliver to this plugin; retried at the next leadership change or reload");
+            }
+        }
+    }
+
+    /// The manager behind a weak reference held by a background task.
+    pub(super) fn upgrade(inner: &Weak<Inner>) -> Option<PluginManager> {
+        inner.upgrade().map(|inner| PluginManager { inner })
     }
 
     /// Compiles, instantiates and describes a plugin on a blocking thread under its deadline,

@@ -35,6 +35,9 @@ pub enum PluginState {
     },
     /// The running version is being stopped (unload or shutdown).
     Stopping,
+    /// A version is loaded, described and its informers run (caches warm), but it receives
+    /// nothing: another replica holds the leader Lease. Ready as a standby.
+    Standby,
 }
 
 /// What happened to a plugin; the input of [`PluginState::step`].
@@ -67,6 +70,9 @@ pub enum StateEvent {
     },
     /// Unloading started.
     StopRequested,
+    /// The version delivers nothing because this replica does not lead (it loaded as a standby,
+    /// or leadership was lost and its delivery stopped).
+    StandingBy,
 }
 
 impl PluginState {
@@ -100,10 +106,16 @@ impl PluginState {
             // need to know is whether events are being delivered.
             (S::Running, E::LoadStarted) => S::Running,
             (S::Quarantined { until }, E::LoadStarted) => S::Quarantined { until },
+            (S::Standby, E::LoadStarted) => S::Standby,
             (_, E::LoadStarted) => S::Loading,
             (_, E::Loaded) => S::Running,
             (S::Stopping, _) => S::Stopping,
             (_, E::StopRequested) => S::Stopping,
+            (_, E::StandingBy) => S::Standby,
+            // Late reports of a delivery that was stopped when leadership was lost.
+            (S::Standby, E::Quarantined { .. } | E::Resumed | E::WorkerPanicked { .. }) => {
+                S::Standby
+            }
             (_, E::Quarantined { pause }) => S::Quarantined {
                 until: SystemTime::now() + pause,
             },
@@ -128,6 +140,7 @@ impl PluginState {
             PluginState::Quarantined { .. } => "quarantined",
             PluginState::Failed { .. } => "failed",
             PluginState::Stopping => "stopping",
+            PluginState::Standby => "standby",
         }
     }
 }
@@ -196,5 +209,30 @@ mod tests {
         );
         let json = serde_json::to_value(&p).unwrap();
         assert_eq!(json["state"], "failed");
+    }
+
+    #[test]
+    fn a_standby_stays_one_until_it_delivers() {
+        let s = PluginState::Loading.step(StateEvent::StandingBy);
+        assert_eq!(s.name(), "standby");
+        assert_eq!(
+            s.clone().step(StateEvent::LoadStarted).step(failed(true)),
+            PluginState::Standby
+        );
+        assert_eq!(s.clone().step(StateEvent::Resumed), PluginState::Standby);
+        assert!(s.clone().step(StateEvent::Loaded).is_running());
+        let lost = PluginState::Quarantined {
+            until: SystemTime::now(),
+        }
+        .step(StateEvent::StandingBy);
+        assert_eq!(lost, PluginState::Standby);
+        assert_eq!(
+            PluginState::Stopping.step(StateEvent::StandingBy),
+            PluginState::Stopping
+        );
+        assert_eq!(
+            serde_json::to_value(PluginState::Standby).unwrap()["state"],
+            "standby"
+        );
     }
 }

@@ -1,20 +1,16 @@
-//! Kind-specific validation the real server does and clients depend on. Today: Events, whose
-//! `events.k8s.io/v1` API is strict (who reported, what happened, when, and a series that only counts up)
-//! while core v1 keeps the legacy rules. Storage stays schemaless; only these rules are checked.
+//! Event rules: the `events.k8s.io/v1` API is strict (who reported, what happened, when, and a
+//! series that only counts up) while core v1 keeps the legacy rules.
 
 use serde_json::{Value, json};
 
+use super::Cause;
 use crate::registry::ResourceType;
-use crate::status::{ApiError, ApiResult};
 
 /// Limits of the real server's Event validation.
 const REPORTING_INSTANCE_MAX: usize = 128;
 const ACTION_MAX: usize = 128;
 const REASON_MAX: usize = 128;
 const NOTE_MAX: usize = 1024;
-
-/// One failed rule: (field, reason, message).
-type Cause = (String, &'static str, String);
 
 fn required(field: &str) -> Cause {
     (field.into(), "FieldValueRequired", "Required value".into())
@@ -66,10 +62,10 @@ fn event_fields(rt: &ResourceType) -> Option<&'static EventFields> {
     }
 }
 
-/// Checks on a new object (after the server filled in its metadata).
-pub fn validate_create(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
+/// Failed rules of a new Event (after the server filled in its metadata); none for other kinds.
+pub(super) fn create(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
     let Some(f) = event_fields(rt) else {
-        return Ok(());
+        return Vec::new();
     };
     let mut causes = legacy_event(f, obj);
     if f.strict {
@@ -103,13 +99,13 @@ pub fn validate_create(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
             }
         }
     }
-    reject(rt, obj, causes)
+    causes
 }
 
-/// Checks on a replacement of `old` by `new`.
-pub fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> ApiResult<()> {
+/// Failed rules of a replacement of the Event `old` by `new`; none for other kinds.
+pub(super) fn update(rt: &ResourceType, old: &Value, new: &Value) -> Vec<Cause> {
     let Some(f) = event_fields(rt) else {
-        return Ok(());
+        return Vec::new();
     };
     let mut causes = legacy_event(f, new);
     if f.strict {
@@ -139,7 +135,7 @@ pub fn validate_update(rt: &ResourceType, old: &Value, new: &Value) -> ApiResult
             }
         }
     }
-    reject(rt, new, causes)
+    causes
 }
 
 fn is_unset(v: Option<&Value>) -> bool {
@@ -292,39 +288,6 @@ fn qualified_name(s: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The real server's 422 listing every failed rule.
-fn reject(rt: &ResourceType, obj: &Value, causes: Vec<Cause>) -> ApiResult<()> {
-    if causes.is_empty() {
-        return Ok(());
-    }
-    let name = obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let kind = if rt.group.is_empty() {
-        rt.kind.clone()
-    } else {
-        format!("{}.{}", rt.kind, rt.group)
-    };
-    let listed: Vec<String> = causes.iter().map(|(f, _, m)| format!("{f}: {m}")).collect();
-    let summary = match listed.as_slice() {
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
-    };
-    let mut e = ApiError::new(
-        422,
-        "Invalid",
-        format!("{kind} \"{name}\" is invalid: {summary}"),
-    );
-    let mut details = json!({"name": name, "kind": rt.kind,
-        "causes": causes.iter().map(|(f, r, m)| json!({"reason": r, "message": m, "field": f})).collect::<Vec<_>>()});
-    if !rt.group.is_empty() {
-        details["group"] = json!(rt.group);
-    }
-    e.details = Some(details);
-    Err(e)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,12 +309,12 @@ mod tests {
     #[test]
     fn strict_events_need_who_what_when() {
         let rt = events_v1();
-        validate_create(&rt, &good()).unwrap();
+        assert!(create(&rt, &good()).is_empty());
         let mut bad = good();
         bad.as_object_mut().unwrap().remove("eventTime");
         bad["type"] = json!("Info");
         bad["series"] = json!({"count": 1});
-        let e = validate_create(&rt, &bad).unwrap_err();
+        let e = super::super::reject(&rt, &bad, create(&rt, &bad)).unwrap_err();
         assert_eq!(e.code, 422);
         for field in [
             "eventTime",
@@ -363,7 +326,7 @@ mod tests {
         }
         let mut bad = good();
         bad["reportingController"] = json!("a/b/c");
-        assert!(validate_create(&rt, &bad).is_err());
+        assert!(!create(&rt, &bad).is_empty());
     }
 
     #[test]
@@ -372,9 +335,9 @@ mod tests {
         let old = good();
         let mut new = good();
         new["series"] = json!({"count": 2, "lastObservedTime": "2026-01-01T00:01:00.000000Z"});
-        validate_update(&rt, &old, &new).unwrap();
+        assert!(update(&rt, &old, &new).is_empty());
         new["note"] = json!("something else");
-        let e = validate_update(&rt, &old, &new).unwrap_err();
+        let e = super::super::reject(&rt, &new, update(&rt, &old, &new)).unwrap_err();
         assert!(e.message.contains("note: Invalid value"), "{}", e.message);
     }
 
