@@ -411,6 +411,45 @@ async fn two_files_that_map_to_one_name_are_both_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_for_a_kind_served_later_loads_by_itself() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let server = start_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
+    // Subscribes to example.com/v1 Widget, which no CRD defines yet.
+    install(&fixture_variant("unknown-kind"), dir.path(), "widgets.wasm");
+    let err = load_error(&t, "widgets").await;
+    assert!(err.contains("example.com/v1"), "{err}");
+    assert!(
+        t.host.manager.status().await[0].state.name() == "failed",
+        "the plugin waits for a retry"
+    );
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(client(&server))
+        .create(&Default::default(), &crd)
+        .await
+        .unwrap();
+    // Nothing in the plugins directory changes: the retry with backoff loads it.
+    t.recorder
+        .wait("widgets loaded after its CRD", |r| {
+            r.events()
+                .iter()
+                .any(|e| matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "widgets"))
+        })
+        .await;
+    t.host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_that_becomes_readable_later_loads_then() {
     let server = start_server().await;
     let dir = tempfile::tempdir().unwrap();
