@@ -200,12 +200,20 @@ impl Election {
                 } else {
                     r.lease_duration
                 };
-                if !r.holder.is_empty() && r.holder != me && now < seen.since + claimed_for {
+                let expires = seen.since + claimed_for;
+                if !r.holder.is_empty() && r.holder != me && now < expires {
+                    // Wake at the expiry itself when it comes before the next retry: the
+                    // takeover then follows a silent leader's last renewal by at most the lease
+                    // duration plus the one retry period it took to see that renewal.
+                    let wait = match standby_wait {
+                        Action::Wait(at) => Action::Wait(at.min(expires)),
+                        other => other,
+                    };
                     return go(
                         Election::Standby {
                             observed: Some(seen),
                         },
-                        standby_wait,
+                        wait,
                     );
                 }
                 let record = acquire(Some(r), me, at, cfg);
@@ -474,6 +482,21 @@ mod tests {
             step.transition, None,
             "not leading until the write succeeds"
         );
+    }
+
+    #[test]
+    fn a_standby_wakes_at_the_expiry_rather_than_a_retry_period_later() {
+        let c = cfg("me");
+        let t0 = Instant::now();
+        let (s, _) = Election::start();
+        let step = s.step(Input::Fetched(Some(lease("other", "7"))), &at(t0), &c);
+        assert_eq!(step.action, Action::Wait(t0 + c.retry_period));
+        // 14 s after first sight, 1 s before expiry: wake at the expiry, not 2 s later.
+        let t1 = t0 + Duration::from_secs(14);
+        let step = step
+            .state
+            .step(Input::Fetched(Some(lease("other", "7"))), &at(t1), &c);
+        assert_eq!(step.action, Action::Wait(t0 + c.lease_duration));
     }
 
     #[test]
