@@ -26,8 +26,8 @@ use kubewasm_e2e::{PATIENCE, client, guest, start_server};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, watch};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
 
 const PLUGIN: &str = "rust-configmap-logger";
 const LEASE: &str = "3s";
@@ -519,8 +519,10 @@ async fn three_replicas_survive_a_cut_leader_and_a_killed_one() {
     churn(&api, 0).await;
     let tmp = tempfile::tempdir().unwrap();
     let cluster = Cluster::new(tmp.path(), &server);
-    let proxy = Proxy::start(server.url()).await;
-    let kc = cluster.kubeconfig_for("a", &proxy.url);
+    let proxy = apiserver::PartitionProxy::start(&server.url())
+        .await
+        .unwrap();
+    let kc = cluster.kubeconfig_for("a", proxy.url());
     let mut replicas = vec![cluster.spawn("a", Some(&kc))];
     converged_leader(&cluster, &replicas, &api, "a leads alone").await;
     replicas.push(cluster.spawn("b", None));
@@ -578,74 +580,4 @@ async fn three_replicas_survive_a_cut_leader_and_a_killed_one() {
     }
     assert_no_overlap(&replicas);
     server.shutdown().await;
-}
-
-/// A TCP proxy to the API server that can stop forwarding, like a network partition between
-/// one replica and the API server: while cut, bytes go nowhere and new connections hang.
-struct Proxy {
-    url: String,
-    cut: Arc<watch::Sender<bool>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Proxy {
-    async fn start(upstream: String) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let target = upstream.trim_start_matches("http://").to_string();
-        let cut = Arc::new(watch::channel(false).0);
-        let cut2 = cut.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((mut inbound, _)) = listener.accept().await else {
-                    return;
-                };
-                let mut state = cut2.subscribe();
-                let target = target.clone();
-                tokio::spawn(async move {
-                    if *state.borrow_and_update() {
-                        until(&mut state, false).await;
-                        let _ = inbound.shutdown().await;
-                        return;
-                    }
-                    let Ok(mut outbound) = TcpStream::connect(&target).await else {
-                        return;
-                    };
-                    let cut = tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => false,
-                        _ = until(&mut state, true) => true,
-                    };
-                    if cut {
-                        drop(outbound);
-                        until(&mut state, false).await;
-                    }
-                });
-            }
-        });
-        Proxy { url, cut, task }
-    }
-
-    fn cut(&self) {
-        self.cut.send_replace(true);
-    }
-
-    fn restore(&self) {
-        self.cut.send_replace(false);
-    }
-}
-
-/// Returns once the partition state is `want` (or the proxy is gone).
-async fn until(state: &mut watch::Receiver<bool>, want: bool) {
-    loop {
-        let now = *state.borrow_and_update();
-        if now == want || state.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }

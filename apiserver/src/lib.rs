@@ -11,6 +11,7 @@ mod faults;
 mod managed;
 mod openapi;
 mod ops;
+mod partition;
 mod patch;
 mod persistence;
 mod registry;
@@ -33,6 +34,7 @@ use anyhow::bail;
 use parking_lot::RwLock;
 
 pub use faults::{Faults, Stats};
+pub use partition::PartitionProxy;
 
 use faults::Counters;
 use persistence::{Loaded, Persistence};

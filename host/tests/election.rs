@@ -2,14 +2,11 @@
 //! for one Lease over real HTTP. Every wait is on a leadership channel; the durations are short
 //! (configured, not slept) so takeovers happen within the test's patience.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kubewasm::election::{ElectionConfig, ElectionMetrics, LeaderElector};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -42,11 +39,15 @@ struct Replica {
     rx: watch::Receiver<bool>,
     metrics: ElectionMetrics,
     /// Only for `cut`: the proxy this replica talks through.
-    proxy: Option<Proxy>,
+    proxy: Option<apiserver::PartitionProxy>,
 }
 
 impl Replica {
-    fn start(client: kube::Client, cfg: ElectionConfig, proxy: Option<Proxy>) -> Replica {
+    fn start(
+        client: kube::Client,
+        cfg: ElectionConfig,
+        proxy: Option<apiserver::PartitionProxy>,
+    ) -> Replica {
         let metrics = ElectionMetrics::unregistered();
         let elector = LeaderElector::start(client, cfg, metrics.clone()).expect("valid config");
         Replica {
@@ -226,8 +227,10 @@ async fn a_leader_cut_off_from_the_api_steps_down_before_a_standby_takes_over() 
     let lease = Duration::from_secs(2);
     let mut replicas = Vec::new();
     for i in 0..3 {
-        let proxy = Proxy::start(server.url()).await;
-        let client = client_for(&proxy.url);
+        let proxy = apiserver::PartitionProxy::start(&server.url())
+            .await
+            .unwrap();
+        let client = client_for(proxy.url());
         replicas.push(Replica::start(
             client,
             config(&format!("replica-{i}"), lease),
@@ -270,77 +273,4 @@ async fn invalid_durations_are_refused_naming_the_flag() {
         err.to_string().contains("--leader-election-renew-deadline"),
         "{err}"
     );
-}
-
-/// A TCP proxy to the API server that can stop forwarding, like a network partition between
-/// one replica and the API server: while cut, bytes go nowhere and new connections hang.
-struct Proxy {
-    url: String,
-    cut: Arc<watch::Sender<bool>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Proxy {
-    async fn start(upstream: String) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let target = upstream.trim_start_matches("http://").to_string();
-        let cut = Arc::new(watch::channel(false).0);
-        let cut2 = cut.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((mut inbound, _)) = listener.accept().await else {
-                    return;
-                };
-                let mut state = cut2.subscribe();
-                let target = target.clone();
-                tokio::spawn(async move {
-                    let partitioned = *state.borrow_and_update();
-                    if partitioned {
-                        // Partitioned: hold the connection open and answer nothing.
-                        until(&mut state, false).await;
-                        let _ = inbound.shutdown().await;
-                        return;
-                    }
-                    let Ok(mut outbound) = TcpStream::connect(&target).await else {
-                        return;
-                    };
-                    let cut = tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => false,
-                        _ = until(&mut state, true) => true,
-                    };
-                    if cut {
-                        // Drop the upstream side; the client side hangs until restored.
-                        drop(outbound);
-                        until(&mut state, false).await;
-                    }
-                });
-            }
-        });
-        Proxy { url, cut, task }
-    }
-
-    fn cut(&self) {
-        self.cut.send_replace(true);
-    }
-
-    fn restore(&self) {
-        self.cut.send_replace(false);
-    }
-}
-
-/// Returns once the partition state is `want` (or the proxy is gone).
-async fn until(state: &mut watch::Receiver<bool>, want: bool) {
-    loop {
-        let now = *state.borrow_and_update();
-        if now == want || state.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
