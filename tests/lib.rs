@@ -220,20 +220,14 @@ impl Recorder {
 
     /// Waits until `pred` holds over the recorder; panics after [`PATIENCE`] with `what`.
     pub async fn wait(&self, what: &str, pred: impl Fn(&Recorder) -> bool) {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let notified = self.changed.notified();
-            if pred(self) {
-                return;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                panic!(
-                    "timed out waiting for: {what}\ncalls: {:#?}\nevents: {:#?}",
-                    self.calls.lock(),
-                    self.events.lock()
-                );
-            }
-        }
+        self.wait_reporting(pred, || {
+            format!(
+                "waiting for: {what}\ncalls: {:#?}\nevents: {:#?}",
+                self.calls.lock(),
+                self.events.lock()
+            )
+        })
+        .await
     }
 
     /// Like [`Recorder::wait`], but a timeout panics with `report()` rather than every event
