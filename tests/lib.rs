@@ -177,8 +177,9 @@ impl Recorder {
                                     flag: *flag,
                                     outcome: outcome.clone(),
                                 });
+                        } else {
+                            me.events.lock().push(e);
                         }
-                        me.events.lock().push(e);
                         me.changed.notify_waiters();
                     }
                     Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -213,7 +214,7 @@ impl Recorder {
             .collect()
     }
 
-    /// Lifecycle events so far.
+    /// Lifecycle events so far (calls are in [`Recorder::calls`]).
     pub fn events(&self) -> Vec<PluginEvent> {
         self.events.lock().clone()
     }
