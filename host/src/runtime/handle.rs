@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
-use super::bindings::{Handler, HandlerPre};
+use super::bindings::v1::{Handler, HandlerPre};
 use super::compile_cache::DiskCache;
 use super::engine::{build_engine, spawn_epoch_ticker};
 use super::error::{CallError, RuntimeError};

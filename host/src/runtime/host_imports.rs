@@ -1,7 +1,7 @@
 //! The world's imports answered by the host: `log` becomes a `tracing` event, `cache` is
 //! forwarded to the plugin's [`CacheReader`](super::CacheReader).
 
-use super::bindings::kubewasm::handler::{cache, log, types};
+use super::bindings::v1::kubewasm::handler::{cache, log, types};
 use super::store::StoreState;
 use super::types::{GuestLogLevel, GuestObject};
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::bindings::Handler;
-use super::bindings::kubewasm::handler::types as wit;
+use super::bindings::v1::Handler;
+use super::bindings::v1::kubewasm::handler::types as wit;
 use super::error::CallError;
 use super::guest_log::{GuestLog, cap_guest_text};
 use super::handle::{CompiledHandler, Runtime};

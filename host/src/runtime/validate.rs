@@ -4,7 +4,7 @@
 use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
-use super::bindings::HandlerPre;
+use super::bindings::v1::HandlerPre;
 use super::error::RuntimeError;
 use super::store::StoreState;
 
