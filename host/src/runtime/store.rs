@@ -1,18 +1,23 @@
-//! Host state owned by one instance's `Store`: WASI context, memory limiter, log sink and the
-//! plugin's cache reader.
+//! Host state owned by one instance's `Store`: WASI and `wasi:http` contexts, memory limiter, log
+//! sink and the plugin's cache reader.
 
 use std::sync::Arc;
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::guest_log::GuestLog;
+use super::http_hooks::HttpHooks;
 use super::limits::MemoryLimiter;
 use super::types::CacheReader;
 use super::wasi::{GuestOutput, sandboxed_ctx};
 
 pub(crate) struct StoreState {
     pub wasi: WasiCtx,
+    /// Only a 0.2.0 handler can reach it; shares `table` with WASI.
+    pub http: WasiHttpCtx,
+    pub http_hooks: HttpHooks,
     pub table: ResourceTable,
     pub limiter: MemoryLimiter,
     pub log: GuestLog,
@@ -25,6 +30,8 @@ impl StoreState {
         let (wasi, output) = sandboxed_ctx(&log);
         Self {
             wasi,
+            http: WasiHttpCtx::new(),
+            http_hooks: HttpHooks::new(log.plugin().into()),
             table: bounded_table(),
             limiter: MemoryLimiter::new(memory_cap),
             log,
@@ -39,6 +46,16 @@ impl WasiView for StoreState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for StoreState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
         }
     }
 }
