@@ -609,6 +609,33 @@ fn components_of_other_worlds_are_wrong_world() {
         matches!(err, RuntimeError::WrongWorld(ref m) if m.contains("wrong types")),
         "{err}"
     );
+    // Exporting on-synced marks a 0.2.0 handler, which must export the 0.2.0 set.
+    let v2_partial = wat::parse_str(
+        r#"(component
+            (core module $m (func (export "f")))
+            (core instance $i (instantiate $m))
+            (func $f (canon lift (core func $i "f")))
+            (export "on-synced" (func $f)))"#,
+    )
+    .unwrap();
+    let err = rt.compile(&v2_partial).err().expect("must be rejected");
+    assert!(
+        matches!(err, RuntimeError::WrongWorld(ref m)
+            if m.contains("describe, on-add, on-update, on-delete of kubewasm:handler@0.2.0")),
+        "{err}"
+    );
+    let mixed = wat::parse_str(
+        r#"(component
+            (import "kubewasm:handler/log@0.1.0" (instance))
+            (import "kubewasm:handler/log@0.2.0" (instance)))"#,
+    )
+    .unwrap();
+    let err = rt.compile(&mixed).err().expect("must be rejected");
+    assert!(
+        matches!(err, RuntimeError::WrongWorld(ref m)
+            if m.contains("several versions (0.1.0, 0.2.0)")),
+        "{err}"
+    );
     let truncated = &guest_bytes("configmap-logger")[..4096];
     let err = rt.compile(truncated).err().expect("must be rejected");
     assert!(matches!(err, RuntimeError::Compile(_)), "{err}");
