@@ -30,7 +30,7 @@ impl StoreState {
         let (wasi, output) = sandboxed_ctx(&log);
         Self {
             wasi,
-            http: WasiHttpCtx::new(),
+            http: http_ctx(),
             http_hooks: HttpHooks::new(log.plugin().into()),
             table: bounded_table(),
             limiter: MemoryLimiter::new(memory_cap),
@@ -58,6 +58,17 @@ impl WasiHttpView for StoreState {
             hooks: &mut self.http_hooks,
         }
     }
+}
+
+/// Most bytes one `wasi:http` header set (`fields` resource) may take in host memory, overhead
+/// included. wasmtime-wasi-http allows 128 KiB; a handler's requests need a few headers, and every
+/// set a guest creates lives outside its memory cap (up to [`MAX_RESOURCES`] of them).
+pub(crate) const MAX_HTTP_FIELDS_BYTES: usize = 32 << 10;
+
+fn http_ctx() -> WasiHttpCtx {
+    let mut ctx = WasiHttpCtx::new();
+    ctx.set_field_size_limit(MAX_HTTP_FIELDS_BYTES);
+    ctx
 }
 
 /// Most WASI resources (pollables, streams, handles) one instance may hold at once. Each costs

@@ -636,6 +636,15 @@ fn components_of_other_worlds_are_wrong_world() {
             if m.contains("several versions (0.1.0, 0.2.0)")),
         "{err}"
     );
+    let v1_with_http =
+        wat::parse_str(r#"(component (import "wasi:http/outgoing-handler@0.2.12" (instance)))"#)
+            .unwrap();
+    let err = rt.compile(&v1_with_http).err().expect("must be rejected");
+    assert!(
+        matches!(err, RuntimeError::WrongWorld(ref m)
+            if m.contains("imports wasi:http/outgoing-handler@0.2.12")),
+        "{err}"
+    );
     let truncated = &guest_bytes("configmap-logger")[..4096];
     let err = rt.compile(truncated).err().expect("must be rejected");
     assert!(matches!(err, RuntimeError::Compile(_)), "{err}");

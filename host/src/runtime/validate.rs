@@ -107,7 +107,7 @@ pub(crate) fn check_world(
 /// The world version a component was built for: 0.2.0 when it imports a
 /// `kubewasm:handler/*@0.2.*` interface or exports `on-synced`, else 0.1.0 (whose handlers
 /// predate versioning). A component importing both versions is refused: its calls would
-/// straddle two contracts.
+/// straddle two contracts; so is a 0.1.0 component importing `wasi:http`.
 fn target_world(engine: &Engine, ty: &ComponentType) -> Result<HandlerWorld, RuntimeError> {
     let mut versions: Vec<&str> = ty
         .imports(engine)
@@ -125,9 +125,18 @@ fn target_world(engine: &Engine, ty: &ComponentType) -> Result<HandlerWorld, Run
             versions.join(", ")
         )));
     }
-    Ok(if v2 || ty.get_export(engine, "on-synced").is_some() {
-        HandlerWorld::V0_2
-    } else {
-        HandlerWorld::V0_1
-    })
+    if v2 || ty.get_export(engine, "on-synced").is_some() {
+        return Ok(HandlerWorld::V0_2);
+    }
+    // The shared linker also serves 0.2.0's wasi:http; a 0.1.0 handler never had it.
+    if let Some((name, _)) = ty
+        .imports(engine)
+        .find(|(name, _)| name.starts_with("wasi:http/"))
+    {
+        return Err(RuntimeError::WrongWorld(format!(
+            "imports {name}, which kubewasm:handler@0.1.0 does not offer; outbound HTTP needs \
+             kubewasm:handler@0.2.0"
+        )));
+    }
+    Ok(HandlerWorld::V0_1)
 }
