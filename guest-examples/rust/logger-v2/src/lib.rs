@@ -78,7 +78,10 @@ fn attempt(meta: &ObjectMeta) {
         "http" => http_get("127.0.0.1:9"),
         other => format!("unknown action {other:?}"),
     };
-    log(Level::Info, &format!("try {action} {}: {answer}", key(meta)));
+    log(
+        Level::Info,
+        &format!("try {action} {}: {answer}", key(meta)),
+    );
 }
 
 /// One plain-HTTP GET of `/` on `authority`; returns the status or the error code.
