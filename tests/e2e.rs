@@ -13,6 +13,7 @@ use kubewasm::runtime::Limits;
 use kubewasm_e2e::*;
 
 mod bad_input;
+mod capabilities;
 mod convergence;
 
 const LOGGER: &str = "rust-configmap-logger.wasm";

@@ -57,6 +57,8 @@ fn check_prints_describe_of_every_example() {
                 .is_empty(),
             "{stdout}"
         );
+        let v2 = f.file_name().unwrap() == "rust-logger-v2.wasm";
+        assert_eq!(v["world"], if v2 { "0.2.0" } else { "0.1.0" }, "{stdout}");
         if f.file_name()
             .unwrap()
             .to_string_lossy()

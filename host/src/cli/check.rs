@@ -14,7 +14,8 @@ pub struct CheckArgs {
 }
 
 /// Validates each file exactly as the host loads it (manifest, size, compile, `describe()`
-/// under the deadline, subscription rules) and prints its `describe()` as JSON.
+/// under the deadline, subscription rules) and prints the world version it implements and its
+/// `describe()` as JSON.
 pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     let runtime = Runtime::new(
         RuntimeConfig {
@@ -44,6 +45,7 @@ fn check_one(runtime: &Runtime, file: &Path) -> anyhow::Result<String> {
     Ok(serde_json::to_string_pretty(&serde_json::json!({
         "file": file,
         "plugin": plugin_name(file),
+        "world": described.compiled.world(),
         "describe": described.info,
     }))?)
 }

@@ -49,13 +49,21 @@ pub fn validate_subscriptions(
     let mut keys: Vec<(InformerKey, Option<Duration>)> = Vec::with_capacity(subs.len());
     let mut merged: Vec<Subscription> = Vec::with_capacity(subs.len());
     for (index, sub) in subs.drain(..).enumerate() {
-        let key = super::lifecycle::informer_key(&sub);
-        key.validate().map_err(|e| SubscriptionError::Invalid {
+        let invalid = |reason: String| SubscriptionError::Invalid {
             index,
             api_version: format!("{:?}", truncate(&sub.api_version)),
             kind: format!("{:?}", truncate(&sub.kind)),
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        // Projections are part of the 0.2.0 contract but not served yet: refusing them is
+        // better than handing the handler JSON of a shape it did not ask for.
+        if sub.metadata_only || !sub.fields.is_empty() {
+            return Err(invalid(
+                "metadata-only and fields projections are not supported by this host yet".into(),
+            ));
+        }
+        let key = super::lifecycle::informer_key(&sub);
+        key.validate().map_err(|e| invalid(e.to_string()))?;
         let resync =
             (sub.resync_period_ms > 0).then(|| Duration::from_millis(sub.resync_period_ms));
         match keys.iter().position(|(k, _)| *k == key) {
@@ -98,6 +106,8 @@ mod tests {
             label_selector: labels.map(str::to_string),
             field_selector: None,
             resync_period_ms: resync,
+            metadata_only: false,
+            fields: Vec::new(),
         }
     }
 
@@ -126,6 +136,19 @@ mod tests {
         let mut subs = vec![sub(None, Some("a in ("), 0)];
         let err = validate_subscriptions(&mut subs).unwrap_err().to_string();
         assert!(err.contains("label-selector"), "{err}");
+    }
+
+    #[test]
+    fn projections_are_refused_until_served() {
+        let mut metadata_only = sub(None, None, 0);
+        metadata_only.metadata_only = true;
+        let err = validate_subscriptions(&mut vec![metadata_only])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("metadata-only and fields"), "{err}");
+        let mut fields = sub(None, None, 0);
+        fields.fields = vec!["/spec/type".into()];
+        assert!(validate_subscriptions(&mut vec![fields]).is_err());
     }
 
     #[test]

@@ -1,14 +1,40 @@
-//! Host bindings generated from `wit/handler.wit`.
+//! Host bindings generated from both versions of the `kubewasm:handler` world: `wit/handler.wit`
+//! (0.1.0) and `wit/0.2.0/` (0.2.0). A component implements exactly one of them; validation
+//! finds out which (see `validate.rs`).
 //!
 //! Borrowing ownership makes export parameters (`ObjectParam<'a>`) borrow the host's strings,
 //! so an object's JSON is copied once, straight into guest memory; objects the host returns from
-//! `cache` imports use the owned twin (`ObjectResult`).
+//! imports use the owned twin (`ObjectResult`).
 
-wasmtime::component::bindgen!({
-    path: "../wit",
-    world: "handler",
-    ownership: Borrowing { duplicate_if_necessary: true },
-    // Exports are async so a call can be abandoned at its wall-clock deadline even while the
-    // guest is blocked in a WASI import (sleep, poll); the host imports stay synchronous.
-    exports: { default: async },
-});
+/// `kubewasm:handler@0.1.0`: log and cache imports only.
+pub(crate) mod v1 {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "handler",
+        ownership: Borrowing { duplicate_if_necessary: true },
+        // Exports are async so a call can be abandoned at its wall-clock deadline even while the
+        // guest is blocked in a WASI import (sleep, poll); the host imports stay synchronous.
+        exports: { default: async },
+    });
+}
+
+/// `kubewasm:handler@0.2.0`: adds the kube, events and `wasi:http` imports and the `on-synced`
+/// export.
+pub(crate) mod v2 {
+    wasmtime::component::bindgen!({
+        path: "../wit/0.2.0",
+        world: "handler",
+        ownership: Borrowing { duplicate_if_necessary: true },
+        // API calls wait on the network: async, so a call still waiting at the plugin's deadline
+        // is a pending future that the deadline drops, like a blocked WASI import.
+        imports: { "kubewasm:handler/kube": async },
+        exports: { default: async },
+        // wasi:http and what it uses are wasmtime-wasi(-http)'s own bindings, linked from there.
+        with: {
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+            "wasi:io": wasmtime_wasi::p2::bindings::io,
+            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+        },
+        require_store_data_send: true,
+    });
+}

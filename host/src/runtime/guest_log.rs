@@ -144,6 +144,11 @@ impl GuestLog {
         }
     }
 
+    /// The plugin these lines are tagged with.
+    pub fn plugin(&self) -> &str {
+        &self.shared.plugin
+    }
+
     /// A message from the `log` import; consumed so an oversized one is freed here.
     pub fn log(&self, level: GuestLogLevel, message: String) {
         if !self.admit() {

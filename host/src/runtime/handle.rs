@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
-use super::bindings::{Handler, HandlerPre};
+use super::bindings::{v1, v2};
 use super::compile_cache::DiskCache;
 use super::engine::{build_engine, spawn_epoch_ticker};
 use super::error::{CallError, RuntimeError};
@@ -18,8 +18,8 @@ use super::instance::HandlerInstance;
 use super::limits::Limits;
 use super::metrics::RuntimeMetrics;
 use super::store::StoreState;
-use super::types::{CacheReader, LogObserver};
-use super::validate::{check_binary, check_world};
+use super::types::{CacheReader, HandlerWorld, LogObserver};
+use super::validate::{WorldPre, check_binary, check_world};
 
 /// Process-wide runtime settings; per-plugin settings are [`Limits`].
 #[derive(Clone)]
@@ -82,7 +82,7 @@ const RECENT_COMPILED: usize = 32;
 /// A validated, compiled handler, ready to instantiate any number of times; cheap to clone.
 #[derive(Clone)]
 pub struct CompiledHandler {
-    pub(crate) pre: HandlerPre<StoreState>,
+    pub(crate) pre: WorldPre,
     wasm_sha256: [u8; 32],
     cache_hit: bool,
 }
@@ -101,19 +101,26 @@ impl CompiledHandler {
 
     /// The underlying wasmtime component.
     pub fn component(&self) -> &Component {
-        self.pre.instance_pre().component()
+        self.pre.component()
+    }
+
+    /// Which version of the `kubewasm:handler` world the component implements.
+    pub fn world(&self) -> HandlerWorld {
+        self.pre.world()
     }
 }
 
 impl Runtime {
-    /// Builds the engine (pool sized by `config`), starts its epoch ticker and links WASI p2
-    /// plus the world's imports once for all plugins.
+    /// Builds the engine (pool sized by `config`), starts its epoch ticker and links WASI p2,
+    /// `wasi:http` and the imports of both world versions once for all plugins (a 0.1.0
+    /// component simply does not use the 0.2.0 ones).
     pub fn new(config: RuntimeConfig, metrics: RuntimeMetrics) -> anyhow::Result<Self> {
         let engine = build_engine(config.max_instances, config.max_memory_bytes)?;
         spawn_epoch_ticker(&engine)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+        v1::Handler::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+        link_v2_imports(&mut linker)?;
         let disk_cache = config
             .cache_dir
             .clone()
@@ -193,7 +200,7 @@ impl Runtime {
             }
         }
         let pre = self.compile_fresh(wasm)?;
-        disk.store(&wasm_sha256, pre.instance_pre().component());
+        disk.store(&wasm_sha256, pre.component());
         inner.metrics.compiled("miss");
         Ok(CompiledHandler {
             pre,
@@ -202,7 +209,7 @@ impl Runtime {
         })
     }
 
-    fn compile_fresh(&self, wasm: &[u8]) -> Result<HandlerPre<StoreState>, RuntimeError> {
+    fn compile_fresh(&self, wasm: &[u8]) -> Result<WorldPre, RuntimeError> {
         let started = Instant::now();
         let component = Component::from_binary(&self.inner.engine, wasm)
             .map_err(|e| RuntimeError::Compile(format!("{e:#}")))?;
@@ -252,4 +259,17 @@ impl Runtime {
         })?;
         Ok(instance)
     }
+}
+
+/// The 0.2.0 world's own interfaces, plus `wasi:http` from wasmtime-wasi-http (whose requests
+/// [`HttpHooks`](super::http_hooks::HttpHooks) refuses).
+fn link_v2_imports(linker: &mut Linker<StoreState>) -> anyhow::Result<()> {
+    use v2::kubewasm::handler::{cache, events, kube, log, types};
+    types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    log::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    cache::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    kube::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    events::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
+    Ok(())
 }

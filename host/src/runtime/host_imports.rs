@@ -1,70 +1,164 @@
-//! The world's imports answered by the host: `log` becomes a `tracing` event, `cache` is
-//! forwarded to the plugin's [`CacheReader`](super::CacheReader).
+//! The world's imports answered by the host, for both world versions: `log` becomes a `tracing`
+//! event, `cache` is forwarded to the plugin's [`CacheReader`](super::CacheReader). 0.2.0's
+//! `kube` and `events` are refused until the plugin has grants (none can be configured yet):
+//! every `kube` call gets a 403 `Forbidden` [`ApiError`](super::ApiError) without reaching the
+//! API server, and Events are dropped. Outbound HTTP is refused in `http_hooks.rs`.
 
-use super::bindings::kubewasm::handler::{cache, log, types};
+use super::bindings::{v1, v2};
+use super::convert;
 use super::store::StoreState;
-use super::types::{GuestLogLevel, GuestObject};
+use super::types::{ApiError, GuestLogLevel};
 
-impl types::Host for StoreState {}
+const RUNTIME_TARGET: &str = "kubewasm::runtime";
 
-impl log::Host for StoreState {
-    fn log(&mut self, level: log::Level, message: String) {
-        let level = match level {
-            log::Level::Trace => GuestLogLevel::Trace,
-            log::Level::Debug => GuestLogLevel::Debug,
-            log::Level::Info => GuestLogLevel::Info,
-            log::Level::Warn => GuestLogLevel::Warn,
-            log::Level::Error => GuestLogLevel::Error,
-        };
-        self.log.log(level, message);
+/// `log` and `cache` are the same in both versions; one body answers both.
+macro_rules! log_and_cache {
+    ($world:ident) => {
+        impl $world::kubewasm::handler::types::Host for StoreState {}
+
+        impl $world::kubewasm::handler::log::Host for StoreState {
+            fn log(&mut self, level: $world::kubewasm::handler::log::Level, message: String) {
+                use $world::kubewasm::handler::log::Level;
+                let level = match level {
+                    Level::Trace => GuestLogLevel::Trace,
+                    Level::Debug => GuestLogLevel::Debug,
+                    Level::Info => GuestLogLevel::Info,
+                    Level::Warn => GuestLogLevel::Warn,
+                    Level::Error => GuestLogLevel::Error,
+                };
+                self.log.log(level, message);
+            }
+        }
+
+        impl $world::kubewasm::handler::cache::Host for StoreState {
+            fn get(
+                &mut self,
+                api_version: String,
+                kind: String,
+                namespace: Option<String>,
+                name: String,
+            ) -> Result<Option<$world::kubewasm::handler::types::ObjectResult>, String> {
+                let found = self
+                    .cache
+                    .get(&api_version, &kind, namespace.as_deref(), &name)?;
+                Ok(found.map(|o| convert::$world::owned_object(&*o)))
+            }
+
+            fn list(
+                &mut self,
+                api_version: String,
+                kind: String,
+                namespace: Option<String>,
+                label_selector: Option<String>,
+            ) -> Result<Vec<$world::kubewasm::handler::types::ObjectResult>, String> {
+                let found = self.cache.list(
+                    &api_version,
+                    &kind,
+                    namespace.as_deref(),
+                    label_selector.as_deref(),
+                )?;
+                Ok(found
+                    .iter()
+                    .map(|o| convert::$world::owned_object(&**o))
+                    .collect())
+            }
+        }
+    };
+}
+
+log_and_cache!(v1);
+log_and_cache!(v2);
+
+use v2::kubewasm::handler::{events, kube, types as wit2};
+
+impl StoreState {
+    /// Refuses one `kube` call: logged without guest strings (they are not validated here), and
+    /// answered as the API server would answer a forbidden request.
+    fn deny_kube(&self, verb: &str) -> wit2::ApiError {
+        let plugin = self.log.plugin();
+        tracing::debug!(target: RUNTIME_TARGET, plugin, verb, code = 403u16,
+            "kube call refused: not granted");
+        convert::v2::api_error(ApiError::not_granted(
+            plugin,
+            &format!("{verb} this object"),
+        ))
     }
 }
 
-impl cache::Host for StoreState {
-    fn get(
+impl kube::Host for StoreState {
+    async fn get(
         &mut self,
-        api_version: String,
-        kind: String,
-        namespace: Option<String>,
-        name: String,
-    ) -> Result<Option<types::ObjectResult>, String> {
-        let found = self
-            .cache
-            .get(&api_version, &kind, namespace.as_deref(), &name)?;
-        Ok(found.map(|o| owned_object(&*o)))
+        _api_version: String,
+        _kind: String,
+        _namespace: Option<String>,
+        _name: String,
+    ) -> Result<Option<wit2::ObjectResult>, wit2::ApiError> {
+        Err(self.deny_kube("get"))
     }
 
-    fn list(
+    async fn create(
         &mut self,
-        api_version: String,
-        kind: String,
-        namespace: Option<String>,
-        label_selector: Option<String>,
-    ) -> Result<Vec<types::ObjectResult>, String> {
-        let found = self.cache.list(
-            &api_version,
-            &kind,
-            namespace.as_deref(),
-            label_selector.as_deref(),
-        )?;
-        Ok(found.iter().map(|o| owned_object(&**o)).collect())
+        _json: String,
+        _opts: kube::WriteOptions,
+    ) -> Result<wit2::ObjectResult, wit2::ApiError> {
+        Err(self.deny_kube("create"))
+    }
+
+    async fn apply(
+        &mut self,
+        _json: String,
+        _opts: kube::WriteOptions,
+    ) -> Result<wit2::ObjectResult, wit2::ApiError> {
+        Err(self.deny_kube("apply"))
+    }
+
+    async fn patch(
+        &mut self,
+        _api_version: String,
+        _kind: String,
+        _namespace: Option<String>,
+        _name: String,
+        _type: kube::PatchType,
+        _patch: String,
+        _subresource: Option<String>,
+        _opts: kube::WriteOptions,
+    ) -> Result<wit2::ObjectResult, wit2::ApiError> {
+        Err(self.deny_kube("patch"))
+    }
+
+    async fn replace(
+        &mut self,
+        _json: String,
+        _subresource: Option<String>,
+        _opts: kube::WriteOptions,
+    ) -> Result<wit2::ObjectResult, wit2::ApiError> {
+        Err(self.deny_kube("update"))
+    }
+
+    async fn delete(
+        &mut self,
+        _api_version: String,
+        _kind: String,
+        _namespace: Option<String>,
+        _name: String,
+        _uid_precondition: Option<String>,
+    ) -> Result<(), wit2::ApiError> {
+        Err(self.deny_kube("delete"))
     }
 }
 
-/// Owned copy for an import result; wasmtime lowers it into guest memory right after.
-fn owned_object(obj: &dyn GuestObject) -> types::ObjectResult {
-    let v = obj.view();
-    types::ObjectResult {
-        meta: types::ObjectMetaResult {
-            api_version: v.api_version.to_owned(),
-            kind: v.kind.to_owned(),
-            namespace: v.namespace.map(str::to_owned),
-            name: v.name.to_owned(),
-            uid: v.uid.to_owned(),
-            resource_version: v.resource_version.to_owned(),
-            generation: v.generation,
-            labels: v.labels.to_vec(),
-        },
-        json: v.json.to_owned(),
+impl events::Host for StoreState {
+    /// Dropped: no plugin holds the `events` grant yet. `emit` has no result, so the refusal is
+    /// visible only in the host's debug log.
+    fn emit(
+        &mut self,
+        _regarding: wit2::ObjectMetaResult,
+        _type: events::EventType,
+        _reason: String,
+        _action: String,
+        _note: String,
+    ) {
+        tracing::debug!(target: RUNTIME_TARGET, plugin = self.log.plugin(),
+            "event dropped: not granted");
     }
 }

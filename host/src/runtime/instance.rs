@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::bindings::Handler;
-use super::bindings::kubewasm::handler::types as wit;
+use super::bindings::{v1, v2};
+use super::convert;
 use super::error::CallError;
-use super::guest_log::{GuestLog, cap_guest_text};
+use super::guest_log::GuestLog;
 use super::handle::{CompiledHandler, Runtime};
 use super::limits::{Limits, MemoryCapExceeded};
 use super::store::StoreState;
-use super::types::{CacheReader, GuestObject, HandlerOutcome, PluginInfo, Subscription};
+use super::types::{CacheReader, GuestObject, HandlerOutcome, PluginInfo};
+use super::validate::WorldPre;
 
 const RUNTIME_TARGET: &str = "kubewasm::runtime";
 
@@ -45,7 +46,13 @@ pub struct HandlerInstance {
 
 struct Live {
     store: Store<StoreState>,
-    handler: Handler,
+    handler: Bound,
+}
+
+/// A live instance's exports, for the world version it implements.
+enum Bound {
+    V1(v1::Handler),
+    V2(v2::Handler),
 }
 
 impl HandlerInstance {
@@ -112,26 +119,13 @@ impl HandlerInstance {
         Ok(())
     }
 
-    /// Asks the handler for its name and subscriptions.
+    /// Asks the handler for its name, subscriptions and (0.2.0) what it asks to be granted.
     pub async fn describe(&mut self) -> Result<PluginInfo, CallError> {
-        let info = self
-            .call(async |h, store| h.call_describe(store).await)
-            .await?;
-        Ok(PluginInfo {
-            name: info.name,
-            subscriptions: info
-                .subscriptions
-                .into_iter()
-                .map(|s| Subscription {
-                    api_version: s.api_version,
-                    kind: s.kind,
-                    namespace: s.namespace,
-                    label_selector: s.label_selector,
-                    field_selector: s.field_selector,
-                    resync_period_ms: s.resync_period_ms,
-                })
-                .collect(),
+        self.call(async |h, store| match h {
+            Bound::V1(h) => h.call_describe(store).await.map(convert::v1::plugin_info),
+            Bound::V2(h) => h.call_describe(store).await.map(convert::v2::plugin_info),
         })
+        .await
     }
 
     /// Delivers an add; `is_in_initial_list` as in client-go (also set for replays to a plugin
@@ -142,10 +136,19 @@ impl HandlerInstance {
         is_in_initial_list: bool,
     ) -> Result<HandlerOutcome, CallError> {
         let labels = borrowed_labels(obj);
-        let obj = object_param(obj, &labels);
-        self.call(async |h, store| h.call_on_add(store, obj, is_in_initial_list).await)
-            .await
-            .map(outcome)
+        self.call(async |h, store| match h {
+            Bound::V1(h) => {
+                let obj = convert::v1::object_param(obj, &labels);
+                let r = h.call_on_add(store, obj, is_in_initial_list).await;
+                r.map(convert::v1::outcome)
+            }
+            Bound::V2(h) => {
+                let obj = convert::v2::object_param(obj, &labels);
+                let r = h.call_on_add(store, obj, is_in_initial_list).await;
+                r.map(convert::v2::outcome)
+            }
+        })
+        .await
     }
 
     /// Delivers an update; `is_sync` marks a resync or relist replay of an unchanged object.
@@ -156,13 +159,21 @@ impl HandlerInstance {
         is_sync: bool,
     ) -> Result<HandlerOutcome, CallError> {
         let (old_labels, new_labels) = (borrowed_labels(old), borrowed_labels(new));
-        let (old, new) = (
-            object_param(old, &old_labels),
-            object_param(new, &new_labels),
-        );
-        self.call(async |h, store| h.call_on_update(store, old, new, is_sync).await)
-            .await
-            .map(outcome)
+        self.call(async |h, store| match h {
+            Bound::V1(h) => {
+                let old = convert::v1::object_param(old, &old_labels);
+                let new = convert::v1::object_param(new, &new_labels);
+                let r = h.call_on_update(store, old, new, is_sync).await;
+                r.map(convert::v1::outcome)
+            }
+            Bound::V2(h) => {
+                let old = convert::v2::object_param(old, &old_labels);
+                let new = convert::v2::object_param(new, &new_labels);
+                let r = h.call_on_update(store, old, new, is_sync).await;
+                r.map(convert::v2::outcome)
+            }
+        })
+        .await
     }
 
     /// Delivers a delete; `final_state_unknown` marks a deletion inferred from a relist, with
@@ -173,10 +184,33 @@ impl HandlerInstance {
         final_state_unknown: bool,
     ) -> Result<HandlerOutcome, CallError> {
         let labels = borrowed_labels(obj);
-        let obj = object_param(obj, &labels);
-        self.call(async |h, store| h.call_on_delete(store, obj, final_state_unknown).await)
-            .await
-            .map(outcome)
+        self.call(async |h, store| match h {
+            Bound::V1(h) => {
+                let obj = convert::v1::object_param(obj, &labels);
+                let r = h.call_on_delete(store, obj, final_state_unknown).await;
+                r.map(convert::v1::outcome)
+            }
+            Bound::V2(h) => {
+                let obj = convert::v2::object_param(obj, &labels);
+                let r = h.call_on_delete(store, obj, final_state_unknown).await;
+                r.map(convert::v2::outcome)
+            }
+        })
+        .await
+    }
+
+    /// Tells the handler that an initial replay is complete: it has now seen every object it
+    /// subscribes to. 0.1.0 handlers have no such export; for them this is `Ok` without a call
+    /// (and without instantiating).
+    pub async fn on_synced(&mut self) -> Result<HandlerOutcome, CallError> {
+        if self.compiled.world() == super::HandlerWorld::V0_1 {
+            return Ok(HandlerOutcome::Ok);
+        }
+        self.call(async |h, store| match h {
+            Bound::V1(_) => Ok(HandlerOutcome::Ok),
+            Bound::V2(h) => h.call_on_synced(store).await.map(convert::v2::outcome),
+        })
+        .await
     }
 
     /// A fresh store and instance; start-up code runs under the same deadline as a call.
@@ -189,11 +223,13 @@ impl HandlerInstance {
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
         arm_yield(&mut store, self.limits.deadline);
-        let result = tokio::time::timeout(
-            self.limits.deadline,
-            self.compiled.pre.instantiate_async(&mut store),
-        )
-        .await;
+        let instantiate = async {
+            match &self.compiled.pre {
+                WorldPre::V1(pre) => pre.instantiate_async(&mut store).await.map(Bound::V1),
+                WorldPre::V2(pre) => pre.instantiate_async(&mut store).await.map(Bound::V2),
+            }
+        };
+        let result = tokio::time::timeout(self.limits.deadline, instantiate).await;
         store.data().output.flush();
         let err = match result {
             Ok(Ok(handler)) => {
@@ -215,7 +251,7 @@ impl HandlerInstance {
     /// outside leaves no half-run instance behind.
     async fn call<R>(
         &mut self,
-        f: impl AsyncFnOnce(&Handler, &mut Store<StoreState>) -> wasmtime::Result<R>,
+        f: impl AsyncFnOnce(&Bound, &mut Store<StoreState>) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         let mut live = match self.live.take() {
             Some(live) => live,
@@ -293,39 +329,10 @@ fn describe_failure(e: &wasmtime::Error, state: &StoreState) -> CallError {
     CallError::Trap(msg)
 }
 
-fn outcome(result: Result<(), wit::HandlerError>) -> HandlerOutcome {
-    match result {
-        Ok(()) => HandlerOutcome::Ok,
-        Err(wit::HandlerError::Retry(msg)) => HandlerOutcome::Retry(cap_guest_text(msg)),
-        Err(wit::HandlerError::Fatal(msg)) => HandlerOutcome::Fatal(cap_guest_text(msg)),
-    }
-}
-
 fn borrowed_labels(obj: &dyn GuestObject) -> Vec<(&str, &str)> {
     obj.view()
         .labels
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect()
-}
-
-/// Borrows the object's strings; wasmtime copies them straight into guest memory.
-fn object_param<'a>(
-    obj: &'a dyn GuestObject,
-    labels: &'a [(&'a str, &'a str)],
-) -> wit::ObjectParam<'a> {
-    let v = obj.view();
-    wit::ObjectParam {
-        meta: wit::ObjectMetaParam {
-            api_version: v.api_version,
-            kind: v.kind,
-            namespace: v.namespace,
-            name: v.name,
-            uid: v.uid,
-            resource_version: v.resource_version,
-            generation: v.generation,
-            labels,
-        },
-        json: v.json,
-    }
 }

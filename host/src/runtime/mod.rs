@@ -8,11 +8,13 @@
 
 mod bindings;
 mod compile_cache;
+mod convert;
 mod engine;
 mod error;
 mod guest_log;
 mod handle;
 mod host_imports;
+mod http_hooks;
 mod instance;
 mod limits;
 mod metrics;
@@ -31,6 +33,6 @@ pub use instance::HandlerInstance;
 pub use limits::Limits;
 pub use metrics::RuntimeMetrics;
 pub use types::{
-    CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, LogObserver, NoCache, ObjectView,
-    PluginInfo, Subscription,
+    ApiError, CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, HandlerWorld, LogObserver,
+    NoCache, ObjectView, Permission, PluginInfo, Subscription,
 };

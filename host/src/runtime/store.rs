@@ -1,18 +1,23 @@
-//! Host state owned by one instance's `Store`: WASI context, memory limiter, log sink and the
-//! plugin's cache reader.
+//! Host state owned by one instance's `Store`: WASI and `wasi:http` contexts, memory limiter, log
+//! sink and the plugin's cache reader.
 
 use std::sync::Arc;
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::guest_log::GuestLog;
+use super::http_hooks::HttpHooks;
 use super::limits::MemoryLimiter;
 use super::types::CacheReader;
 use super::wasi::{GuestOutput, sandboxed_ctx};
 
 pub(crate) struct StoreState {
     pub wasi: WasiCtx,
+    /// Only a 0.2.0 handler can reach it; shares `table` with WASI.
+    pub http: WasiHttpCtx,
+    pub http_hooks: HttpHooks,
     pub table: ResourceTable,
     pub limiter: MemoryLimiter,
     pub log: GuestLog,
@@ -25,6 +30,8 @@ impl StoreState {
         let (wasi, output) = sandboxed_ctx(&log);
         Self {
             wasi,
+            http: http_ctx(),
+            http_hooks: HttpHooks::new(log.plugin().into()),
             table: bounded_table(),
             limiter: MemoryLimiter::new(memory_cap),
             log,
@@ -41,6 +48,27 @@ impl WasiView for StoreState {
             table: &mut self.table,
         }
     }
+}
+
+impl WasiHttpView for StoreState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
+        }
+    }
+}
+
+/// Most bytes one `wasi:http` header set (`fields` resource) may take in host memory, overhead
+/// included. wasmtime-wasi-http allows 128 KiB; a handler's requests need a few headers, and every
+/// set a guest creates lives outside its memory cap (up to [`MAX_RESOURCES`] of them).
+pub(crate) const MAX_HTTP_FIELDS_BYTES: usize = 32 << 10;
+
+fn http_ctx() -> WasiHttpCtx {
+    let mut ctx = WasiHttpCtx::new();
+    ctx.set_field_size_limit(MAX_HTTP_FIELDS_BYTES);
+    ctx
 }
 
 /// Most WASI resources (pollables, streams, handles) one instance may hold at once. Each costs

@@ -155,6 +155,8 @@ struct Shared {
     lines: Lines,
     logger: CompiledHandler,
     fixture: CompiledHandler,
+    /// `logger-v2`, a `kubewasm:handler@0.2.0` handler.
+    logger_v2: CompiledHandler,
 }
 
 fn observer(lines: &Lines) -> LogObserver {
@@ -178,12 +180,14 @@ fn shared() -> &'static Shared {
         let runtime = Runtime::new(config, metrics.clone()).unwrap();
         let logger = runtime.compile(&guest_bytes("configmap-logger")).unwrap();
         let fixture = runtime.compile(&guest_bytes("test-fixture")).unwrap();
+        let logger_v2 = runtime.compile(&guest_bytes("logger-v2")).unwrap();
         Shared {
             runtime,
             metrics,
             lines,
             logger,
             fixture,
+            logger_v2,
         }
     })
 }
@@ -233,7 +237,12 @@ fn logger_describe() {
                 label_selector: None,
                 field_selector: None,
                 resync_period_ms: 0,
+                metadata_only: false,
+                fields: Vec::new(),
             }],
+            permissions: Vec::new(),
+            http_origins: Vec::new(),
+            events: false,
         }
     );
     assert!(
@@ -598,6 +607,42 @@ fn components_of_other_worlds_are_wrong_world() {
     let err = rt.compile(&wrong_types).err().expect("must be rejected");
     assert!(
         matches!(err, RuntimeError::WrongWorld(ref m) if m.contains("wrong types")),
+        "{err}"
+    );
+    // Exporting on-synced marks a 0.2.0 handler, which must export the 0.2.0 set.
+    let v2_partial = wat::parse_str(
+        r#"(component
+            (core module $m (func (export "f")))
+            (core instance $i (instantiate $m))
+            (func $f (canon lift (core func $i "f")))
+            (export "on-synced" (func $f)))"#,
+    )
+    .unwrap();
+    let err = rt.compile(&v2_partial).err().expect("must be rejected");
+    assert!(
+        matches!(err, RuntimeError::WrongWorld(ref m)
+            if m.contains("describe, on-add, on-update, on-delete of kubewasm:handler@0.2.0")),
+        "{err}"
+    );
+    let mixed = wat::parse_str(
+        r#"(component
+            (import "kubewasm:handler/log@0.1.0" (instance))
+            (import "kubewasm:handler/log@0.2.0" (instance)))"#,
+    )
+    .unwrap();
+    let err = rt.compile(&mixed).err().expect("must be rejected");
+    assert!(
+        matches!(err, RuntimeError::WrongWorld(ref m)
+            if m.contains("several versions (0.1.0, 0.2.0)")),
+        "{err}"
+    );
+    let v1_with_http =
+        wat::parse_str(r#"(component (import "wasi:http/outgoing-handler@0.2.12" (instance)))"#)
+            .unwrap();
+    let err = rt.compile(&v1_with_http).err().expect("must be rejected");
+    assert!(
+        matches!(err, RuntimeError::WrongWorld(ref m)
+            if m.contains("imports wasi:http/outgoing-handler@0.2.12")),
         "{err}"
     );
     let truncated = &guest_bytes("configmap-logger")[..4096];
@@ -1061,4 +1106,110 @@ fn calls_work_from_tokio_blocking_threads() {
         .unwrap()
     });
     assert_eq!(lines, ["print: stdout ns/print", "print: stderr ns/print"]);
+}
+
+// ---------- kubewasm:handler@0.2.0 (logger-v2) ----------
+
+#[test]
+fn each_component_is_bound_to_the_world_it_implements() {
+    assert_eq!(shared().logger.world(), HandlerWorld::V0_1);
+    assert_eq!(shared().fixture.world(), HandlerWorld::V0_1);
+    assert_eq!(shared().logger_v2.world(), HandlerWorld::V0_2);
+}
+
+#[test]
+fn v2_describe_carries_what_the_handler_asks_for() {
+    let mut h = instance(&shared().logger_v2, "v2-describe", Limits::default());
+    let info = block(h.describe()).unwrap();
+    assert_eq!(info.name, "logger-v2");
+    assert_eq!(info.subscriptions.len(), 1);
+    let sub = &info.subscriptions[0];
+    assert_eq!(
+        (sub.api_version.as_str(), sub.kind.as_str()),
+        ("v1", "ConfigMap")
+    );
+    assert!(!sub.metadata_only && sub.fields.is_empty());
+    assert!(info.permissions.is_empty() && info.http_origins.is_empty() && !info.events);
+}
+
+#[test]
+fn v2_handler_receives_every_notification_and_on_synced() {
+    let mut h = instance(&shared().logger_v2, "v2-calls", Limits::default());
+    let (a1, a2) = (
+        configmap(Some("ns"), "a", "1", &[]),
+        configmap(Some("ns"), "a", "2", &[]),
+    );
+    assert_eq!(block(h.on_add(&a1, true)).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(block(h.on_synced()).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(
+        block(h.on_update(&a1, &a2, false)).unwrap(),
+        HandlerOutcome::Ok
+    );
+    assert_eq!(block(h.on_delete(&a2, true)).unwrap(), HandlerOutcome::Ok);
+    assert_eq!(
+        logged("v2-calls"),
+        [
+            "add ns/a rv=1 init=true",
+            "synced",
+            "update ns/a rv=1->2 sync=false",
+            "delete ns/a rv=2 final-state-unknown=true",
+        ]
+    );
+}
+
+#[test]
+fn on_synced_of_a_v1_handler_is_ok_without_a_call() {
+    let mut h = shared()
+        .runtime
+        .handler_instance(
+            &shared().logger,
+            "v1-synced",
+            Limits::default(),
+            Arc::new(FakeCache),
+        )
+        .unwrap();
+    assert_eq!(block(h.on_synced()).unwrap(), HandlerOutcome::Ok);
+    assert!(logged("v1-synced").is_empty());
+}
+
+/// Delivers an add whose `kubewasm.io/try` label makes logger-v2 attempt `action`, and returns
+/// what the handler logged about the host's answer.
+fn try_action(plugin: &str, action: &str) -> String {
+    let mut h = instance(&shared().logger_v2, plugin, Limits::default());
+    let obj = configmap(Some("ns"), "cm", "1", &[("kubewasm.io/try", action)]);
+    assert_eq!(block(h.on_add(&obj, false)).unwrap(), HandlerOutcome::Ok);
+    let lines = logged(plugin);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    lines[1].clone()
+}
+
+#[test]
+fn v2_kube_write_without_a_grant_gets_403_forbidden() {
+    assert_eq!(
+        try_action("v2-write", "write"),
+        "try write ns/cm: error 403 Forbidden: not granted: plugin v2-write has no grant to \
+         patch this object"
+    );
+}
+
+#[test]
+fn v2_kube_read_without_a_grant_gets_403_forbidden() {
+    let line = try_action("v2-get", "get");
+    assert!(
+        line.starts_with("try get ns/cm: error 403 Forbidden"),
+        "{line}"
+    );
+}
+
+#[test]
+fn v2_http_without_a_granted_origin_is_denied() {
+    assert_eq!(
+        try_action("v2-http", "http"),
+        "try http ns/cm: error ErrorCode::HttpRequestDenied"
+    );
+}
+
+#[test]
+fn v2_event_without_the_grant_is_dropped_not_a_trap() {
+    assert_eq!(try_action("v2-event", "event"), "try event ns/cm: emitted");
 }

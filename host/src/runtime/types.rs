@@ -59,13 +59,81 @@ pub trait CacheReader: Send + Sync + 'static {
     ) -> Result<Vec<Arc<dyn GuestObject>>, String>;
 }
 
-/// What `describe()` returned: the name used in logs and metrics and what to subscribe to.
+/// Which version of the `kubewasm:handler` world a component implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum HandlerWorld {
+    /// `kubewasm:handler@0.1.0`: log and cache imports only.
+    #[serde(rename = "0.1.0")]
+    V0_1,
+    /// `kubewasm:handler@0.2.0`: adds kube, events and `wasi:http` imports and `on-synced`.
+    #[serde(rename = "0.2.0")]
+    V0_2,
+}
+
+impl fmt::Display for HandlerWorld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::V0_1 => "kubewasm:handler@0.1.0",
+            Self::V0_2 => "kubewasm:handler@0.2.0",
+        })
+    }
+}
+
+/// What `describe()` returned: the name used in logs and metrics, what to subscribe to, and
+/// (0.2.0 handlers) what the handler asks to be granted. A 0.1.0 handler asks for nothing
+/// beyond its subscriptions.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PluginInfo {
     /// The handler's own name (the plugins layer may prefer the file name for metrics).
     pub name: String,
     /// What the handler wants events for.
     pub subscriptions: Vec<Subscription>,
+    /// Kubernetes API access the handler asks for, checked against the operator's grants.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<Permission>,
+    /// Origins the handler calls over HTTP, checked against the operator's grants.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub http_origins: Vec<String>,
+    /// Whether the handler records Events.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub events: bool,
+}
+
+/// Kubernetes API access a 0.2.0 handler asks for in `describe()`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Permission {
+    /// Group/version, e.g. `v1` or `apps/v1`.
+    pub api_version: String,
+    /// Kind, e.g. `Service`.
+    pub kind: String,
+    /// One namespace, or every namespace when `None`.
+    pub namespace: Option<String>,
+    /// Kubernetes verbs, e.g. `get`, `patch`.
+    pub verbs: Vec<String>,
+}
+
+/// A failed Kubernetes API call as a 0.2.0 handler receives it: the API server's `Status`, or
+/// the host's own refusal of a call outside the plugin's grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// The `Status` reason, e.g. `Forbidden`.
+    pub reason: String,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+impl ApiError {
+    /// The host's refusal of a call no grant covers: 403 `Forbidden`, without asking the API
+    /// server. `what` says which call (e.g. `patch`), never echoing guest strings.
+    pub fn not_granted(plugin: &str, what: &str) -> Self {
+        Self {
+            code: 403,
+            reason: "Forbidden".into(),
+            message: format!("not granted: plugin {plugin} has no grant to {what}"),
+        }
+    }
 }
 
 /// One resource a handler wants events for; equal subscriptions share one informer.
@@ -83,6 +151,12 @@ pub struct Subscription {
     pub field_selector: Option<String>,
     /// 0 disables resync.
     pub resync_period_ms: u64,
+    /// Deliver metadata only (0.2.0); always false for 0.1.0 handlers.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub metadata_only: bool,
+    /// JSON pointers to keep besides metadata (0.2.0); empty keeps the whole object.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
 }
 
 /// How a handler call that ran to completion ended; drives redelivery in the plugins layer.

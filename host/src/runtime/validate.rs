@@ -1,15 +1,43 @@
-//! Checks that bytes are a component implementing the `handler` world, with errors that say
-//! what is wrong rather than wasmtime's generic linking messages.
+//! Checks that bytes are a component implementing one version of the `handler` world, finds out
+//! which, with errors that say what is wrong rather than wasmtime's generic linking messages.
 
 use wasmtime::Engine;
+use wasmtime::component::types::Component as ComponentType;
 use wasmtime::component::{Component, Linker};
 
-use super::bindings::HandlerPre;
+use super::bindings::{v1, v2};
 use super::error::RuntimeError;
 use super::store::StoreState;
+use super::types::HandlerWorld;
 
-/// The world's exports, in the order they are reported when missing.
-const REQUIRED_EXPORTS: [&str; 4] = ["describe", "on-add", "on-update", "on-delete"];
+/// Each world's exports, in the order they are reported when missing.
+const V1_EXPORTS: [&str; 4] = ["describe", "on-add", "on-update", "on-delete"];
+const V2_EXPORTS: [&str; 5] = ["describe", "on-add", "on-update", "on-delete", "on-synced"];
+
+/// A component type-checked and pre-linked against the world version it implements.
+#[derive(Clone)]
+pub(crate) enum WorldPre {
+    /// `kubewasm:handler@0.1.0`.
+    V1(v1::HandlerPre<StoreState>),
+    /// `kubewasm:handler@0.2.0`.
+    V2(v2::HandlerPre<StoreState>),
+}
+
+impl WorldPre {
+    pub fn world(&self) -> HandlerWorld {
+        match self {
+            Self::V1(_) => HandlerWorld::V0_1,
+            Self::V2(_) => HandlerWorld::V0_2,
+        }
+    }
+
+    pub fn component(&self) -> &Component {
+        match self {
+            Self::V1(pre) => pre.instance_pre().component(),
+            Self::V2(pre) => pre.instance_pre().component(),
+        }
+    }
+}
 
 /// Rejects anything that is not a binary component before spending time compiling it.
 pub(crate) fn check_binary(wasm: &[u8]) -> Result<(), RuntimeError> {
@@ -32,21 +60,28 @@ pub(crate) fn check_binary(wasm: &[u8]) -> Result<(), RuntimeError> {
     }
 }
 
-/// Type-checks a compiled component against the world and pre-links its imports.
+/// Type-checks a compiled component against the world version it targets and pre-links its
+/// imports.
 pub(crate) fn check_world(
     engine: &Engine,
     linker: &Linker<StoreState>,
     component: &Component,
-) -> Result<HandlerPre<StoreState>, RuntimeError> {
+) -> Result<WorldPre, RuntimeError> {
     let ty = component.component_type();
-    let missing: Vec<&str> = REQUIRED_EXPORTS
-        .into_iter()
+    let world = target_world(engine, &ty)?;
+    let required: &[&str] = match world {
+        HandlerWorld::V0_1 => &V1_EXPORTS,
+        HandlerWorld::V0_2 => &V2_EXPORTS,
+    };
+    let missing: Vec<&str> = required
+        .iter()
+        .copied()
         .filter(|name| ty.get_export(engine, name).is_none())
         .collect();
     if !missing.is_empty() {
         let found: Vec<&str> = ty.exports(engine).map(|(name, _)| name).collect();
         return Err(RuntimeError::WrongWorld(format!(
-            "missing export(s) {} (exports found: [{}])",
+            "missing export(s) {} of {world} (exports found: [{}])",
             missing.join(", "),
             found.join(", ")
         )));
@@ -56,6 +91,52 @@ pub(crate) fn check_world(
             "imports something the host does not provide: {e:#}"
         ))
     })?;
-    HandlerPre::new(pre)
-        .map_err(|e| RuntimeError::WrongWorld(format!("exports have the wrong types: {e:#}")))
+    let wrong_types = |e: wasmtime::Error| {
+        RuntimeError::WrongWorld(format!("exports of {world} have the wrong types: {e:#}"))
+    };
+    match world {
+        HandlerWorld::V0_1 => v1::HandlerPre::new(pre)
+            .map(WorldPre::V1)
+            .map_err(wrong_types),
+        HandlerWorld::V0_2 => v2::HandlerPre::new(pre)
+            .map(WorldPre::V2)
+            .map_err(wrong_types),
+    }
+}
+
+/// The world version a component was built for: 0.2.0 when it imports a
+/// `kubewasm:handler/*@0.2.*` interface or exports `on-synced`, else 0.1.0 (whose handlers
+/// predate versioning). A component importing both versions is refused: its calls would
+/// straddle two contracts; so is a 0.1.0 component importing `wasi:http`.
+fn target_world(engine: &Engine, ty: &ComponentType) -> Result<HandlerWorld, RuntimeError> {
+    let mut versions: Vec<&str> = ty
+        .imports(engine)
+        .filter_map(|(name, _)| name.strip_prefix("kubewasm:handler/"))
+        .filter_map(|rest| rest.split_once('@').map(|(_, version)| version))
+        .collect();
+    versions.sort_unstable();
+    versions.dedup();
+    let v2 = versions.iter().any(|v| v.starts_with("0.2."));
+    let v1 = versions.iter().any(|v| v.starts_with("0.1."));
+    if v1 && v2 {
+        return Err(RuntimeError::WrongWorld(format!(
+            "imports kubewasm:handler interfaces of several versions ({}); a handler implements \
+             exactly one",
+            versions.join(", ")
+        )));
+    }
+    if v2 || ty.get_export(engine, "on-synced").is_some() {
+        return Ok(HandlerWorld::V0_2);
+    }
+    // The shared linker also serves 0.2.0's wasi:http; a 0.1.0 handler never had it.
+    if let Some((name, _)) = ty
+        .imports(engine)
+        .find(|(name, _)| name.starts_with("wasi:http/"))
+    {
+        return Err(RuntimeError::WrongWorld(format!(
+            "imports {name}, which kubewasm:handler@0.1.0 does not offer; outbound HTTP needs \
+             kubewasm:handler@0.2.0"
+        )));
+    }
+    Ok(HandlerWorld::V0_1)
 }

@@ -1,0 +1,139 @@
+//! Conversions between the runtime's own types and each world version's generated ones.
+//!
+//! `object`, `object-meta` and `handler-error` have the same shape in 0.1.0 and 0.2.0 but are
+//! distinct Rust types per version, so one macro body states each conversion once and is
+//! instantiated for both versions.
+
+use super::guest_log::cap_guest_text;
+use super::types::{GuestObject, HandlerOutcome, Permission, PluginInfo, Subscription};
+
+macro_rules! shared_conversions {
+    ($wit:path) => {
+        use super::*;
+        use $wit as wit;
+
+        /// Borrows the object's strings; wasmtime copies them straight into guest memory.
+        pub(crate) fn object_param<'a>(
+            obj: &'a dyn GuestObject,
+            labels: &'a [(&'a str, &'a str)],
+        ) -> wit::ObjectParam<'a> {
+            let v = obj.view();
+            wit::ObjectParam {
+                meta: wit::ObjectMetaParam {
+                    api_version: v.api_version,
+                    kind: v.kind,
+                    namespace: v.namespace,
+                    name: v.name,
+                    uid: v.uid,
+                    resource_version: v.resource_version,
+                    generation: v.generation,
+                    labels,
+                },
+                json: v.json,
+            }
+        }
+
+        /// Owned copy for an import result; wasmtime lowers it into guest memory right after.
+        pub(crate) fn owned_object(obj: &dyn GuestObject) -> wit::ObjectResult {
+            let v = obj.view();
+            wit::ObjectResult {
+                meta: wit::ObjectMetaResult {
+                    api_version: v.api_version.to_owned(),
+                    kind: v.kind.to_owned(),
+                    namespace: v.namespace.map(str::to_owned),
+                    name: v.name.to_owned(),
+                    uid: v.uid.to_owned(),
+                    resource_version: v.resource_version.to_owned(),
+                    generation: v.generation,
+                    labels: v.labels.to_vec(),
+                },
+                json: v.json.to_owned(),
+            }
+        }
+
+        /// A handler's result as the plugins layer sees it; guest text is capped.
+        pub(crate) fn outcome(result: Result<(), wit::HandlerError>) -> HandlerOutcome {
+            match result {
+                Ok(()) => HandlerOutcome::Ok,
+                Err(wit::HandlerError::Retry(msg)) => HandlerOutcome::Retry(cap_guest_text(msg)),
+                Err(wit::HandlerError::Fatal(msg)) => HandlerOutcome::Fatal(cap_guest_text(msg)),
+            }
+        }
+    };
+}
+
+/// `kubewasm:handler@0.1.0`.
+pub(crate) mod v1 {
+    shared_conversions!(crate::runtime::bindings::v1::kubewasm::handler::types);
+
+    /// A 0.1.0 `describe()` result: subscriptions only, nothing asked for beyond them.
+    pub(crate) fn plugin_info(info: wit::PluginInfo) -> PluginInfo {
+        PluginInfo {
+            name: info.name,
+            subscriptions: info
+                .subscriptions
+                .into_iter()
+                .map(|s| Subscription {
+                    api_version: s.api_version,
+                    kind: s.kind,
+                    namespace: s.namespace,
+                    label_selector: s.label_selector,
+                    field_selector: s.field_selector,
+                    resync_period_ms: s.resync_period_ms,
+                    metadata_only: false,
+                    fields: Vec::new(),
+                })
+                .collect(),
+            permissions: Vec::new(),
+            http_origins: Vec::new(),
+            events: false,
+        }
+    }
+}
+
+/// `kubewasm:handler@0.2.0`.
+pub(crate) mod v2 {
+    shared_conversions!(crate::runtime::bindings::v2::kubewasm::handler::types);
+
+    /// A 0.2.0 `describe()` result, with what the handler asks to be granted.
+    pub(crate) fn plugin_info(info: wit::PluginInfo) -> PluginInfo {
+        PluginInfo {
+            name: info.name,
+            subscriptions: info
+                .subscriptions
+                .into_iter()
+                .map(|s| Subscription {
+                    api_version: s.api_version,
+                    kind: s.kind,
+                    namespace: s.namespace,
+                    label_selector: s.label_selector,
+                    field_selector: s.field_selector,
+                    resync_period_ms: s.resync_period_ms,
+                    metadata_only: s.metadata_only,
+                    fields: s.fields,
+                })
+                .collect(),
+            permissions: info
+                .permissions
+                .into_iter()
+                .map(|p| Permission {
+                    api_version: p.api_version,
+                    kind: p.kind,
+                    namespace: p.namespace,
+                    verbs: p.verbs,
+                })
+                .collect(),
+            http_origins: info.http_origins,
+            events: info.events,
+        }
+    }
+
+    /// An API error as the guest receives it.
+    pub(crate) fn api_error(e: crate::runtime::ApiError) -> wit::ApiError {
+        wit::ApiError {
+            code: e.code,
+            reason: e.reason,
+            message: e.message,
+        }
+    }
+}
