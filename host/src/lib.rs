@@ -14,3 +14,6 @@ pub mod informer;
 pub mod plugins;
 pub mod runtime;
 pub mod workqueue;
+
+#[cfg(test)]
+mod test_support;

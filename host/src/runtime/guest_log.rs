@@ -220,6 +220,7 @@ mod tests {
     use parking_lot::Mutex;
 
     use super::*;
+    use crate::test_support::LogCapture;
 
     #[test]
     fn control_characters_are_escaped_so_no_line_can_be_forged() {
@@ -282,39 +283,22 @@ mod tests {
         assert_eq!(cap_guest_text(exact.clone()), exact, "the cap is inclusive");
     }
 
-    /// Counts the host's warnings about guest output through a real subscriber.
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Capture {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Capture {
-        fn events(&self, level: &str) -> Vec<serde_json::Value> {
-            String::from_utf8(self.0.lock().clone())
-                .unwrap()
-                .lines()
-                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-                .filter(|e| e["target"] == RUNTIME_TARGET && e["level"] == level)
-                .collect()
-        }
+    /// The host's own events at `level` about guest output, as a real subscriber wrote them.
+    fn events(capture: &LogCapture, level: &str) -> Vec<serde_json::Value> {
+        capture
+            .json_lines()
+            .into_iter()
+            .filter(|e| e["target"] == RUNTIME_TARGET && e["level"] == level)
+            .collect()
     }
 
     #[tokio::test(start_paused = true)]
     async fn lines_over_the_rate_are_dropped_counted_and_announced_once_per_episode() {
-        let capture = Capture::default();
-        let writer = capture.clone();
+        let capture = LogCapture::default();
         let subscriber = tracing_subscriber::fmt()
             .json()
             .with_max_level(tracing::Level::INFO)
-            .with_writer(move || writer.clone())
+            .with_writer(capture.clone())
             .finish();
         let _guard = tracing::subscriber::set_default(subscriber);
 
@@ -341,7 +325,11 @@ mod tests {
         }
         assert_eq!(*seen.lock(), burst, "the burst passes, the rest is dropped");
         assert_eq!(metrics.guest_log_dropped("chatty"), 50);
-        assert_eq!(capture.events("WARN").len(), 1, "one warning for 50 drops");
+        assert_eq!(
+            events(&capture, "WARN").len(),
+            1,
+            "one warning for 50 drops"
+        );
 
         tokio::time::advance(std::time::Duration::from_secs(1)).await;
         let rate = LOG_LINES_PER_SECOND as usize;
@@ -354,14 +342,14 @@ mod tests {
             "one second earns the sustained rate"
         );
         assert_eq!(metrics.guest_log_dropped("chatty"), 57);
-        let infos = capture.events("INFO");
+        let infos = events(&capture, "INFO");
         assert_eq!(infos.len(), 1, "{infos:?}");
         assert_eq!(
             infos[0]["fields"]["dropped"], 50,
             "the end of an episode reports it"
         );
         assert_eq!(infos[0]["fields"]["plugin"], "chatty");
-        let warnings = capture.events("WARN");
+        let warnings = events(&capture, "WARN");
         assert_eq!(warnings.len(), 2, "a new episode, a new warning");
         assert!(
             warnings[0]["fields"]["message"]

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::*;
+use crate::test_support::LogCapture;
 
 // ---------- fixtures ----------
 
@@ -749,29 +750,14 @@ fn compile_afresh(config: &RuntimeConfig, wasm: &[u8]) -> (bool, String) {
 
 /// Guest-log-free JSON capture of the host's own warnings.
 fn warnings_during(f: impl FnOnce()) -> Vec<serde_json::Value> {
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Capture {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let capture = Capture::default();
-    let writer = capture.clone();
+    let capture = LogCapture::default();
     let subscriber = tracing_subscriber::fmt()
         .json()
         .with_max_level(tracing::Level::WARN)
-        .with_writer(move || writer.clone())
+        .with_writer(capture.clone())
         .finish();
     tracing::subscriber::with_default(subscriber, f);
-    let out = String::from_utf8(capture.0.lock().clone()).unwrap();
-    out.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    capture.json_lines()
 }
 
 #[test]
@@ -970,34 +956,21 @@ fn dropping_a_call_discards_the_instance() {
 
 #[test]
 fn guest_logs_become_tracing_events_with_the_plugin_name() {
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Capture {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let capture = Capture::default();
-    let writer = capture.clone();
+    let capture = LogCapture::default();
     let subscriber = tracing_subscriber::fmt()
         .json()
         .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
+        .with_writer(capture.clone())
         .finish();
     let mut h = instance(&shared().logger, "traced", Limits::default());
     tracing::subscriber::with_default(subscriber, || {
         block(h.on_add(&configmap(Some("n"), "c", "9", &[]), true)).unwrap();
     });
-    let out = String::from_utf8(capture.0.lock().clone()).unwrap();
-    let event: serde_json::Value = out
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    let event = capture
+        .json_lines()
+        .into_iter()
         .find(|v| v["target"] == "kubewasm::guest")
-        .unwrap_or_else(|| panic!("no guest event in {out}"));
+        .unwrap_or_else(|| panic!("no guest event in {}", capture.text()));
     assert_eq!(event["level"], "INFO");
     assert_eq!(event["fields"]["plugin"], "traced");
     assert_eq!(event["fields"]["message"], "add n/c rv=9 init=true");

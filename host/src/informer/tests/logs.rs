@@ -1,30 +1,8 @@
 //! The informer's warnings name objects (name, namespace, kind, resourceVersion) and say why;
 //! they never carry object content, whatever arrives from the server.
 
-use std::io::Write;
-
 use super::*;
-
-/// A tracing writer that keeps everything in memory.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
-}
+use crate::test_support::LogCapture;
 
 const PAYLOAD: &str = "c3VwZXItc2VjcmV0LXBhc3N3b3Jk";
 
@@ -37,7 +15,7 @@ fn secret(name: &str, rv: &str) -> Value {
 
 #[tokio::test(start_paused = true)]
 async fn warnings_never_carry_object_content() {
-    let out = Captured::default();
+    let out = LogCapture::default();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(out.clone())
         .with_max_level(tracing::Level::TRACE)
@@ -78,7 +56,7 @@ async fn warnings_never_carry_object_content() {
     )));
     fake.wait_live_watch(4).await;
 
-    let text = String::from_utf8(out.0.lock().clone()).unwrap();
+    let text = out.text();
     assert!(
         !text.contains(PAYLOAD),
         "object content in the log:\n{text}"
