@@ -26,7 +26,10 @@ async fn a_v2_handler_runs_beside_v1_and_its_ungranted_write_is_refused_by_the_h
     let (v1, v2) = ("rust-configmap-logger", "rust-logger-v2");
     let add_pre = format!("add default/pre rv={rv_pre} init=true");
     t.logs.wait_line(v1, &add_pre).await;
-    t.logs.wait_line(v2, &add_pre).await;
+    // `on-synced` once the replay is handled, after it; a 0.1.0 handler has no such export.
+    let lines = t.logs.wait_line(v2, "synced").await;
+    let at = |l: &str| lines.iter().position(|x| x == l);
+    assert!(at(&add_pre) < at("synced"), "{lines:?}");
     t.logs
         .wait_line(
             v2,
@@ -45,6 +48,12 @@ async fn a_v2_handler_runs_beside_v1_and_its_ungranted_write_is_refused_by_the_h
             "try http default/live: error ErrorCode::HttpRequestDenied",
         )
         .await;
+
+    assert_eq!(
+        t.logs.of(v2).iter().filter(|l| *l == "synced").count(),
+        1,
+        "once per replay"
+    );
 
     // The refused patch would have added this annotation and a new resourceVersion.
     let pre = api.get("pre").await.unwrap();

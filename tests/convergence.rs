@@ -101,6 +101,8 @@ impl Views {
                         view.objects.remove(&c.key);
                         view.deleted.insert(c.key);
                     }
+                    // Never a `Called` event: `on-synced` has no object.
+                    CallKind::Synced => {}
                 }
             }
         }

@@ -42,6 +42,8 @@ const RELEASED: &str = "released leadership";
 /// Logged once the deliveries of a replica that lost leadership are killed.
 const KILLED: &str = "not the leader: deliveries stopped, in-flight calls abandoned; standing by";
 const GUEST_TARGET: &str = "kubewasm::guest";
+/// A 0.2.0 handler beside it, which logs `synced` from `on-synced`.
+const PLUGIN_V2: &str = "rust-logger-v2";
 
 /// One JSON log line of a replica.
 #[derive(Clone, Debug)]
@@ -82,11 +84,13 @@ impl Cluster {
         server.write_kubeconfig(&kubeconfig).unwrap();
         let plugins = dir.join("plugins");
         std::fs::create_dir_all(&plugins).unwrap();
-        std::fs::copy(
-            guest(&format!("{PLUGIN}.wasm")),
-            plugins.join(format!("{PLUGIN}.wasm")),
-        )
-        .unwrap();
+        for p in [PLUGIN, PLUGIN_V2] {
+            std::fs::copy(
+                guest(&format!("{p}.wasm")),
+                plugins.join(format!("{p}.wasm")),
+            )
+            .unwrap();
+        }
         Cluster {
             kubeconfig,
             plugins,
@@ -201,6 +205,21 @@ impl Replica {
         let lines = self.lines.lock();
         let start = lines.iter().rposition(|l| l.message == BECAME).unwrap_or(0);
         fold(lines[start..].iter().filter(|l| l.is_call()))
+    }
+
+    /// Whether the 0.2.0 handler got `on-synced` exactly once since this replica last became
+    /// the leader, after every initial add of that replay.
+    fn synced_after_replay(&self) -> bool {
+        let lines = self.lines.lock();
+        let start = lines.iter().rposition(|l| l.message == BECAME).unwrap_or(0);
+        let v2: Vec<&str> = lines[start..]
+            .iter()
+            .filter(|l| l.target == GUEST_TARGET && l.json["plugin"] == PLUGIN_V2)
+            .map(|l| l.message.as_str())
+            .collect();
+        let synced: Vec<usize> = (0..v2.len()).filter(|&i| v2[i] == "synced").collect();
+        let last_initial = v2.iter().rposition(|m| m.ends_with(" init=true"));
+        synced.len() == 1 && last_initial.is_none_or(|i| i < synced[0])
     }
 
     fn address(&self) -> Option<String> {
@@ -321,7 +340,7 @@ async fn converged_leader(
     let refs: Vec<&Replica> = replicas.iter().collect();
     wait(&cluster.changed, &refs, what, || {
         let leaders: Vec<&Replica> = replicas.iter().filter(|r| r.is_leader()).collect();
-        leaders.len() == 1 && leaders[0].view() == want
+        leaders.len() == 1 && leaders[0].view() == want && leaders[0].synced_after_replay()
     })
     .await;
     replicas.iter().position(Replica::is_leader).unwrap()
@@ -479,8 +498,8 @@ async fn two_replicas_hand_over_on_sigterm_and_sigkill() {
     // expires and the restarted replica takes over.
     replicas.push(cluster.spawn("a2", None));
     let refs: Vec<&Replica> = replicas.iter().collect();
-    wait(&cluster.changed, &refs, "a2 loads its plugin", || {
-        replicas[2].count("plugin loaded") == 1
+    wait(&cluster.changed, &refs, "a2 loads its plugins", || {
+        replicas[2].count("plugin loaded") == 2
     })
     .await;
     assert_ready_standby(&replicas[2]).await;
@@ -532,8 +551,8 @@ async fn three_replicas_survive_a_cut_leader_and_a_killed_one() {
         wait(
             &cluster.changed,
             &refs,
-            "standbys load their plugin",
-            || r.count("plugin loaded") == 1,
+            "standbys load their plugins",
+            || r.count("plugin loaded") == 2,
         )
         .await;
         assert_ready_standby(r).await;

@@ -6,8 +6,8 @@
 //! clock with scripted guests; [`super::worker`] runs the loop on the plugin's own thread.
 
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
@@ -18,10 +18,20 @@ use tokio_util::sync::CancellationToken;
 use super::events::{CallOutcome, PluginEvent};
 use super::metrics::{CallKind, CallLabels, ErrorKind, ErrorLabels, PluginLabels, PluginMetrics};
 use super::quarantine::QuarantinePolicy;
-use super::queue::{Finish, Item, PluginQueue, QueueKey, QueueMetrics};
+use super::queue::{Finish, PluginQueue, QueueKey, QueueMetrics};
 use super::state::StateEvent;
-use crate::informer::{Notification, ResourceEventHandler, SharedObject};
-use crate::runtime::{CallError, HandlerInstance, HandlerOutcome};
+use crate::informer::{Notification, ResourceEventHandler, SharedObject, SyncProbe};
+use crate::runtime::{CallError, HandlerInstance, HandlerOutcome, HandlerWorld};
+
+/// How often an idle worker checks whether its replay is complete, so `on-synced` is called
+/// even when the last initial add was handled before the informers reported synced (client-go
+/// polls `HasSynced` at the same period).
+pub const SYNCED_POLL: Duration = Duration::from_millis(100);
+/// First pause before `on-synced` is called again after a `retry` or a failed call; doubles per
+/// attempt up to [`SYNCED_RETRY_MAX`].
+pub const SYNCED_RETRY_BASE: Duration = Duration::from_millis(500);
+/// Longest pause between `on-synced` attempts.
+pub const SYNCED_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// One version of a handler, as the dispatcher calls it.
 pub trait Guest {
@@ -30,6 +40,16 @@ pub trait Guest {
         &mut self,
         n: &Notification,
     ) -> impl Future<Output = Result<HandlerOutcome, CallError>>;
+
+    /// Whether the handler exports `on-synced` (0.2.0 handlers).
+    fn wants_synced(&self) -> bool {
+        false
+    }
+
+    /// Calls `on-synced`; dropping the future abandons the call.
+    fn synced(&mut self) -> impl Future<Output = Result<HandlerOutcome, CallError>> {
+        async { Ok(HandlerOutcome::Ok) }
+    }
 }
 
 impl Guest for HandlerInstance {
@@ -43,6 +63,70 @@ impl Guest for HandlerInstance {
                 obj,
                 final_state_unknown,
             } => self.on_delete(&**obj, *final_state_unknown).await,
+        }
+    }
+
+    fn wants_synced(&self) -> bool {
+        self.world() == HandlerWorld::V0_2
+    }
+
+    async fn synced(&mut self) -> Result<HandlerOutcome, CallError> {
+        self.on_synced().await
+    }
+}
+
+/// Where one delivery stands with `on-synced`; changed only by [`SyncedState::step`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SyncedState {
+    /// The replay is not handled yet: due once every subscription's informer has synced and
+    /// every initial add has been handled.
+    Waiting,
+    /// Called and answered `retry`, or the call failed: due again at the instant, after
+    /// `attempts` tries.
+    Backoff {
+        until: tokio::time::Instant,
+        attempts: u32,
+    },
+    /// Called and ended (ok or fatal), or the handler has no such export.
+    Done,
+}
+
+impl SyncedState {
+    /// The next state after a call that ended with `outcome`.
+    fn step(self, outcome: &CallOutcome) -> SyncedState {
+        match outcome {
+            CallOutcome::Ok | CallOutcome::Fatal(_) => SyncedState::Done,
+            CallOutcome::Retry(_) | CallOutcome::Failed(_) => {
+                let attempts = match self {
+                    SyncedState::Backoff { attempts, .. } => attempts + 1,
+                    _ => 1,
+                };
+                let pause = SYNCED_RETRY_BASE
+                    .saturating_mul(1 << (attempts - 1).min(16))
+                    .min(SYNCED_RETRY_MAX);
+                SyncedState::Backoff {
+                    until: tokio::time::Instant::now() + pause,
+                    attempts,
+                }
+            }
+        }
+    }
+
+    /// Whether to call now, given whether the replay has been handled.
+    fn due(self, replay_handled: impl FnOnce() -> bool) -> bool {
+        match self {
+            SyncedState::Waiting => replay_handled(),
+            SyncedState::Backoff { until, .. } => tokio::time::Instant::now() >= until,
+            SyncedState::Done => false,
+        }
+    }
+
+    /// When an idle worker should look again.
+    fn wake_at(self) -> Option<tokio::time::Instant> {
+        match self {
+            SyncedState::Waiting => Some(tokio::time::Instant::now() + SYNCED_POLL),
+            SyncedState::Backoff { until, .. } => Some(until),
+            SyncedState::Done => None,
         }
     }
 }
@@ -65,12 +149,15 @@ impl Default for DispatchConfig {
     }
 }
 
+/// Whether the informers of a dispatcher's subscriptions have synced.
+pub(super) type SyncedCheck = Box<dyn Fn() -> bool + Send + Sync>;
+
 /// Receives the dispatcher's state changes (quarantine, resume, worker panics).
 pub type StateSink = Arc<dyn Fn(StateEvent) + Send + Sync>;
 
 /// Metric handles resolved once per plugin so the hot path does no label lookups.
 struct Handles {
-    calls: [Counter; 3],
+    calls: [Counter; 4],
     retry_errors: Counter,
     fatal_errors: Counter,
     trap_errors: Counter,
@@ -109,6 +196,7 @@ impl Handles {
                 call(CallKind::Add),
                 call(CallKind::Update),
                 call(CallKind::Delete),
+                call(CallKind::Synced),
             ],
             retry_errors: err(ErrorKind::Retry),
             fatal_errors: err(ErrorKind::Fatal),
@@ -144,6 +232,8 @@ pub struct Dispatcher {
     /// The key being delivered and whether it is an initial add, so a worker that panicked
     /// mid-call can return it to the queue.
     in_flight: Mutex<Option<(QueueKey, bool)>>,
+    /// Whether every subscription's informer has synced, set once they are registered.
+    informers_synced: OnceLock<SyncedCheck>,
 }
 
 impl Dispatcher {
@@ -177,6 +267,7 @@ impl Dispatcher {
             stop: CancellationToken::new(),
             kill: CancellationToken::new(),
             in_flight: Mutex::new(None),
+            informers_synced: OnceLock::new(),
         })
     }
 
@@ -193,9 +284,23 @@ impl Dispatcher {
         })
     }
 
-    /// True once every initial-list notification queued so far has been handled.
-    pub fn initial_list_consumed(&self) -> bool {
-        self.queue.initial_list_consumed()
+    /// Hands over the sync probes of the registrations this dispatcher's subscriptions got;
+    /// until then the replay counts as not handled.
+    pub fn watch_sync(&self, probes: Vec<SyncProbe>) {
+        self.watch_sync_with(Box::new(move || probes.iter().all(SyncProbe::has_synced)));
+    }
+
+    /// [`Dispatcher::watch_sync`] with any check (tests script it).
+    pub(super) fn watch_sync_with(&self, check: SyncedCheck) {
+        let _ = self.informers_synced.set(check);
+    }
+
+    /// The plugin has handled its replay: every subscription's informer has synced (so every
+    /// initial add has been queued) and every initial add has been delivered. The rule behind
+    /// both readiness and `on-synced`.
+    pub fn replay_handled(&self) -> bool {
+        self.informers_synced.get().is_some_and(|synced| synced())
+            && self.queue.initial_list_consumed()
     }
 
     /// Notifications waiting.
@@ -255,11 +360,28 @@ impl Dispatcher {
             _ = self.gate.cancelled() => {}
         }
         let mut failures = 0u32;
+        let mut synced = if guest.wants_synced() {
+            SyncedState::Waiting
+        } else {
+            SyncedState::Done
+        };
         loop {
+            if synced.due(|| self.replay_handled()) {
+                let Some(outcome) = self.call_synced(guest, &mut failures).await else {
+                    break;
+                };
+                synced = synced.step(&outcome);
+                if self.pause_if_quarantined(failures).await {
+                    break;
+                }
+                continue;
+            }
+            let wake = synced.wake_at();
             let next = tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => None,
                 next = self.queue.next() => next,
+                _ = sleep_until(wake) => continue,
             };
             let Some((qk, item)) = next else { break };
             *self.in_flight.lock() = Some((qk.clone(), item.notification.is_initial()));
@@ -288,7 +410,11 @@ impl Dispatcher {
             } else {
                 String::new()
             };
-            let (outcome, finish) = self.judge(&qk, kind, item, result, &mut failures);
+            let outcome = self.judge(&qk.key, kind, item.attempts, result, &mut failures);
+            let finish = match outcome {
+                CallOutcome::Retry(_) => Finish::Retry(item),
+                _ => Finish::Done(item),
+            };
             self.queue.finish(&qk, finish);
             *self.in_flight.lock() = None;
             if listening {
@@ -302,50 +428,94 @@ impl Dispatcher {
                     outcome,
                 });
             }
-            if let Some(pause) = self.quarantine.backoff(failures) {
-                self.handles.quarantines.inc();
-                tracing::error!(plugin = %self.plugin, failures, pause_secs = pause.as_secs_f64(), "plugin quarantined after consecutive failed calls; notifications keep queueing");
-                let _ = self.events.send(PluginEvent::Quarantined {
-                    plugin: self.plugin.to_string(),
-                    pause,
-                });
-                self.report(StateEvent::Quarantined { pause });
-                tokio::select! {
-                    _ = tokio::time::sleep(pause) => {}
-                    _ = self.stop.cancelled() => break,
-                }
-                self.report(StateEvent::Resumed);
+            if self.pause_if_quarantined(failures).await {
+                break;
             }
         }
         tracing::debug!(plugin = %self.plugin, version = self.version, "plugin worker stopped");
     }
 
-    /// Classifies a call's result: counts, logs, and decides what happens to the item.
+    /// Calls `on-synced` once; `None` when the call was abandoned by a kill.
+    async fn call_synced<G: Guest>(
+        &self,
+        guest: &mut G,
+        failures: &mut u32,
+    ) -> Option<CallOutcome> {
+        let started = Instant::now();
+        let result = tokio::select! {
+            biased;
+            _ = self.kill.cancelled() => None,
+            r = guest.synced() => Some(r),
+        };
+        let Some(result) = result else {
+            tracing::warn!(plugin = %self.plugin, "in-flight on-synced call abandoned: the plugin is being stopped");
+            return None;
+        };
+        self.handles
+            .call_seconds
+            .observe(started.elapsed().as_secs_f64());
+        self.handles.calls[CallKind::Synced as usize].inc();
+        let outcome = self.judge("(on-synced)", CallKind::Synced, 0, result, failures);
+        if matches!(outcome, CallOutcome::Ok) {
+            tracing::info!(plugin = %self.plugin, version = self.version, "on-synced handled: the plugin has seen every object");
+        }
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(PluginEvent::Synced {
+                plugin: self.plugin.clone(),
+                version: self.version,
+                outcome: outcome.clone(),
+            });
+        }
+        Some(outcome)
+    }
+
+    /// Pauses deliveries when `failures` calls in a row failed; true when stopped meanwhile.
+    async fn pause_if_quarantined(&self, failures: u32) -> bool {
+        let Some(pause) = self.quarantine.backoff(failures) else {
+            return false;
+        };
+        self.handles.quarantines.inc();
+        tracing::error!(plugin = %self.plugin, failures, pause_secs = pause.as_secs_f64(), "plugin quarantined after consecutive failed calls; notifications keep queueing");
+        let _ = self.events.send(PluginEvent::Quarantined {
+            plugin: self.plugin.to_string(),
+            pause,
+        });
+        self.report(StateEvent::Quarantined { pause });
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = self.stop.cancelled() => return true,
+        }
+        self.report(StateEvent::Resumed);
+        false
+    }
+
+    /// Classifies a call's result: counts failures, logs, and tracks failures in a row. `key`
+    /// names the object (already validated by the informer), `attempts` its earlier retries.
     fn judge(
         &self,
-        qk: &QueueKey,
+        key: &str,
         kind: CallKind,
-        item: Item,
+        attempts: u32,
         result: Result<HandlerOutcome, CallError>,
         failures: &mut u32,
-    ) -> (CallOutcome, Finish) {
+    ) -> CallOutcome {
         match result {
             Ok(HandlerOutcome::Ok) => {
                 *failures = 0;
-                (CallOutcome::Ok, Finish::Done(item))
+                CallOutcome::Ok
             }
             Ok(HandlerOutcome::Fatal(msg)) => {
                 *failures = 0;
                 self.handles.fatal_errors.inc();
-                tracing::warn!(plugin = %self.plugin, key = %qk.key, call = ?kind, error = %msg, "handler reported a fatal error; notification not retried");
-                (CallOutcome::Fatal(msg), Finish::Done(item))
+                tracing::warn!(plugin = %self.plugin, key, call = ?kind, error = %msg, "handler reported a fatal error; not retried");
+                CallOutcome::Fatal(msg)
             }
             Ok(HandlerOutcome::Retry(msg)) => {
                 *failures = 0;
                 self.handles.retry_errors.inc();
                 self.handles.retries.inc();
-                tracing::info!(plugin = %self.plugin, key = %qk.key, call = ?kind, attempts = item.attempts + 1, reason = %msg, "handler asked for a retry (dropped if a newer notification for the object is queued)");
-                (CallOutcome::Retry(msg), Finish::Retry(item))
+                tracing::info!(plugin = %self.plugin, key, call = ?kind, attempts = attempts + 1, reason = %msg, "handler asked for a retry (a notification is dropped instead if a newer one for the object is queued)");
+                CallOutcome::Retry(msg)
             }
             Err(err) => {
                 *failures += 1;
@@ -355,10 +525,18 @@ impl Dispatcher {
                     CallError::OutOfMemory => self.handles.oom_errors.inc(),
                     CallError::Instantiate(_) => self.handles.instantiate_errors.inc(),
                 };
-                tracing::error!(plugin = %self.plugin, key = %qk.key, call = ?kind, error = %err, "handler failed; instance discarded, a fresh one serves the next call");
-                (CallOutcome::Failed(err.to_string()), Finish::Done(item))
+                tracing::error!(plugin = %self.plugin, key, call = ?kind, error = %err, "handler failed; instance discarded, a fresh one serves the next call");
+                CallOutcome::Failed(err.to_string())
             }
         }
+    }
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -76,6 +76,16 @@ pub enum PluginEvent {
         /// How it ended.
         outcome: CallOutcome,
     },
+    /// A 0.2.0 handler's `on-synced` was called: its replay was handled, so it has seen every
+    /// object its subscriptions hold.
+    Synced {
+        /// Plugin name (file stem).
+        plugin: Arc<str>,
+        /// The plugin version that handled it.
+        version: u64,
+        /// How it ended (a `retry` or a failed call is called again after a backoff).
+        outcome: CallOutcome,
+    },
     /// A plugin was paused after consecutive failed calls.
     Quarantined {
         /// Plugin name (file stem).

@@ -156,8 +156,6 @@ struct View {
     info: Option<PluginInfo>,
     /// The delivering dispatcher, if the running version delivers.
     dispatcher: Option<Arc<Dispatcher>>,
-    /// Its subscriptions' sync probes.
-    probes: Vec<SyncProbe>,
     /// The sync probes of the version's [`WarmCache`] listeners (leader election only).
     standby_probes: Vec<SyncProbe>,
 }
@@ -169,9 +167,7 @@ impl View {
         if self.state == PluginState::Standby {
             return self.version > 0 && self.standby_probes.iter().all(SyncProbe::has_synced);
         }
-        self.dispatcher.as_ref().is_some_and(|d| {
-            d.initial_list_consumed() && self.probes.iter().all(SyncProbe::has_synced)
-        })
+        self.dispatcher.as_ref().is_some_and(|d| d.replay_handled())
     }
 }
 
@@ -230,9 +226,8 @@ struct Delivery {
 
 impl Delivery {
     /// What the view shows of it.
-    fn installed(&self) -> (Arc<Dispatcher>, Vec<SyncProbe>) {
-        let probes = self.registrations.iter().map(|r| r.sync_probe()).collect();
-        (self.dispatcher.clone(), probes)
+    fn installed(&self) -> Arc<Dispatcher> {
+        self.dispatcher.clone()
     }
 
     /// Detaches from the informers first (no new notifications), then lets the worker finish
@@ -486,7 +481,6 @@ impl PluginManager {
                         version: 0,
                         info: None,
                         dispatcher: None,
-                        probes: Vec::new(),
                         standby_probes: Vec::new(),
                     })),
                 })
@@ -739,6 +733,7 @@ impl PluginManager {
                 }
             }
         }
+        dispatcher.watch_sync(registrations.iter().map(|r| r.sync_probe()).collect());
         match spawn_worker(
             dispatcher.clone(),
             move || template.fresh(),
@@ -773,23 +768,23 @@ impl PluginManager {
     /// leads; otherwise kills it and marks the plugin a standby. Leadership is read under the
     /// view lock, the lock [`PluginManager::stop_deliveries_now`] kills under, so a delivery is
     /// never opened after a loss was acted on.
-    fn install(&self, slot: &Slot, delivery: Option<(Arc<Dispatcher>, Vec<SyncProbe>)>) {
+    fn install(&self, slot: &Slot, delivery: Option<Arc<Dispatcher>>) {
         let mut v = slot.view.lock();
         let leading = self.leading();
         let event = match &delivery {
-            Some((d, _)) if leading => {
+            Some(d) if leading => {
                 d.open();
                 StateEvent::Loaded
             }
-            Some((d, _)) => {
+            Some(d) => {
                 d.kill();
                 StateEvent::StandingBy
             }
             None => StateEvent::StandingBy,
         };
-        (v.dispatcher, v.probes) = match delivery {
-            Some((d, probes)) if leading => (Some(d), probes),
-            _ => (None, Vec::new()),
+        v.dispatcher = match delivery {
+            Some(d) if leading => Some(d),
+            _ => None,
         };
         let old = std::mem::replace(&mut v.state, PluginState::Loading);
         v.state = old.step(event);
@@ -806,7 +801,6 @@ impl PluginManager {
                 d.kill();
                 stopped += 1;
             }
-            v.probes.clear();
             if v.version > 0 {
                 let old = std::mem::replace(&mut v.state, PluginState::Loading);
                 v.state = old.step(StateEvent::StandingBy);

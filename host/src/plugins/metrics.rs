@@ -27,6 +27,8 @@ pub enum CallKind {
     Update,
     /// `on-delete`.
     Delete,
+    /// `on-synced` (0.2.0 handlers, once after each replay).
+    Synced,
 }
 
 /// How a failed call failed.

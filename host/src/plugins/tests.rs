@@ -134,6 +134,8 @@ fn coalescing_keeps_the_oldest_unseen_old_and_the_newest_new() {
 struct Scripted {
     seen: Arc<Mutex<Vec<String>>>,
     script: Arc<Mutex<VecDeque<Step>>>,
+    /// Has an `on-synced` export (a 0.2.0 handler).
+    v2: bool,
 }
 
 #[derive(Clone)]
@@ -154,9 +156,9 @@ impl Scripted {
     }
 }
 
-impl Guest for Scripted {
-    async fn deliver(&mut self, n: &Notification) -> Result<HandlerOutcome, CallError> {
-        self.seen.lock().push(describe(n));
+impl Scripted {
+    async fn answer(&self, what: String) -> Result<HandlerOutcome, CallError> {
+        self.seen.lock().push(what);
         let step = self.script.lock().pop_front();
         match step {
             None => Ok(HandlerOutcome::Ok),
@@ -167,6 +169,20 @@ impl Guest for Scripted {
             }
             Some(Step::Panic) => panic!("scripted panic"),
         }
+    }
+}
+
+impl Guest for Scripted {
+    async fn deliver(&mut self, n: &Notification) -> Result<HandlerOutcome, CallError> {
+        self.answer(describe(n)).await
+    }
+
+    fn wants_synced(&self) -> bool {
+        self.v2
+    }
+
+    async fn synced(&mut self) -> Result<HandlerOutcome, CallError> {
+        self.answer("synced".into()).await
     }
 }
 
@@ -446,4 +462,119 @@ fn a_worker_that_panics_is_restarted_and_its_queue_keeps_a_consumer() {
         .get_or_create(&super::metrics::PluginLabels { plugin: "p".into() })
         .get();
     assert_eq!(restarts, 1);
+}
+
+fn initial(name: &str) -> Notification {
+    Notification::Add {
+        obj: obj(name, 1),
+        initial: true,
+    }
+}
+
+/// Waits (on the paused clock) until the guest has seen `n` calls.
+async fn seen_at_least(g: &Scripted, n: usize) {
+    while g.seen().len() < n {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_synced_follows_the_handled_replay_once_the_informers_have_synced() {
+    let r = rig(DispatchConfig::default());
+    let informers_synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = informers_synced.clone();
+    r.dispatcher.watch_sync_with(Box::new(move || {
+        flag.load(std::sync::atomic::Ordering::Acquire)
+    }));
+    r.dispatcher.open();
+    r.push(initial("a"));
+    r.push(initial("b"));
+    let g = Scripted {
+        v2: true,
+        ..Scripted::default()
+    };
+    let d = r.dispatcher.clone();
+    let mut g2 = g.clone();
+    let run = tokio::spawn(async move { d.run(&mut g2).await });
+    seen_at_least(&g, 2).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        g.seen(),
+        ["add ns/a 1 init", "add ns/b 1 init"],
+        "not synced before the informers are"
+    );
+    assert!(!r.dispatcher.replay_handled());
+    informers_synced.store(true, std::sync::atomic::Ordering::Release);
+    seen_at_least(&g, 3).await;
+    assert!(r.dispatcher.replay_handled());
+    r.push(update("a", 1, 2));
+    seen_at_least(&g, 4).await;
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    r.dispatcher.stop();
+    run.await.unwrap();
+    assert_eq!(
+        g.seen(),
+        [
+            "add ns/a 1 init",
+            "add ns/b 1 init",
+            "synced",
+            "update ns/a 1->2"
+        ],
+        "exactly once, after the replay"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_synced_is_called_again_after_retry_or_failure_and_not_after_fatal() {
+    for (answers, calls) in [
+        (
+            vec![
+                Ok(HandlerOutcome::Retry("cloud down".into())),
+                Err(CallError::Trap("boom".into())),
+            ],
+            3,
+        ),
+        (vec![Ok(HandlerOutcome::Fatal("cannot".into()))], 1),
+    ] {
+        let r = rig(DispatchConfig::default());
+        r.dispatcher.watch_sync_with(Box::new(|| true));
+        r.dispatcher.open();
+        let g = Scripted {
+            v2: true,
+            ..Scripted::default()
+        };
+        for a in answers {
+            g.then(Step::Answer(a));
+        }
+        let d = r.dispatcher.clone();
+        let mut g2 = g.clone();
+        let started = tokio::time::Instant::now();
+        let run = tokio::spawn(async move { d.run(&mut g2).await });
+        seen_at_least(&g, calls).await;
+        let took = started.elapsed();
+        // Meanwhile, deliveries go on.
+        r.push(add("c", 1));
+        seen_at_least(&g, calls + 1).await;
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        r.dispatcher.stop();
+        run.await.unwrap();
+        let synced = g.seen().iter().filter(|s| *s == "synced").count();
+        assert_eq!(synced, calls, "{:?}", g.seen());
+        if calls == 3 {
+            let backoff = super::dispatch::SYNCED_RETRY_BASE * 3;
+            assert!(took >= backoff, "backed off 0.5 s then 1 s: {took:?}");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_without_on_synced_is_never_called_for_it() {
+    let r = rig(DispatchConfig::default());
+    r.dispatcher.watch_sync_with(Box::new(|| true));
+    r.dispatcher.open();
+    r.push(initial("a"));
+    let g = Scripted::default();
+    r.drain(&g).await;
+    assert_eq!(g.seen(), ["add ns/a 1 init"]);
+    assert!(r.dispatcher.replay_handled());
 }

@@ -104,6 +104,11 @@ impl HandlerInstance {
         self.consecutive_failures
     }
 
+    /// The world version the handler implements.
+    pub fn world(&self) -> super::HandlerWorld {
+        self.compiled.world()
+    }
+
     /// The limits this instance runs under.
     pub fn limits(&self) -> Limits {
         self.limits
