@@ -5,10 +5,11 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
+use kube::api::ApiResource;
 use kube::api::{Api, DynamicObject, ListParams, VersionMatch, WatchParams};
 use kube::core::WatchEvent as KubeWatchEvent;
 use kube::core::{GroupVersionKind, Request, Status};
-use kube::discovery::Scope;
+use kube::discovery::{ApiCapabilities, Scope};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -41,35 +42,7 @@ impl SourceFactory for KubeSourceFactory {
         // (kube-client pastes both unescaped): only keys that pass the API server's syntax go
         // on. Selectors travel as form-encoded query values.
         key.validate()?;
-        let (group, version) = match key.api_version.split_once('/') {
-            Some((g, v)) => (g, v),
-            None => ("", key.api_version.as_str()),
-        };
-        let gvk = GroupVersionKind::gvk(group, version, &key.kind);
-        let (ar, caps) = kube::discovery::pinned_kind(&self.client, &gvk)
-            .await
-            .map_err(|e| {
-                let (api_version, kind, cause) =
-                    (key.api_version.clone(), key.kind.clone(), e.to_string());
-                match e {
-                    // The server answered: the kind (or its group/version) is not served.
-                    kube::Error::Discovery(_) => InformerError::UnknownKind {
-                        api_version,
-                        kind,
-                        cause,
-                    },
-                    kube::Error::Api(ref s) if s.code == 404 => InformerError::UnknownKind {
-                        api_version,
-                        kind,
-                        cause,
-                    },
-                    _ => InformerError::DiscoveryUnavailable {
-                        api_version,
-                        kind,
-                        cause,
-                    },
-                }
-            })?;
+        let (ar, caps) = resolve_kind(&self.client, &key.api_version, &key.kind).await?;
         let api: Api<DynamicObject> = match (&key.namespace, &caps.scope) {
             (Some(ns), Scope::Namespaced) => Api::namespaced_with(self.client.clone(), ns, &ar),
             (Some(ns), Scope::Cluster) => {
@@ -103,6 +76,45 @@ impl SourceFactory for KubeSourceFactory {
             field_selector: key.field_selector.clone(),
         }))
     }
+}
+
+/// Asks discovery which resource serves `kind` of `api_version` (plural name, scope): the one
+/// lookup behind informers and plugins' API calls. Callers validate both strings first; they go
+/// into discovery paths.
+pub async fn resolve_kind(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+) -> Result<(ApiResource, ApiCapabilities), InformerError> {
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    };
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(|e| {
+            let (api_version, kind, cause) =
+                (api_version.to_string(), kind.to_string(), e.to_string());
+            match e {
+                // The server answered: the kind (or its group/version) is not served.
+                kube::Error::Discovery(_) => InformerError::UnknownKind {
+                    api_version,
+                    kind,
+                    cause,
+                },
+                kube::Error::Api(ref s) if s.code == 404 => InformerError::UnknownKind {
+                    api_version,
+                    kind,
+                    cause,
+                },
+                _ => InformerError::DiscoveryUnavailable {
+                    api_version,
+                    kind,
+                    cause,
+                },
+            }
+        })
 }
 
 /// LIST/WATCH of one resource through kube-client.

@@ -96,6 +96,53 @@ pub struct PluginMetrics {
     pub loads: Family<LoadLabels, Counter>,
     /// `cache.list` calls answered with an error instead of objects.
     pub cache_list_refused: Family<CacheRefusalLabels, Counter>,
+    /// `kube` calls by verb and result code (403 for a call no grant covers, 429 for the
+    /// plugin's own rate limit).
+    pub kube_requests: Family<KubeRequestLabels, Counter>,
+    /// Duration of one `kube` call, rate-limit wait included.
+    pub kube_request_seconds: Family<VerbLabels, Histogram>,
+    /// Events recorded (created or counted into a series), by type.
+    pub events_recorded: Family<EventLabels, Counter>,
+    /// Events not recorded, by reason.
+    pub events_dropped: Family<EventDropLabels, Counter>,
+}
+
+/// Labels of `kube` call series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KubeRequestLabels {
+    /// Plugin name (the file stem).
+    pub plugin: String,
+    /// `get`, `create`, `apply`, `patch`, `update` or `delete`.
+    pub verb: String,
+    /// HTTP status code of the answer (the host's own for refusals).
+    pub code: String,
+}
+
+/// Labels of per-verb latency series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerbLabels {
+    /// Plugin name (the file stem).
+    pub plugin: String,
+    /// The verb.
+    pub verb: String,
+}
+
+/// Labels of recorded Events.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    /// Plugin name (the file stem).
+    pub plugin: String,
+    /// `Normal` or `Warning`.
+    pub r#type: &'static str,
+}
+
+/// Labels of dropped Events.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventDropLabels {
+    /// Plugin name (the file stem).
+    pub plugin: String,
+    /// `not_granted`, `invalid`, `rate_limited`, `backlog` or `failed`.
+    pub reason: &'static str,
 }
 
 /// Labels of refused `cache.list` calls.
@@ -168,6 +215,26 @@ impl PluginMetrics {
             "cache.list calls refused, by reason (over the per-call bound, unsubscribed kind, bad selector)",
             m.cache_list_refused.clone(),
         );
+        r.register(
+            "kube_requests",
+            "Kubernetes API calls of handlers, by verb and result code",
+            m.kube_requests.clone(),
+        );
+        r.register(
+            "kube_request_duration_seconds",
+            "Duration of one Kubernetes API call of a handler",
+            m.kube_request_seconds.clone(),
+        );
+        r.register(
+            "events",
+            "Events recorded by handlers, by type",
+            m.events_recorded.clone(),
+        );
+        r.register(
+            "events_dropped",
+            "Events of handlers not recorded, by reason",
+            m.events_dropped.clone(),
+        );
         m
     }
 
@@ -186,6 +253,12 @@ impl PluginMetrics {
             worker_restarts: Family::default(),
             loads: Family::default(),
             cache_list_refused: Family::default(),
+            kube_requests: Family::default(),
+            kube_request_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_1, 4.0, 10))
+            }),
+            events_recorded: Family::default(),
+            events_dropped: Family::default(),
         }
     }
 }

@@ -1,8 +1,8 @@
 //! The world's imports answered by the host, for both world versions: `log` becomes a `tracing`
 //! event, `cache` is forwarded to the plugin's [`CacheReader`](super::CacheReader). 0.2.0's
-//! `kube` and `events` are refused until the plugin has grants (none can be configured yet):
-//! every `kube` call gets a 403 `Forbidden` [`ApiError`](super::ApiError) without reaching the
-//! API server, and Events are dropped. Outbound HTTP is refused in `http_hooks.rs`.
+//! `kube` and `events` become [`KubeCall`]s and [`EventCall`]s for the plugin's
+//! [`ClusterAccess`](super::ClusterAccess), which decides what is granted. Outbound HTTP is
+//! answered in `http_hooks.rs`.
 
 use super::bindings::{v1, v2};
 use super::convert;
@@ -71,94 +71,196 @@ log_and_cache!(v2);
 
 use v2::kubewasm::handler::{events, kube, types as wit2};
 
+use super::cluster::{
+    EventCall, EventType, KubeCall, MAX_WRITE_BYTES, ObjectRef, PatchType, Regarding, WriteOptions,
+};
+
 impl StoreState {
-    /// Refuses one `kube` call: logged without guest strings (they are not validated here), and
-    /// answered as the API server would answer a forbidden request.
-    fn deny_kube(&self, verb: &str) -> wit2::ApiError {
-        let plugin = self.log.plugin();
-        tracing::debug!(target: RUNTIME_TARGET, plugin, verb, code = 403u16,
-            "kube call refused: not granted");
-        convert::v2::api_error(ApiError::not_granted(
-            plugin,
-            &format!("{verb} this object"),
-        ))
+    /// Hands one `kube` call to the plugin's [`ClusterAccess`](super::ClusterAccess), after the
+    /// one check that needs no grant: a body over the API server's request limit.
+    async fn kube(&mut self, call: KubeCall) -> Result<Option<wit2::ObjectResult>, wit2::ApiError> {
+        let body = match &call {
+            KubeCall::Create { json, .. }
+            | KubeCall::Apply { json, .. }
+            | KubeCall::Replace { json, .. } => json.len(),
+            KubeCall::Patch { patch, .. } => patch.len(),
+            KubeCall::Get(_) | KubeCall::Delete { .. } => 0,
+        };
+        if body > MAX_WRITE_BYTES {
+            tracing::debug!(target: RUNTIME_TARGET, plugin = self.log.plugin(), verb = call.verb(),
+                bytes = body, "kube call refused: body over the request limit");
+            return Err(convert::v2::api_error(ApiError {
+                code: 413,
+                reason: "RequestEntityTooLarge".into(),
+                message: format!(
+                    "request body of {body} bytes is over the limit of {MAX_WRITE_BYTES} bytes"
+                ),
+            }));
+        }
+        let fut = self.cluster.call(call);
+        match fut.await {
+            Ok(found) => Ok(found.map(|o| convert::v2::owned_object(&*o))),
+            Err(e) => Err(convert::v2::api_error(e)),
+        }
     }
+}
+
+fn object_ref(
+    api_version: String,
+    kind: String,
+    namespace: Option<String>,
+    name: String,
+) -> ObjectRef {
+    ObjectRef {
+        api_version,
+        kind,
+        namespace,
+        name,
+    }
+}
+
+fn write_options(o: kube::WriteOptions) -> WriteOptions {
+    WriteOptions {
+        dry_run: o.dry_run,
+        force: o.force,
+    }
+}
+
+/// Every write answers with the object as the server stored (or, dry run, would store) it.
+fn written(
+    r: Result<Option<wit2::ObjectResult>, wit2::ApiError>,
+) -> Result<wit2::ObjectResult, wit2::ApiError> {
+    r?.ok_or_else(|| {
+        convert::v2::api_error(ApiError {
+            code: 500,
+            reason: "InternalError".into(),
+            message: "the API server answered a write without an object".into(),
+        })
+    })
 }
 
 impl kube::Host for StoreState {
     async fn get(
         &mut self,
-        _api_version: String,
-        _kind: String,
-        _namespace: Option<String>,
-        _name: String,
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        name: String,
     ) -> Result<Option<wit2::ObjectResult>, wit2::ApiError> {
-        Err(self.deny_kube("get"))
+        self.kube(KubeCall::Get(object_ref(
+            api_version,
+            kind,
+            namespace,
+            name,
+        )))
+        .await
     }
 
     async fn create(
         &mut self,
-        _json: String,
-        _opts: kube::WriteOptions,
+        json: String,
+        opts: kube::WriteOptions,
     ) -> Result<wit2::ObjectResult, wit2::ApiError> {
-        Err(self.deny_kube("create"))
+        let opts = write_options(opts);
+        written(self.kube(KubeCall::Create { json, opts }).await)
     }
 
     async fn apply(
         &mut self,
-        _json: String,
-        _opts: kube::WriteOptions,
+        json: String,
+        opts: kube::WriteOptions,
     ) -> Result<wit2::ObjectResult, wit2::ApiError> {
-        Err(self.deny_kube("apply"))
+        let opts = write_options(opts);
+        written(self.kube(KubeCall::Apply { json, opts }).await)
     }
 
     async fn patch(
         &mut self,
-        _api_version: String,
-        _kind: String,
-        _namespace: Option<String>,
-        _name: String,
-        _type: kube::PatchType,
-        _patch: String,
-        _subresource: Option<String>,
-        _opts: kube::WriteOptions,
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        name: String,
+        r#type: kube::PatchType,
+        patch: String,
+        subresource: Option<String>,
+        opts: kube::WriteOptions,
     ) -> Result<wit2::ObjectResult, wit2::ApiError> {
-        Err(self.deny_kube("patch"))
+        let patch_type = match r#type {
+            kube::PatchType::Merge => PatchType::Merge,
+            kube::PatchType::Json => PatchType::Json,
+            kube::PatchType::Strategic => PatchType::Strategic,
+        };
+        let call = KubeCall::Patch {
+            target: object_ref(api_version, kind, namespace, name),
+            patch_type,
+            patch,
+            subresource,
+            opts: write_options(opts),
+        };
+        written(self.kube(call).await)
     }
 
     async fn replace(
         &mut self,
-        _json: String,
-        _subresource: Option<String>,
-        _opts: kube::WriteOptions,
+        json: String,
+        subresource: Option<String>,
+        opts: kube::WriteOptions,
     ) -> Result<wit2::ObjectResult, wit2::ApiError> {
-        Err(self.deny_kube("update"))
+        let opts = write_options(opts);
+        let call = KubeCall::Replace {
+            json,
+            subresource,
+            opts,
+        };
+        written(self.kube(call).await)
     }
 
     async fn delete(
         &mut self,
-        _api_version: String,
-        _kind: String,
-        _namespace: Option<String>,
-        _name: String,
-        _uid_precondition: Option<String>,
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        name: String,
+        uid_precondition: Option<String>,
     ) -> Result<(), wit2::ApiError> {
-        Err(self.deny_kube("delete"))
+        let call = KubeCall::Delete {
+            target: object_ref(api_version, kind, namespace, name),
+            uid_precondition,
+        };
+        self.kube(call).await.map(drop)
     }
 }
 
 impl events::Host for StoreState {
-    /// Dropped: no plugin holds the `events` grant yet. `emit` has no result, so the refusal is
-    /// visible only in the host's debug log.
+    /// Handed to the plugin's [`ClusterAccess`](super::ClusterAccess), which records it in the
+    /// background (or drops it when not granted); `emit` has no result to wait for.
     fn emit(
         &mut self,
-        _regarding: wit2::ObjectMetaResult,
-        _type: events::EventType,
-        _reason: String,
-        _action: String,
-        _note: String,
+        regarding: wit2::ObjectMetaResult,
+        r#type: events::EventType,
+        reason: String,
+        action: String,
+        note: String,
     ) {
-        tracing::debug!(target: RUNTIME_TARGET, plugin = self.log.plugin(),
-            "event dropped: not granted");
+        let event_type = match r#type {
+            events::EventType::Normal => EventType::Normal,
+            events::EventType::Warning => EventType::Warning,
+        };
+        self.cluster.emit(EventCall {
+            regarding: Regarding {
+                object: object_ref(
+                    regarding.api_version,
+                    regarding.kind,
+                    regarding.namespace,
+                    regarding.name,
+                ),
+                uid: regarding.uid,
+                resource_version: regarding.resource_version,
+            },
+            event_type,
+            reason,
+            action,
+            note,
+        });
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::{v1, v2};
+use super::cluster::{ClusterAccess, NoClusterAccess};
 use super::convert;
 use super::error::CallError;
 use super::guest_log::GuestLog;
@@ -39,6 +40,7 @@ pub struct HandlerInstance {
     plugin: Arc<str>,
     limits: Limits,
     cache: Arc<dyn CacheReader>,
+    cluster: Arc<dyn ClusterAccess>,
     log: GuestLog,
     live: Option<Live>,
     consecutive_failures: u32,
@@ -71,6 +73,7 @@ impl HandlerInstance {
             &runtime.inner.metrics,
         );
         Self {
+            cluster: Arc::new(NoClusterAccess::new(&plugin)),
             runtime,
             compiled,
             plugin,
@@ -92,6 +95,14 @@ impl HandlerInstance {
             self.limits,
             self.cache.clone(),
         )
+        .with_cluster(self.cluster.clone())
+    }
+
+    /// Sends the handler's `kube` and `events` calls to `cluster` (by default every call is
+    /// refused). Applies from the next instantiation.
+    pub fn with_cluster(mut self, cluster: Arc<dyn ClusterAccess>) -> Self {
+        self.cluster = cluster;
+        self
     }
 
     /// The name this instance logs and counts under.
@@ -224,6 +235,7 @@ impl HandlerInstance {
             self.log.clone(),
             self.limits.memory_bytes,
             self.cache.clone(),
+            self.cluster.clone(),
         );
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);

@@ -7,6 +7,7 @@
 //! the plugins layer runs each plugin on its own thread.
 
 mod bindings;
+mod cluster;
 mod compile_cache;
 mod convert;
 mod engine;
@@ -26,6 +27,10 @@ mod wasi;
 #[cfg(test)]
 mod tests;
 
+pub use cluster::{
+    ClusterAccess, EventCall, EventType, KubeCall, KubeFuture, KubeResult, MAX_WRITE_BYTES,
+    NoClusterAccess, ObjectRef, PatchType, Regarding, WriteOptions,
+};
 pub use engine::EPOCH_TICK;
 pub use error::{CallError, RuntimeError};
 pub use handle::{CompiledHandler, Runtime, RuntimeConfig};

@@ -7,6 +7,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::cluster::ClusterAccess;
 use super::guest_log::GuestLog;
 use super::http_hooks::HttpHooks;
 use super::limits::MemoryLimiter;
@@ -23,10 +24,17 @@ pub(crate) struct StoreState {
     pub log: GuestLog,
     pub output: GuestOutput,
     pub cache: Arc<dyn CacheReader>,
+    /// Where `kube` and `events` calls go (0.2.0).
+    pub cluster: Arc<dyn ClusterAccess>,
 }
 
 impl StoreState {
-    pub fn new(log: GuestLog, memory_cap: u64, cache: Arc<dyn CacheReader>) -> Self {
+    pub fn new(
+        log: GuestLog,
+        memory_cap: u64,
+        cache: Arc<dyn CacheReader>,
+        cluster: Arc<dyn ClusterAccess>,
+    ) -> Self {
         let (wasi, output) = sandboxed_ctx(&log);
         Self {
             wasi,
@@ -37,6 +45,7 @@ impl StoreState {
             log,
             output,
             cache,
+            cluster,
         }
     }
 }

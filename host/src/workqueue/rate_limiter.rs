@@ -131,6 +131,24 @@ impl BucketRateLimiter {
         }
     }
 
+    /// Takes a token if one is available within `max` and returns how long to wait for it;
+    /// `None` (nothing taken) when the wait would be longer (Go's `Reserve` then `Cancel`), so a
+    /// caller that gives up does not push later callers further back.
+    pub fn reserve_within(&self, max: Duration) -> Option<Duration> {
+        let mut g = self.state.lock();
+        let tokens = self.refill(&mut g);
+        let wait = if *tokens >= 1.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64((1.0 - *tokens) / self.qps)
+        };
+        if wait > max {
+            return None;
+        }
+        *tokens -= 1.0;
+        Some(wait)
+    }
+
     /// Adds the tokens earned since the last call, up to `burst`; the one refill rule.
     fn refill<'a>(&self, state: &'a mut (f64, Option<Instant>)) -> &'a mut f64 {
         let now = Instant::now();

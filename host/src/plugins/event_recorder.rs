@@ -1,0 +1,339 @@
+//! [`EventRecorder`]: a plugin's `events.emit`, written as `events.k8s.io/v1` Events in the
+//! background, as client-go's `EventRecorder` and `EventCorrelator` do.
+//!
+//! `emit` never waits: the Event goes into a bounded per-plugin backlog that one task drains in
+//! order. A repeat of the same Event (same object, type, reason, action and note) within
+//! [`SERIES_WINDOW`] of the first one counts up that Event's `series` instead of creating a new
+//! object. Each plugin has a token bucket ([`EVENT_QPS`], [`EVENT_BURST`]); what it cannot
+//! afford, what is not granted and what is malformed is dropped and counted in
+//! `kubewasm_plugin_events_dropped_total{reason}`. No Event text reaches the host's log.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use kubewasm_apimachinery::validation::{
+    validate_api_version, validate_dns1123_label, validate_kind,
+};
+use serde_json::{Value, json};
+
+use super::kube_client::ClusterContext;
+use super::metrics::{EventDropLabels, EventLabels};
+use crate::runtime::{EventCall, EventType};
+use crate::workqueue::BucketRateLimiter;
+
+/// Repeats within this window of an Event's first occurrence join its series (client-go's
+/// correlator uses the same 10 minutes).
+pub const SERIES_WINDOW: Duration = Duration::from_secs(600);
+/// Events one plugin may record per second, sustained.
+pub const EVENT_QPS: f64 = 1.0;
+/// Events one plugin may record at once (client-go's spam filter burst).
+pub const EVENT_BURST: u32 = 25;
+/// Events waiting to be written per plugin; more are dropped.
+pub const EVENT_BACKLOG: usize = 256;
+/// Distinct Events remembered for series per plugin (client-go's LRU size).
+pub const MAX_SERIES: usize = 4096;
+
+const TARGET: &str = "kubewasm::plugins::events";
+/// The API server's limits on Event fields.
+const MAX_REASON: usize = 128;
+const MAX_ACTION: usize = 128;
+const MAX_NOTE: usize = 1024;
+
+/// Records one plugin's Events.
+pub struct EventRecorder {
+    plugin: Arc<str>,
+    ctx: Arc<ClusterContext>,
+    granted: bool,
+    limiter: BucketRateLimiter,
+    /// `None` when not granted: nothing to drain.
+    backlog: Option<tokio::sync::mpsc::Sender<Pending>>,
+}
+
+/// A validated Event waiting to be written.
+struct Pending {
+    namespace: String,
+    event_type: EventType,
+    body: Value,
+    key: SeriesKey,
+}
+
+/// What makes two Events the same occurrence.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct SeriesKey {
+    regarding: (String, String, Option<String>, String, String),
+    event_type: EventType,
+    reason: String,
+    action: String,
+    note: String,
+}
+
+/// An Event already written, counted up by repeats.
+struct Series {
+    name: String,
+    first: Instant,
+    count: u64,
+}
+
+impl EventRecorder {
+    /// A recorder for `plugin`; `granted` is its `events` grant, `dry_run` sends with
+    /// `dryRun=All`.
+    pub fn new(plugin: &str, ctx: Arc<ClusterContext>, granted: bool, dry_run: bool) -> Self {
+        let plugin: Arc<str> = plugin.into();
+        let backlog = granted.then(|| {
+            let (tx, rx) = tokio::sync::mpsc::channel(EVENT_BACKLOG);
+            let writer = Writer {
+                plugin: plugin.clone(),
+                ctx: ctx.clone(),
+                dry_run,
+                series: HashMap::new(),
+            };
+            ctx.host().spawn(writer.run(rx));
+            tx
+        });
+        EventRecorder {
+            plugin,
+            ctx,
+            granted,
+            limiter: BucketRateLimiter::new(EVENT_QPS, EVENT_BURST),
+            backlog,
+        }
+    }
+
+    /// Queues `event`, or drops and counts it.
+    pub fn emit(&self, event: EventCall) {
+        if !self.granted {
+            tracing::debug!(target: TARGET, plugin = &*self.plugin, "event dropped: not granted");
+            return self.drop_event("not_granted");
+        }
+        let pending = match self.prepare(event) {
+            Ok(p) => p,
+            Err(why) => {
+                tracing::warn!(target: TARGET, plugin = &*self.plugin, why, "event dropped: invalid");
+                return self.drop_event("invalid");
+            }
+        };
+        if !self.limiter.try_acquire() {
+            return self.drop_event("rate_limited");
+        }
+        let Some(backlog) = &self.backlog else { return };
+        if backlog.try_send(pending).is_err() {
+            self.drop_event("backlog");
+        }
+    }
+
+    fn drop_event(&self, reason: &'static str) {
+        self.ctx
+            .metrics()
+            .events_dropped
+            .get_or_create(&EventDropLabels {
+                plugin: self.plugin.to_string(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// Validates the guest's strings and builds the Event body (without name and series).
+    fn prepare(&self, e: EventCall) -> Result<Pending, &'static str> {
+        let o = &e.regarding.object;
+        validate_api_version(&o.api_version).map_err(|_| "regarding.apiVersion")?;
+        validate_kind(&o.kind).map_err(|_| "regarding.kind")?;
+        if let Some(ns) = &o.namespace {
+            validate_dns1123_label(ns).map_err(|_| "regarding.namespace")?;
+        }
+        let short = |s: &str, max: usize| !s.is_empty() && s.len() <= max;
+        if !short(&o.name, 253) || o.name.contains('/') {
+            return Err("regarding.name");
+        }
+        if e.regarding.uid.len() > 128 || e.regarding.resource_version.len() > 128 {
+            return Err("regarding.uid");
+        }
+        if !short(&e.reason, MAX_REASON) {
+            return Err("reason");
+        }
+        if !short(&e.action, MAX_ACTION) {
+            return Err("action");
+        }
+        let mut note = e.note;
+        if note.len() > MAX_NOTE {
+            let mut cut = MAX_NOTE;
+            while !note.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            note.truncate(cut);
+        }
+        // Events of cluster-scoped objects live in `default`, as client-go puts them.
+        let namespace = o.namespace.clone().unwrap_or_else(|| "default".into());
+        let mut regarding = json!({
+            "apiVersion": o.api_version, "kind": o.kind, "name": o.name,
+        });
+        if let Some(ns) = &o.namespace {
+            regarding["namespace"] = json!(ns);
+        }
+        if !e.regarding.uid.is_empty() {
+            regarding["uid"] = json!(e.regarding.uid);
+        }
+        if !e.regarding.resource_version.is_empty() {
+            regarding["resourceVersion"] = json!(e.regarding.resource_version);
+        }
+        let body = json!({
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"namespace": namespace},
+            "regarding": regarding,
+            "type": e.event_type.as_str(),
+            "reason": e.reason,
+            "action": e.action,
+            "note": note,
+            "reportingController": format!("kubewasm/{}", self.plugin),
+            "reportingInstance": self.ctx.instance(),
+        });
+        let key = SeriesKey {
+            regarding: (
+                o.api_version.clone(),
+                o.kind.clone(),
+                o.namespace.clone(),
+                o.name.clone(),
+                e.regarding.uid,
+            ),
+            event_type: e.event_type,
+            reason: e.reason,
+            action: e.action,
+            note,
+        };
+        Ok(Pending {
+            namespace,
+            event_type: e.event_type,
+            body,
+            key,
+        })
+    }
+}
+
+/// Drains one plugin's backlog in order, so repeats of one Event never race its creation.
+struct Writer {
+    plugin: Arc<str>,
+    ctx: Arc<ClusterContext>,
+    dry_run: bool,
+    series: HashMap<SeriesKey, Series>,
+}
+
+impl Writer {
+    async fn run(mut self, mut rx: tokio::sync::mpsc::Receiver<Pending>) {
+        while let Some(p) = rx.recv().await {
+            let event_type = p.event_type;
+            match self.write(p).await {
+                Ok(()) => self.counted("recorded", event_type),
+                Err(e) => {
+                    tracing::warn!(target: TARGET, plugin = &*self.plugin, error = %e,
+                        "event not recorded: the API server refused it");
+                    self.counted("failed", event_type);
+                }
+            }
+        }
+    }
+
+    fn counted(&self, what: &'static str, event_type: EventType) {
+        let m = self.ctx.metrics();
+        if what == "recorded" {
+            m.events_recorded
+                .get_or_create(&EventLabels {
+                    plugin: self.plugin.to_string(),
+                    r#type: event_type.as_str(),
+                })
+                .inc();
+        } else {
+            m.events_dropped
+                .get_or_create(&EventDropLabels {
+                    plugin: self.plugin.to_string(),
+                    reason: "failed",
+                })
+                .inc();
+        }
+    }
+
+    /// Counts `p` into its series when one is open, else creates a new Event.
+    async fn write(&mut self, p: Pending) -> Result<(), kube::Error> {
+        let now = Instant::now();
+        self.series.retain(|_, s| now.duration_since(s.first) < SERIES_WINDOW);
+        if let Some(s) = self.series.get_mut(&p.key) {
+            s.count += 1;
+            let patch = json!({"series": {"count": s.count, "lastObservedTime": micro_time()}});
+            let path = format!(
+                "/apis/events.k8s.io/v1/namespaces/{}/events/{}{}",
+                p.namespace,
+                s.name,
+                self.dry_query()
+            );
+            let req = http::Request::patch(path)
+                .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+                .body(serde_json::to_vec(&patch).unwrap_or_default())
+                .map_err(kube::Error::HttpError)?;
+            match self.send(req).await {
+                // The Event expired or was deleted: start a new one.
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                other => return other,
+            }
+        }
+        let regarding_name = p.body["regarding"]["name"].as_str().unwrap_or("event");
+        // client-go's naming: the object's name and a timestamp, unique per replica and time.
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let stem: String = regarding_name.chars().take(236).collect();
+        let name = format!("{stem}.{nanos:x}");
+        let mut body = p.body;
+        body["metadata"]["name"] = json!(name);
+        body["eventTime"] = json!(micro_time());
+        let path = format!(
+            "/apis/events.k8s.io/v1/namespaces/{}/events{}",
+            p.namespace,
+            self.dry_query()
+        );
+        let req = http::Request::post(path)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(&body).unwrap_or_default())
+            .map_err(kube::Error::HttpError)?;
+        self.send(req).await?;
+        if self.series.len() >= MAX_SERIES {
+            // Forget the oldest series rather than grow: a later repeat starts a new Event.
+            if let Some(oldest) = self
+                .series
+                .iter()
+                .min_by_key(|(_, s)| s.first)
+                .map(|(k, _)| k.clone())
+            {
+                self.series.remove(&oldest);
+            }
+        }
+        self.series.insert(
+            p.key,
+            Series {
+                name,
+                first: now,
+                count: 1,
+            },
+        );
+        Ok(())
+    }
+
+    fn dry_query(&self) -> &'static str {
+        if self.dry_run { "?dryRun=All" } else { "" }
+    }
+
+    async fn send(&self, req: http::Request<Vec<u8>>) -> Result<(), kube::Error> {
+        tokio::time::timeout(
+            super::kube_client::KUBE_CALL_TIMEOUT,
+            self.ctx.client().request_text(req),
+        )
+        .await
+        .map_err(|_| kube::Error::Service("timed out".into()))?
+        .map(drop)
+    }
+}
+
+/// Now as a Kubernetes `MicroTime`.
+fn micro_time() -> String {
+    humantime::format_rfc3339_micros(SystemTime::now()).to_string()
+}
