@@ -8,8 +8,11 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::guest_log::GuestLog;
+use super::host_wait::HostWait;
 use super::http_hooks::HttpHooks;
+use super::http_policy::HttpPolicy;
 use super::limits::MemoryLimiter;
+use super::metrics::RuntimeMetrics;
 use super::types::CacheReader;
 use super::wasi::{GuestOutput, sandboxed_ctx};
 
@@ -23,21 +26,37 @@ pub(crate) struct StoreState {
     pub log: GuestLog,
     pub output: GuestOutput,
     pub cache: Arc<dyn CacheReader>,
+    /// Time this instance's host calls spend waiting on external systems.
+    host_wait: HostWait,
 }
 
 impl StoreState {
-    pub fn new(log: GuestLog, memory_cap: u64, cache: Arc<dyn CacheReader>) -> Self {
+    pub fn new(
+        log: GuestLog,
+        memory_cap: u64,
+        cache: Arc<dyn CacheReader>,
+        http: HttpPolicy,
+        metrics: RuntimeMetrics,
+    ) -> Self {
         let (wasi, output) = sandboxed_ctx(&log);
+        let host_wait = HostWait::default();
         Self {
             wasi,
             http: http_ctx(),
-            http_hooks: HttpHooks::new(log.plugin().into()),
+            http_hooks: HttpHooks::new(log.plugin().into(), http, host_wait.clone(), metrics),
             table: bounded_table(),
             limiter: MemoryLimiter::new(memory_cap),
             log,
             output,
             cache,
+            host_wait,
         }
+    }
+
+    /// The account host calls enter while they wait on an external system for the guest
+    /// (`host_wait().enter()`), so that time does not count against the guest's deadline.
+    pub fn host_wait(&self) -> &HostWait {
+        &self.host_wait
     }
 }
 
