@@ -123,7 +123,11 @@ impl CallBudget {
     /// waits happen meanwhile); `Err` once it has run out.
     pub fn check(&self, now: Instant) -> Result<Duration, Overrun> {
         let elapsed = now.saturating_duration_since(self.started);
-        let Some(wall_left) = self.wall_limit.checked_sub(elapsed).filter(|d| !d.is_zero()) else {
+        let Some(wall_left) = self
+            .wall_limit
+            .checked_sub(elapsed)
+            .filter(|d| !d.is_zero())
+        else {
             return Err(Overrun::WallLimit);
         };
         let Some(guest_left) = self

@@ -209,7 +209,9 @@ async fn tls(
     let config = tls_config()?;
     let name = match origin.ip {
         Some(ip) => ServerName::IpAddress(ip.into()),
-        None => ServerName::try_from(origin.host.clone()).map_err(|_| Error::HttpRequestUriInvalid)?,
+        None => {
+            ServerName::try_from(origin.host.clone()).map_err(|_| Error::HttpRequestUriInvalid)?
+        }
     };
     tokio_rustls::TlsConnector::from(config)
         .connect(name, tcp)

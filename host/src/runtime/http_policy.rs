@@ -151,9 +151,7 @@ impl Origin {
                 bare.to_ascii_lowercase()
             }
         };
-        let port = authority
-            .port_u16()
-            .unwrap_or(if https { 443 } else { 80 });
+        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
         Ok(Self {
             https,
             host,
@@ -257,7 +255,8 @@ mod tests {
 
     impl HttpGate for Grants {
         fn allows_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
-            self.0.contains(&format!("{scheme}://{host}:{port}").as_str())
+            self.0
+                .contains(&format!("{scheme}://{host}:{port}").as_str())
         }
     }
 

@@ -293,7 +293,10 @@ impl HandlerInstance {
                 };
                 (err, Some(detail))
             }
-            Err(overrun) => (CallError::DeadlineExceeded, Some(self.overrun_text(overrun))),
+            Err(overrun) => (
+                CallError::DeadlineExceeded,
+                Some(self.overrun_text(overrun)),
+            ),
         };
         drop(live);
         self.record_failure(&err, detail.as_deref());
