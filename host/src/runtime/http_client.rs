@@ -117,10 +117,10 @@ pub(crate) async fn send(
             tokio::select! {
                 r = &mut send => return r.map_err(Error::Hyper),
                 r = &mut conn, if conn_result.is_none() => {
-                    if let Err(e) = &r {
-                        if e.is_timeout() {
-                            return Err(Error::HttpResponseTimeout);
-                        }
+                    if let Err(e) = &r
+                        && e.is_timeout()
+                    {
+                        return Err(Error::HttpResponseTimeout);
                     }
                     conn_result = Some(r);
                 }
