@@ -93,8 +93,9 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn main() -> anyhow::Result<()> {
     let dist = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dist");
-    let wasm = std::fs::read(dist.join("rust-http-fixture.wasm"))
-        .map_err(|e| anyhow::anyhow!("{e}: build the guests first (guest-examples/rust/build.sh)"))?;
+    let wasm = std::fs::read(dist.join("rust-http-fixture.wasm")).map_err(|e| {
+        anyhow::anyhow!("{e}: build the guests first (guest-examples/rust/build.sh)")
+    })?;
     let addr = serve();
     let rt = Runtime::new(RuntimeConfig::default(), RuntimeMetrics::unregistered())?;
     let compiled = rt.compile(&wasm)?;
@@ -133,8 +134,14 @@ fn main() -> anyhow::Result<()> {
     }
     let (g, n) = (median(guest), median(native));
     println!("loopback GET, fresh connection each, median of {ROUNDS} rounds of {PER_ROUND}:");
-    println!("  guest (whole on-add call): {:>8.1} µs", g.as_secs_f64() * 1e6);
-    println!("  native hyper:              {:>8.1} µs", n.as_secs_f64() * 1e6);
+    println!(
+        "  guest (whole on-add call): {:>8.1} µs",
+        g.as_secs_f64() * 1e6
+    );
+    println!(
+        "  native hyper:              {:>8.1} µs",
+        n.as_secs_f64() * 1e6
+    );
     println!(
         "  ratio guest / native:      {:>8.2}  (goal <= 1.30)",
         g.as_secs_f64() / n.as_secs_f64()

@@ -2,7 +2,7 @@
 //! event, `cache` is forwarded to the plugin's [`CacheReader`](super::CacheReader). 0.2.0's
 //! `kube` and `events` are refused until the plugin has grants (none can be configured yet):
 //! every `kube` call gets a 403 `Forbidden` [`ApiError`](super::ApiError) without reaching the
-//! API server, and Events are dropped. Outbound HTTP is refused in `http_hooks.rs`.
+//! API server, and Events are dropped. Outbound HTTP is checked and sent in `http_hooks.rs`.
 
 use super::bindings::{v1, v2};
 use super::convert;

@@ -82,18 +82,24 @@ fn exchange(data: &serde_json::Value) -> Result<String, String> {
     request
         .set_path_with_query(Some(path))
         .map_err(|()| "bad path")?;
-    let body = request.body().map_err(|()| "body taken")?;
-    let future = outgoing_handler::handle(request, None).map_err(|e| code(&e))?;
-    {
-        let out = body.write().map_err(|()| "body stream taken")?;
-        if let Some(bytes) = field(data, "body") {
-            for chunk in bytes.as_bytes().chunks(4096) {
-                out.blocking_write_and_flush(chunk)
-                    .map_err(|e| format!("write failed: {e:?}"))?;
+    // A request without a body (the usual GET) is sent with none, not with an empty stream,
+    // so it needs no chunked framing.
+    let future = match field(data, "body") {
+        None => outgoing_handler::handle(request, None).map_err(|e| code(&e))?,
+        Some(bytes) => {
+            let body = request.body().map_err(|()| "body taken")?;
+            let future = outgoing_handler::handle(request, None).map_err(|e| code(&e))?;
+            {
+                let out = body.write().map_err(|()| "body stream taken")?;
+                for chunk in bytes.as_bytes().chunks(4096) {
+                    out.blocking_write_and_flush(chunk)
+                        .map_err(|e| format!("write failed: {e:?}"))?;
+                }
             }
+            OutgoingBody::finish(body, None).map_err(|e| code(&e))?;
+            future
         }
-    }
-    OutgoingBody::finish(body, None).map_err(|e| code(&e))?;
+    };
 
     if field(data, "then") == Some("loop") {
         let mut n: u64 = 0;
