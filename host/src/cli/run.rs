@@ -85,6 +85,7 @@ impl HostArgs {
             limits: Limits {
                 deadline: Duration::from_millis(self.deadline_ms.max(1)),
                 memory_bytes: self.memory_limit_mib.max(1) * 1024 * 1024,
+                ..Limits::default()
             },
             metrics_addr: parse_addr("--metrics-bind-address", &self.metrics_bind_address)?,
             health_addr: parse_addr(

@@ -262,7 +262,7 @@ impl Runtime {
 }
 
 /// The 0.2.0 world's own interfaces, plus `wasi:http` from wasmtime-wasi-http (whose requests
-/// [`HttpHooks`](super::http_hooks::HttpHooks) refuses).
+/// [`HttpHooks`](super::http_hooks::HttpHooks) checks against the plugin's grants and sends).
 fn link_v2_imports(linker: &mut Linker<StoreState>) -> anyhow::Result<()> {
     use v2::kubewasm::handler::{cache, events, kube, log, types};
     types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;

@@ -98,7 +98,12 @@ impl StoreState {
             }));
         }
         let fut = self.cluster.call(call);
-        match fut.await {
+        // The wait is the API server's time, not the guest's: it does not count against the
+        // deadline (the call's own timeout and the wall-clock limit bound it).
+        let waiting = self.host_wait().enter();
+        let result = fut.await;
+        drop(waiting);
+        match result {
             Ok(found) => Ok(found.map(|o| convert::v2::owned_object(&*o))),
             Err(e) => Err(convert::v2::api_error(e)),
         }

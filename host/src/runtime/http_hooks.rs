@@ -1,48 +1,270 @@
 //! [`HttpHooks`]: the host's side of a 0.2.0 handler's outbound `wasi:http` requests.
 //!
-//! Deny by default: no origin can be granted yet, so every request the guest sends resolves to
-//! `http-request-denied` before any connection is made. wasmtime-wasi-http still builds the
-//! request (and rejects forbidden headers such as a `Host` override) first.
+//! wasmtime-wasi-http builds the request from the guest's resources first (it refuses forbidden
+//! headers such as `Host`, a scheme other than http/https, invalid methods). Then, in order:
+//!
+//! 1. the request URI must name an origin (`http` or `https`, a host, no user info);
+//! 2. the plugin's [`HttpGate`](super::HttpGate) must grant that origin (`HTTP-request-denied`);
+//! 3. in dry run only GET and HEAD go out (`internal-error("… (dry run) …")`);
+//! 4. the host name is resolved here, and every address is checked
+//!    ([`Origin::may_reach`]): loopback, link-local and the like only when granted by address
+//!    (`destination-IP-prohibited` if no address is left); the connection goes to a checked
+//!    address, so a second lookup cannot answer differently;
+//! 5. [`http_client::send`] sends it, with per-step timeouts and a response-size cap.
+//!
+//! Logs name the plugin, the origin (scheme, host and port of a parsed URI, never path, query,
+//! headers or bodies) and the result. Each exchange is counted once, when it ends.
 
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Instant;
 
+use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+use super::host_wait::HostWait;
+use super::http_client::{self, BodyEnd, Exchange, Timeouts};
+use super::http_policy::{BadUri, HttpPolicy, Origin};
+use super::metrics::RuntimeMetrics;
 
 const RUNTIME_TARGET: &str = "kubewasm::runtime";
 
 /// Per-instance `wasi:http` policy.
 pub(crate) struct HttpHooks {
     plugin: Arc<str>,
+    policy: HttpPolicy,
+    wait: HostWait,
+    metrics: RuntimeMetrics,
 }
 
 impl HttpHooks {
-    pub fn new(plugin: Arc<str>) -> Self {
-        Self { plugin }
+    pub fn new(
+        plugin: Arc<str>,
+        policy: HttpPolicy,
+        wait: HostWait,
+        metrics: RuntimeMetrics,
+    ) -> Self {
+        Self {
+            plugin,
+            policy,
+            wait,
+            metrics,
+        }
     }
 }
 
 /// What `send_request` hands back: the response and a future for errors after the headers.
-type SendFuture = Box<
-    dyn Future<
-            Output = wasmtime_wasi_http::Result<(
-                http::Response<WasiBody>,
-                Box<dyn Future<Output = Result<(), Error>> + Send>,
-            )>,
-        > + Send,
->;
+type SendFuture = Box<dyn Future<Output = wasmtime_wasi_http::Result<Exchange>> + Send>;
+
+/// One exchange's context, moved into the task wasmtime-wasi-http runs it in.
+struct Outbound {
+    plugin: Arc<str>,
+    policy: HttpPolicy,
+    wait: HostWait,
+    metrics: RuntimeMetrics,
+    started: Instant,
+}
+
+impl Outbound {
+    /// Counts a request that ended before its response headers, and logs why.
+    fn refused(&self, origin: &str, code: &'static str, error: Error) -> Error {
+        let plugin = &*self.plugin;
+        tracing::info!(target: RUNTIME_TARGET, plugin, origin, code, "outbound HTTP request failed: {error}");
+        self.metrics.http_request(plugin, origin, code);
+        self.metrics
+            .http_latency(plugin, self.started.elapsed().as_secs_f64());
+        error
+    }
+
+    async fn run(
+        self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+    ) -> Result<Exchange, Error> {
+        let origin = match Origin::of(request.uri()) {
+            Ok(o) => o,
+            Err(BadUri::Scheme) => {
+                return Err(self.refused("denied", "invalid", Error::HttpProtocolError));
+            }
+            Err(BadUri::Host) => {
+                return Err(self.refused("denied", "invalid", Error::HttpRequestUriInvalid));
+            }
+        };
+        if !origin.granted(&*self.policy.gate) {
+            let plugin = &*self.plugin;
+            tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
+                "outbound HTTP request denied: origin not granted");
+            self.metrics.http_request(plugin, "denied", "denied");
+            return Err(Error::HttpRequestDenied);
+        }
+        let label = self.policy.origin_label(&origin);
+        let method = request.method();
+        if self.policy.dry_run && method != http::Method::GET && method != http::Method::HEAD {
+            let msg = format!(
+                "{origin}: {} refused (dry run): only GET and HEAD requests are sent",
+                short(method.as_str())
+            );
+            return Err(self.refused(&label, "dry_run", Error::InternalError(Some(msg))));
+        }
+
+        let policy = &self.policy;
+        let options = options.unwrap_or_default();
+        let timeouts = Timeouts {
+            connect: shorter(options.connect_timeout, policy.timeout),
+            first_byte: shorter(options.first_byte_timeout, policy.timeout),
+            between_bytes: shorter(options.between_bytes_timeout, policy.timeout),
+        };
+        // From here on the guest waits for the network: until the response headers (the body
+        // has its own account, see `http_client::CappedBody`).
+        let waiting = self.wait.enter();
+        let addrs = match tokio::time::timeout(timeouts.connect, resolve(&origin)).await {
+            Err(_) => return Err(self.refused(&label, "timeout", Error::DnsTimeout)),
+            Ok(Err(e)) => return Err(self.refused(&label, "dns", e)),
+            Ok(Ok(addrs)) => addrs,
+        };
+        let allowed: Vec<SocketAddr> = addrs
+            .iter()
+            .copied()
+            .filter(|a| origin.may_reach(a.ip(), &*policy.gate))
+            .collect();
+        if allowed.is_empty() {
+            let plugin = &*self.plugin;
+            tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
+                addresses = ?addrs.iter().map(|a| a.ip()).collect::<Vec<_>>(),
+                "outbound HTTP request denied: the host resolves only to local addresses \
+                 that are not granted by address");
+            self.metrics.http_request(plugin, &label, "ip_denied");
+            return Err(Error::DestinationIpProhibited);
+        }
+
+        let sent = http_client::send(
+            &origin,
+            &allowed,
+            request,
+            timeouts,
+            policy.max_response_bytes,
+            self.wait.clone(),
+        )
+        .await;
+        drop(waiting);
+        match sent {
+            Ok(exchange) => {
+                let status = exchange.status();
+                let plugin = &*self.plugin;
+                tracing::debug!(target: RUNTIME_TARGET, plugin, origin = %origin, status,
+                    "outbound HTTP response");
+                self.metrics
+                    .http_latency(plugin, self.started.elapsed().as_secs_f64());
+                let (metrics, plugin) = (self.metrics.clone(), self.plugin.clone());
+                Ok(exchange.finish(move |how: BodyEnd| {
+                    let code = match how {
+                        BodyEnd::Done => status.to_string(),
+                        failed => {
+                            let code = failed.code();
+                            tracing::info!(target: RUNTIME_TARGET, plugin = &*plugin,
+                                origin = %label, status, code, "outbound HTTP response body failed");
+                            code.to_owned()
+                        }
+                    };
+                    metrics.http_request(&plugin, &label, &code);
+                }))
+            }
+            Err(e) => {
+                let code = error_kind(&e);
+                Err(self.refused(&label, code, e))
+            }
+        }
+    }
+}
 
 impl WasiHttpHooks for HttpHooks {
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
-        _options: Option<RequestOptions>,
+        options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> SendFuture {
-        // The request is dropped unsent; the guest's URL is not logged (it is not validated).
-        drop(request);
-        tracing::debug!(target: RUNTIME_TARGET, plugin = &*self.plugin,
-            "outbound HTTP refused: no origin granted");
-        Box::new(async { Err(Error::HttpRequestDenied) })
+        let send = Outbound {
+            plugin: self.plugin.clone(),
+            policy: self.policy.clone(),
+            wait: self.wait.clone(),
+            metrics: self.metrics.clone(),
+            started: Instant::now(),
+        };
+        Box::new(send.run(request, options))
+    }
+
+    // wasmtime-wasi-http's defaults log these at warn level without the plugin's name.
+    fn p2_error_from_hyper(&mut self, err: &hyper::Error) -> ErrorCode {
+        tracing::debug!(target: RUNTIME_TARGET, plugin = &*self.plugin, "HTTP error: {err}");
+        if err.is_timeout() {
+            ErrorCode::HttpResponseTimeout
+        } else {
+            ErrorCode::HttpProtocolError
+        }
+    }
+
+    fn p2_error_from_connect(&mut self, err: &std::io::Error) -> ErrorCode {
+        tracing::debug!(target: RUNTIME_TARGET, plugin = &*self.plugin, "connect error: {err}");
+        ErrorCode::ConnectionRefused
+    }
+
+    fn p2_error_from_tls(&mut self, err: &std::io::Error) -> ErrorCode {
+        tracing::debug!(target: RUNTIME_TARGET, plugin = &*self.plugin, "TLS error: {err}");
+        ErrorCode::TlsProtocolError
+    }
+}
+
+/// The addresses of `origin`: its literal address, or what the system resolver answers.
+async fn resolve(origin: &Origin) -> Result<Vec<SocketAddr>, Error> {
+    if let Some(ip) = origin.ip {
+        return Ok(vec![SocketAddr::new(ip, origin.port)]);
+    }
+    let found: Vec<SocketAddr> = tokio::net::lookup_host((origin.host.as_str(), origin.port))
+        .await
+        .map_err(|_| Error::DnsError {
+            rcode: Some("lookup failed".to_owned()),
+            info_code: None,
+        })?
+        .map(|a| SocketAddr::new(unmap(a.ip()), a.port()))
+        .collect();
+    if found.is_empty() {
+        return Err(Error::DestinationNotFound);
+    }
+    Ok(found)
+}
+
+fn unmap(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+fn shorter(guest: Option<std::time::Duration>, host: std::time::Duration) -> std::time::Duration {
+    guest.map_or(host, |g| g.min(host))
+}
+
+/// A method name as logged: methods are HTTP tokens (no spaces or controls), only long ones
+/// are cut.
+fn short(method: &str) -> &str {
+    match method.char_indices().nth(16) {
+        Some((i, _)) => &method[..i],
+        None => method,
+    }
+}
+
+/// The metric code of a failed exchange.
+fn error_kind(e: &Error) -> &'static str {
+    match e {
+        Error::ConnectionTimeout
+        | Error::ConnectionReadTimeout
+        | Error::HttpResponseTimeout
+        | Error::DnsTimeout => "timeout",
+        Error::HttpResponseBodySize(_) => "too_large",
+        Error::Connect(_) | Error::ConnectionRefused | Error::DestinationNotFound => "connect",
+        Error::Tls(_) | Error::TlsProtocolError | Error::TlsCertificateError => "tls",
+        _ => "error",
     }
 }

@@ -2,7 +2,7 @@
 //! discard-and-recreate policy after a failed call.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
 use wasmtime::{Store, Trap, UpdateDeadline};
 
@@ -12,6 +12,8 @@ use super::convert;
 use super::error::CallError;
 use super::guest_log::GuestLog;
 use super::handle::{CompiledHandler, Runtime};
+use super::host_wait::{CallBudget, Overrun};
+use super::http_policy::HttpPolicy;
 use super::limits::{Limits, MemoryCapExceeded};
 use super::store::StoreState;
 use super::types::{CacheReader, GuestObject, HandlerOutcome, PluginInfo};
@@ -23,10 +25,12 @@ const RUNTIME_TARGET: &str = "kubewasm::runtime";
 /// exhaustion the instance is dropped and the next call instantiates a fresh one, so guest state
 /// never survives a failure.
 ///
-/// Every call (and instantiation) is bounded in wall-clock time by the plugin's deadline,
-/// whatever the guest does: the store yields to the executor at every epoch tick, so a busy
-/// loop returns control, and a guest blocked in a WASI import (sleep, poll) is just a pending
-/// future. At the deadline the call future is dropped, which unwinds the guest's fiber; the
+/// Every call (and instantiation) is bounded by the plugin's deadline, whatever the guest does,
+/// counting the guest's own time (time the host waits on an external system for it is not
+/// counted; see `host_wait.rs`), and by its wall-clock limit, host waits included. The store
+/// yields to the executor at every epoch tick, so a busy loop returns control, and a guest
+/// blocked in a WASI import (sleep, poll, an HTTP response) is just a pending future. When
+/// either bound is reached the call future is dropped, which unwinds the guest's fiber; the
 /// instance is discarded. Dropping a call future from outside (a host shutting down) discards
 /// the instance the same way.
 ///
@@ -41,6 +45,7 @@ pub struct HandlerInstance {
     limits: Limits,
     cache: Arc<dyn CacheReader>,
     cluster: Arc<dyn ClusterAccess>,
+    http: HttpPolicy,
     log: GuestLog,
     live: Option<Live>,
     consecutive_failures: u32,
@@ -79,10 +84,18 @@ impl HandlerInstance {
             plugin,
             limits,
             cache,
+            http: HttpPolicy::deny_all(),
             log,
             live: None,
             consecutive_failures: 0,
         }
+    }
+
+    /// Sets what the plugin's outbound HTTP may reach (the default refuses every request).
+    /// Applies to instances created from now on: call it before the first call or `start`.
+    pub fn with_http_policy(mut self, policy: HttpPolicy) -> Self {
+        self.http = policy;
+        self
     }
 
     /// Another instance of the same handler, plugin, limits and cache, with no live instance
@@ -96,6 +109,7 @@ impl HandlerInstance {
             self.cache.clone(),
         )
         .with_cluster(self.cluster.clone())
+        .with_http_policy(self.http.clone())
     }
 
     /// Sends the handler's `kube` and `events` calls to `cluster` (by default every call is
@@ -235,18 +249,20 @@ impl HandlerInstance {
             self.log.clone(),
             self.limits.memory_bytes,
             self.cache.clone(),
+            self.http.clone(),
+            self.runtime.inner.metrics.clone(),
             self.cluster.clone(),
         );
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
-        arm_yield(&mut store, self.limits.deadline);
+        let budget = arm_yield(&mut store, self.limits);
         let instantiate = async {
             match &self.compiled.pre {
                 WorldPre::V1(pre) => pre.instantiate_async(&mut store).await.map(Bound::V1),
                 WorldPre::V2(pre) => pre.instantiate_async(&mut store).await.map(Bound::V2),
             }
         };
-        let result = tokio::time::timeout(self.limits.deadline, instantiate).await;
+        let result = within(&budget, instantiate).await;
         store.data().output.flush();
         let err = match result {
             Ok(Ok(handler)) => {
@@ -254,17 +270,17 @@ impl HandlerInstance {
                 return Ok(Live { store, handler });
             }
             Ok(Err(e)) => CallError::Instantiate(describe_failure(&e, store.data()).to_string()),
-            Err(_) => CallError::Instantiate(format!(
-                "start-up code ran past the deadline of {} ms",
-                self.limits.deadline.as_millis()
+            Err(overrun) => CallError::Instantiate(format!(
+                "start-up code ran past the {}",
+                self.overrun_text(overrun)
             )),
         };
         self.record_failure(&err, None);
         Err(err)
     }
 
-    /// Runs one export under the wall-clock deadline; on failure discards the instance, logs
-    /// and counts. The live instance is taken out for the call, so a call future dropped from
+    /// Runs one export under the deadline and the wall-clock limit; on failure discards the
+    /// instance, logs and counts. The live instance is taken out for the call, so a call future dropped from
     /// outside leaves no half-run instance behind.
     async fn call<R>(
         &mut self,
@@ -276,9 +292,8 @@ impl HandlerInstance {
         };
         live.store.data().output.reset_tail();
         live.store.data_mut().limiter.cap_hit = false;
-        arm_yield(&mut live.store, self.limits.deadline);
-        let result =
-            tokio::time::timeout(self.limits.deadline, f(&live.handler, &mut live.store)).await;
+        let budget = arm_yield(&mut live.store, self.limits);
+        let result = within(&budget, f(&live.handler, &mut live.store)).await;
         live.store.data().output.flush();
         let (err, detail) = match result {
             Ok(Ok(value)) => {
@@ -286,44 +301,84 @@ impl HandlerInstance {
                 self.live = Some(live);
                 return Ok(value);
             }
-            Ok(Err(e)) => (describe_failure(&e, live.store.data()), Some(e)),
-            Err(_) => (CallError::DeadlineExceeded, None),
+            Ok(Err(e)) => {
+                let err = describe_failure(&e, live.store.data());
+                // An epoch interrupt is the deadline's; say which bound it was.
+                let detail = match (&err, budget.check(Instant::now())) {
+                    (CallError::DeadlineExceeded, Err(overrun)) => self.overrun_text(overrun),
+                    _ => format!("{e:#}"),
+                };
+                (err, Some(detail))
+            }
+            Err(overrun) => (
+                CallError::DeadlineExceeded,
+                Some(self.overrun_text(overrun)),
+            ),
         };
         drop(live);
-        self.record_failure(&err, detail.as_ref());
+        self.record_failure(&err, detail.as_deref());
         Err(err)
     }
 
-    fn record_failure(&mut self, err: &CallError, detail: Option<&wasmtime::Error>) {
+    /// Which bound a call ran into, for the log.
+    fn overrun_text(&self, overrun: Overrun) -> String {
+        match overrun {
+            Overrun::Deadline => format!(
+                "deadline of {} ms of guest time",
+                self.limits.deadline.as_millis()
+            ),
+            Overrun::WallLimit => format!(
+                "wall-clock limit of {} ms (waiting on host calls included)",
+                self.limits.wall_limit.max(self.limits.deadline).as_millis()
+            ),
+        }
+    }
+
+    fn record_failure(&mut self, err: &CallError, detail: Option<&str>) {
         self.consecutive_failures = self.consecutive_failures.saturating_add(1);
         self.runtime.inner.metrics.failed(&self.plugin, err.cause());
         let plugin = &*self.plugin;
         let cause = err.cause();
         match detail {
-            Some(detail) => tracing::warn!(target: RUNTIME_TARGET, plugin, cause,
-                detail = %format!("{detail:#}"), "handler call failed: {err}; instance discarded"),
+            Some(detail) => tracing::warn!(target: RUNTIME_TARGET, plugin, cause, detail,
+                "handler call failed: {err}; instance discarded"),
             None => tracing::warn!(target: RUNTIME_TARGET, plugin, cause,
                 "handler call failed: {err}; instance discarded"),
         }
     }
 }
 
-/// At every epoch tick a running guest either traps (its wall-clock deadline has passed) or
-/// yields to the executor, so a caller abandoning the call gets to run even while the guest
-/// never leaves wasm code. Checking the deadline here, rather than only through the caller's
-/// timer, stops a busy loop at the first tick after the deadline however late the executor
-/// would fire that timer; `yield_now` (not a plain self-wake) lets tokio poll its timer driver
-/// before resuming the guest, which a blocked host call's deadline relies on.
-fn arm_yield(store: &mut Store<StoreState>, deadline: Duration) {
-    let until = std::time::Instant::now() + deadline;
+/// Runs `f` until it finishes or `budget` runs out, whichever comes first. The guest gets the
+/// first poll, as with a plain timeout.
+async fn within<F: Future>(budget: &CallBudget, f: F) -> Result<F::Output, Overrun> {
+    tokio::select! {
+        biased;
+        out = f => Ok(out),
+        overrun = budget.exhausted() => Err(overrun),
+    }
+}
+
+/// Starts the call's budget. At every epoch tick a running guest either traps (its budget has
+/// run out) or yields to the executor, so a caller abandoning the call gets to run even while
+/// the guest never leaves wasm code. Checking the budget here, rather than only through the
+/// caller's timer, stops a busy loop at the first tick after the deadline however late the
+/// executor would fire that timer; `yield_now` (not a plain self-wake) lets tokio poll its timer
+/// driver before resuming the guest, which a blocked host call's deadline relies on. The tick
+/// also tells the budget that guest code is running (see [`CallBudget::guest_ran`]).
+fn arm_yield(store: &mut Store<StoreState>, limits: Limits) -> Arc<CallBudget> {
+    let budget = CallBudget::start(store.data().host_wait(), limits.deadline, limits.wall_limit);
+    let ticks = budget.clone();
     store.epoch_deadline_callback(move |_| {
-        Ok(if std::time::Instant::now() >= until {
+        let now = Instant::now();
+        ticks.guest_ran(now);
+        Ok(if ticks.check(now).is_err() {
             UpdateDeadline::Interrupt
         } else {
             UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
         })
     });
     store.set_epoch_deadline(1);
+    budget
 }
 
 /// Maps a wasmtime error to the caller-facing cause.

@@ -2,11 +2,16 @@
 
 use std::time::Duration;
 
-/// Per-plugin limits, set from the plugin's manifest or the defaults (1 s, 64 MiB).
+/// Per-plugin limits, set from the plugin's manifest or the defaults (1 s, 30 s, 64 MiB).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Longest a single call (or instantiation) may run before it is interrupted.
+    /// Longest a single call (or instantiation) may run before it is interrupted, counting the
+    /// guest's own time only: time the host spends waiting on an external system for it (an
+    /// outbound HTTP exchange) is not counted (see `host_wait.rs`).
     pub deadline: Duration,
+    /// Longest a single call may take in wall-clock time, host waits included; a call still
+    /// waiting on a host call then is interrupted. Never below `deadline`.
+    pub wall_limit: Duration,
     /// Cap on the sum of the instance's linear memories.
     pub memory_bytes: u64,
 }
@@ -15,6 +20,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             deadline: Duration::from_secs(1),
+            wall_limit: Duration::from_secs(30),
             memory_bytes: 64 << 20,
         }
     }

@@ -1,9 +1,11 @@
 //! Prometheus figures of the runtime: instantiations and discarded instances per plugin,
-//! guest log lines dropped by the rate limit, compile cache effectiveness.
+//! guest log lines dropped by the rate limit, compile cache effectiveness, plugins' outbound
+//! HTTP requests.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -18,17 +20,44 @@ struct FailureLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    plugin: String,
+    /// A granted origin (`scheme://host:port`), `denied`, or `other` past the per-plugin bound.
+    origin: String,
+    /// The response status, or what ended the exchange without one.
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CompileLabels {
     result: &'static str,
 }
 
 /// Handles to the runtime's counters; clones share the same series.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RuntimeMetrics {
     instantiations: Family<PluginLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     compiles: Family<CompileLabels, Counter>,
     guest_log_dropped: Family<PluginLabels, Counter>,
+    http_requests: Family<HttpLabels, Counter>,
+    http_seconds: Family<PluginLabels, Histogram>,
+}
+
+impl Default for RuntimeMetrics {
+    fn default() -> Self {
+        Self {
+            instantiations: Family::default(),
+            failures: Family::default(),
+            compiles: Family::default(),
+            guest_log_dropped: Family::default(),
+            http_requests: Family::default(),
+            // 1 ms to about 33 s.
+            http_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.001, 2.0, 16))
+            }),
+        }
+    }
 }
 
 impl RuntimeMetrics {
@@ -55,6 +84,17 @@ impl RuntimeMetrics {
             "kubewasm_runtime_guest_log_dropped",
             "Guest log, stdout and stderr lines dropped by the per-plugin rate limit",
             m.guest_log_dropped.clone(),
+        );
+        registry.register(
+            "kubewasm_plugin_http_requests",
+            "Outbound HTTP requests of plugins by origin and result: the status code, or denied, \
+             ip_denied, dry_run, invalid, timeout, too_large, connect, tls or error",
+            m.http_requests.clone(),
+        );
+        registry.register(
+            "kubewasm_plugin_http_request_duration_seconds",
+            "Time from a plugin's HTTP request until its response headers (or its failure)",
+            m.http_seconds.clone(),
         );
         m
     }
@@ -92,6 +132,37 @@ impl RuntimeMetrics {
 
     pub(crate) fn compiled(&self, result: &'static str) {
         self.compiles.get_or_create(&CompileLabels { result }).inc();
+    }
+
+    /// Counts one outbound HTTP exchange that ended with `code`.
+    pub(crate) fn http_request(&self, plugin: &str, origin: &str, code: &str) {
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                plugin: plugin.to_owned(),
+                origin: origin.to_owned(),
+                code: code.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records how long an exchange took to its response headers (or failure).
+    pub(crate) fn http_latency(&self, plugin: &str, seconds: f64) {
+        self.http_seconds
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .observe(seconds);
+    }
+
+    /// Outbound HTTP exchanges of `plugin` to `origin` that ended with `code` (tests).
+    pub fn http_requests(&self, plugin: &str, origin: &str, code: &str) -> u64 {
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                plugin: plugin.to_owned(),
+                origin: origin.to_owned(),
+                code: code.to_owned(),
+            })
+            .get()
     }
 
     /// Instances created for `plugin` so far (for tests and diagnostics).

@@ -15,7 +15,10 @@ mod error;
 mod guest_log;
 mod handle;
 mod host_imports;
+mod host_wait;
+mod http_client;
 mod http_hooks;
+mod http_policy;
 mod instance;
 mod limits;
 mod metrics;
@@ -34,6 +37,7 @@ pub use cluster::{
 pub use engine::EPOCH_TICK;
 pub use error::{CallError, RuntimeError};
 pub use handle::{CompiledHandler, Runtime, RuntimeConfig};
+pub use http_policy::{DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, HttpGate, HttpPolicy};
 pub use instance::HandlerInstance;
 pub use limits::Limits;
 pub use metrics::RuntimeMetrics;

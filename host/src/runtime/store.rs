@@ -9,8 +9,11 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::cluster::ClusterAccess;
 use super::guest_log::GuestLog;
+use super::host_wait::HostWait;
 use super::http_hooks::HttpHooks;
+use super::http_policy::HttpPolicy;
 use super::limits::MemoryLimiter;
+use super::metrics::RuntimeMetrics;
 use super::types::CacheReader;
 use super::wasi::{GuestOutput, sandboxed_ctx};
 
@@ -26,6 +29,8 @@ pub(crate) struct StoreState {
     pub cache: Arc<dyn CacheReader>,
     /// Where `kube` and `events` calls go (0.2.0).
     pub cluster: Arc<dyn ClusterAccess>,
+    /// Time this instance's host calls spend waiting on external systems.
+    host_wait: HostWait,
 }
 
 impl StoreState {
@@ -33,20 +38,30 @@ impl StoreState {
         log: GuestLog,
         memory_cap: u64,
         cache: Arc<dyn CacheReader>,
+        http: HttpPolicy,
+        metrics: RuntimeMetrics,
         cluster: Arc<dyn ClusterAccess>,
     ) -> Self {
         let (wasi, output) = sandboxed_ctx(&log);
+        let host_wait = HostWait::default();
         Self {
             wasi,
             http: http_ctx(),
-            http_hooks: HttpHooks::new(log.plugin().into()),
+            http_hooks: HttpHooks::new(log.plugin().into(), http, host_wait.clone(), metrics),
             table: bounded_table(),
             limiter: MemoryLimiter::new(memory_cap),
             log,
             output,
             cache,
             cluster,
+            host_wait,
         }
+    }
+
+    /// The account host calls enter while they wait on an external system for the guest
+    /// (`host_wait().enter()`), so that time does not count against the guest's deadline.
+    pub fn host_wait(&self) -> &HostWait {
+        &self.host_wait
     }
 }
 

@@ -1186,3 +1186,5 @@ fn v2_http_without_a_granted_origin_is_denied() {
 fn v2_event_without_the_grant_is_dropped_not_a_trap() {
     assert_eq!(try_action("v2-event", "event"), "try event ns/cm: emitted");
 }
+
+mod http;

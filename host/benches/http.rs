@@ -1,0 +1,150 @@
+//! Outbound HTTP from a guest against the same request made natively: a GET of a 5-byte body
+//! from a loopback server, a fresh connection per request on both sides (the host does not
+//! pool connections for guests). The guest figure is a whole `on-add` call of
+//! `rust-http-fixture` (JSON parse of the object, request, response, body read); the ratio is
+//! guest ÷ native, measured in one run (goal ≤ 1.3).
+//!
+//! Run `guest-examples/rust/build.sh`, then `cargo bench -p kubewasm --bench http`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use kubewasm::runtime::{
+    GuestObject, HandlerOutcome, HttpGate, HttpPolicy, Limits, NoCache, ObjectView, Runtime,
+    RuntimeConfig, RuntimeMetrics,
+};
+
+const ROUNDS: usize = 7;
+const PER_ROUND: usize = 200;
+
+struct Obj {
+    json: String,
+}
+
+impl GuestObject for Obj {
+    fn view(&self) -> ObjectView<'_> {
+        ObjectView {
+            api_version: "v1",
+            kind: "ConfigMap",
+            namespace: Some("default"),
+            name: "bench",
+            uid: "0b7c3e1e-5f2a-4c1e-9a43-2d1f0c9e8b11",
+            resource_version: "1",
+            generation: None,
+            labels: &[],
+            json: &self.json,
+        }
+    }
+}
+
+struct Loopback(u16);
+
+impl HttpGate for Loopback {
+    fn allows_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
+        scheme == "http" && host == "127.0.0.1" && port == self.0
+    }
+}
+
+fn serve() -> SocketAddr {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let app = axum::Router::new().route("/ok", axum::routing::get(async || "hello"));
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    rx.recv().unwrap()
+}
+
+async fn native_get(addr: SocketAddr) -> anyhow::Result<usize> {
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(
+        wasmtime_wasi_http::io::TokioIo::new(tcp),
+    )
+    .await?;
+    let conn = tokio::spawn(conn);
+    let request = http::Request::get("/ok")
+        .header(http::header::HOST, addr.to_string())
+        .body(Empty::new())?;
+    let response = sender.send_request(request).await?;
+    anyhow::ensure!(response.status() == 200);
+    let body = response.into_body().collect().await?.to_bytes();
+    drop(sender);
+    conn.await??;
+    Ok(body.len())
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() -> anyhow::Result<()> {
+    let dist = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dist");
+    let wasm = std::fs::read(dist.join("rust-http-fixture.wasm")).map_err(|e| {
+        anyhow::anyhow!("{e}: build the guests first (guest-examples/rust/build.sh)")
+    })?;
+    let addr = serve();
+    let rt = Runtime::new(RuntimeConfig::default(), RuntimeMetrics::unregistered())?;
+    let compiled = rt.compile(&wasm)?;
+    let exec = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let policy = HttpPolicy::new(Arc::new(Loopback(addr.port())));
+    let mut h = rt
+        .handler_instance(&compiled, "bench", Limits::default(), Arc::new(NoCache))?
+        .with_http_policy(policy);
+    exec.block_on(h.start())?;
+    let obj = Obj {
+        json: format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"bench"}},"data":{{"url":"http://{addr}/ok"}}}}"#
+        ),
+    };
+    // Warm-up: instantiation, first connections, code paths.
+    for _ in 0..50 {
+        anyhow::ensure!(exec.block_on(h.on_add(&obj, false))? == HandlerOutcome::Ok);
+        exec.block_on(native_get(addr))?;
+    }
+    let (mut guest, mut native) = (Vec::new(), Vec::new());
+    // Interleaved rounds, so both sides see the same machine load.
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        for _ in 0..PER_ROUND {
+            let out = exec.block_on(h.on_add(&obj, false))?;
+            anyhow::ensure!(out == HandlerOutcome::Ok, "{out:?}");
+        }
+        guest.push(started.elapsed() / PER_ROUND as u32);
+        let started = Instant::now();
+        for _ in 0..PER_ROUND {
+            exec.block_on(native_get(addr))?;
+        }
+        native.push(started.elapsed() / PER_ROUND as u32);
+    }
+    let (g, n) = (median(guest), median(native));
+    println!("loopback GET, fresh connection each, median of {ROUNDS} rounds of {PER_ROUND}:");
+    println!(
+        "  guest (whole on-add call): {:>8.1} µs",
+        g.as_secs_f64() * 1e6
+    );
+    println!(
+        "  native hyper:              {:>8.1} µs",
+        n.as_secs_f64() * 1e6
+    );
+    println!(
+        "  ratio guest / native:      {:>8.2}  (goal <= 1.30)",
+        g.as_secs_f64() / n.as_secs_f64()
+    );
+    Ok(())
+}
