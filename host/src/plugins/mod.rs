@@ -12,6 +12,7 @@
 mod cache_reader;
 mod dispatch;
 mod events;
+mod grants;
 mod leadership;
 mod lifecycle;
 mod manifest;
@@ -29,6 +30,10 @@ mod tests;
 pub use cache_reader::SubscribedCache;
 pub use dispatch::{DispatchConfig, Dispatcher, Guest, StateSink};
 pub use events::{CallOutcome, PluginEvent};
+pub use grants::{
+    DEFAULT_WRITE_BURST, DEFAULT_WRITE_QPS, GrantError, GrantPolicy, GrantSource, Grants,
+    GrantsTable, Missing, OriginPattern, Verb, WriteGrant, toml_lines,
+};
 pub use lifecycle::{
     DescribedPlugin, LoadError, LoadOutcome, MAX_PLUGIN_BYTES, PluginManager, PluginStatus,
     describe_file, describe_plugin, informer_key, plugin_name,
