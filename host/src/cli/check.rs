@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::plugins::{GrantPolicy, LoadError, describe_file, plugin_name, toml_lines};
+use crate::plugins::{GrantError, GrantPolicy, LoadError, describe_file, plugin_name};
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
 
 /// Arguments of `kubewasm check`.
@@ -64,8 +64,14 @@ fn check_one(
 ) -> anyhow::Result<(String, Option<LoadError>)> {
     let described = describe_file(runtime, file, Limits::default(), policy)?;
     let name = plugin_name(file);
-    let missing = match described.grants.check(&described.info) {
-        Err(crate::plugins::GrantError::Missing(m)) => m,
+    let checked = described.grants.check(&described.info);
+    let grant_with = checked
+        .as_ref()
+        .err()
+        .map(|e| e.suggestion(&described.grants, &described.info))
+        .unwrap_or_default();
+    let missing = match checked {
+        Err(GrantError::Missing(m)) => m,
         _ => Vec::new(),
     };
     let json = serde_json::to_string_pretty(&serde_json::json!({
@@ -75,7 +81,7 @@ fn check_one(
         "describe": described.info,
         "granted": &*described.grants,
         "missing": missing.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "grant_with": if missing.is_empty() { Vec::new() } else { toml_lines(&missing) },
+        "grant_with": grant_with,
     }))?;
     Ok((json, described.grant_error(&name, file)))
 }

@@ -512,8 +512,8 @@ impl fmt::Display for GrantSource {
                 path.display()
             ),
             GrantSource::BuiltIn => f.write_str(
-                "the built-in default (the plugin's manifest has no [grants] table): watch and \
-                 read anything except Secrets; no writes, no Events, no HTTP",
+                "the built-in default (watch and read anything except Secrets; no writes, no \
+                 Events, no HTTP) as the plugin's manifest has no [grants] table",
             ),
             GrantSource::EverythingAsked => f.write_str("kubewasm dev: everything asked for"),
         }
@@ -889,7 +889,8 @@ pub fn toml_lines(missing: &[Missing]) -> Vec<String> {
             Missing::Http(o) => http.push(q(&o.to_string())),
         }
     }
-    watch.dedup();
+    let mut seen = std::collections::HashSet::new();
+    watch.retain(|w| seen.insert(w.clone()));
     fn list(lines: &mut Vec<String>, key: &str, items: Vec<String>) {
         match items.len() {
             0 => {}
@@ -912,6 +913,23 @@ pub fn toml_lines(missing: &[Missing]) -> Vec<String> {
 }
 
 impl GrantError {
+    /// The `[grants]` lines that would let the plugin load: what is missing when the grants
+    /// came from its manifest; everything it asks for when they came from a default (a
+    /// `[grants]` table replaces the default as a whole). Empty when nothing is missing.
+    pub fn suggestion(&self, grants: &Grants, info: &PluginInfo) -> Vec<String> {
+        let GrantError::Missing(missing) = self else {
+            return Vec::new();
+        };
+        if matches!(grants.source(), GrantSource::Manifest { .. }) {
+            return toml_lines(missing);
+        }
+        let nothing = Grants::from_table(GrantsTable::default(), GrantSource::BuiltIn);
+        match nothing.check(info) {
+            Err(GrantError::Missing(all)) => toml_lines(&all),
+            _ => toml_lines(missing),
+        }
+    }
+
     /// The load error's message: each missing grant, then the `NAME.toml` lines that would
     /// grant it. A `[grants]` table replaces the default entirely, so when the grants came
     /// from a default the suggested table grants everything the plugin asks for.
@@ -927,27 +945,17 @@ impl GrantError {
         for m in missing {
             out.push_str(&format!("\n  - not granted: {m}"));
         }
-        let lines = match grants.source() {
-            GrantSource::Manifest { .. } => {
-                out.push_str(&format!(
-                    "\nto grant it, add to the [grants] table of {} (merging into arrays already there):",
-                    manifest.display()
-                ));
-                toml_lines(missing)
-            }
-            _ => {
-                out.push_str(&format!(
-                    "\nto grant it, put this table in {} (a [grants] table replaces the default, so it lists everything the plugin asks for):",
-                    manifest.display()
-                ));
-                let all = Grants::from_table(GrantsTable::default(), GrantSource::BuiltIn);
-                match all.check(info) {
-                    Err(GrantError::Missing(all)) => toml_lines(&all),
-                    _ => toml_lines(missing),
-                }
-            }
-        };
-        for l in lines {
+        out.push_str(&match grants.source() {
+            GrantSource::Manifest { .. } => format!(
+                "\nto grant it, add to the [grants] table of {} (merging into arrays already there):",
+                manifest.display()
+            ),
+            _ => format!(
+                "\nto grant it, put this table in {} (a [grants] table replaces the default, so it lists everything the plugin asks for):",
+                manifest.display()
+            ),
+        });
+        for l in self.suggestion(grants, info) {
             out.push_str("\n    ");
             out.push_str(&l);
         }
