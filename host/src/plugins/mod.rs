@@ -32,7 +32,7 @@ pub use dispatch::{DispatchConfig, Dispatcher, Guest, StateSink};
 pub use events::{CallOutcome, PluginEvent};
 pub use grants::{
     DEFAULT_WRITE_BURST, DEFAULT_WRITE_QPS, GrantError, GrantPolicy, GrantSource, Grants,
-    GrantsTable, Missing, OriginPattern, Verb, WriteGrant, toml_lines,
+    GrantsTable, Missing, OriginPattern, READ_VERBS, Verb, WriteGrant, toml_lines,
 };
 pub use lifecycle::{
     DescribedPlugin, LoadError, LoadOutcome, MAX_PLUGIN_BYTES, PluginManager, PluginStatus,
