@@ -229,7 +229,10 @@ fn load_cases() -> Vec<LoadCase> {
         },
         LoadCase {
             name: "grants-bad-origin",
-            files: with(LOGGER, "[grants]\nhttp = [\"https://lb.example.com/api\"]\n"),
+            files: with(
+                LOGGER,
+                "[grants]\nhttp = [\"https://lb.example.com/api\"]\n",
+            ),
             expect: &["grants-bad-origin.toml", "line 2", "no path"],
         },
     ]
@@ -306,17 +309,24 @@ async fn bad_plugin_files_are_refused_with_errors_naming_them() {
         "[grants]\nwatch = [{ api-version = \"v1\", kind = \"Secret\" }]\n",
     )
     .unwrap();
-    install(&fixture_variant("secrets"), dir.path(), "secrets-granted.wasm");
+    install(
+        &fixture_variant("secrets"),
+        dir.path(),
+        "secrets-granted.wasm",
+    );
     t.recorder
         .wait("secrets-granted loaded", |r| {
-            r.events().iter().any(|e| {
-                matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "secrets-granted")
-            })
+            r.events().iter().any(
+                |e| matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "secrets-granted"),
+            )
         })
         .await;
     let status = t.host.manager.status().await;
     let granted = status.iter().find(|s| s.name == "secrets-granted").unwrap();
-    let grants = granted.grants.as_ref().expect("a running version has grants");
+    let grants = granted
+        .grants
+        .as_ref()
+        .expect("a running version has grants");
     assert!(grants.allows_read("v1", "Secret", None));
     assert!(!grants.allows_read("v1", "ConfigMap", None));
     let good = status.iter().find(|s| s.name == "good").unwrap();

@@ -246,7 +246,10 @@ fn check_lists_what_a_plugin_asks_for_beyond_its_grants_and_fails() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
-    assert!(!out.status.success(), "missing grants fail the check: {stderr}");
+    assert!(
+        !out.status.success(),
+        "missing grants fail the check: {stderr}"
+    );
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON even when refused");
     assert_eq!(v["world"], "0.2.0");
     assert_eq!(v["describe"]["events"], true, "{stdout}");
@@ -281,7 +284,11 @@ fn check_lists_what_a_plugin_asks_for_beyond_its_grants_and_fails() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(v["missing"], serde_json::json!([]));
     assert_eq!(v["granted"]["source"]["from"], "manifest");
@@ -305,7 +312,10 @@ fn check_refuses_a_secrets_subscription_unless_granted() {
         stderr.contains("not granted: watch v1 Secret in every namespace"),
         "{stderr}"
     );
-    assert!(stderr.contains(r#"watch = [{ api-version = "v1", kind = "Secret" }]"#), "{stderr}");
+    assert!(
+        stderr.contains(r#"watch = [{ api-version = "v1", kind = "Secret" }]"#),
+        "{stderr}"
+    );
     // A host-wide default that names Secrets grants them.
     let defaults = dir.path().join("defaults.grants");
     std::fs::write(
@@ -314,7 +324,11 @@ fn check_refuses_a_secrets_subscription_unless_granted() {
     )
     .unwrap();
     let out = run(&["--default-grants", defaults.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -335,7 +349,11 @@ fn rbac_covers_subscriptions_granted_writes_and_events() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut cluster_role = None;
     let mut role = None;
     let mut bindings = 0;
@@ -347,7 +365,10 @@ fn rbac_covers_subscriptions_granted_writes_and_events() {
             "ClusterRoleBinding" => {
                 let b: ClusterRoleBinding = serde_yaml::from_value(v).unwrap();
                 let s = &b.subjects.unwrap()[0];
-                assert_eq!((s.name.as_str(), s.namespace.as_deref()), ("sa", Some("ops")));
+                assert_eq!(
+                    (s.name.as_str(), s.namespace.as_deref()),
+                    ("sa", Some("ops"))
+                );
                 bindings += 1;
             }
             "RoleBinding" => {
@@ -376,7 +397,10 @@ fn rbac_covers_subscriptions_granted_writes_and_events() {
     };
     assert_eq!(
         rules(cluster_role.expect("a ClusterRole").rules),
-        ["/configmaps: get,list,watch", "events.k8s.io/events: create,patch"]
+        [
+            "/configmaps: get,list,watch",
+            "events.k8s.io/events: create,patch"
+        ]
     );
     let role = role.expect("a Role in default");
     assert_eq!(role.metadata.namespace.as_deref(), Some("default"));
@@ -400,6 +424,71 @@ fn rbac_reports_a_plugin_that_would_not_load() {
     assert!(!out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("asks.wasm") && stderr.contains("not granted"), "{stderr}");
-    assert!(stdout.contains("configmaps") && !stdout.contains("services"), "{stdout}");
+    assert!(
+        stderr.contains("asks.wasm") && stderr.contains("not granted"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("configmaps") && !stdout.contains("services"),
+        "{stdout}"
+    );
+}
+
+/// `kubewasm dev` grants what plugins ask for and says so once; the asking 0.2.0 plugin loads.
+#[test]
+fn dev_grants_what_plugins_ask_for_and_warns() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let dir = plugins_dir(&[("asks", fixture("rust-logger-v2-asks.wasm"))], &[]);
+    let mut child = kubewasm()
+        .args(["dev", "--port", "0", "--plugins"])
+        .arg(dir.path())
+        .arg("--kubeconfig-out")
+        .arg(dir.path().join("kubeconfig"))
+        .args(["--metrics-bind-address=0", "--health-probe-bind-address=0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    drop(tx);
+    let mut output = Vec::new();
+    let loaded = loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => {
+                let done = line.contains("plugin loaded") || line.contains("not loaded");
+                output.push(line);
+                if done {
+                    break output.last().unwrap().contains("plugin loaded");
+                }
+            }
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no load result ({e}); output:\n{}", output.join("\n"));
+            }
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = output.join("\n");
+    assert!(loaded, "{text}");
+    let warnings = output
+        .iter()
+        .filter(|l| l.contains("kubewasm dev grants every plugin whatever its describe() asks for"))
+        .count();
+    assert_eq!(warnings, 1, "{text}");
 }

@@ -84,7 +84,12 @@ impl Needs {
                 } else if let Some(write) = Verb::parse(v) {
                     self.add(ns, &group, &resource, write.rbac_verbs());
                     if matches!(write, Verb::Patch | Verb::Update) {
-                        self.add(ns, &group, &format!("{resource}/status"), write.rbac_verbs());
+                        self.add(
+                            ns,
+                            &group,
+                            &format!("{resource}/status"),
+                            write.rbac_verbs(),
+                        );
                     }
                 }
             }

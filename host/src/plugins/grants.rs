@@ -158,9 +158,7 @@ impl ApiVersionPattern {
             return true;
         }
         match self.0.strip_suffix("/*") {
-            Some(group) => api_version
-                .split_once('/')
-                .is_some_and(|(g, _)| g == group),
+            Some(group) => api_version.split_once('/').is_some_and(|(g, _)| g == group),
             None => self.0 == api_version,
         }
     }
@@ -220,9 +218,11 @@ impl TryFrom<Vec<NamespaceName>> for NamespaceList {
     type Error = String;
     fn try_from(v: Vec<NamespaceName>) -> Result<Self, String> {
         if v.is_empty() {
-            return Err("namespaces = [] grants nothing; leave `namespaces` out to grant every \
+            return Err(
+                "namespaces = [] grants nothing; leave `namespaces` out to grant every \
                  namespace"
-                .into());
+                    .into(),
+            );
         }
         Ok(Self(v))
     }
@@ -237,9 +237,11 @@ impl TryFrom<Vec<Verb>> for VerbList {
     type Error = String;
     fn try_from(mut v: Vec<Verb>) -> Result<Self, String> {
         if v.is_empty() {
-            return Err("verbs = [] grants nothing; name at least one of create, update, \
+            return Err(
+                "verbs = [] grants nothing; name at least one of create, update, \
                         patch, delete, apply"
-                .into());
+                    .into(),
+            );
         }
         v.sort();
         v.dedup();
@@ -273,7 +275,12 @@ pub struct ResourceGrant {
 
 impl ResourceGrant {
     fn covers(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> bool {
-        covers_resource(&self.api_version, &self.kind, &self.namespaces, (api_version, kind, namespace))
+        covers_resource(
+            &self.api_version,
+            &self.kind,
+            &self.namespaces,
+            (api_version, kind, namespace),
+        )
     }
 }
 
@@ -284,8 +291,7 @@ fn covers_resource(
     namespaces: &Option<NamespaceList>,
     (api_version, asked_kind, namespace): (&str, &str, Option<&str>),
 ) -> bool {
-    let kind_ok =
-        kind.0 == asked_kind || (kind.0 == "*" && !is_secret(api_version, asked_kind));
+    let kind_ok = kind.0 == asked_kind || (kind.0 == "*" && !is_secret(api_version, asked_kind));
     kind_ok && api.matches(api_version) && covers_namespace(namespaces, namespace)
 }
 
@@ -352,7 +358,9 @@ impl OriginPattern {
             ));
         }
         let bad = |why: &str| {
-            format!("origin {shown}: {why} (expected scheme://host[:port], e.g. https://lb.example.com)")
+            format!(
+                "origin {shown}: {why} (expected scheme://host[:port], e.g. https://lb.example.com)"
+            )
         };
         let (scheme, _) = s.split_once("://").ok_or_else(|| bad("no scheme"))?;
         let https = match scheme.to_ascii_lowercase().as_str() {
@@ -399,7 +407,10 @@ impl OriginPattern {
             }
             None
         } else {
-            Some(url.port_or_known_default().unwrap_or(if https { 443 } else { 80 }))
+            Some(
+                url.port_or_known_default()
+                    .unwrap_or(if https { 443 } else { 80 }),
+            )
         };
         Ok(OriginPattern { https, host, port })
     }
@@ -724,8 +735,7 @@ impl Grants {
                 .verbs
                 .iter()
                 .filter(|v| {
-                    Verb::parse(v).is_some()
-                        && !self.allows_write(&p.api_version, &p.kind, ns, v)
+                    Verb::parse(v).is_some() && !self.allows_write(&p.api_version, &p.kind, ns, v)
                 })
                 .cloned()
                 .collect();
@@ -831,7 +841,13 @@ fn where_(ns: &Option<String>) -> String {
 impl fmt::Display for Missing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Missing::Watch(s) => write!(f, "watch {} {} {}", s.api_version, s.kind, where_(&s.namespace)),
+            Missing::Watch(s) => write!(
+                f,
+                "watch {} {} {}",
+                s.api_version,
+                s.kind,
+                where_(&s.namespace)
+            ),
             Missing::Read(p) | Missing::Write(p) => write!(
                 f,
                 "{} {} {} {}",
@@ -933,7 +949,13 @@ impl GrantError {
     /// The load error's message: each missing grant, then the `NAME.toml` lines that would
     /// grant it. A `[grants]` table replaces the default entirely, so when the grants came
     /// from a default the suggested table grants everything the plugin asks for.
-    pub fn message(&self, name: &str, grants: &Grants, manifest: &Path, info: &PluginInfo) -> String {
+    pub fn message(
+        &self,
+        name: &str,
+        grants: &Grants,
+        manifest: &Path,
+        info: &PluginInfo,
+    ) -> String {
         let missing = match self {
             GrantError::InvalidAsk(m) => return format!("describe() of plugin {name}: {m}"),
             GrantError::Missing(m) => m,
@@ -1000,16 +1022,23 @@ impl GrantPolicy {
                 path: path.to_path_buf(),
                 message: e.to_string().trim().to_string(),
             })?;
-        Ok(GrantPolicy::Operator(std::sync::Arc::new(Grants::from_table(
-            file.grants,
-            GrantSource::DefaultFile {
-                path: path.to_path_buf(),
-            },
-        ))))
+        Ok(GrantPolicy::Operator(std::sync::Arc::new(
+            Grants::from_table(
+                file.grants,
+                GrantSource::DefaultFile {
+                    path: path.to_path_buf(),
+                },
+            ),
+        )))
     }
 
     /// The grants of one plugin version: `manifest` (at `manifest_path`) and what `info` asks.
-    pub fn grants_for(&self, manifest: &Manifest, manifest_path: &Path, info: &PluginInfo) -> Grants {
+    pub fn grants_for(
+        &self,
+        manifest: &Manifest,
+        manifest_path: &Path,
+        info: &PluginInfo,
+    ) -> Grants {
         let base = match (self, &manifest.grants) {
             (GrantPolicy::EverythingAsked, _) => Grants::everything_asked(info),
             (GrantPolicy::Operator(_), Some(table)) => Grants::from_table(
@@ -1098,7 +1127,10 @@ mod tests {
         let g = Grants::builtin_default();
         assert!(g.allows_read("v1", "ConfigMap", None));
         assert!(g.allows_read("apps/v1", "Deployment", Some("web")));
-        assert!(g.allows_read("example.com/v1", "Secret", None), "only core Secrets");
+        assert!(
+            g.allows_read("example.com/v1", "Secret", None),
+            "only core Secrets"
+        );
         assert!(!g.allows_read("v1", "Secret", None));
         assert!(!g.allows_read("v1", "Secret", Some("default")));
         assert!(!g.allows_write("v1", "ConfigMap", Some("default"), "patch"));
@@ -1181,11 +1213,17 @@ mod tests {
         assert!(!g.allows_origin("https", "x.lb.example.com", 443));
         assert!(g.allows_origin("http", "127.0.0.1", 9000));
         assert!(!g.allows_origin("http", "127.0.0.1", 9001));
-        assert!(!g.allows_origin("http", "localhost", 9000), "no name for an IP");
+        assert!(
+            !g.allows_origin("http", "localhost", 9000),
+            "no name for an IP"
+        );
         assert!(g.allows_origin("http", "10.0.0.1", 1));
         assert!(g.allows_origin("http", "10.0.0.1", 65535));
         assert!(g.allows_origin("http", "::1", 8080));
-        assert!(g.allows_origin("http", "0:0:0:0:0:0:0:1", 8080), "IPv6 compared as addresses");
+        assert!(
+            g.allows_origin("http", "0:0:0:0:0:0:0:1", 8080),
+            "IPv6 compared as addresses"
+        );
         assert!(!g.allows_origin("ftp", "127.0.0.1", 9000));
     }
 
@@ -1199,16 +1237,25 @@ mod tests {
         assert!(!g.allows_origin("https", ".example.com", 443));
         assert!(!g.allows_origin("https", "example.com.evil.org", 443));
         assert!(!g.allows_origin("https", "a.example.com", 8443));
-        assert!(!g.allows_origin("https", "1.2.3.4", 443), "never an IP literal");
+        assert!(
+            !g.allows_origin("https", "1.2.3.4", 443),
+            "never an IP literal"
+        );
         assert!(OriginPattern::parse("http://*.0.0.1:*").is_err());
         let deep = grants("[grants]\nhttp = [\"https://*.lb.example.com\"]");
         let asked = |o: &str| OriginPattern::parse(o).unwrap();
         let wide = OriginPattern::parse("https://*.example.com").unwrap();
         assert!(wide.covers(&asked("https://*.lb.example.com")));
         assert!(wide.covers(&asked("https://*.example.com")));
-        assert!(!deep.http[0].covers(&wide), "a narrower wildcard does not cover a wider one");
+        assert!(
+            !deep.http[0].covers(&wide),
+            "a narrower wildcard does not cover a wider one"
+        );
         assert!(!wide.covers(&asked("https://example.com")));
-        assert!(!wide.covers(&asked("https://a.example.com:*")), "any port needs any port");
+        assert!(
+            !wide.covers(&asked("https://a.example.com:*")),
+            "any port needs any port"
+        );
     }
 
     #[test]
@@ -1226,11 +1273,19 @@ mod tests {
             ("https://a.example.com:80:*", "port"),
         ] {
             let err = OriginPattern::parse(origin).unwrap_err();
-            assert!(err.to_lowercase().contains(&why.to_lowercase()) || err.contains("invalid"), "{origin}: {err}");
-            assert!(err.contains(&format!("{origin:?}")), "quotes the value: {err}");
+            assert!(
+                err.to_lowercase().contains(&why.to_lowercase()) || err.contains("invalid"),
+                "{origin}: {err}"
+            );
+            assert!(
+                err.contains(&format!("{origin:?}")),
+                "quotes the value: {err}"
+            );
         }
         assert_eq!(
-            OriginPattern::parse("HTTPS://LB.Example.COM:443/").unwrap().to_string(),
+            OriginPattern::parse("HTTPS://LB.Example.COM:443/")
+                .unwrap()
+                .to_string(),
             "https://lb.example.com",
             "canonical: lowercase, default port left out"
         );
@@ -1240,12 +1295,30 @@ mod tests {
     #[test]
     fn table_errors_name_the_line() {
         for (text, needle) in [
-            ("[grants]\nevents = true\nwatch = [{ api-version = \"v1\", knd = \"Service\" }]", "line 3"),
-            ("[grants]\nwatch = [{ api-version = \"v1/x/y\", kind = \"Service\" }]", "line 2"),
-            ("[grants]\nwatch = [{ api-version = \"v1\", kind = \"Ser vice\" }]", "line 2"),
-            ("[grants]\nwrite = [{ api-version = \"v1\", kind = \"Service\", verbs = [] }]", "verbs = []"),
-            ("[grants]\nwrite = [{ api-version = \"v1\", kind = \"Service\", verbs = [\"get\"] }]", "unknown variant"),
-            ("[grants]\nwatch = [{ api-version = \"v1\", kind = \"S\", namespaces = [\"Bad_NS\"] }]", "Bad_NS"),
+            (
+                "[grants]\nevents = true\nwatch = [{ api-version = \"v1\", knd = \"Service\" }]",
+                "line 3",
+            ),
+            (
+                "[grants]\nwatch = [{ api-version = \"v1/x/y\", kind = \"Service\" }]",
+                "line 2",
+            ),
+            (
+                "[grants]\nwatch = [{ api-version = \"v1\", kind = \"Ser vice\" }]",
+                "line 2",
+            ),
+            (
+                "[grants]\nwrite = [{ api-version = \"v1\", kind = \"Service\", verbs = [] }]",
+                "verbs = []",
+            ),
+            (
+                "[grants]\nwrite = [{ api-version = \"v1\", kind = \"Service\", verbs = [\"get\"] }]",
+                "unknown variant",
+            ),
+            (
+                "[grants]\nwatch = [{ api-version = \"v1\", kind = \"S\", namespaces = [\"Bad_NS\"] }]",
+                "Bad_NS",
+            ),
             ("[grants]\nhttps = []", "unknown field"),
         ] {
             let err = table(text).unwrap_err();
@@ -1260,12 +1333,24 @@ mod tests {
              write = [{ api-version = \"v1\", kind = \"Service\", verbs = [\"patch\"] }]\n\
              http = [\"https://*.example.com\"]",
         );
-        let mut i = info(vec![sub("v1", "ConfigMap", None), sub("v1", "Secret", Some("x"))]);
+        let mut i = info(vec![
+            sub("v1", "ConfigMap", None),
+            sub("v1", "Secret", Some("x")),
+        ]);
         i.permissions = vec![
-            perm("v1", "Service", Some("default"), &["get", "patch", "update"]),
+            perm(
+                "v1",
+                "Service",
+                Some("default"),
+                &["get", "patch", "update"],
+            ),
             perm("v1", "ConfigMap", None, &["get"]),
         ];
-        i.http_origins = vec!["https://a.example.com".into(), "https://example.com".into(), "https://*.b.example.com".into()];
+        i.http_origins = vec![
+            "https://a.example.com".into(),
+            "https://example.com".into(),
+            "https://*.b.example.com".into(),
+        ];
         i.events = true;
         let Err(GrantError::Missing(missing)) = g.check(&i) else {
             panic!("must miss grants");
@@ -1287,7 +1372,11 @@ mod tests {
         rest.subscriptions.retain(|s| s.kind == "Secret");
         rest.permissions = vec![perm("v1", "Service", Some("default"), &["get", "update"])];
         rest.http_origins = vec!["https://example.com".into()];
-        assert_eq!(granted.check(&rest), Ok(()), "the suggested lines grant what is missing:\n{lines}");
+        assert_eq!(
+            granted.check(&rest),
+            Ok(()),
+            "the suggested lines grant what is missing:\n{lines}"
+        );
     }
 
     #[test]
@@ -1333,7 +1422,10 @@ mod tests {
         let g = Grants::builtin_default();
         let err = g.check(&i).unwrap_err();
         let msg = err.message("p", &g, Path::new("/plugins/p.toml"), &i);
-        assert!(msg.contains("not granted: watch v1 Secret in every namespace"), "{msg}");
+        assert!(
+            msg.contains("not granted: watch v1 Secret in every namespace"),
+            "{msg}"
+        );
         assert!(msg.contains("not granted: record Events"), "{msg}");
         assert!(msg.contains("built-in default"), "{msg}");
         assert!(msg.contains("/plugins/p.toml"), "{msg}");
@@ -1341,9 +1433,14 @@ mod tests {
         // From a manifest: only what is missing.
         let g = Grants::from_table(
             table("[grants]\nwatch = [{ api-version = \"v1\", kind = \"Secret\" }]").unwrap(),
-            GrantSource::Manifest { path: "/plugins/p.toml".into() },
+            GrantSource::Manifest {
+                path: "/plugins/p.toml".into(),
+            },
         );
-        let msg = g.check(&i).unwrap_err().message("p", &g, Path::new("/plugins/p.toml"), &i);
+        let msg = g
+            .check(&i)
+            .unwrap_err()
+            .message("p", &g, Path::new("/plugins/p.toml"), &i);
         assert!(!msg.contains("watch ="), "{msg}");
         assert!(msg.contains("events = true"), "{msg}");
     }
@@ -1358,8 +1455,14 @@ mod tests {
         let i = info(vec![sub("v1", "ConfigMap", None)]);
         let g = GrantPolicy::default().grants_for(&manifest, Path::new("p.toml"), &i);
         assert!(g.events());
-        assert!(!g.allows_read("v1", "ConfigMap", None), "a [grants] table replaces the default");
-        assert_eq!((g.write_qps(), g.write_burst(), g.dry_run()), (0.5, 3, true));
+        assert!(
+            !g.allows_read("v1", "ConfigMap", None),
+            "a [grants] table replaces the default"
+        );
+        assert_eq!(
+            (g.write_qps(), g.write_burst(), g.dry_run()),
+            (0.5, 3, true)
+        );
         let g = GrantPolicy::default().grants_for(&Manifest::default(), Path::new("p.toml"), &i);
         assert_eq!(g, Grants::builtin_default());
 
@@ -1373,8 +1476,12 @@ mod tests {
         assert!(matches!(g.source(), GrantSource::DefaultFile { .. }));
         std::fs::write(&file, "[grants]\nwatch = 3\n").unwrap();
         let err = GrantPolicy::operator(Some(&file)).unwrap_err().to_string();
-        assert!(err.contains("defaults.toml") && err.contains("line 2"), "{err}");
-        let g = GrantPolicy::EverythingAsked.grants_for(&Manifest::default(), Path::new("p.toml"), &i);
+        assert!(
+            err.contains("defaults.toml") && err.contains("line 2"),
+            "{err}"
+        );
+        let g =
+            GrantPolicy::EverythingAsked.grants_for(&Manifest::default(), Path::new("p.toml"), &i);
         assert_eq!(g.check(&i), Ok(()));
     }
 }

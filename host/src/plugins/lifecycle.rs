@@ -1,8 +1,8 @@
 //! Plugin lifecycle: load, hot-swap and unload, each all-or-nothing.
 //!
 //! A new version is compiled, instantiated and asked to `describe()` itself on a blocking
-//! thread, under the plugin's deadline; only when every subscription is valid and resolves is it
-//! attached to the informers (its replay of the cache queues up behind a closed gate). Then the
+//! thread, under the plugin's deadline; only when every subscription is valid and resolves, and
+//! its grants (see `grants.rs`) cover everything it asks for, is it attached to the informers (its replay of the cache queues up behind a closed gate). Then the
 //! old version is detached and stopped — its in-flight call ends or hits its deadline — and only
 //! then does the new version start delivering, so two versions never run calls at once. Any
 //! failure leaves the old version running.
@@ -232,9 +232,6 @@ impl Active {
 /// A described version, ready to be given a delivery (at load, and at every leadership win).
 struct DeliveryPlan {
     template: HandlerInstance,
-    /// What this version is granted (the capability code's answer to every call).
-    #[allow(dead_code)]
-    grants: Arc<Grants>,
     keys: Vec<(InformerKey, Option<Duration>)>,
     dispatch: DispatchConfig,
 }
@@ -619,7 +616,6 @@ impl PluginManager {
         let version = self.inner.versions.fetch_add(1, Ordering::Relaxed) + 1;
         let plan = DeliveryPlan {
             template: prepared.instance,
-            grants: prepared.grants.clone(),
             keys: prepared.keys,
             dispatch: prepared.dispatch,
         };

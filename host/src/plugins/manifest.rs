@@ -185,6 +185,50 @@ mod tests {
     }
 
     #[test]
+    fn write_rate_dry_run_and_grants_parse() {
+        let m = Manifest::parse(
+            Path::new("x.toml"),
+            "write-qps = 5\nwrite-burst = 20\ndry-run = true\n[grants]\nevents = true\n",
+        )
+        .unwrap();
+        assert_eq!(m.write_qps, Some(5.0), "an integer rate is accepted");
+        assert_eq!(m.write_burst, Some(20));
+        assert_eq!(m.dry_run, Some(true));
+        assert!(m.grants.unwrap().events);
+        let m = Manifest::parse(Path::new("x.toml"), "write-qps = 0.5\n").unwrap();
+        assert_eq!(m.write_qps, Some(0.5));
+        for bad in [
+            "write-qps = 0",
+            "write-qps = -1",
+            "write-burst = 0",
+            "write-qps = nan",
+        ] {
+            assert!(Manifest::parse(Path::new("a.toml"), bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_bad_grant_names_the_file_and_line() {
+        let err = Manifest::parse(
+            Path::new("/p/lb.toml"),
+            "deadline-ms = 250\n[grants]\nevents = true\nhttp = [\"https://lb.example.com\", \"gopher://x\"]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("/p/lb.toml"), "{err}");
+        assert!(err.contains("line 4"), "{err}");
+        assert!(err.contains("gopher://x"), "{err}");
+        // A key meant for the top level but written after [grants] is an unknown grant.
+        let err = Manifest::parse(
+            Path::new("a.toml"),
+            "[grants]\nevents = true\nwrite-qps = 3\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("write-qps") && err.contains("line 3"), "{err}");
+    }
+
+    #[test]
     fn missing_manifest_means_defaults() {
         let dir = tempfile::tempdir().unwrap();
         let m = Manifest::load_for(&dir.path().join("p.wasm")).unwrap();

@@ -3,7 +3,8 @@
 //! Each plugin file becomes a [`PluginManager`] entry whose subscriptions are listeners on the
 //! shared informers; notifications flow through a bounded per-plugin queue to a worker thread
 //! that owns the guest instance. The [`DirectoryWatcher`] keeps the set of plugins equal to the
-//! files in the plugins directory. Under leader election the manager follows leadership
+//! files in the plugins directory. What each plugin may do beyond receiving events is what its
+//! [`Grants`] allow; a plugin asking for more is not loaded. Under leader election the manager follows leadership
 //! (see `leadership.rs`): a standby keeps its plugins loaded and caches warm but delivers nothing.
 //!
 //! Knows nothing of wasmtime (the runtime's instances are one [`Guest`] implementation) nor of
