@@ -192,6 +192,49 @@ fn load_cases() -> Vec<LoadCase> {
             files: variant("unknown-kind", None),
             expect: &["describe-unknown-kind.wasm", "example.com/v1/Widget"],
         },
+        // Grants: a 0.1.0 subscription to Secrets is not granted by the built-in default.
+        LoadCase {
+            name: "secrets-by-default",
+            files: variant("secrets", None),
+            expect: &[
+                "secrets-by-default.wasm",
+                "not granted: watch v1 Secret in every namespace",
+                "secrets-by-default.toml",
+                r#"watch = [{ api-version = "v1", kind = "Secret" }]"#,
+            ],
+        },
+        // A [grants] table replaces the default: what it leaves out is not granted.
+        LoadCase {
+            name: "grants-without-the-subscription",
+            files: with(
+                LOGGER,
+                "[grants]\nwatch = [{ api-version = \"v1\", kind = \"ConfigMap\", namespaces = [\"a\"] }]\n",
+            ),
+            expect: &[
+                "not granted: watch v1 ConfigMap in every namespace",
+                "grants-without-the-subscription.toml",
+            ],
+        },
+        // A 0.2.0 plugin asking for writes, Events and HTTP nobody granted.
+        LoadCase {
+            name: "asks-beyond-grants",
+            files: Files::Guest(guest("fixtures/rust-logger-v2-asks.wasm"), None),
+            expect: &[
+                "not granted: patch, apply v1 Service in namespace default",
+                "not granted: record Events",
+                "not granted: HTTP to http://127.0.0.1:9000",
+                "events = true",
+                r#"http = ["http://127.0.0.1:9000"]"#,
+            ],
+        },
+        LoadCase {
+            name: "grants-bad-origin",
+            files: with(
+                LOGGER,
+                "[grants]\nhttp = [\"https://lb.example.com/api\"]\n",
+            ),
+            expect: &["grants-bad-origin.toml", "line 2", "no path"],
+        },
     ]
 }
 
@@ -259,6 +302,38 @@ async fn bad_plugin_files_are_refused_with_errors_naming_them() {
     let status = t.host.manager.status().await;
     let failed = status.iter().filter(|s| s.state.name() == "failed").count();
     assert_eq!(failed, cases.len(), "{status:#?}");
+    // Granted by name in its manifest, the Secrets subscription loads, and `/plugins` shows
+    // what it is granted.
+    std::fs::write(
+        dir.path().join("secrets-granted.toml"),
+        "[grants]\nwatch = [{ api-version = \"v1\", kind = \"Secret\" }]\n",
+    )
+    .unwrap();
+    install(
+        &fixture_variant("secrets"),
+        dir.path(),
+        "secrets-granted.wasm",
+    );
+    t.recorder
+        .wait("secrets-granted loaded", |r| {
+            r.events().iter().any(
+                |e| matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "secrets-granted"),
+            )
+        })
+        .await;
+    let status = t.host.manager.status().await;
+    let granted = status.iter().find(|s| s.name == "secrets-granted").unwrap();
+    let grants = granted
+        .grants
+        .as_ref()
+        .expect("a running version has grants");
+    assert!(grants.allows_read("v1", "Secret", None));
+    assert!(!grants.allows_read("v1", "ConfigMap", None));
+    let good = status.iter().find(|s| s.name == "good").unwrap();
+    assert_eq!(
+        good.grants.as_deref(),
+        Some(&kubewasm::plugins::Grants::builtin_default())
+    );
     t.host.shutdown().await;
 }
 

@@ -293,6 +293,7 @@ pub async fn start_host_with(
             ..RuntimeConfig::default()
         },
         limits,
+        grants: Default::default(),
         metrics_addr: None,
         health_addr: Some("127.0.0.1:0".parse().unwrap()),
         // Short, so tests that leave a guest sleeping shut down quickly.

@@ -27,11 +27,16 @@ done
 # (only the fixture crate is rebuilt per variant; each is copied before the next overwrites it).
 mkdir -p "$dist/fixtures"
 for v in sleep many bad-selector bad-namespace bad-kind unknown-kind trap none huge-name duplicates \
-    bad-field bad-field-syntax bad-api-version; do
+    bad-field bad-field-syntax bad-api-version secrets; do
     cargo build --release --target wasm32-wasip2 --quiet \
         --manifest-path "$here/Cargo.toml" --target-dir "$target_dir" \
         -p test-fixture --features "describe-$v"
     cp "$target_dir/wasm32-wasip2/release/test_fixture.wasm" \
         "$dist/fixtures/rust-fixture-describe-$v.wasm"
 done
+# logger-v2 asking for writes, Events and HTTP (for the grant checks of `check` and `rbac`).
+cargo build --release --target wasm32-wasip2 --quiet \
+    --manifest-path "$here/Cargo.toml" --target-dir "$target_dir" \
+    -p logger-v2 --features describe-asks
+cp "$target_dir/wasm32-wasip2/release/logger_v2.wasm" "$dist/fixtures/rust-logger-v2-asks.wasm"
 echo "built $(ls "$dist/fixtures" | wc -l) describe() fixture variants in $dist/fixtures"

@@ -211,3 +211,286 @@ fn sigterm_stops_a_host_whose_handler_sleeps_in_a_call() {
     assert!(text.contains("in-flight call abandoned"), "{text}");
     rt.block_on(server.shutdown());
 }
+
+fn fixture(name: &str) -> PathBuf {
+    dist().join("fixtures").join(name)
+}
+
+/// A plugins directory holding `files` (copied from `guest-examples/dist`) and manifests.
+fn plugins_dir(files: &[(&str, PathBuf)], manifests: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, src) in files {
+        std::fs::copy(src, dir.path().join(format!("{name}.wasm"))).unwrap();
+    }
+    for (name, text) in manifests {
+        std::fs::write(dir.path().join(format!("{name}.toml")), text).unwrap();
+    }
+    dir
+}
+
+const ASKS_GRANTED: &str = r#"
+[grants]
+watch = [{ api-version = "v1", kind = "ConfigMap" }, { api-version = "v1", kind = "Service", namespaces = ["default"] }]
+write = [{ api-version = "v1", kind = "Service", verbs = ["patch", "apply"], namespaces = ["default"] }]
+events = true
+http = ["http://127.0.0.1:*"]
+"#;
+
+#[test]
+fn check_lists_what_a_plugin_asks_for_beyond_its_grants_and_fails() {
+    let dir = plugins_dir(&[("asks", fixture("rust-logger-v2-asks.wasm"))], &[]);
+    let out = kubewasm()
+        .arg("check")
+        .arg(dir.path().join("asks.wasm"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        !out.status.success(),
+        "missing grants fail the check: {stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON even when refused");
+    assert_eq!(v["world"], "0.2.0");
+    assert_eq!(v["describe"]["events"], true, "{stdout}");
+    assert_eq!(v["granted"]["source"]["from"], "built-in", "{stdout}");
+    assert_eq!(
+        v["missing"],
+        serde_json::json!([
+            "patch, apply v1 Service in namespace default",
+            "record Events",
+            "HTTP to http://127.0.0.1:9000",
+        ]),
+        "{stdout}"
+    );
+    let lines: Vec<&str> = v["grant_with"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert_eq!(lines[0], "[grants]");
+    assert!(lines.contains(&"events = true"), "{lines:?}");
+    assert!(
+        stderr.contains("asks.toml") && stderr.contains("not granted: record Events"),
+        "{stderr}"
+    );
+
+    // The suggested lines, written to the manifest, make the check pass.
+    std::fs::write(dir.path().join("asks.toml"), lines.join("\n")).unwrap();
+    let out = kubewasm()
+        .arg("check")
+        .arg(dir.path().join("asks.wasm"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["missing"], serde_json::json!([]));
+    assert_eq!(v["granted"]["source"]["from"], "manifest");
+}
+
+#[test]
+fn check_refuses_a_secrets_subscription_unless_granted() {
+    let dir = plugins_dir(&[("s", fixture("rust-fixture-describe-secrets.wasm"))], &[]);
+    let run = |extra: &[&str]| {
+        kubewasm()
+            .arg("check")
+            .args(extra)
+            .arg(dir.path().join("s.wasm"))
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not granted: watch v1 Secret in every namespace"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(r#"watch = [{ api-version = "v1", kind = "Secret" }]"#),
+        "{stderr}"
+    );
+    // A host-wide default that names Secrets grants them.
+    let defaults = dir.path().join("defaults.grants");
+    std::fs::write(
+        &defaults,
+        "[grants]\nwatch = [{ api-version = \"v1\", kind = \"Secret\" }]\n",
+    )
+    .unwrap();
+    let out = run(&["--default-grants", defaults.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn rbac_covers_subscriptions_granted_writes_and_events() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    use serde::Deserialize;
+
+    let dir = plugins_dir(
+        &[
+            ("logger", dist().join("rust-configmap-logger.wasm")),
+            ("asks", fixture("rust-logger-v2-asks.wasm")),
+        ],
+        &[("asks", ASKS_GRANTED)],
+    );
+    let out = kubewasm()
+        .args(["rbac", "--service-account", "sa", "--namespace", "ops"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut cluster_role = None;
+    let mut role = None;
+    let mut bindings = 0;
+    for doc in serde_yaml::Deserializer::from_str(&stdout) {
+        let v = serde_yaml::Value::deserialize(doc).unwrap();
+        match v["kind"].as_str().unwrap() {
+            "ClusterRole" => cluster_role = Some(serde_yaml::from_value::<ClusterRole>(v).unwrap()),
+            "Role" => role = Some(serde_yaml::from_value::<Role>(v).unwrap()),
+            "ClusterRoleBinding" => {
+                let b: ClusterRoleBinding = serde_yaml::from_value(v).unwrap();
+                let s = &b.subjects.unwrap()[0];
+                assert_eq!(
+                    (s.name.as_str(), s.namespace.as_deref()),
+                    ("sa", Some("ops"))
+                );
+                bindings += 1;
+            }
+            "RoleBinding" => {
+                let b: RoleBinding = serde_yaml::from_value(v).unwrap();
+                assert_eq!(b.metadata.namespace.as_deref(), Some("default"));
+                assert_eq!(b.role_ref.kind, "Role");
+                bindings += 1;
+            }
+            k => panic!("unexpected {k}"),
+        }
+    }
+    assert_eq!(bindings, 2, "{stdout}");
+    let rules = |rules: Option<Vec<k8s_openapi::api::rbac::v1::PolicyRule>>| -> Vec<String> {
+        rules
+            .unwrap()
+            .into_iter()
+            .map(|r| {
+                format!(
+                    "{}/{}: {}",
+                    r.api_groups.unwrap().join(","),
+                    r.resources.unwrap().join(","),
+                    r.verbs.join(",")
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        rules(cluster_role.expect("a ClusterRole").rules),
+        [
+            "/configmaps: get,list,watch",
+            "events.k8s.io/events: create,patch"
+        ]
+    );
+    let role = role.expect("a Role in default");
+    assert_eq!(role.metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(
+        rules(role.rules),
+        ["/services: create,get,patch", "/services/status: patch"],
+        "apply needs create and patch"
+    );
+}
+
+#[test]
+fn rbac_reports_a_plugin_that_would_not_load() {
+    let dir = plugins_dir(
+        &[
+            ("logger", dist().join("rust-configmap-logger.wasm")),
+            ("asks", fixture("rust-logger-v2-asks.wasm")),
+        ],
+        &[],
+    );
+    let out = kubewasm().arg("rbac").arg(dir.path()).output().unwrap();
+    assert!(!out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("asks.wasm") && stderr.contains("not granted"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("configmaps") && !stdout.contains("services"),
+        "{stdout}"
+    );
+}
+
+/// `kubewasm dev` grants what plugins ask for and says so once; the asking 0.2.0 plugin loads.
+#[test]
+fn dev_grants_what_plugins_ask_for_and_warns() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let dir = plugins_dir(&[("asks", fixture("rust-logger-v2-asks.wasm"))], &[]);
+    let mut child = kubewasm()
+        .args(["dev", "--port", "0", "--plugins"])
+        .arg(dir.path())
+        .arg("--kubeconfig-out")
+        .arg(dir.path().join("kubeconfig"))
+        .args(["--metrics-bind-address=0", "--health-probe-bind-address=0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    drop(tx);
+    let mut output = Vec::new();
+    let loaded = loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => {
+                let done = line.contains("plugin loaded") || line.contains("not loaded");
+                output.push(line);
+                if done {
+                    break output.last().unwrap().contains("plugin loaded");
+                }
+            }
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no load result ({e}); output:\n{}", output.join("\n"));
+            }
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = output.join("\n");
+    assert!(loaded, "{text}");
+    let warnings = output
+        .iter()
+        .filter(|l| l.contains("kubewasm dev grants every plugin whatever its describe() asks for"))
+        .count();
+    assert_eq!(warnings, 1, "{text}");
+}

@@ -297,6 +297,7 @@ async fn main() {
         plugins_dir: None,
         runtime: RuntimeConfig::default(),
         limits: Limits::default(),
+        grants: Default::default(),
         metrics_addr: None,
         health_addr: None,
         shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,

@@ -260,6 +260,7 @@ async fn child_kubewasm(kube: kube::Client, cache: PathBuf, keep_managed_fields:
                 ..RuntimeConfig::default()
             },
             limits: Limits::default(),
+            grants: Default::default(),
             metrics_addr: None,
             health_addr: None,
             shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,

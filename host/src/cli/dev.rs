@@ -9,6 +9,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
 use super::host::Host;
 use super::run::{HostArgs, log_endpoints};
+use crate::plugins::GrantPolicy;
 
 /// Arguments of `kubewasm dev`.
 #[derive(clap::Args, Debug, Clone)]
@@ -65,11 +66,17 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     server.write_kubeconfig(&kubeconfig)?;
 
     let client = kube::Client::try_from(kube::Config::new(server.url().parse()?))?;
-    let host = Host::start_with(
-        args.host.host_config(client.clone(), plugins.clone())?,
-        args.host.informer_config(),
-    )
-    .await?;
+    let mut config = args.host.host_config(client.clone(), plugins.clone())?;
+    if args.host.default_grants.is_none() {
+        // Development: a plugin gets what it asks for, so a new handler runs without a
+        // manifest; `--default-grants` makes dev grant like `run`.
+        config.grants = GrantPolicy::EverythingAsked;
+        tracing::warn!(
+            "kubewasm dev grants every plugin whatever its describe() asks for (writes, Events, \
+             HTTP); `kubewasm run` grants only what NAME.toml [grants] or --default-grants allow"
+        );
+    }
+    let host = Host::start_with(config, args.host.informer_config()).await?;
     println!("kubewasm dev: embedded API server at {}", server.url());
     println!(
         "  plugins directory: {} (drop .wasm files here; they load and hot-swap live)",

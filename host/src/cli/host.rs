@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::election::{ElectionConfig, ElectionMetrics, LeaderElector};
 use crate::informer::{InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig};
-use crate::plugins::{DirectoryWatcher, PluginManager, PluginMetrics};
+use crate::plugins::{DirectoryWatcher, GrantPolicy, PluginManager, PluginMetrics};
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
 
 /// Everything a host needs to start.
@@ -26,6 +26,9 @@ pub struct HostConfig {
     pub runtime: RuntimeConfig,
     /// Limits for plugins without a manifest.
     pub limits: Limits,
+    /// What plugins are granted (`GrantPolicy::default()`: the manifest's `[grants]`, else the
+    /// built-in default).
+    pub grants: GrantPolicy,
     /// Where `/metrics` is served; `None` disables it.
     pub metrics_addr: Option<SocketAddr>,
     /// Where `/healthz`, `/readyz` and `/plugins` are served; `None` disables them.
@@ -106,12 +109,19 @@ impl Host {
                     factory.clone(),
                     plugin_metrics,
                     config.limits,
+                    config.grants,
                     elector.leadership(),
                 );
                 (manager, Some(elector))
             }
             _ => (
-                PluginManager::new(runtime, factory.clone(), plugin_metrics, config.limits),
+                PluginManager::new(
+                    runtime,
+                    factory.clone(),
+                    plugin_metrics,
+                    config.limits,
+                    config.grants,
+                ),
                 None,
             ),
         };

@@ -1,10 +1,11 @@
-//! The `kubewasm` command line: `run`, `dev`, `apiserver` and `check`.
+//! The `kubewasm` command line: `run`, `dev`, `apiserver`, `check` and `rbac`.
 
 pub mod check;
 pub mod dev;
 pub mod endpoints;
 pub mod host;
 pub mod logging;
+pub mod rbac;
 pub mod run;
 
 use clap::{Parser, Subcommand};
@@ -25,8 +26,10 @@ enum Command {
     Dev(dev::DevArgs),
     /// Run only the embedded Kubernetes API server.
     Apiserver(apiserver::cli::ApiserverArgs),
-    /// Validate handler components and print their describe() as JSON.
+    /// Validate handler components and print their describe(), grants and what is missing as JSON.
     Check(check::CheckArgs),
+    /// Print the RBAC (Roles, ClusterRole, bindings) the host needs for a plugins directory.
+    Rbac(rbac::RbacArgs),
 }
 
 /// Entry point of the binary: parses arguments, runs the subcommand, maps errors to exit code 1.
@@ -40,6 +43,7 @@ pub fn main() -> std::process::ExitCode {
     logging::init(format);
     let result = match cli.command {
         Command::Check(args) => check::check(args),
+        Command::Rbac(args) => rbac::rbac(args),
         command => match tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -50,7 +54,7 @@ pub fn main() -> std::process::ExitCode {
                         Command::Run(a) => run::run(a).await,
                         Command::Dev(a) => dev::dev(a).await,
                         Command::Apiserver(a) => apiserver::cli::run(a).await,
-                        Command::Check(_) => unreachable!("handled above"),
+                        Command::Check(_) | Command::Rbac(_) => unreachable!("handled above"),
                     }
                 });
                 // A compile still running on a blocking thread must not hold the exit.

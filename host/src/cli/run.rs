@@ -9,6 +9,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use super::host::{Host, HostConfig, default_cache_dir};
 use super::logging::LogFormat;
 use crate::informer::ReflectorConfig;
+use crate::plugins::GrantPolicy;
 use crate::runtime::{Limits, RuntimeConfig};
 
 /// Flags shared by every subcommand that runs a host.
@@ -57,6 +58,10 @@ pub struct HostArgs {
     /// At SIGTERM/SIGINT, how long in-flight handler calls may run on before they are abandoned.
     #[arg(long, default_value_t = 10_000)]
     pub shutdown_grace_ms: u64,
+    /// Grants for plugins whose `NAME.toml` has no `[grants]` table: a TOML file with one
+    /// `[grants]` table (default: watch and read anything except Secrets, nothing else).
+    #[arg(long, value_name = "FILE")]
+    pub default_grants: Option<PathBuf>,
 }
 
 impl HostArgs {
@@ -75,6 +80,8 @@ impl HostArgs {
         plugins_dir: PathBuf,
     ) -> anyhow::Result<HostConfig> {
         let election = self.election_config(&client)?;
+        let grants = GrantPolicy::operator(self.default_grants.as_deref())
+            .map_err(|e| anyhow::anyhow!("--default-grants: {e}"))?;
         Ok(HostConfig {
             client,
             plugins_dir: Some(plugins_dir),
@@ -87,6 +94,7 @@ impl HostArgs {
                 memory_bytes: self.memory_limit_mib.max(1) * 1024 * 1024,
                 ..Limits::default()
             },
+            grants,
             metrics_addr: parse_addr("--metrics-bind-address", &self.metrics_bind_address)?,
             health_addr: parse_addr(
                 "--health-probe-bind-address",

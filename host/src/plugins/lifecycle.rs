@@ -1,8 +1,8 @@
 //! Plugin lifecycle: load, hot-swap and unload, each all-or-nothing.
 //!
 //! A new version is compiled, instantiated and asked to `describe()` itself on a blocking
-//! thread, under the plugin's deadline; only when every subscription is valid and resolves is it
-//! attached to the informers (its replay of the cache queues up behind a closed gate). Then the
+//! thread, under the plugin's deadline; only when every subscription is valid and resolves, and
+//! its grants (see `grants.rs`) cover everything it asks for, is it attached to the informers (its replay of the cache queues up behind a closed gate). Then the
 //! old version is detached and stopped — its in-flight call ends or hits its deadline — and only
 //! then does the new version start delivering, so two versions never run calls at once. Any
 //! failure leaves the old version running.
@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 use super::cache_reader::SubscribedCache;
 use super::dispatch::{DispatchConfig, Dispatcher, StateSink};
 use super::events::PluginEvent;
+use super::grants::{GrantPolicy, Grants};
 use super::leadership::WarmCache;
 use super::manifest::Manifest;
 use super::metrics::{LoadLabels, PluginMetrics};
@@ -67,7 +68,7 @@ pub enum LoadError {
         source: std::io::Error,
     },
     /// The manifest beside it is invalid.
-    #[error("{0}")]
+    #[error(transparent)]
     Manifest(#[from] super::manifest::ManifestError),
     /// The API server could not be asked about a subscription; loading is retried later.
     #[error("{path}: {message}")]
@@ -75,6 +76,15 @@ pub enum LoadError {
         /// The plugin file.
         path: PathBuf,
         /// What failed.
+        message: String,
+    },
+    /// `describe()` asks for more than the plugin is granted; the message lists each missing
+    /// grant and the `NAME.toml` lines that would grant it.
+    #[error("{path}: {message}")]
+    NotGranted {
+        /// The plugin file.
+        path: PathBuf,
+        /// What is missing and how to grant it.
         message: String,
     },
     /// Not a usable handler component (not a component, wrong world, trap in describe, ...).
@@ -103,7 +113,9 @@ impl LoadError {
         match self {
             LoadError::Read { source, .. } => source.kind() != std::io::ErrorKind::InvalidData,
             LoadError::Unavailable { .. } | LoadError::Busy { .. } => true,
-            LoadError::Manifest(_) | LoadError::Invalid { .. } => false,
+            LoadError::Manifest(_) | LoadError::Invalid { .. } | LoadError::NotGranted { .. } => {
+                false
+            }
         }
     }
 }
@@ -141,6 +153,8 @@ pub struct PluginStatus {
     pub version: u64,
     /// What the running version's `describe()` returned (after manifest overrides and merging).
     pub info: Option<PluginInfo>,
+    /// What the running version is granted.
+    pub grants: Option<Arc<Grants>>,
     /// A version runs, every subscription's informer has synced and the plugin has handled its
     /// replay.
     pub ready: bool,
@@ -154,6 +168,7 @@ struct View {
     state: PluginState,
     version: u64,
     info: Option<PluginInfo>,
+    grants: Option<Arc<Grants>>,
     /// The delivering dispatcher, if the running version delivers.
     dispatcher: Option<Arc<Dispatcher>>,
     /// The sync probes of the version's [`WarmCache`] listeners (leader election only).
@@ -282,6 +297,7 @@ pub(super) struct Inner {
     factory: InformerFactory,
     metrics: PluginMetrics,
     defaults: Limits,
+    grants: GrantPolicy,
     slots: parking_lot::Mutex<HashMap<String, Arc<Slot>>>,
     /// Digest of the last content that failed permanently per file, so a rescan does not
     /// retry (and re-log) the same bad bytes until the file changes. Keyed by path, not name:
@@ -314,14 +330,16 @@ pub fn plugin_name(path: &Path) -> String {
 const EVENT_CAPACITY: usize = 1024;
 
 impl PluginManager {
-    /// A manager with no plugins. `defaults` are the limits for plugins without a manifest.
+    /// A manager with no plugins. `defaults` are the limits for plugins without a manifest;
+    /// `grants` decides what each plugin is granted.
     pub fn new(
         runtime: Runtime,
         factory: InformerFactory,
         metrics: PluginMetrics,
         defaults: Limits,
+        grants: GrantPolicy,
     ) -> Self {
-        Self::build(runtime, factory, metrics, defaults, None)
+        Self::build(runtime, factory, metrics, defaults, grants, None)
     }
 
     /// Like [`PluginManager::new`], for one replica of several: plugins deliver only while
@@ -332,6 +350,7 @@ impl PluginManager {
         factory: InformerFactory,
         metrics: PluginMetrics,
         defaults: Limits,
+        grants: GrantPolicy,
         leadership: watch::Receiver<bool>,
     ) -> Self {
         let manager = Self::build(
@@ -339,6 +358,7 @@ impl PluginManager {
             factory,
             metrics,
             defaults,
+            grants,
             Some(leadership.clone()),
         );
         super::leadership::follow(Arc::downgrade(&manager.inner), leadership);
@@ -350,6 +370,7 @@ impl PluginManager {
         factory: InformerFactory,
         metrics: PluginMetrics,
         defaults: Limits,
+        grants: GrantPolicy,
         leadership: Option<watch::Receiver<bool>>,
     ) -> Self {
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
@@ -359,6 +380,7 @@ impl PluginManager {
                 factory,
                 metrics,
                 defaults,
+                grants,
                 slots: parking_lot::Mutex::new(HashMap::new()),
                 failed: parking_lot::Mutex::new(HashMap::new()),
                 events,
@@ -402,6 +424,7 @@ impl PluginManager {
                     state: v.state.clone(),
                     version: v.version,
                     info: v.info.clone(),
+                    grants: v.grants.clone(),
                     ready: v.ready(),
                     queue_depth: v.dispatcher.as_ref().map_or(0, |d| d.depth()),
                 }
@@ -480,6 +503,7 @@ impl PluginManager {
                         state: PluginState::Loading,
                         version: 0,
                         info: None,
+                        grants: None,
                         dispatcher: None,
                         standby_probes: Vec::new(),
                     })),
@@ -649,6 +673,7 @@ impl PluginManager {
             v.path = path.to_path_buf();
             v.version = version;
             v.info = Some(info.clone());
+            v.grants = Some(prepared.grants);
             v.standby_probes = standby_probes;
         }
         self.install(slot, installed);
@@ -873,6 +898,7 @@ impl PluginManager {
         let (plugin, file) = (name.to_string(), path.to_path_buf());
         let closing = self.inner.closing.clone();
         let defaults = self.inner.defaults;
+        let grants = self.inner.grants.clone();
         let described = tokio::task::spawn_blocking(move || {
             describe_plugin(
                 &runtime,
@@ -881,6 +907,7 @@ impl PluginManager {
                 &wasm,
                 manifest_text.as_deref(),
                 defaults,
+                &grants,
                 &closing,
             )
         })
@@ -905,6 +932,7 @@ impl PluginManager {
             })?;
         Ok(Prepared {
             instance,
+            grants: described.grants,
             info: described.info,
             keys: described.keys,
             dispatch: described.dispatch,
@@ -975,6 +1003,7 @@ impl PluginManager {
 /// What a successful describe produced.
 struct Prepared {
     instance: HandlerInstance,
+    grants: Arc<Grants>,
     info: PluginInfo,
     keys: Vec<(InformerKey, Option<Duration>)>,
     dispatch: DispatchConfig,
@@ -989,6 +1018,8 @@ pub struct DescribedPlugin {
     pub info: PluginInfo,
     /// The informer and resync period of each subscription.
     pub keys: Vec<(InformerKey, Option<Duration>)>,
+    /// What it is granted (its `describe()` asks for no more).
+    pub grants: Arc<Grants>,
     /// The limits its calls run under.
     pub limits: Limits,
     /// Its delivery settings.
@@ -996,10 +1027,12 @@ pub struct DescribedPlugin {
 }
 
 /// Every load step short of attaching, for one plugin file: manifest, compile, instantiate,
-/// `describe()` under the deadline, manifest overrides, subscription validation. Blocks: the
+/// `describe()` under the deadline, manifest overrides, subscription validation, and the check
+/// of what it asks for against what `policy` grants it. Blocks: the
 /// guest runs on the calling thread (with a runtime of its own), so a guest stuck in
 /// `describe()` occupies only this thread and only until its deadline; `closing` abandons it.
 /// The host's loads and `kubewasm check` both go through here.
+#[allow(clippy::too_many_arguments)]
 pub fn describe_plugin(
     runtime: &Runtime,
     name: &str,
@@ -1007,6 +1040,35 @@ pub fn describe_plugin(
     wasm: &[u8],
     manifest_text: Option<&str>,
     defaults: Limits,
+    policy: &GrantPolicy,
+    closing: &CancellationToken,
+) -> Result<DescribedPlugin, LoadError> {
+    let described = describe_ungated(
+        runtime,
+        name,
+        path,
+        wasm,
+        manifest_text,
+        defaults,
+        policy,
+        closing,
+    )?;
+    match described.grant_error(name, path) {
+        Some(e) => Err(e),
+        None => Ok(described),
+    }
+}
+
+/// [`describe_plugin`] short of the grant check.
+#[allow(clippy::too_many_arguments)]
+fn describe_ungated(
+    runtime: &Runtime,
+    name: &str,
+    path: &Path,
+    wasm: &[u8],
+    manifest_text: Option<&str>,
+    defaults: Limits,
+    policy: &GrantPolicy,
     closing: &CancellationToken,
 ) -> Result<DescribedPlugin, LoadError> {
     let manifest = match manifest_text {
@@ -1062,29 +1124,49 @@ pub fn describe_plugin(
     }
     let keys = validate_subscriptions(&mut info.subscriptions)
         .map_err(|e: SubscriptionError| invalid(format!("describe() of plugin {name}: {e}")))?;
+    let grants = policy.grants_for(&manifest, &Manifest::path_for(path), &info);
     Ok(DescribedPlugin {
         compiled,
         info,
         keys,
+        grants: Arc::new(grants),
         limits,
         dispatch: manifest.dispatch_config(),
     })
 }
 
-/// Reads a plugin file (size-capped) and its manifest, then [`describe_plugin`]s it.
+impl DescribedPlugin {
+    /// Why this plugin may not load with its grants: a malformed ask, or asks beyond the
+    /// grants (the message lists each and the `NAME.toml` lines that would grant it).
+    pub fn grant_error(&self, name: &str, path: &Path) -> Option<LoadError> {
+        let e = self.grants.check(&self.info).err()?;
+        let message = e.message(name, &self.grants, &Manifest::path_for(path), &self.info);
+        let path = path.to_path_buf();
+        Some(match e {
+            super::grants::GrantError::InvalidAsk(_) => LoadError::Invalid { path, message },
+            super::grants::GrantError::Missing(_) => LoadError::NotGranted { path, message },
+        })
+    }
+}
+
+/// Reads a plugin file (size-capped) and its manifest, then describes it like
+/// [`describe_plugin`] but leaves the grant check to the caller
+/// ([`DescribedPlugin::grant_error`]), so tools can show what is asked and granted either way.
 pub fn describe_file(
     runtime: &Runtime,
     path: &Path,
     defaults: Limits,
+    policy: &GrantPolicy,
 ) -> Result<DescribedPlugin, LoadError> {
     let files = read_plugin(path)?;
-    describe_plugin(
+    describe_ungated(
         runtime,
         &plugin_name(path),
         path,
         &files.wasm,
         files.manifest.as_deref(),
         defaults,
+        policy,
         &CancellationToken::new(),
     )
 }

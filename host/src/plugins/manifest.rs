@@ -1,4 +1,6 @@
-//! The optional `NAME.toml` that sits beside `NAME.wasm` and tunes one plugin's limits.
+//! The optional `NAME.toml` that sits beside `NAME.wasm`: one plugin's limits, write rate and
+//! grants. Top-level keys come first; the `[grants]` table (see [`super::grants`]) last, as
+//! TOML puts every key after a table header into that table.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -11,7 +13,7 @@ use crate::runtime::Limits;
 ///
 /// Unknown keys are rejected so that a typo (`deadline_ms` for `deadline-ms`) is an error the
 /// operator sees instead of a limit silently not applied.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Manifest {
     /// Wall-clock deadline for one call into the guest (and for `describe()` and start-up), in
@@ -24,6 +26,16 @@ pub struct Manifest {
     /// Notifications that may wait for this plugin before they coalesce per object (see
     /// [`DEFAULT_MAX_QUEUED`](super::queue::DEFAULT_MAX_QUEUED)).
     pub max_queued: Option<usize>,
+    /// Sustained writes per second (token bucket rate; default
+    /// [`DEFAULT_WRITE_QPS`](super::grants::DEFAULT_WRITE_QPS)).
+    pub write_qps: Option<f64>,
+    /// Writes allowed in a burst (token bucket size; default
+    /// [`DEFAULT_WRITE_BURST`](super::grants::DEFAULT_WRITE_BURST)).
+    pub write_burst: Option<u32>,
+    /// Send every write with `dryRun=All` and refuse non-GET HTTP.
+    pub dry_run: Option<bool>,
+    /// What the plugin is granted; without it, the host's default grants apply.
+    pub grants: Option<super::grants::GrantsTable>,
 }
 
 /// Why a manifest could not be used; the plugin it belongs to is then not loaded.
@@ -51,6 +63,8 @@ pub enum ManifestError {
 const MAX_DEADLINE_MS: u64 = 10 * 60 * 1000;
 const MAX_MEMORY_MIB: u64 = 4096;
 const MAX_MAX_QUEUED: usize = 10_000_000;
+const MAX_WRITE_QPS: f64 = 10_000.0;
+const MAX_WRITE_BURST: u32 = 100_000;
 
 impl Manifest {
     /// The manifest path that belongs to a plugin file (`foo.wasm` → `foo.toml`).
@@ -95,6 +109,20 @@ impl Manifest {
         {
             return Err(invalid(format!(
                 "max-queued must be between 1 and {MAX_MAX_QUEUED}, got {q}"
+            )));
+        }
+        if let Some(q) = m.write_qps
+            && !(q > 0.0 && q <= MAX_WRITE_QPS)
+        {
+            return Err(invalid(format!(
+                "write-qps must be above 0 and at most {MAX_WRITE_QPS}, got {q}"
+            )));
+        }
+        if let Some(b) = m.write_burst
+            && !(1..=MAX_WRITE_BURST).contains(&b)
+        {
+            return Err(invalid(format!(
+                "write-burst must be between 1 and {MAX_WRITE_BURST}, got {b}"
             )));
         }
         Ok(m)
@@ -154,6 +182,50 @@ mod tests {
         assert!(Manifest::parse(Path::new("a.toml"), "deadline-ms = 0").is_err());
         assert!(Manifest::parse(Path::new("a.toml"), "memory-limit-mib = 100000").is_err());
         assert!(Manifest::parse(Path::new("a.toml"), "deadline-ms = \"fast\"").is_err());
+    }
+
+    #[test]
+    fn write_rate_dry_run_and_grants_parse() {
+        let m = Manifest::parse(
+            Path::new("x.toml"),
+            "write-qps = 5\nwrite-burst = 20\ndry-run = true\n[grants]\nevents = true\n",
+        )
+        .unwrap();
+        assert_eq!(m.write_qps, Some(5.0), "an integer rate is accepted");
+        assert_eq!(m.write_burst, Some(20));
+        assert_eq!(m.dry_run, Some(true));
+        assert!(m.grants.unwrap().events);
+        let m = Manifest::parse(Path::new("x.toml"), "write-qps = 0.5\n").unwrap();
+        assert_eq!(m.write_qps, Some(0.5));
+        for bad in [
+            "write-qps = 0",
+            "write-qps = -1",
+            "write-burst = 0",
+            "write-qps = nan",
+        ] {
+            assert!(Manifest::parse(Path::new("a.toml"), bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_bad_grant_names_the_file_and_line() {
+        let err = Manifest::parse(
+            Path::new("/p/lb.toml"),
+            "deadline-ms = 250\n[grants]\nevents = true\nhttp = [\"https://lb.example.com\", \"gopher://x\"]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("/p/lb.toml"), "{err}");
+        assert!(err.contains("line 4"), "{err}");
+        assert!(err.contains("gopher://x"), "{err}");
+        // A key meant for the top level but written after [grants] is an unknown grant.
+        let err = Manifest::parse(
+            Path::new("a.toml"),
+            "[grants]\nevents = true\nwrite-qps = 3\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("write-qps") && err.contains("line 3"), "{err}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! Each plugin file becomes a [`PluginManager`] entry whose subscriptions are listeners on the
 //! shared informers; notifications flow through a bounded per-plugin queue to a worker thread
 //! that owns the guest instance. The [`DirectoryWatcher`] keeps the set of plugins equal to the
-//! files in the plugins directory. Under leader election the manager follows leadership
+//! files in the plugins directory. What each plugin may do beyond receiving events is what its
+//! [`Grants`] allow; a plugin asking for more is not loaded. Under leader election the manager follows leadership
 //! (see `leadership.rs`): a standby keeps its plugins loaded and caches warm but delivers nothing.
 //!
 //! Knows nothing of wasmtime (the runtime's instances are one [`Guest`] implementation) nor of
@@ -12,6 +13,7 @@
 mod cache_reader;
 mod dispatch;
 mod events;
+mod grants;
 mod leadership;
 mod lifecycle;
 mod manifest;
@@ -29,6 +31,10 @@ mod tests;
 pub use cache_reader::SubscribedCache;
 pub use dispatch::{DispatchConfig, Dispatcher, Guest, StateSink};
 pub use events::{CallOutcome, PluginEvent};
+pub use grants::{
+    DEFAULT_WRITE_BURST, DEFAULT_WRITE_QPS, GrantError, GrantPolicy, GrantSource, Grants,
+    GrantsTable, Missing, OriginPattern, READ_VERBS, Verb, WriteGrant, toml_lines,
+};
 pub use lifecycle::{
     DescribedPlugin, LoadError, LoadOutcome, MAX_PLUGIN_BYTES, PluginManager, PluginStatus,
     describe_file, describe_plugin, informer_key, plugin_name,

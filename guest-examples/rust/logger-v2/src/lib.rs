@@ -17,7 +17,7 @@ wit_bindgen::generate!({
 use kubewasm::handler::events::{self, EventType};
 use kubewasm::handler::kube::{self, PatchType, WriteOptions};
 use kubewasm::handler::log::{Level, log};
-use kubewasm::handler::types::{ApiError, ObjectMeta, Subscription};
+use kubewasm::handler::types::{ApiError, ObjectMeta, Permission, Subscription};
 use wasi::http::outgoing_handler;
 use wasi::http::types::{Fields, OutgoingRequest, Scheme};
 
@@ -104,6 +104,27 @@ fn http_get(authority: &str) -> String {
     }
 }
 
+/// The permissions the `describe-asks` build asks for; none otherwise.
+fn asks() -> Vec<Permission> {
+    if !cfg!(feature = "describe-asks") {
+        return Vec::new();
+    }
+    vec![
+        Permission {
+            api_version: "v1".to_string(),
+            kind: "Service".to_string(),
+            namespace: Some("default".to_string()),
+            verbs: vec!["get".to_string(), "patch".to_string(), "apply".to_string()],
+        },
+        Permission {
+            api_version: "v1".to_string(),
+            kind: "ConfigMap".to_string(),
+            namespace: None,
+            verbs: vec!["get".to_string()],
+        },
+    ]
+}
+
 impl Guest for LoggerV2 {
     fn describe() -> PluginInfo {
         PluginInfo {
@@ -118,9 +139,13 @@ impl Guest for LoggerV2 {
                 metadata_only: false,
                 fields: Vec::new(),
             }],
-            permissions: Vec::new(),
-            http_origins: Vec::new(),
-            events: false,
+            permissions: asks(),
+            http_origins: if cfg!(feature = "describe-asks") {
+                vec!["http://127.0.0.1:9000".to_string()]
+            } else {
+                Vec::new()
+            },
+            events: cfg!(feature = "describe-asks"),
         }
     }
 

@@ -206,6 +206,12 @@ fn subscriptions() -> Vec<Subscription> {
             api_version: "apps/v1/../../api/v1".to_string(),
             ..configmaps()
         }
+    } else if cfg!(feature = "describe-secrets") {
+        // Valid, but Secrets are not granted by default: refused unless a manifest grants them.
+        Subscription {
+            kind: "Secret".to_string(),
+            ..configmaps()
+        }
     } else if cfg!(feature = "describe-unknown-kind") {
         Subscription {
             api_version: "example.com/v1".to_string(),
