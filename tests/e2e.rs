@@ -955,6 +955,7 @@ async fn an_unreachable_api_server_delays_loading_until_it_is_up() {
         },
         limits: Limits::default(),
         grants: Default::default(),
+        dry_run: false,
         metrics_addr: None,
         health_addr: None,
         shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,

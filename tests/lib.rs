@@ -294,6 +294,7 @@ pub async fn start_host_with(
         },
         limits,
         grants: Default::default(),
+        dry_run: false,
         metrics_addr: None,
         health_addr: Some("127.0.0.1:0".parse().unwrap()),
         // Short, so tests that leave a guest sleeping shut down quickly.

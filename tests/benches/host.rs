@@ -298,6 +298,7 @@ async fn main() {
         runtime: RuntimeConfig::default(),
         limits: Limits::default(),
         grants: Default::default(),
+        dry_run: false,
         metrics_addr: None,
         health_addr: None,
         shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,

@@ -261,6 +261,7 @@ async fn child_kubewasm(kube: kube::Client, cache: PathBuf, keep_managed_fields:
             },
             limits: Limits::default(),
             grants: Default::default(),
+            dry_run: false,
             metrics_addr: None,
             health_addr: None,
             shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::election::{ElectionConfig, ElectionMetrics, LeaderElector};
 use crate::informer::{InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig};
-use crate::plugins::{DirectoryWatcher, GrantPolicy, PluginManager, PluginMetrics};
+use crate::plugins::{ClusterContext, DirectoryWatcher, GrantPolicy, PluginManager, PluginMetrics};
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
 
 /// Everything a host needs to start.
@@ -29,6 +29,8 @@ pub struct HostConfig {
     /// What plugins are granted (`GrantPolicy::default()`: the manifest's `[grants]`, else the
     /// built-in default).
     pub grants: GrantPolicy,
+    /// Send every plugin write with `dryRun=All` and refuse non-GET outbound HTTP (`--dry-run`).
+    pub dry_run: bool,
     /// Where `/metrics` is served; `None` disables it.
     pub metrics_addr: Option<SocketAddr>,
     /// Where `/healthz`, `/readyz` and `/plugins` are served; `None` disables them.
@@ -102,7 +104,7 @@ impl Host {
             (Some(election), Some(metrics)) => {
                 let lease = format!("{}/{}", election.namespace, election.lease_name);
                 let identity = election.identity.clone();
-                let elector = LeaderElector::start(config.client, election, metrics)?;
+                let elector = LeaderElector::start(config.client.clone(), election, metrics)?;
                 tracing::info!(lease = %lease, identity = %identity, "leader election: standing by until this replica holds the Lease");
                 let manager = PluginManager::following(
                     runtime,
@@ -125,6 +127,14 @@ impl Host {
                 None,
             ),
         };
+        manager.connect_cluster(ClusterContext::new(
+            config.client.clone(),
+            config.dry_run,
+            manager.metrics().clone(),
+        ));
+        if config.dry_run {
+            tracing::warn!("dry run: every plugin write is sent with dryRun=All and only GET/HEAD HTTP requests leave the host");
+        }
         let stop = CancellationToken::new();
         let starting = Arc::new(AtomicBool::new(config.plugins_dir.is_some()));
 

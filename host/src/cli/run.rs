@@ -62,6 +62,10 @@ pub struct HostArgs {
     /// `[grants]` table (default: watch and read anything except Secrets, nothing else).
     #[arg(long, value_name = "FILE")]
     pub default_grants: Option<PathBuf>,
+    /// Send every plugin write with `dryRun=All` (validated by the API server, never stored)
+    /// and refuse every outbound HTTP request but GET and HEAD.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 impl HostArgs {
@@ -95,6 +99,7 @@ impl HostArgs {
                 ..Limits::default()
             },
             grants,
+            dry_run: self.dry_run,
             metrics_addr: parse_addr("--metrics-bind-address", &self.metrics_bind_address)?,
             health_addr: parse_addr(
                 "--health-probe-bind-address",

@@ -256,14 +256,13 @@ impl Writer {
     async fn write(&mut self, p: Pending) -> Result<(), kube::Error> {
         let now = Instant::now();
         self.series.retain(|_, s| now.duration_since(s.first) < SERIES_WINDOW);
+        let dry = self.dry_query();
         if let Some(s) = self.series.get_mut(&p.key) {
             s.count += 1;
             let patch = json!({"series": {"count": s.count, "lastObservedTime": micro_time()}});
             let path = format!(
-                "/apis/events.k8s.io/v1/namespaces/{}/events/{}{}",
-                p.namespace,
-                s.name,
-                self.dry_query()
+                "/apis/events.k8s.io/v1/namespaces/{}/events/{}{dry}",
+                p.namespace, s.name
             );
             let req = http::Request::patch(path)
                 .header(http::header::CONTENT_TYPE, "application/merge-patch+json")

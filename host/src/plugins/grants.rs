@@ -1485,3 +1485,11 @@ mod tests {
         assert_eq!(g.check(&i), Ok(()));
     }
 }
+
+/// The runtime's view of the HTTP grants: the sender asks before every request (and again for
+/// every loopback or link-local address a name resolves to).
+impl crate::runtime::HttpGate for Grants {
+    fn allows_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
+        Grants::allows_origin(self, scheme, host, port)
+    }
+}

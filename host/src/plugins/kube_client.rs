@@ -31,7 +31,7 @@ use super::metrics::{KubeRequestLabels, PluginMetrics, VerbLabels};
 use crate::informer::{InformerError, KubeObject, resolve_kind};
 use crate::runtime::{
     ApiError, ClusterAccess, EventCall, GuestObject, KubeCall, KubeFuture, KubeResult, ObjectRef,
-    PatchType, WriteOptions,
+    PatchType,
 };
 use crate::workqueue::BucketRateLimiter;
 
@@ -612,6 +612,7 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::WriteOptions;
 
     #[test]
     fn names_that_could_escape_a_path_or_a_log_are_refused() {

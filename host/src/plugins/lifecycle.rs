@@ -37,6 +37,7 @@ use super::cache_reader::SubscribedCache;
 use super::dispatch::{DispatchConfig, Dispatcher, StateSink};
 use super::events::PluginEvent;
 use super::grants::{GrantPolicy, Grants};
+use super::kube_client::{ClusterContext, PluginClient};
 use super::leadership::WarmCache;
 use super::manifest::Manifest;
 use super::metrics::{LoadLabels, PluginMetrics};
@@ -46,7 +47,7 @@ use super::worker::{RESTART_BACKOFF, spawn_worker};
 use crate::informer::{
     HandlerRegistration, InformerError, InformerFactory, InformerKey, SyncProbe,
 };
-use crate::runtime::{HandlerInstance, Limits, NoCache, PluginInfo, Runtime};
+use crate::runtime::{HandlerInstance, HttpPolicy, Limits, NoCache, PluginInfo, Runtime};
 
 /// Longest handler name `describe()` may return (a DNS subdomain's length): it appears in
 /// `/plugins` and in lifecycle events.
@@ -298,6 +299,8 @@ pub(super) struct Inner {
     metrics: PluginMetrics,
     defaults: Limits,
     grants: GrantPolicy,
+    /// Where granted `kube` calls and Events go; without it every call is refused.
+    cluster: std::sync::OnceLock<Arc<ClusterContext>>,
     slots: parking_lot::Mutex<HashMap<String, Arc<Slot>>>,
     /// Digest of the last content that failed permanently per file, so a rescan does not
     /// retry (and re-log) the same bad bytes until the file changes. Keyed by path, not name:
@@ -381,6 +384,7 @@ impl PluginManager {
                 metrics,
                 defaults,
                 grants,
+                cluster: std::sync::OnceLock::new(),
                 slots: parking_lot::Mutex::new(HashMap::new()),
                 failed: parking_lot::Mutex::new(HashMap::new()),
                 events,
@@ -389,6 +393,17 @@ impl PluginManager {
                 leadership,
             }),
         }
+    }
+
+    /// Lets plugins loaded from now on act on the cluster within their grants (`kube` calls,
+    /// Events); set once, before loading. Without it every call is refused.
+    pub fn connect_cluster(&self, ctx: Arc<ClusterContext>) {
+        let _ = self.inner.cluster.set(ctx);
+    }
+
+    /// The plugin layer's metric families.
+    pub fn metrics(&self) -> &PluginMetrics {
+        &self.inner.metrics
     }
 
     /// Lifecycle and call events from now on.
@@ -930,6 +945,7 @@ impl PluginManager {
                 path: path.to_path_buf(),
                 message: e.to_string(),
             })?;
+        let instance = self.grant(instance, name, &described.grants);
         Ok(Prepared {
             instance,
             grants: described.grants,
@@ -937,6 +953,23 @@ impl PluginManager {
             keys: described.keys,
             dispatch: described.dispatch,
         })
+    }
+
+    /// Gives an instance what its grants allow: outbound HTTP to granted origins, and `kube`
+    /// calls and Events through a client of its own (when the host is connected to a cluster).
+    fn grant(&self, instance: HandlerInstance, name: &str, grants: &Arc<Grants>) -> HandlerInstance {
+        let cluster = self.inner.cluster.get();
+        let mut http = HttpPolicy::new(grants.clone());
+        http.dry_run = grants.dry_run() || cluster.is_some_and(|c| c.dry_run());
+        let instance = instance.with_http_policy(http);
+        match cluster {
+            Some(ctx) => instance.with_cluster(Arc::new(PluginClient::new(
+                name,
+                ctx.clone(),
+                grants.clone(),
+            ))),
+            None => instance,
+        }
     }
 
     /// Stops and detaches the plugin called `name`; its informers stop when no listener is

@@ -12,8 +12,10 @@
 
 mod cache_reader;
 mod dispatch;
+mod event_recorder;
 mod events;
 mod grants;
+mod kube_client;
 mod leadership;
 mod lifecycle;
 mod manifest;
@@ -30,7 +32,9 @@ mod tests;
 
 pub use cache_reader::SubscribedCache;
 pub use dispatch::{DispatchConfig, Dispatcher, Guest, StateSink};
+pub use event_recorder::{EVENT_BACKLOG, EVENT_BURST, EVENT_QPS, MAX_SERIES, SERIES_WINDOW};
 pub use events::{CallOutcome, PluginEvent};
+pub use kube_client::{ClusterContext, KUBE_CALL_TIMEOUT, PluginClient};
 pub use grants::{
     DEFAULT_WRITE_BURST, DEFAULT_WRITE_QPS, GrantError, GrantPolicy, GrantSource, Grants,
     GrantsTable, Missing, OriginPattern, READ_VERBS, Verb, WriteGrant, toml_lines,
