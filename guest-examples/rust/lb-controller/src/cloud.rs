@@ -191,6 +191,9 @@ impl Cloud {
         let outgoing = request
             .body()
             .map_err(|()| fail("request body taken".to_string()))?;
+        let future = outgoing_handler::handle(request, None).map_err(|e| fail(format!("{e:?}")))?;
+        // The body streams out once the request is under way. The stream is a child of the
+        // body, so it is dropped at the end of this block, before the body is finished.
         if let Some(b) = body {
             let stream = outgoing
                 .write()
@@ -202,7 +205,6 @@ impl Cloud {
                     .map_err(|e| fail(format!("writing the body: {e:?}")))?;
             }
         }
-        let future = outgoing_handler::handle(request, None).map_err(|e| fail(format!("{e:?}")))?;
         OutgoingBody::finish(outgoing, None).map_err(|e| fail(format!("{e:?}")))?;
         future.subscribe().block();
         let response = match future.get() {
