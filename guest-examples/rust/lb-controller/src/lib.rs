@@ -170,13 +170,15 @@ enum Outcome {
     Updated,
     /// It was made for the first time.
     Created,
-    /// It had existed (resync, or the Service shows an address) but was missing: made again.
+    /// It had existed (the Service shows an address, or held the finalizer at a resync) but
+    /// was missing: made again.
     Recreated,
 }
 
 /// Brings one Service and its load balancer in line, whatever the notification was.
-/// `resync` is true for an `is-sync` replay, where a missing load balancer can only mean it was
-/// deleted behind the controller's back.
+/// `resync` is true for an `is-sync` replay: a load balancer missing then, for a Service that
+/// already held the finalizer, was deleted behind the controller's back (without the finalizer,
+/// the first attempt failed, e.g. before the endpoint was configured, and this is a creation).
 fn reconcile(obj: &Object, resync: bool) -> Result<(), HandlerError> {
     let m = &obj.meta;
     let svc =
@@ -221,7 +223,7 @@ fn ensure(m: &ObjectMeta, svc: &Service, resync: bool) -> Result<(), HandlerErro
             cloud.put(uid, &key, &svc.ports).map_err(retry)?,
             Outcome::Updated,
         ),
-        None if resync || svc.has_ingress() => {
+        None if svc.has_ingress() || (resync && svc.finalizer_index().is_some()) => {
             log(
                 Level::Warn,
                 &format!("repaired {key}: load balancer was missing"),
