@@ -188,24 +188,33 @@ impl Cloud {
             .and_then(|()| request.set_authority(Some(&self.authority)))
             .and_then(|()| request.set_path_with_query(Some(path)))
             .map_err(|()| fail("invalid request line".to_string()))?;
-        let outgoing = request
-            .body()
-            .map_err(|()| fail("request body taken".to_string()))?;
-        let future = outgoing_handler::handle(request, None).map_err(|e| fail(format!("{e:?}")))?;
-        // The body streams out once the request is under way. The stream is a child of the
-        // body, so it is dropped at the end of this block, before the body is finished.
-        if let Some(b) = body {
-            let stream = outgoing
-                .write()
-                .map_err(|()| fail("request stream taken".to_string()))?;
-            // blocking-write-and-flush takes at most 4096 bytes per call.
-            for chunk in b.chunks(4096) {
-                stream
-                    .blocking_write_and_flush(chunk)
-                    .map_err(|e| fail(format!("writing the body: {e:?}")))?;
+        // A request without a body is sent without one: taking the body stream would make it
+        // a chunked upload, which the server would have to drain.
+        let future = match body {
+            None => outgoing_handler::handle(request, None).map_err(|e| fail(format!("{e:?}")))?,
+            Some(b) => {
+                let outgoing = request
+                    .body()
+                    .map_err(|()| fail("request body taken".to_string()))?;
+                let future =
+                    outgoing_handler::handle(request, None).map_err(|e| fail(format!("{e:?}")))?;
+                {
+                    // The body streams out once the request is under way. The stream is a
+                    // child of the body: dropped at the end of this block, before `finish`.
+                    let stream = outgoing
+                        .write()
+                        .map_err(|()| fail("request stream taken".to_string()))?;
+                    // blocking-write-and-flush takes at most 4096 bytes per call.
+                    for chunk in b.chunks(4096) {
+                        stream
+                            .blocking_write_and_flush(chunk)
+                            .map_err(|e| fail(format!("writing the body: {e:?}")))?;
+                    }
+                }
+                OutgoingBody::finish(outgoing, None).map_err(|e| fail(format!("{e:?}")))?;
+                future
             }
-        }
-        OutgoingBody::finish(outgoing, None).map_err(|e| fail(format!("{e:?}")))?;
+        };
         future.subscribe().block();
         let response = match future.get() {
             Some(Ok(Ok(r))) => r,
