@@ -15,6 +15,7 @@ use kubewasm_e2e::*;
 mod bad_input;
 mod capabilities;
 mod convergence;
+mod lb_controller;
 
 const LOGGER: &str = "rust-configmap-logger.wasm";
 const FIXTURE: &str = "rust-test-fixture.wasm";

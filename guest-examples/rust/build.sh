@@ -7,7 +7,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 target_dir="${CARGO_TARGET_DIR:-$repo/target}"
 dist="$repo/guest-examples/dist"
-guests=(configmap-logger label-auditor logger-v2 test-fixture http-fixture)
+guests=(configmap-logger label-auditor lb-controller logger-v2 test-fixture http-fixture)
 
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
