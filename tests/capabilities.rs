@@ -34,7 +34,7 @@ async fn a_v2_handler_runs_beside_v1_and_its_ungranted_write_is_refused_by_the_h
         .wait_line(
             v2,
             "try write default/pre: error 403 Forbidden: not granted: plugin rust-logger-v2 \
-             has no grant to patch this object",
+             has no grant to patch ConfigMap of v1 in namespace default",
         )
         .await;
 
@@ -60,4 +60,295 @@ async fn a_v2_handler_runs_beside_v1_and_its_ungranted_write_is_refused_by_the_h
     assert_eq!(pre.metadata.resource_version.as_deref(), Some(&*rv_pre));
     assert!(pre.metadata.annotations.unwrap_or_default().is_empty());
     t.host.shutdown().await;
+}
+
+mod grants {
+    //! The host's side of the `kube` and `events` imports against the embedded API server, one
+    //! `PluginClient` per plugin exactly as the plugins layer builds them: every denial path of
+    //! the grants, the writes' options, the per-plugin write limit and Event series.
+
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures::TryStreamExt;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use k8s_openapi::api::events::v1::Event;
+    use kube::Api;
+    use kube::runtime::{WatchStreamExt, watcher};
+    use kubewasm::plugins::{
+        ClusterContext, GrantPolicy, Grants, Manifest, PluginClient, PluginMetrics,
+    };
+    use kubewasm::runtime::{
+        ClusterAccess, EventCall, EventType, KubeCall, ObjectRef, PatchType, PluginInfo, Regarding,
+        WriteOptions,
+    };
+    use kubewasm_e2e::*;
+
+    fn grants(manifest: &str) -> Arc<Grants> {
+        let path = Path::new("/plugins/p.toml");
+        let m = Manifest::parse(path, manifest).unwrap();
+        let info = PluginInfo {
+            name: "p".into(),
+            subscriptions: Vec::new(),
+            permissions: Vec::new(),
+            http_origins: Vec::new(),
+            events: false,
+        };
+        Arc::new(GrantPolicy::default().grants_for(&m, path, &info))
+    }
+
+    const CONFIGMAP_WRITER: &str = r#"
+[grants]
+watch = [{ api-version = "v1", kind = "ConfigMap" }]
+write = [{ api-version = "v1", kind = "ConfigMap", verbs = ["create", "patch", "apply", "delete"], namespaces = ["default"] }]
+"#;
+
+    fn cm(ns: &str, name: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"namespace":"{ns}","name":"{name}"}},"data":{{"a":"1"}}}}"#
+        )
+    }
+
+    fn at(kind: &str, ns: &str, name: &str) -> ObjectRef {
+        ObjectRef {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            namespace: Some(ns.into()),
+            name: name.into(),
+        }
+    }
+
+    fn count(metrics: &PluginMetrics, plugin: &str, verb: &str, code: u16) -> u64 {
+        let mut text = String::new();
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register("k", "", metrics.kube_requests.clone());
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let want = format!("plugin=\"{plugin}\",verb=\"{verb}\",code=\"{code}\"");
+        text.lines()
+            .find(|l| l.contains(&want))
+            .and_then(|l| l.rsplit(' ').next())
+            .map_or(0, |n| n.parse().unwrap())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_call_outside_the_grants_is_refused_before_the_api_server() {
+        let server = start_server().await;
+        let client = client(&server);
+        let metrics = PluginMetrics::unregistered();
+        let ctx = ClusterContext::new(client.clone(), false, metrics.clone());
+        let p = PluginClient::new("p", ctx, grants(CONFIGMAP_WRITER));
+        let opts = WriteOptions::default();
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+
+        let created = p
+            .call(KubeCall::Create {
+                json: cm("default", "a"),
+                opts,
+            })
+            .await
+            .unwrap()
+            .expect("the created object");
+        assert_eq!(created.view().name, "a");
+        let uid = created.view().uid.to_string();
+
+        let refused = [
+            // A namespace the write grant does not name.
+            KubeCall::Create {
+                json: cm("other", "a"),
+                opts,
+            },
+            // A verb not granted (`update` is `kube.replace`).
+            KubeCall::Replace {
+                json: cm("default", "a"),
+                subresource: None,
+                opts,
+            },
+            // A kind not granted, for writing and for reading.
+            KubeCall::Create {
+                json: r#"{"apiVersion":"v1","kind":"Secret","metadata":{"namespace":"default","name":"s"}}"#.into(),
+                opts,
+            },
+            KubeCall::Get(at("Secret", "default", "s")),
+        ];
+        for call in refused {
+            let what = format!("{call:?}");
+            let e = p.call(call).await.expect_err(&what);
+            assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"), "{what}");
+            assert!(e.message.starts_with("not granted: plugin p"), "{e:?}");
+        }
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+        assert!(secrets.get_opt("s").await.unwrap().is_none());
+        assert_eq!(count(&metrics, "p", "create", 403), 2);
+        assert_eq!(count(&metrics, "p", "update", 403), 1);
+
+        // Strings that could escape a path are refused before any grant lookup.
+        let e = p
+            .call(KubeCall::Get(at("ConfigMap", "default", "../secrets")))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, 400, "{e:?}");
+
+        // Apply writes under the plugin's field manager.
+        p.call(KubeCall::Apply {
+            json: cm("default", "b"),
+            opts: WriteOptions {
+                dry_run: false,
+                force: true,
+            },
+        })
+        .await
+        .unwrap();
+        let b = api.get("b").await.unwrap();
+        let managers: Vec<_> = b
+            .metadata
+            .managed_fields
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|m| m.manager)
+            .collect();
+        assert!(managers.iter().any(|m| m == "kubewasm:p"), "{managers:?}");
+
+        // A dry run is answered with the result and stores nothing.
+        let dry = p
+            .call(KubeCall::Patch {
+                target: at("ConfigMap", "default", "a"),
+                patch_type: PatchType::Merge,
+                patch: r#"{"data":{"a":"2"}}"#.into(),
+                subresource: None,
+                opts: WriteOptions {
+                    dry_run: true,
+                    force: false,
+                },
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(dry.view().json.contains(r#""a":"2""#));
+        assert_eq!(api.get("a").await.unwrap().data.unwrap()["a"], "1");
+
+        // Reads: a missing object is `None`, not an error.
+        let missing = p
+            .call(KubeCall::Get(at("ConfigMap", "default", "nope")))
+            .await
+            .unwrap();
+        assert!(missing.is_none());
+
+        // Deletes honour the uid precondition.
+        let e = p
+            .call(KubeCall::Delete {
+                target: at("ConfigMap", "default", "a"),
+                uid_precondition: Some("another-uid".into()),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, 409, "{e:?}");
+        p.call(KubeCall::Delete {
+            target: at("ConfigMap", "default", "a"),
+            uid_precondition: Some(uid),
+        })
+        .await
+        .unwrap();
+        assert!(api.get_opt("a").await.unwrap().is_none());
+        server.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_flood_meets_its_own_limit_while_another_plugin_writes_normally() {
+        let server = start_server().await;
+        let client = client(&server);
+        let metrics = PluginMetrics::unregistered();
+        let ctx = ClusterContext::new(client.clone(), false, metrics.clone());
+        let limited = format!("write-qps = 1\nwrite-burst = 2\n{CONFIGMAP_WRITER}");
+        let flood = Arc::new(PluginClient::new("flood", ctx.clone(), grants(&limited)));
+        let calm = PluginClient::new("calm", ctx, grants(CONFIGMAP_WRITER));
+
+        let finished = Arc::new(AtomicUsize::new(0));
+        let flooding: Vec<_> = (0..12)
+            .map(|i| {
+                let (flood, finished) = (flood.clone(), finished.clone());
+                tokio::spawn(async move {
+                    let r = flood
+                        .call(KubeCall::Create {
+                            json: cm("default", &format!("flood-{i}")),
+                            opts: WriteOptions::default(),
+                        })
+                        .await;
+                    finished.fetch_add(1, Ordering::AcqRel);
+                    r.map(drop).map_err(|e| e.code)
+                })
+            })
+            .collect();
+        for i in 0..5 {
+            calm.call(KubeCall::Create {
+                json: cm("default", &format!("calm-{i}")),
+                opts: WriteOptions::default(),
+            })
+            .await
+            .expect("the other plugin's writes go through");
+        }
+        assert!(
+            finished.load(Ordering::Acquire) < 12,
+            "the calm plugin finished while the flood still waits for its own tokens"
+        );
+        let mut codes = Vec::new();
+        for f in flooding {
+            codes.push(f.await.unwrap());
+        }
+        let limited = codes.iter().filter(|c| **c == Err(429)).count();
+        let written = codes.iter().filter(|c| c.is_ok()).count();
+        assert!(limited >= 3, "{codes:?}");
+        assert_eq!(limited + written, 12, "{codes:?}");
+        assert_eq!(count(&metrics, "flood", "create", 429) as usize, limited);
+        assert_eq!(count(&metrics, "calm", "create", 200), 5);
+        server.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn repeated_events_count_up_one_series_and_ungranted_ones_are_dropped() {
+        let server = start_server().await;
+        let client = client(&server);
+        let metrics = PluginMetrics::unregistered();
+        let ctx = ClusterContext::new(client.clone(), false, metrics.clone());
+        let granted = PluginClient::new(
+            "p",
+            ctx.clone(),
+            grants(&format!("{CONFIGMAP_WRITER}events = true\n")),
+        );
+        let silent = PluginClient::new("silent", ctx, grants(CONFIGMAP_WRITER));
+        let event = || EventCall {
+            regarding: Regarding {
+                object: at("ConfigMap", "default", "web"),
+                uid: String::new(),
+                resource_version: String::new(),
+            },
+            event_type: EventType::Warning,
+            reason: "Unreachable".into(),
+            action: "Probe".into(),
+            note: "the backend did not answer".into(),
+        };
+        silent.emit(event());
+        for _ in 0..3 {
+            granted.emit(event());
+        }
+        let events: Api<Event> = Api::namespaced(client.clone(), "default");
+        let stream = watcher(events.clone(), watcher::Config::default()).applied_objects();
+        futures::pin_mut!(stream);
+        tokio::time::timeout(PATIENCE, async {
+            while let Some(e) = stream.try_next().await.unwrap() {
+                if e.series.as_ref().is_some_and(|s| s.count == 3) {
+                    return;
+                }
+            }
+        })
+        .await
+        .expect("one Event whose series counts three occurrences");
+        let all = events.list(&Default::default()).await.unwrap().items;
+        assert_eq!(all.len(), 1, "repeats joined one Event");
+        let e = &all[0];
+        assert_eq!(e.reporting_controller.as_deref(), Some("kubewasm/p"));
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        assert_eq!(e.regarding.as_ref().unwrap().name.as_deref(), Some("web"));
+        server.shutdown().await;
+    }
 }

@@ -133,7 +133,9 @@ impl Host {
             manager.metrics().clone(),
         ));
         if config.dry_run {
-            tracing::warn!("dry run: every plugin write is sent with dryRun=All and only GET/HEAD HTTP requests leave the host");
+            tracing::warn!(
+                "dry run: every plugin write is sent with dryRun=All and only GET/HEAD HTTP requests leave the host"
+            );
         }
         let stop = CancellationToken::new();
         let starting = Arc::new(AtomicBool::new(config.plugins_dir.is_some()));

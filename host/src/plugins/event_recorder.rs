@@ -255,7 +255,8 @@ impl Writer {
     /// Counts `p` into its series when one is open, else creates a new Event.
     async fn write(&mut self, p: Pending) -> Result<(), kube::Error> {
         let now = Instant::now();
-        self.series.retain(|_, s| now.duration_since(s.first) < SERIES_WINDOW);
+        self.series
+            .retain(|_, s| now.duration_since(s.first) < SERIES_WINDOW);
         let dry = self.dry_query();
         if let Some(s) = self.series.get_mut(&p.key) {
             s.count += 1;

@@ -95,7 +95,11 @@ impl ClusterContext {
     }
 
     /// The resource serving `kind` and whether it is namespaced.
-    async fn resolve(&self, api_version: &str, kind: &str) -> Result<(ApiResource, bool), ApiError> {
+    async fn resolve(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<(ApiResource, bool), ApiError> {
         let key = (api_version.to_string(), kind.to_string());
         if let Some(found) = self.kinds.lock().get(&key) {
             return Ok(found.clone());
@@ -294,10 +298,7 @@ impl Inner {
                 return Err(api_error(
                     504,
                     "Timeout",
-                    format!(
-                        "no answer within {} s",
-                        KUBE_CALL_TIMEOUT.as_secs_f64()
-                    ),
+                    format!("no answer within {} s", KUBE_CALL_TIMEOUT.as_secs_f64()),
                 ));
             }
             Err(e) => {
@@ -468,9 +469,10 @@ fn body_target(json: &str) -> Result<(ObjectRef, Option<String>), ApiError> {
             Some(_) => Err(bad_request(format!("{what} must be a string"))),
         }
     };
-    let api_version =
-        text(v.get("apiVersion"), "apiVersion")?.ok_or_else(|| bad_request("apiVersion is required".into()))?;
-    let kind = text(v.get("kind"), "kind")?.ok_or_else(|| bad_request("kind is required".into()))?;
+    let api_version = text(v.get("apiVersion"), "apiVersion")?
+        .ok_or_else(|| bad_request("apiVersion is required".into()))?;
+    let kind =
+        text(v.get("kind"), "kind")?.ok_or_else(|| bad_request("kind is required".into()))?;
     let meta = v.get("metadata");
     let namespace = text(meta.and_then(|m| m.get("namespace")), "metadata.namespace")?;
     let name = text(meta.and_then(|m| m.get("name")), "metadata.name")?;
@@ -486,7 +488,8 @@ fn body_target(json: &str) -> Result<(ObjectRef, Option<String>), ApiError> {
 /// Validates a call and turns it into what the request needs.
 fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
     let verb = call.verb();
-    let check_name = |n: &str| validate_name(n).map_err(|why| bad_request(format!("invalid name: {why}")));
+    let check_name =
+        |n: &str| validate_name(n).map_err(|why| bad_request(format!("invalid name: {why}")));
     let check_sub = |s: &Option<String>| match s {
         Some(s) => validate_subresource(s)
             .map_err(|why| bad_request(format!("invalid subresource: {why}"))),
@@ -631,8 +634,15 @@ mod tests {
             r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","name":"x"}}"#,
         )
         .unwrap();
-        assert_eq!((t.kind.as_str(), t.namespace.as_deref(), name.as_deref()), ("ConfigMap", Some("ns"), Some("x")));
-        for bad in ["{", r#"{"kind":"ConfigMap"}"#, r#"{"apiVersion":1,"kind":"X"}"#] {
+        assert_eq!(
+            (t.kind.as_str(), t.namespace.as_deref(), name.as_deref()),
+            ("ConfigMap", Some("ns"), Some("x"))
+        );
+        for bad in [
+            "{",
+            r#"{"kind":"ConfigMap"}"#,
+            r#"{"apiVersion":1,"kind":"X"}"#,
+        ] {
             assert_eq!(body_target(bad).err().map(|e| e.code), Some(400), "{bad}");
         }
         let bad_ns = KubeCall::Get(ObjectRef {
@@ -660,7 +670,10 @@ mod tests {
             opts: WriteOptions::default(),
         })
         .unwrap();
-        assert_eq!((p.method, p.content_type), (http::Method::PATCH, Some("application/merge-patch+json")));
+        assert_eq!(
+            (p.method, p.content_type),
+            (http::Method::PATCH, Some("application/merge-patch+json"))
+        );
         let p = prepare(KubeCall::Apply {
             json: r#"{"apiVersion":"v1","kind":"Service","metadata":{"namespace":"default","name":"web"}}"#.into(),
             opts: WriteOptions { dry_run: false, force: true },
@@ -668,7 +681,11 @@ mod tests {
         .unwrap();
         assert!(p.force && p.field_manager);
         assert_eq!(p.content_type, Some("application/apply-patch+yaml"));
-        let p = prepare(KubeCall::Delete { target, uid_precondition: Some("u-1".into()) }).unwrap();
+        let p = prepare(KubeCall::Delete {
+            target,
+            uid_precondition: Some("u-1".into()),
+        })
+        .unwrap();
         assert_eq!(p.method, http::Method::DELETE);
     }
 }

@@ -957,7 +957,12 @@ impl PluginManager {
 
     /// Gives an instance what its grants allow: outbound HTTP to granted origins, and `kube`
     /// calls and Events through a client of its own (when the host is connected to a cluster).
-    fn grant(&self, instance: HandlerInstance, name: &str, grants: &Arc<Grants>) -> HandlerInstance {
+    fn grant(
+        &self,
+        instance: HandlerInstance,
+        name: &str,
+        grants: &Arc<Grants>,
+    ) -> HandlerInstance {
         let cluster = self.inner.cluster.get();
         let mut http = HttpPolicy::new(grants.clone());
         http.dry_run = grants.dry_run() || cluster.is_some_and(|c| c.dry_run());

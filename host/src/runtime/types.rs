@@ -36,6 +36,19 @@ pub trait GuestObject: Send + Sync {
     fn view(&self) -> ObjectView<'_>;
 }
 
+/// Names the object (kind, namespace/name, resourceVersion), never its content: Debug output
+/// ends up in logs and test failures, and objects may be Secrets.
+impl fmt::Debug for dyn GuestObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.view();
+        write!(f, "{} {} ", v.api_version, v.kind)?;
+        if let Some(ns) = v.namespace {
+            write!(f, "{ns}/")?;
+        }
+        write!(f, "{} rv={}", v.name, v.resource_version)
+    }
+}
+
 /// Answers a guest's `cache` imports. The implementation decides what a plugin may read:
 /// refusing (e.g. an unsubscribed kind) is an `Err(message)` that the guest receives as a value,
 /// never a trap.
