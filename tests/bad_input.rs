@@ -302,27 +302,25 @@ async fn bad_plugin_files_are_refused_with_errors_naming_them() {
     let status = t.host.manager.status().await;
     let failed = status.iter().filter(|s| s.state.name() == "failed").count();
     assert_eq!(failed, cases.len(), "{status:#?}");
-    // Granted by name in its manifest, the Secrets subscription loads, and `/plugins` shows
-    // what it is granted.
+    // The refused Secrets subscriber loads once its manifest grants what the error suggested
+    // (a manifest edit is a new version of the plugin).
     std::fs::write(
-        dir.path().join("secrets-granted.toml"),
+        dir.path().join("secrets-by-default.toml"),
         "[grants]\nwatch = [{ api-version = \"v1\", kind = \"Secret\" }]\n",
     )
     .unwrap();
-    install(
-        &fixture_variant("secrets"),
-        dir.path(),
-        "secrets-granted.wasm",
-    );
     t.recorder
-        .wait("secrets-granted loaded", |r| {
-            r.events().iter().any(
-                |e| matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "secrets-granted"),
-            )
+        .wait("secrets-by-default loaded", |r| {
+            r.events().iter().any(|e| {
+                matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "secrets-by-default")
+            })
         })
         .await;
     let status = t.host.manager.status().await;
-    let granted = status.iter().find(|s| s.name == "secrets-granted").unwrap();
+    let granted = status
+        .iter()
+        .find(|s| s.name == "secrets-by-default")
+        .unwrap();
     let grants = granted
         .grants
         .as_ref()

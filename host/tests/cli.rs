@@ -494,3 +494,60 @@ fn dev_grants_what_plugins_ask_for_and_warns() {
         .count();
     assert_eq!(warnings, 1, "{text}");
 }
+
+/// What `kubewasm rbac` prints is accepted by an API server (`kubectl apply --server-side`).
+#[test]
+fn rbac_output_applies_with_kubectl() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    let dir = plugins_dir(
+        &[
+            ("logger", dist().join("rust-configmap-logger.wasm")),
+            ("asks", fixture("rust-logger-v2-asks.wasm")),
+        ],
+        &[("asks", ASKS_GRANTED)],
+    );
+    let out = kubewasm().arg("rbac").arg(dir.path()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(apiserver::ApiServer::start(apiserver::Config::default()))
+        .unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let mut kubectl = Command::new("kubectl")
+        .env("KUBECONFIG", &kubeconfig)
+        .args(["apply", "--server-side", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl is installed");
+    kubectl
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&out.stdout)
+        .unwrap();
+    let applied = kubectl.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&applied.stdout);
+    assert!(
+        applied.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    for object in [
+        "clusterrole.rbac.authorization.k8s.io/kubewasm-plugins",
+        "clusterrolebinding.rbac.authorization.k8s.io/kubewasm-plugins",
+        "role.rbac.authorization.k8s.io/kubewasm-plugins",
+        "rolebinding.rbac.authorization.k8s.io/kubewasm-plugins",
+    ] {
+        assert!(text.contains(object), "{text}");
+    }
+    rt.block_on(server.shutdown());
+}

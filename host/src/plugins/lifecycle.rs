@@ -2,9 +2,10 @@
 //!
 //! A new version is compiled, instantiated and asked to `describe()` itself on a blocking
 //! thread, under the plugin's deadline; only when every subscription is valid and resolves, and
-//! its grants (see `grants.rs`) cover everything it asks for, is it attached to the informers (its replay of the cache queues up behind a closed gate). Then the
-//! old version is detached and stopped — its in-flight call ends or hits its deadline — and only
-//! then does the new version start delivering, so two versions never run calls at once. Any
+//! its grants (see `grants.rs`) cover everything it asks for, is it attached to the informers
+//! (its replay of the cache queues up behind a closed gate). Then the old version is detached
+//! and stopped — its in-flight call ends or hits its deadline — and only then does the new
+//! version start delivering, so two versions never run calls at once. Any
 //! failure leaves the old version running.
 //!
 //! What v1 still had queued is dropped when it stops, and that is safe: v2 was attached before
