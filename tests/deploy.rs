@@ -326,3 +326,32 @@ async fn kustomize_base_renders_and_applies_to_the_embedded_server() {
     );
     assert_eq!(d2.metadata.resource_version, d.metadata.resource_version);
 }
+
+/// `deploy/plugins-rbac.yaml` is what `kubewasm rbac` prints for the plugins the base ships, so
+/// the ServiceAccount can do exactly what their subscriptions and grants need.
+#[test]
+fn the_plugins_rbac_is_what_kubewasm_rbac_prints_for_the_shipped_plugins() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = staged_base(tmp.path());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubewasm-replica"))
+        .arg("rbac")
+        .arg(base.join("plugins"))
+        .output()
+        .expect("kubewasm rbac runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs = |text: &str| -> Vec<Value> {
+        serde_yaml::Deserializer::from_str(text)
+            .map(|d| serde::Deserialize::deserialize(d).expect("YAML"))
+            .collect()
+    };
+    let shipped = std::fs::read_to_string(repo().join("deploy/plugins-rbac.yaml")).unwrap();
+    assert_eq!(
+        docs(&shipped),
+        docs(&String::from_utf8(out.stdout).unwrap()),
+        "deploy/plugins-rbac.yaml is stale: regenerate it with `kubewasm rbac deploy/plugins`"
+    );
+}

@@ -1071,6 +1071,14 @@ impl fmt::Display for Quoted<'_> {
     }
 }
 
+/// The runtime's view of the HTTP grants: the sender asks before every request (and again for
+/// every loopback or link-local address a name resolves to).
+impl crate::runtime::HttpGate for Grants {
+    fn allows_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
+        Grants::allows_origin(self, scheme, host, port)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1486,10 +1494,3 @@ mod tests {
     }
 }
 
-/// The runtime's view of the HTTP grants: the sender asks before every request (and again for
-/// every loopback or link-local address a name resolves to).
-impl crate::runtime::HttpGate for Grants {
-    fn allows_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
-        Grants::allows_origin(self, scheme, host, port)
-    }
-}
