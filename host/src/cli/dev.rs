@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
@@ -29,6 +29,12 @@ pub struct DevArgs {
     /// Also create and change a few ConfigMaps so the handlers fire without typing anything.
     #[arg(long)]
     pub demo: bool,
+    /// With `--demo`: the cloud stand-in of the lb-controller example
+    /// (`guest-examples/rust/lb-controller/cloud.py`, `http://127.0.0.1:PORT`). The demo then also
+    /// creates LoadBalancer Services, deletes a load balancer behind the controller's back so
+    /// the next resync repairs it, and deletes the Services again.
+    #[arg(long, value_name = "URL", requires = "demo")]
+    pub demo_cloud: Option<String>,
     #[command(flatten)]
     pub host: HostArgs,
 }
@@ -91,9 +97,13 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     );
     log_endpoints(&host);
 
+    let lb_demo = match (&args.demo_cloud, args.demo) {
+        (Some(url), true) => Some(tokio::spawn(lb_demo_loop(client.clone(), url.clone()))),
+        _ => None,
+    };
     let demo = args.demo.then(|| tokio::spawn(demo_loop(client)));
     super::wait_for_signal().await;
-    if let Some(d) = demo {
+    for d in [demo, lb_demo].into_iter().flatten() {
         d.abort();
     }
     super::shutdown_or_second_signal(host.shutdown()).await;
@@ -144,5 +154,66 @@ async fn demo_round_robin(client: kube::Client) -> anyhow::Result<()> {
             cms.delete(&name, &DeleteParams::default()).await?;
         }
     }
+    Ok(())
+}
+
+/// The lb-controller's part of the demo: a LoadBalancer Service gets its load balancer, loses it
+/// in the cloud behind the controller's back (repaired at the next resync), and is deleted (its
+/// load balancer goes first, then the finalizer lets the Service go).
+async fn lb_demo_loop(client: kube::Client, cloud: String) {
+    if let Err(e) = lb_demo(client, &cloud).await {
+        tracing::warn!(error = %e, "lb-controller demo stopped");
+    }
+}
+
+async fn lb_demo(client: kube::Client, cloud: &str) -> anyhow::Result<()> {
+    let authority = cloud
+        .strip_prefix("http://")
+        .map(|a| a.trim_end_matches('/'))
+        .filter(|a| a.parse::<std::net::SocketAddr>().is_ok())
+        .ok_or_else(|| anyhow::anyhow!("--demo-cloud must be http://IP:PORT, got {cloud:?}"))?
+        .to_string();
+    let config: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let endpoint = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "lb-controller"}, "data": {"endpoint": cloud},
+    });
+    config
+        .patch(
+            "lb-controller",
+            &PatchParams::apply("kubewasm-demo").force(),
+            &Patch::Apply(&endpoint),
+        )
+        .await?;
+    let services: Api<Service> = Api::namespaced(client, "default");
+    let pause = Duration::from_secs(15);
+    for round in 0u64.. {
+        let name = format!("web-{}", round % 2);
+        let svc: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+        }))?;
+        services.create(&PostParams::default(), &svc).await?;
+        tracing::info!(service = %name, "demo: created a LoadBalancer Service");
+        tokio::time::sleep(pause).await;
+        let uid = services.get(&name).await?.metadata.uid.unwrap_or_default();
+        cloud_delete(&authority, &uid).await?;
+        tracing::info!(service = %name, "demo: deleted its load balancer in the cloud behind the controller's back; the next resync re-creates it");
+        tokio::time::sleep(pause * 2).await;
+        services.delete(&name, &DeleteParams::default()).await?;
+        tracing::info!(service = %name, "demo: deleted the Service; the controller removes its load balancer, then its finalizer");
+        tokio::time::sleep(pause).await;
+    }
+    Ok(())
+}
+
+/// `DELETE /lbs/{uid}` on the cloud stand-in: one HTTP/1.0 exchange, the answer ignored.
+async fn cloud_delete(authority: &str, uid: &str) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(authority).await?;
+    let request = format!("DELETE /lbs/{uid} HTTP/1.0\r\nHost: {authority}\r\n\r\n");
+    conn.write_all(request.as_bytes()).await?;
+    let mut answer = Vec::new();
+    conn.read_to_end(&mut answer).await?;
     Ok(())
 }

@@ -1493,4 +1493,3 @@ mod tests {
         assert_eq!(g.check(&i), Ok(()));
     }
 }
-

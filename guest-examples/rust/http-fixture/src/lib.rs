@@ -162,6 +162,11 @@ impl Guest for HttpFixture {
         let parsed: serde_json::Value =
             serde_json::from_str(&obj.json).map_err(|e| HandlerError::Fatal(e.to_string()))?;
         let data = parsed.get("data").cloned().unwrap_or_default();
+        // Objects that describe no request are not for this fixture (it shares hosts with
+        // other handlers, e.g. in `kubewasm dev`).
+        if field(&data, "url").is_none() {
+            return Ok(());
+        }
         match exchange(&data) {
             Ok(outcome) => {
                 log(Level::Info, &outcome);
