@@ -21,6 +21,11 @@ for g in "${guests[@]}"; do
     src="$target_dir/wasm32-wasip2/release/${g//-/_}.wasm"
     cp "$src" "$dist/rust-$g.wasm"
     echo "built $dist/rust-$g.wasm ($(wc -c <"$src") bytes)"
+    # An example that ships its operator manifest gets it beside the component, so `kubewasm
+    # run` and `kubewasm check` on dist/ grant it what it needs.
+    if [[ -f "$here/$g/$g.toml" ]]; then
+        cp "$here/$g/$g.toml" "$dist/rust-$g.toml"
+    fi
 done
 
 # describe() variants of the test fixture for the host's bad-input tests: one component each

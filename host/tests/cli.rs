@@ -57,9 +57,15 @@ fn check_prints_describe_of_every_example() {
                 .is_empty(),
             "{stdout}"
         );
-        let v2 = ["rust-logger-v2.wasm", "rust-http-fixture.wasm"]
-            .iter()
-            .any(|n| f.file_name().unwrap() == *n);
+        let v2 = [
+            "rust-logger-v2.wasm",
+            "rust-http-fixture.wasm",
+            "rust-lb-controller.wasm",
+            "python-replicator.wasm",
+            "javascript-notifier.wasm",
+        ]
+        .iter()
+        .any(|n| f.file_name().unwrap() == *n);
         assert_eq!(v["world"], if v2 { "0.2.0" } else { "0.1.0" }, "{stdout}");
         if f.file_name()
             .unwrap()

@@ -169,13 +169,41 @@ impl PluginClient {
 }
 
 impl ClusterAccess for PluginClient {
+    /// The whole call runs on the host's runtime, never on the plugin's thread: the kube
+    /// client's pooled connections are driven by tasks of the runtime that opened them, and a
+    /// plugin's runtime stalls while its guest computes and ends when the plugin unloads.
+    /// Dropping the returned future (the guest's call was abandoned) aborts the request.
     fn call(&self, call: KubeCall) -> KubeFuture {
         let inner = self.inner.clone();
-        Box::pin(async move { inner.call(call).await })
+        let mut task = AbortOnDrop(
+            self.inner
+                .ctx
+                .host
+                .spawn(async move { inner.call(call).await }),
+        );
+        Box::pin(async move {
+            match (&mut task.0).await {
+                Ok(result) => result,
+                Err(e) => Err(api_error(
+                    500,
+                    "InternalError",
+                    format!("request task failed: {e}"),
+                )),
+            }
+        })
     }
 
     fn emit(&self, event: EventCall) {
         self.events.emit(event);
+    }
+}
+
+/// Aborts the host-side task of a call whose guest stopped waiting.
+struct AbortOnDrop(tokio::task::JoinHandle<KubeResult>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -256,7 +284,10 @@ impl Inner {
                     ),
                 ));
             };
-            tokio::time::sleep(wait).await;
+            // A zero sleep would still wait for the timer wheel's next millisecond tick.
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
         }
         let (ar, namespaced) = self.ctx.resolve(&t.api_version, &t.kind).await?;
         match (namespaced, ns) {
@@ -275,37 +306,27 @@ impl Inner {
             _ => {}
         }
         let request = self.request(p, &ar)?;
-        let client = self.ctx.client.clone();
-        let send = self.ctx.host.spawn(async move {
-            tokio::time::timeout_at(deadline, client.request_text(request)).await
-        });
-        let text = match send.await {
-            Ok(Ok(Ok(text))) => text,
-            Ok(Ok(Err(kube::Error::Api(s)))) => {
+        let sent = tokio::time::timeout_at(deadline, self.ctx.client.request_text(request)).await;
+        let text = match sent {
+            Ok(Ok(text)) => text,
+            Ok(Err(kube::Error::Api(s))) => {
                 if p.verb == "get" && s.code == 404 {
                     return Ok(None);
                 }
                 return Err(api_error(s.code, &s.reason, s.message));
             }
-            Ok(Ok(Err(e))) => {
+            Ok(Err(e)) => {
                 return Err(api_error(
                     503,
                     "ServiceUnavailable",
                     format!("API server unreachable: {e}"),
                 ));
             }
-            Ok(Err(_)) => {
+            Err(_) => {
                 return Err(api_error(
                     504,
                     "Timeout",
                     format!("no answer within {} s", KUBE_CALL_TIMEOUT.as_secs_f64()),
-                ));
-            }
-            Err(e) => {
-                return Err(api_error(
-                    500,
-                    "InternalError",
-                    format!("request task failed: {e}"),
                 ));
             }
         };

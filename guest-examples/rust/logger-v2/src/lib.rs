@@ -4,6 +4,7 @@
 //! tests see that a call outside the plugin's grants is refused:
 //!
 //! - `write`: merge-patches an annotation onto the object (`kube.patch`);
+//! - `apply`: server-side applies a ConfigMap `<name>-applied` beside it (`kube.apply`);
 //! - `get`: reads the object from the API server (`kube.get`);
 //! - `event`: records a Normal Event about the object (`events.emit`);
 //! - `http`: sends `GET http://127.0.0.1:9/` (`wasi:http/outgoing-handler`).
@@ -63,6 +64,20 @@ fn attempt(meta: &ObjectMeta) {
         )
         .map(|o| format!("ok rv={}", o.meta.resource_version))
         .unwrap_or_else(|e| format!("error {}", api_error(&e))),
+        "apply" => {
+            let ns = meta.namespace.as_deref().unwrap_or("default");
+            let applied = format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"namespace":"{ns}","name":"{}-applied"}},"data":{{"seen":"true"}}}}"#,
+                meta.name
+            );
+            let opts = WriteOptions {
+                dry_run: false,
+                force: true,
+            };
+            kube::apply(&applied, opts)
+                .map(|o| format!("ok rv={}", o.meta.resource_version))
+                .unwrap_or_else(|e| format!("error {}", api_error(&e)))
+        }
         "get" => kube::get(
             &meta.api_version,
             &meta.kind,
