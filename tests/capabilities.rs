@@ -4,6 +4,7 @@
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
+use kube::api::{Patch, PatchParams};
 use kubewasm::plugins::LoadOutcome;
 use kubewasm::runtime::Limits;
 use kubewasm_e2e::*;
@@ -59,6 +60,133 @@ async fn a_v2_handler_runs_beside_v1_and_its_ungranted_write_is_refused_by_the_h
     let pre = api.get("pre").await.unwrap();
     assert_eq!(pre.metadata.resource_version.as_deref(), Some(&*rv_pre));
     assert!(pre.metadata.annotations.unwrap_or_default().is_empty());
+    t.host.shutdown().await;
+}
+
+/// The JSON a logger-v2 build logged for `default/shown` (`json …` or `cached …`), the last one
+/// whose `data.keep` is `keep`.
+fn shown(lines: &[String], what: &str, keep: &str) -> Option<serde_json::Value> {
+    let prefix = format!("{what} default/shown ");
+    lines
+        .iter()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|j| serde_json::from_str::<serde_json::Value>(j).expect("the guest got JSON"))
+        .rfind(|v| v["data"]["keep"] == keep || (keep.is_empty() && v.get("data").is_none()))
+}
+
+fn top_keys(v: &serde_json::Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort();
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn projections_cut_what_the_guest_sees_and_are_made_once_per_version() {
+    let server = start_server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
+    let shown_cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "shown", "labels": {"kubewasm.io/try": "show"},
+                     "annotations": {"a": "b"}},
+        "data": {"keep": "k1", "drop": "x".repeat(512)},
+    }))
+    .unwrap();
+    api.create(&Default::default(), &shown_cm).await.unwrap();
+
+    let t = start_host(&server, None, Limits::default()).await;
+    // Two plugins with the same `fields` projection (the second a copy under another name),
+    // one `metadata-only`, one whole-object 0.2.0 and one 0.1.0 plugin.
+    let dir = tempfile::tempdir().unwrap();
+    let fields_b = dir.path().join("fields-b.wasm");
+    std::fs::copy(guest("fixtures/rust-logger-v2-fields.wasm"), &fields_b).unwrap();
+    for path in [
+        guest("fixtures/rust-logger-v2-fields.wasm"),
+        fields_b,
+        guest("fixtures/rust-logger-v2-metadata-only.wasm"),
+        guest(LOGGER_V2),
+        guest(LOGGER),
+    ] {
+        let out = t.host.manager.load_file(&path).await.expect("loads");
+        assert!(matches!(out, LoadOutcome::Loaded { .. }), "{out:?}");
+    }
+    let (fields_a, fields_b, meta, whole) = (
+        "rust-logger-v2-fields",
+        "fields-b",
+        "rust-logger-v2-metadata-only",
+        "rust-logger-v2",
+    );
+    for p in [fields_a, fields_b, meta, whole] {
+        t.logs.wait_line(p, "synced").await;
+    }
+    t.logs
+        .wait_for("rust-configmap-logger", "add default/shown", |l| {
+            l.iter().any(|x| x.starts_with("add default/shown "))
+        })
+        .await;
+
+    let check = |keep: &str| {
+        for p in [fields_a, fields_b] {
+            for what in ["json", "cached"] {
+                let v = shown(&t.logs.of(p), what, keep).unwrap_or_else(|| {
+                    panic!("{p} logged no {what} with keep={keep}: {:?}", t.logs.of(p))
+                });
+                assert_eq!(
+                    top_keys(&v),
+                    ["apiVersion", "data", "kind", "metadata"],
+                    "{p} {what}"
+                );
+                assert_eq!(v["data"], serde_json::json!({"keep": keep}), "{p} {what}");
+                assert_eq!(
+                    v["metadata"]["annotations"]["a"], "b",
+                    "metadata stays whole"
+                );
+                assert!(v["metadata"].get("managedFields").is_none());
+            }
+        }
+        for what in ["json", "cached"] {
+            let v = shown(&t.logs.of(meta), what, "").expect("metadata-only logged");
+            assert_eq!(top_keys(&v), ["apiVersion", "kind", "metadata"], "{what}");
+            assert_eq!(v["metadata"]["name"], "shown");
+        }
+        let v = shown(&t.logs.of(whole), "json", keep).expect("the whole object");
+        assert_eq!(v["data"]["drop"].as_str().map(str::len), Some(512));
+    };
+    check("k1");
+
+    // One copy per object version and distinct projection (two here), however many plugins
+    // share it; every cached ConfigMap was replayed to each plugin.
+    let cached = |t: &TestHost| {
+        t.host
+            .manager
+            .factory()
+            .keys()
+            .iter()
+            .filter_map(|k| t.host.manager.factory().indexer(k))
+            .map(|i| i.list().len() as u64)
+            .sum::<u64>()
+    };
+    let objects = cached(&t);
+    let made = || t.host.manager.metrics().projections_made.get();
+    assert_eq!(made(), 2 * objects, "{objects} objects");
+
+    let p = serde_json::json!({"data": {"keep": "k2"}});
+    api.patch("shown", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    for p in [fields_a, fields_b] {
+        t.logs
+            .wait_for(p, "json with k2", |l| shown(l, "cached", "k2").is_some())
+            .await;
+    }
+    t.logs
+        .wait_for(whole, "json with k2", |l| shown(l, "json", "k2").is_some())
+        .await;
+    check("k2");
+    assert_eq!(
+        made(),
+        2 * (objects + 1),
+        "the new version, once per projection"
+    );
+    assert!(t.host.manager.metrics().projections_cached.get() >= 2 * objects as i64);
     t.host.shutdown().await;
 }
 

@@ -44,4 +44,11 @@ cargo build --release --target wasm32-wasip2 --quiet \
     --manifest-path "$here/Cargo.toml" --target-dir "$target_dir" \
     -p logger-v2 --features describe-asks
 cp "$target_dir/wasm32-wasip2/release/logger_v2.wasm" "$dist/fixtures/rust-logger-v2-asks.wasm"
+# logger-v2 subscribing with a projection, logging the JSON it receives (projection tests).
+for v in fields metadata-only; do
+    cargo build --release --target wasm32-wasip2 --quiet \
+        --manifest-path "$here/Cargo.toml" --target-dir "$target_dir" \
+        -p logger-v2 --features "$v"
+    cp "$target_dir/wasm32-wasip2/release/logger_v2.wasm" "$dist/fixtures/rust-logger-v2-$v.wasm"
+done
 echo "built $(ls "$dist/fixtures" | wc -l) describe() fixture variants in $dist/fixtures"

@@ -85,7 +85,7 @@ fn stuck(cap: usize, events: usize) -> (isize, usize, f64) {
         &config,
         Arc::new(|_| {}),
     );
-    let handler = dispatcher.handler(0);
+    let handler = dispatcher.handler(0, None);
     let mut pushing = std::time::Duration::ZERO;
     for e in 0..events {
         let i = e % OBJECTS;

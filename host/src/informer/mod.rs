@@ -47,6 +47,7 @@ pub use list_watch::{
 pub use listener::{FilteringHandler, Notification, ResourceEventHandler};
 pub use metrics::InformerMetrics;
 pub use object::{KubeObject, MalformedObject, ObjectMeta, SharedObject, json_serialisations};
+pub(crate) use object::{Members as JsonMembers, raw_str as raw_json_str};
 pub use reflector::{ReflectorConfig, TransformFunc};
 pub use resync::MINIMUM_RESYNC_PERIOD;
 pub use shared_informer::{HandlerHandle, SharedIndexInformer};

@@ -280,6 +280,17 @@ impl KubeObject {
             .map_err(|(e, v)| (e, SourceObject::Tree(v)))
     }
 
+    /// The same version (metadata, key) carrying other JSON text: a view of it cut down by a
+    /// layer above (the plugins layer's projections). The metadata is not re-extracted, so the
+    /// text must keep this version's `metadata`.
+    pub fn with_json(&self, json: Box<str>) -> Self {
+        Self {
+            meta: self.meta.clone(),
+            key: self.key.clone(),
+            body: Body::Served(json),
+        }
+    }
+
     /// Extracted metadata of this version.
     pub fn meta(&self) -> &ObjectMeta {
         &self.meta
@@ -416,7 +427,14 @@ fn not_an_object(e: serde_json::Error) -> MalformedObject {
 
 /// A JSON object's members in order, each as its raw key (quotes included) and raw value, both
 /// borrowed from the text so their byte offsets are known.
-struct Members<'a>(Vec<(&'a RawValue, &'a RawValue)>);
+pub(crate) struct Members<'a>(Vec<(&'a RawValue, &'a RawValue)>);
+
+impl<'a> Members<'a> {
+    /// The members in text order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &(&'a RawValue, &'a RawValue)> {
+        self.0.iter()
+    }
+}
 
 impl<'de> Deserialize<'de> for Members<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -439,7 +457,7 @@ impl<'de> Deserialize<'de> for Members<'de> {
 }
 
 /// The string a raw JSON value holds, `None` when it is not a string.
-fn raw_str(v: &RawValue) -> Option<Cow<'_, str>> {
+pub(crate) fn raw_str(v: &RawValue) -> Option<Cow<'_, str>> {
     let t = v.get();
     if !t.starts_with('"') {
         return None;

@@ -9,6 +9,10 @@
 //! answer would look complete to an audit. Counting stops at the bound, so a refused call costs
 //! no more than an accepted one. The WIT signature cannot carry a continuation token, so there
 //! is no paging beyond narrowing.
+//!
+//! A plugin whose subscription to a kind has a projection (`metadata-only`, `fields`) reads that
+//! kind cut to the same projection, from the same shared copies its notifications carry, and the
+//! bound counts the projected bytes.
 
 use std::sync::Arc;
 
@@ -16,6 +20,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use super::metrics::{CacheRefusalLabels, PluginMetrics};
+use super::projected::ProjectionCache;
 use crate::informer::{InformerFactory, InformerKey, KubeObject, LabelSelector, SharedObject};
 use crate::runtime::{CacheReader, GuestObject, ObjectView};
 
@@ -41,12 +46,16 @@ impl GuestObject for KubeObject {
     }
 }
 
+/// One subscription as the cache reader sees it: its informer, and its projection if any.
+pub type Subscribed = (InformerKey, Option<Arc<ProjectionCache>>);
+
 /// Answers a plugin's cache reads from the indexers of its own subscriptions only, so that a
 /// plugin cannot read resources (Secrets, say) it never declared.
 pub struct SubscribedCache {
     plugin: String,
     factory: InformerFactory,
-    subscriptions: Vec<InformerKey>,
+    /// Each subscription's informer and projection (one projection per kind).
+    subscriptions: Vec<Subscribed>,
     bound: ListBound,
     refused: Family<CacheRefusalLabels, Counter>,
 }
@@ -70,11 +79,12 @@ impl Default for ListBound {
 }
 
 impl SubscribedCache {
-    /// A reader limited to `subscriptions`, counting refused lists in `metrics`.
+    /// A reader limited to `subscriptions` (informer and projection of each), counting refused
+    /// lists in `metrics`.
     pub fn new(
         plugin: &str,
         factory: InformerFactory,
-        subscriptions: Vec<InformerKey>,
+        subscriptions: Vec<Subscribed>,
         metrics: &PluginMetrics,
     ) -> Self {
         SubscribedCache {
@@ -93,11 +103,11 @@ impl SubscribedCache {
         self
     }
 
-    fn matching(&self, api_version: &str, kind: &str) -> Result<Vec<&InformerKey>, String> {
+    fn matching(&self, api_version: &str, kind: &str) -> Result<Vec<&Subscribed>, String> {
         let keys: Vec<_> = self
             .subscriptions
             .iter()
-            .filter(|k| k.api_version == api_version && k.kind == kind)
+            .filter(|(k, _)| k.api_version == api_version && k.kind == kind)
             .collect();
         if keys.is_empty() {
             return Err(format!(
@@ -159,8 +169,12 @@ fn list_scope(
     scope
 }
 
-fn to_guest(o: SharedObject) -> Arc<dyn GuestObject> {
-    o
+/// What the guest reads of `o`: the cached version itself, or its shared projection.
+fn to_guest(o: SharedObject, projection: &Option<Arc<ProjectionCache>>) -> Arc<dyn GuestObject> {
+    match projection {
+        Some(p) => p.project(&o),
+        None => o,
+    }
 }
 
 impl CacheReader for SubscribedCache {
@@ -175,11 +189,11 @@ impl CacheReader for SubscribedCache {
             Some(ns) => format!("{ns}/{name}"),
             None => name.to_string(),
         };
-        for k in self.matching(api_version, kind)? {
+        for (k, projection) in self.matching(api_version, kind)? {
             if let Some(indexer) = self.factory.indexer(k)
                 && let Some(obj) = indexer.get(&key)
             {
-                return Ok(Some(to_guest(obj)));
+                return Ok(Some(to_guest(obj, projection)));
             }
         }
         Ok(None)
@@ -222,7 +236,7 @@ impl CacheReader for SubscribedCache {
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
         let mut bytes = 0usize;
-        for k in keys {
+        for (k, projection) in keys {
             let Some(indexer) = self.factory.indexer(k) else {
                 continue;
             };
@@ -246,6 +260,7 @@ impl CacheReader for SubscribedCache {
                         "too_many_objects",
                     ));
                 }
+                let obj = to_guest(obj, projection);
                 bytes += answer_bytes(&obj.view());
                 if bytes > self.bound.bytes {
                     return Err(too_big(
@@ -253,7 +268,7 @@ impl CacheReader for SubscribedCache {
                         "too_many_bytes",
                     ));
                 }
-                out.push(to_guest(obj));
+                out.push(obj);
             }
         }
         Ok(out)
@@ -331,8 +346,13 @@ mod tests {
         };
         let db_bytes = bytes_of("kube-public");
         let reader = |bound| {
-            SubscribedCache::new("lister", factory.clone(), vec![reg.key().clone()], &metrics)
-                .with_list_bound(bound)
+            SubscribedCache::new(
+                "lister",
+                factory.clone(),
+                vec![(reg.key().clone(), None)],
+                &metrics,
+            )
+            .with_list_bound(bound)
         };
 
         // Three objects per call: five are refused as a whole, narrowed lists pass.
@@ -386,8 +406,12 @@ mod tests {
         );
 
         // The default bounds let the whole small cache through.
-        let default =
-            SubscribedCache::new("lister", factory.clone(), vec![reg.key().clone()], &metrics);
+        let default = SubscribedCache::new(
+            "lister",
+            factory.clone(),
+            vec![(reg.key().clone(), None)],
+            &metrics,
+        );
         assert_eq!(
             default.list("v1", "ConfigMap", None, None).unwrap().len(),
             5

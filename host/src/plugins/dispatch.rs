@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::events::{CallOutcome, PluginEvent};
 use super::metrics::{CallKind, CallLabels, ErrorKind, ErrorLabels, PluginLabels, PluginMetrics};
+use super::projected::ProjectionCache;
 use super::quarantine::QuarantinePolicy;
 use super::queue::{Finish, PluginQueue, QueueKey, QueueMetrics};
 use super::state::StateEvent;
@@ -276,11 +277,17 @@ impl Dispatcher {
         &self.plugin
     }
 
-    /// The listener adapter for subscription number `subscription`.
-    pub fn handler(self: &Arc<Self>, subscription: u32) -> Arc<dyn ResourceEventHandler> {
+    /// The listener adapter for subscription number `subscription`; with a `projection`,
+    /// what it queues is each object cut to it (shared with every plugin of that projection).
+    pub fn handler(
+        self: &Arc<Self>,
+        subscription: u32,
+        projection: Option<Arc<ProjectionCache>>,
+    ) -> Arc<dyn ResourceEventHandler> {
         Arc::new(SubscriptionHandler {
             dispatcher: self.clone(),
             subscription,
+            projection,
         })
     }
 
@@ -540,11 +547,22 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// Adapts informer callbacks to a dispatcher: queueing is all it does, so the informer's
-/// listener never waits for a guest.
+/// Adapts informer callbacks to a dispatcher: queueing (of the object or its projection) is
+/// all it does, so the informer's listener never waits for a guest.
 struct SubscriptionHandler {
     dispatcher: Arc<Dispatcher>,
     subscription: u32,
+    projection: Option<Arc<ProjectionCache>>,
+}
+
+impl SubscriptionHandler {
+    /// What the guest is to receive of `obj`: the cached version itself, or its projection.
+    fn shown(&self, obj: &SharedObject) -> SharedObject {
+        match &self.projection {
+            Some(p) => p.project(obj),
+            None => obj.clone(),
+        }
+    }
 }
 
 impl ResourceEventHandler for SubscriptionHandler {
@@ -552,7 +570,7 @@ impl ResourceEventHandler for SubscriptionHandler {
         self.dispatcher.queue.push(
             self.subscription,
             Notification::Add {
-                obj: obj.clone(),
+                obj: self.shown(obj),
                 initial: is_in_initial_list,
             },
         );
@@ -562,8 +580,8 @@ impl ResourceEventHandler for SubscriptionHandler {
         self.dispatcher.queue.push(
             self.subscription,
             Notification::Update {
-                old: old.clone(),
-                new: new.clone(),
+                old: self.shown(old),
+                new: self.shown(new),
                 is_sync,
             },
         );
@@ -573,7 +591,7 @@ impl ResourceEventHandler for SubscriptionHandler {
         self.dispatcher.queue.push(
             self.subscription,
             Notification::Delete {
-                obj: obj.clone(),
+                obj: self.shown(obj),
                 final_state_unknown,
             },
         );

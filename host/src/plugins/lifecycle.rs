@@ -42,8 +42,9 @@ use super::kube_client::{ClusterContext, PluginClient};
 use super::leadership::WarmCache;
 use super::manifest::Manifest;
 use super::metrics::{LoadLabels, PluginMetrics};
+use super::projected::{ProjectionCache, Projections};
 use super::state::{PluginState, StateEvent};
-use super::subscriptions::{SubscriptionError, validate_subscriptions};
+use super::subscriptions::{SubscriptionError, SubscriptionPlan, validate_subscriptions};
 use super::worker::{RESTART_BACKOFF, spawn_worker};
 use crate::informer::{
     HandlerRegistration, InformerError, InformerFactory, InformerKey, SyncProbe,
@@ -230,9 +231,13 @@ impl Active {
 /// A described version, ready to be given a delivery (at load, and at every leadership win).
 struct DeliveryPlan {
     template: HandlerInstance,
-    keys: Vec<(InformerKey, Option<Duration>)>,
+    subscriptions: Vec<Attachable>,
     dispatch: DispatchConfig,
 }
+
+/// One subscription ready to attach: its informer, resync period, and the shared projection
+/// cache its objects are cut through (held as long as the version is loaded).
+type Attachable = (InformerKey, Option<Duration>, Option<Arc<ProjectionCache>>);
 
 /// One version's delivery: its dispatcher on the informers and the worker thread draining it.
 struct Delivery {
@@ -313,6 +318,8 @@ pub(super) struct Inner {
     closing: CancellationToken,
     /// Leadership to follow (leader election); `None` means always deliver.
     leadership: Option<watch::Receiver<bool>>,
+    /// One projection cache per distinct projection in use, shared by the plugins using it.
+    projections: Projections,
 }
 
 /// Owns every loaded plugin and attaches each to the shared informers.
@@ -382,6 +389,7 @@ impl PluginManager {
             inner: Arc::new(Inner {
                 runtime,
                 factory,
+                projections: Projections::new(&metrics),
                 metrics,
                 defaults,
                 grants,
@@ -626,14 +634,14 @@ impl PluginManager {
         let version = self.inner.versions.fetch_add(1, Ordering::Relaxed) + 1;
         let plan = DeliveryPlan {
             template: prepared.instance,
-            keys: prepared.keys,
+            subscriptions: prepared.subscriptions,
             dispatch: prepared.dispatch,
         };
         // Under leader election the informers are held by listeners of their own, so the cache
         // stays warm whether or not this replica delivers.
         let mut standby = Vec::new();
         if self.inner.leadership.is_some() {
-            for (key, _) in &plan.keys {
+            for (key, _, _) in &plan.subscriptions {
                 match self
                     .inner
                     .factory
@@ -728,8 +736,8 @@ impl PluginManager {
     ) -> impl Future<Output = Result<Delivery, AttachError>> + Send + 'a {
         // The instance template is not Sync, so no reference to it may live across an await.
         let template = plan.template.fresh();
-        let (keys, dispatch) = (plan.keys.clone(), plan.dispatch.clone());
-        self.attach_parts(name, version, slot, template, keys, dispatch)
+        let (subscriptions, dispatch) = (plan.subscriptions.clone(), plan.dispatch.clone());
+        self.attach_parts(name, version, slot, template, subscriptions, dispatch)
     }
 
     async fn attach_parts(
@@ -738,7 +746,7 @@ impl PluginManager {
         version: u64,
         slot: &Slot,
         template: HandlerInstance,
-        keys: Vec<(InformerKey, Option<Duration>)>,
+        subscriptions: Vec<Attachable>,
         dispatch: DispatchConfig,
     ) -> Result<Delivery, AttachError> {
         let view = slot.view.clone();
@@ -756,12 +764,12 @@ impl PluginManager {
             sink,
         );
         // If one subscription fails (unknown kind, server unreachable) detach the rest.
-        let mut registrations = Vec::with_capacity(keys.len());
-        for (i, (key, resync)) in keys.iter().enumerate() {
+        let mut registrations = Vec::with_capacity(subscriptions.len());
+        for (i, (key, resync, projection)) in subscriptions.into_iter().enumerate() {
             match self
                 .inner
                 .factory
-                .add_handler(key, dispatcher.handler(i as u32), *resync)
+                .add_handler(&key, dispatcher.handler(i as u32, projection), resync)
                 .await
             {
                 Ok(r) => registrations.push(r),
@@ -770,7 +778,7 @@ impl PluginManager {
                         r.remove().await;
                     }
                     dispatcher.stop();
-                    return Err(AttachError::Subscription(key.clone(), e));
+                    return Err(AttachError::Subscription(key, e));
                 }
             }
         }
@@ -932,10 +940,24 @@ impl PluginManager {
             path: path.to_path_buf(),
             message: format!("loader task failed: {e}"),
         })??;
+        let subscriptions: Vec<Attachable> = described
+            .subscriptions
+            .iter()
+            .map(|p| {
+                let cache = p
+                    .projection
+                    .as_ref()
+                    .map(|pr| self.inner.projections.cache_for(pr));
+                (p.key.clone(), p.resync, cache)
+            })
+            .collect();
         let cache = Arc::new(SubscribedCache::new(
             name,
             self.inner.factory.clone(),
-            described.keys.iter().map(|(k, _)| k.clone()).collect(),
+            subscriptions
+                .iter()
+                .map(|(k, _, c)| (k.clone(), c.clone()))
+                .collect(),
             &self.inner.metrics,
         ));
         let instance = self
@@ -951,7 +973,7 @@ impl PluginManager {
             instance,
             grants: described.grants,
             info: described.info,
-            keys: described.keys,
+            subscriptions,
             dispatch: described.dispatch,
         })
     }
@@ -1044,7 +1066,7 @@ struct Prepared {
     instance: HandlerInstance,
     grants: Arc<Grants>,
     info: PluginInfo,
-    keys: Vec<(InformerKey, Option<Duration>)>,
+    subscriptions: Vec<Attachable>,
     dispatch: DispatchConfig,
 }
 
@@ -1055,8 +1077,8 @@ pub struct DescribedPlugin {
     /// What `describe()` returned, with manifest overrides applied and identical
     /// subscriptions merged.
     pub info: PluginInfo,
-    /// The informer and resync period of each subscription.
-    pub keys: Vec<(InformerKey, Option<Duration>)>,
+    /// The informer, resync period and projection of each subscription.
+    pub subscriptions: Vec<SubscriptionPlan>,
     /// What it is granted (its `describe()` asks for no more).
     pub grants: Arc<Grants>,
     /// The limits its calls run under.
@@ -1161,13 +1183,13 @@ fn describe_ungated(
             s.resync_period_ms = ms;
         }
     }
-    let keys = validate_subscriptions(&mut info.subscriptions)
+    let subscriptions = validate_subscriptions(&mut info.subscriptions)
         .map_err(|e: SubscriptionError| invalid(format!("describe() of plugin {name}: {e}")))?;
     let grants = policy.grants_for(&manifest, &Manifest::path_for(path), &info);
     Ok(DescribedPlugin {
         compiled,
         info,
-        keys,
+        subscriptions,
         grants: Arc::new(grants),
         limits,
         dispatch: manifest.dispatch_config(),

@@ -105,6 +105,14 @@ pub struct PluginMetrics {
     pub events_recorded: Family<EventLabels, Counter>,
     /// Events not recorded, by reason.
     pub events_dropped: Family<EventDropLabels, Counter>,
+    /// Projected object copies held for `metadata-only`/`fields` subscriptions (all
+    /// projections; one per object version and distinct projection in use).
+    pub projections_cached: Gauge,
+    /// Bytes of projected JSON those copies hold.
+    pub projection_bytes: Gauge,
+    /// Projected copies made: one per object version and distinct projection, however many
+    /// plugins share it.
+    pub projections_made: Counter,
 }
 
 /// Labels of `kube` call series.
@@ -235,6 +243,21 @@ impl PluginMetrics {
             "Events of handlers not recorded, by reason",
             m.events_dropped.clone(),
         );
+        r.register(
+            "projections_cached",
+            "Projected object copies held for metadata-only/fields subscriptions",
+            m.projections_cached.clone(),
+        );
+        r.register(
+            "projection_bytes",
+            "Bytes of projected object JSON held for metadata-only/fields subscriptions",
+            m.projection_bytes.clone(),
+        );
+        r.register(
+            "projections",
+            "Projected object copies made, one per object version and distinct projection",
+            m.projections_made.clone(),
+        );
         m
     }
 
@@ -259,6 +282,9 @@ impl PluginMetrics {
             }),
             events_recorded: Family::default(),
             events_dropped: Family::default(),
+            projections_cached: Gauge::default(),
+            projection_bytes: Gauge::default(),
+            projections_made: Counter::default(),
         }
     }
 }

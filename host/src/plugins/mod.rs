@@ -20,6 +20,8 @@ mod leadership;
 mod lifecycle;
 mod manifest;
 mod metrics;
+mod projected;
+mod projection;
 mod quarantine;
 mod queue;
 mod state;
@@ -45,9 +47,13 @@ pub use lifecycle::{
 };
 pub use manifest::{Manifest, ManifestError};
 pub use metrics::{CallKind, PluginMetrics};
+pub use projected::{ProjectionCache, Projections};
+pub use projection::{MAX_FIELDS, MAX_POINTER_BYTES, Projection, ProjectionError};
 pub use quarantine::QuarantinePolicy;
 pub use queue::{DEFAULT_MAX_QUEUED, coalesce};
 pub use state::{PluginState, StateEvent};
-pub use subscriptions::{MAX_SUBSCRIPTIONS, SubscriptionError, validate_subscriptions};
+pub use subscriptions::{
+    MAX_SUBSCRIPTIONS, SubscriptionError, SubscriptionPlan, validate_subscriptions,
+};
 pub use watcher::{DirectoryWatcher, is_plugin_file};
 pub use worker::spawn_worker;

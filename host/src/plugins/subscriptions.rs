@@ -1,9 +1,13 @@
 //! What a plugin's `describe()` asks to watch, checked before anything reaches the API server:
 //! every field valid (the rules live with [`InformerKey`]), at most [`MAX_SUBSCRIPTIONS`], and
-//! identical subscriptions merged into one.
+//! identical subscriptions merged into one; `metadata-only` and `fields` parsed into a
+//! [`Projection`] (the rules live there), one per resource: a handler gets one shape of a kind,
+//! whether from a notification or a `cache` read, so all its subscriptions to one
+//! `apiVersion`/`kind` must ask for the same projection.
 
 use std::time::Duration;
 
+use super::projection::Projection;
 use crate::informer::InformerKey;
 use crate::runtime::Subscription;
 
@@ -34,19 +38,30 @@ pub enum SubscriptionError {
     },
 }
 
+/// What one validated subscription needs from the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubscriptionPlan {
+    /// The informer it listens to (shared with every equal subscription of any plugin).
+    pub key: InformerKey,
+    /// Its resync period, if any.
+    pub resync: Option<Duration>,
+    /// What of each object crosses into the guest; `None` for the whole object.
+    pub projection: Option<Projection>,
+}
+
 /// Validates `subs` and merges identical ones (same resource, namespace and selectors; the
-/// shortest non-zero resync period wins). Returns the informer key and resync period of each
-/// remaining subscription, in `subs` order; `subs` is left holding the merged list.
+/// shortest non-zero resync period wins). Returns the plan of each remaining subscription, in
+/// `subs` order; `subs` is left holding the merged list.
 pub fn validate_subscriptions(
     subs: &mut Vec<Subscription>,
-) -> Result<Vec<(InformerKey, Option<Duration>)>, SubscriptionError> {
+) -> Result<Vec<SubscriptionPlan>, SubscriptionError> {
     if subs.is_empty() {
         return Err(SubscriptionError::None);
     }
     if subs.len() > MAX_SUBSCRIPTIONS {
         return Err(SubscriptionError::TooMany(subs.len()));
     }
-    let mut keys: Vec<(InformerKey, Option<Duration>)> = Vec::with_capacity(subs.len());
+    let mut plans: Vec<SubscriptionPlan> = Vec::with_capacity(subs.len());
     let mut merged: Vec<Subscription> = Vec::with_capacity(subs.len());
     for (index, sub) in subs.drain(..).enumerate() {
         let invalid = |reason: String| SubscriptionError::Invalid {
@@ -55,34 +70,45 @@ pub fn validate_subscriptions(
             kind: format!("{:?}", truncate(&sub.kind)),
             reason,
         };
-        // Projections are part of the 0.2.0 contract but not served yet: refusing them is
-        // better than handing the handler JSON of a shape it did not ask for.
-        if sub.metadata_only || !sub.fields.is_empty() {
-            return Err(invalid(
-                "metadata-only and fields projections are not supported by this host yet".into(),
-            ));
-        }
+        let projection = Projection::parse(sub.metadata_only, &sub.fields)
+            .map_err(|e| invalid(e.to_string()))?;
         let key = super::lifecycle::informer_key(&sub);
         key.validate().map_err(|e| invalid(e.to_string()))?;
+        if plans.iter().any(|p| {
+            p.key.api_version == key.api_version
+                && p.key.kind == key.kind
+                && p.projection != projection
+        }) {
+            return Err(invalid(
+                "metadata-only/fields differ from those of an earlier subscription to the same \
+                 kind; a handler gets one shape of a kind, so every subscription to it must ask \
+                 for the same projection"
+                    .into(),
+            ));
+        }
         let resync =
             (sub.resync_period_ms > 0).then(|| Duration::from_millis(sub.resync_period_ms));
-        match keys.iter().position(|(k, _)| *k == key) {
+        match plans.iter().position(|p| p.key == key) {
             Some(i) => {
-                let shorter = match (keys[i].1, resync) {
+                let shorter = match (plans[i].resync, resync) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
-                keys[i].1 = shorter;
+                plans[i].resync = shorter;
                 merged[i].resync_period_ms = shorter.map_or(0, |d| d.as_millis() as u64);
             }
             None => {
-                keys.push((key, resync));
+                plans.push(SubscriptionPlan {
+                    key,
+                    resync,
+                    projection,
+                });
                 merged.push(sub);
             }
         }
     }
     *subs = merged;
-    Ok(keys)
+    Ok(plans)
 }
 
 /// Guest strings shown in errors are cut, so a 1 MB "kind" does not become a 1 MB log line.
@@ -119,12 +145,13 @@ mod tests {
             sub(Some("a"), None, 5000),
             sub(Some("a"), None, 2000),
         ];
-        let keys = validate_subscriptions(&mut subs).unwrap();
-        assert_eq!(keys.len(), 2);
+        let plans = validate_subscriptions(&mut subs).unwrap();
+        assert_eq!(plans.len(), 2);
         assert_eq!(subs.len(), 2);
-        assert_eq!(keys[0].1, Some(Duration::from_millis(2000)));
+        assert_eq!(plans[0].resync, Some(Duration::from_millis(2000)));
         assert_eq!(subs[0].resync_period_ms, 2000);
-        assert_eq!(keys[1].1, None);
+        assert_eq!(plans[1].resync, None);
+        assert!(plans.iter().all(|p| p.projection.is_none()));
     }
 
     #[test]
@@ -138,17 +165,66 @@ mod tests {
         assert!(err.contains("label-selector"), "{err}");
     }
 
+    fn projected(ns: Option<&str>, metadata_only: bool, fields: &[&str]) -> Subscription {
+        Subscription {
+            metadata_only,
+            fields: fields.iter().map(|f| f.to_string()).collect(),
+            ..sub(ns, None, 0)
+        }
+    }
+
     #[test]
-    fn projections_are_refused_until_served() {
-        let mut metadata_only = sub(None, None, 0);
-        metadata_only.metadata_only = true;
-        let err = validate_subscriptions(&mut vec![metadata_only])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("metadata-only and fields"), "{err}");
-        let mut fields = sub(None, None, 0);
-        fields.fields = vec!["/spec/type".into()];
-        assert!(validate_subscriptions(&mut vec![fields]).is_err());
+    fn projections_are_parsed_into_the_plan() {
+        let mut subs = vec![
+            projected(Some("a"), false, &["/data/x", "/data"]),
+            projected(Some("b"), false, &["/data"]),
+        ];
+        let plans = validate_subscriptions(&mut subs).unwrap();
+        let want = Projection::parse(false, &["/data".to_string()]).unwrap();
+        assert!(want.is_some());
+        assert_eq!(plans[0].projection, want);
+        assert_eq!(plans[1].projection, want, "normalised: the same projection");
+        let mut subs = vec![projected(None, true, &[])];
+        let plans = validate_subscriptions(&mut subs).unwrap();
+        assert!(plans[0].projection.as_ref().unwrap().is_metadata_only());
+    }
+
+    #[test]
+    fn bad_projections_are_refused_naming_the_field() {
+        let mut subs = vec![projected(None, false, &["/spec/type", "spec"])];
+        let err = validate_subscriptions(&mut subs).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "subscription 0 (\"v1\" \"ConfigMap\"): fields[1] \"spec\" is not a JSON pointer \
+             (RFC 6901): it must start with '/'"
+        );
+        let mut subs = vec![projected(None, true, &["/spec"])];
+        let err = validate_subscriptions(&mut subs).unwrap_err().to_string();
+        assert!(
+            err.contains("metadata-only and fields exclude each other"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn one_kind_gets_one_projection() {
+        // Other namespaces of the same kind with another projection: refused.
+        let mut subs = vec![
+            projected(Some("a"), false, &["/data"]),
+            projected(Some("b"), true, &[]),
+        ];
+        let err = validate_subscriptions(&mut subs).unwrap_err().to_string();
+        assert!(err.starts_with("subscription 1 "), "{err}");
+        assert!(err.contains("same projection"), "{err}");
+        // The whole object beside a projection of the same kind: refused too.
+        let mut subs = vec![sub(Some("a"), None, 0), projected(Some("a"), true, &[])];
+        assert!(validate_subscriptions(&mut subs).is_err());
+        // Another kind may have its own.
+        let mut secret = projected(None, true, &[]);
+        secret.kind = "Secret".into();
+        let mut subs = vec![projected(None, false, &["/data"]), secret];
+        let plans = validate_subscriptions(&mut subs).unwrap();
+        assert_ne!(plans[0].projection, plans[1].projection);
     }
 
     #[test]

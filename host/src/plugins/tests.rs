@@ -210,7 +210,7 @@ fn rig(config: DispatchConfig) -> Rig {
         )
     });
     let dispatcher = Dispatcher::new("p", 1, &metrics, events, &config, sink);
-    let handler = dispatcher.handler(0);
+    let handler = dispatcher.handler(0, None);
     Rig {
         dispatcher,
         handler,

@@ -7,7 +7,10 @@
 //! - `apply`: server-side applies a ConfigMap `<name>-applied` beside it (`kube.apply`);
 //! - `get`: reads the object from the API server (`kube.get`);
 //! - `event`: records a Normal Event about the object (`events.emit`);
-//! - `http`: sends `GET http://127.0.0.1:9/` (`wasi:http/outgoing-handler`).
+//! - `http`: sends `GET http://127.0.0.1:9/` (`wasi:http/outgoing-handler`);
+//! - `show`: logs the object's JSON as received and as `cache.get` returns it, so the host's
+//!   tests see exactly what crossed into the guest (the `fields` and `metadata-only` builds
+//!   subscribe with that projection).
 
 wit_bindgen::generate!({
     path: "../../../wit/0.2.0",
@@ -15,6 +18,7 @@ wit_bindgen::generate!({
     generate_all,
 });
 
+use kubewasm::handler::cache;
 use kubewasm::handler::events::{self, EventType};
 use kubewasm::handler::kube::{self, PatchType, WriteOptions};
 use kubewasm::handler::log::{Level, log};
@@ -91,6 +95,7 @@ fn attempt(meta: &ObjectMeta) {
             "emitted".to_string()
         }
         "http" => http_get("127.0.0.1:9"),
+        "show" => return,
         other => format!("unknown action {other:?}"),
     };
     log(
@@ -117,6 +122,30 @@ fn http_get(authority: &str) -> String {
         Some(Err(())) => "error response already taken".to_string(),
         None => "error response not ready".to_string(),
     }
+}
+
+/// The JSON pointers the `fields` build keeps.
+fn fields() -> Vec<String> {
+    if cfg!(feature = "fields") {
+        vec!["/data/keep".to_string(), "/binaryData".to_string()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Logs the JSON received and what the cache holds for the object (action `show`).
+fn show(obj: &Object) {
+    let m = &obj.meta;
+    if label(m, "kubewasm.io/try") != Some("show") {
+        return;
+    }
+    log(Level::Info, &format!("json {} {}", key(m), obj.json));
+    let cached = match cache::get(&m.api_version, &m.kind, m.namespace.as_deref(), &m.name) {
+        Ok(Some(o)) => o.json,
+        Ok(None) => "none".to_string(),
+        Err(e) => format!("error {e}"),
+    };
+    log(Level::Info, &format!("cached {} {cached}", key(m)));
 }
 
 /// The permissions the `describe-asks` build asks for; none otherwise.
@@ -151,8 +180,8 @@ impl Guest for LoggerV2 {
                 label_selector: None,
                 field_selector: None,
                 resync_period_ms: 0,
-                metadata_only: false,
-                fields: Vec::new(),
+                metadata_only: cfg!(feature = "metadata-only"),
+                fields: fields(),
             }],
             permissions: asks(),
             http_origins: if cfg!(feature = "describe-asks") {
@@ -174,6 +203,7 @@ impl Guest for LoggerV2 {
                 m.resource_version
             ),
         );
+        show(&obj);
         attempt(m);
         Ok(())
     }
@@ -189,6 +219,7 @@ impl Guest for LoggerV2 {
                 m.resource_version
             ),
         );
+        show(&new);
         attempt(m);
         Ok(())
     }
