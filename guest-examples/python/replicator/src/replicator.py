@@ -103,8 +103,9 @@ class Source:
         annotations = (self.body.get("metadata") or {}).get("annotations") or {}
         return annotations.get(TARGETS_ANNOTATION)
 
-    def targets(self) -> list:
-        """The valid namespaces the annotation names, in order, without the source's own."""
+    def targets(self, report: bool = False) -> list:
+        """The valid namespaces the annotation names, in order, without the source's own;
+        `report` logs what is ignored (once per reconcile of the source, not per copy)."""
         value = self.annotation()
         if value is None:
             return []
@@ -114,10 +115,12 @@ class Source:
             if not ns or ns == self.namespace or ns in out:
                 continue
             if len(ns) > 63 or not DNS1123_LABEL.match(ns):
-                log.log(log.Level.WARN, f"{self.key()}: ignored namespace {shown(ns)}: not a DNS-1123 label")
+                if report:
+                    log.log(log.Level.WARN, f"{self.key()}: ignored namespace {shown(ns)}: not a DNS-1123 label")
                 continue
             if len(out) == MAX_TARGETS:
-                log.log(log.Level.WARN, f"{self.key()}: more than {MAX_TARGETS} namespaces, the rest ignored")
+                if report:
+                    log.log(log.Level.WARN, f"{self.key()}: more than {MAX_TARGETS} namespaces, the rest ignored")
                 break
             out.append(ns)
         return out
@@ -207,17 +210,21 @@ def delete_copy(copy: types.Object, why: str) -> None:
     log.log(log.Level.INFO, f"deleted {copy.meta.kind} {copy.meta.namespace}/{copy.meta.name} ({why})")
 
 
+def not_wanted(namespace: str, src: Source) -> str:
+    return f"{namespace} not in {TARGETS_ANNOTATION} of {src.namespace}/{src.name}"
+
+
 def reconcile_source(src: Source, is_sync: bool) -> None:
     if not LABEL_VALUE.match(src.origin) or len(src.origin) > 63:
         msg = f"{src.key()}: not replicated, {src.namespace}.{src.name} does not fit a label value (63 characters)"
         log.log(log.Level.WARN, msg)
         raise Err(HandlerError_Fatal(msg))
-    targets = src.targets()
+    targets = src.targets(report=True)
     for ns in targets:
         ensure_copy(src, ns, is_sync)
     for copy in copies_of(src.kind, src.origin):
         if copy.meta.namespace not in targets:
-            delete_copy(copy, f"{copy.meta.namespace} no longer in {TARGETS_ANNOTATION} of {src.namespace}/{src.name}")
+            delete_copy(copy, not_wanted(copy.meta.namespace, src))
 
 
 def remove_all_copies(meta: types.ObjectMeta, why: str) -> None:
@@ -250,7 +257,7 @@ def reconcile_copy(copy: types.Object, exists: bool, is_sync: bool) -> None:
         if copy.meta.namespace in src.targets() and src.origin == origin:
             ensure_copy(src, copy.meta.namespace, is_sync)
             return
-        why = f"{copy.meta.namespace} not in {TARGETS_ANNOTATION} of {src.namespace}/{src.name}"
+        why = not_wanted(copy.meta.namespace, src)
     else:
         why = f"source {origin} gone"
     if exists:
