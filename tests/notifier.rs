@@ -74,12 +74,7 @@ async fn next_post(
 ) -> (String, Value) {
     tokio::time::timeout(PATIENCE, rx.recv())
         .await
-        .unwrap_or_else(|_| {
-            panic!(
-                "no webhook POST; logs:\n{}",
-                t.logs.of(PLUGIN).join("\n")
-            )
-        })
+        .unwrap_or_else(|_| panic!("no webhook POST; logs:\n{}", t.logs.of(PLUGIN).join("\n")))
         .expect("the webhook runs")
 }
 

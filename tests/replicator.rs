@@ -88,11 +88,11 @@ async fn await_copy(client: &kube::Client, t: &TestHost, ns: &str, name: &str, k
         "{labels:?}"
     );
     assert!(
-        copy.metadata
+        !copy
+            .metadata
             .annotations
             .unwrap_or_default()
-            .get(TARGETS)
-            .is_none(),
+            .contains_key(TARGETS),
         "a copy is never a source"
     );
 }
