@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
@@ -24,16 +24,29 @@ fn example_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/python/replicator")
 }
 
-/// Copies the built component and the manifest it ships into `dir` as `replicator.*`.
-fn install(dir: &Path) -> PathBuf {
+/// Copies a built component and a manifest the example ships into `dir` as `replicator.*`.
+fn install_as(dir: &Path, component: &str, manifest: &str) -> PathBuf {
     let wasm = dir.join(format!("{PLUGIN}.wasm"));
-    std::fs::copy(guest("python-replicator.wasm"), &wasm).unwrap();
+    std::fs::copy(guest(component), &wasm).unwrap();
     std::fs::copy(
-        example_dir().join("replicator.toml"),
+        example_dir().join(manifest),
         dir.join(format!("{PLUGIN}.toml")),
     )
     .unwrap();
     wasm
+}
+
+fn install(dir: &Path) -> PathBuf {
+    install_as(dir, "python-replicator.wasm", "replicator.toml")
+}
+
+async fn create_namespaces(client: &kube::Client, names: &[&str]) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for ns in names {
+        let n: Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap();
+        namespaces.create(&PostParams::default(), &n).await.unwrap();
+    }
 }
 
 async fn start_replicator(server: &apiserver::ApiServer, wasm: &Path) -> TestHost {
@@ -114,12 +127,7 @@ fn source(name: &str, targets: &str, value: &str) -> ConfigMap {
 async fn replicator_copies_follows_and_removes_configmaps() {
     let server = start_server().await;
     let client = client(&server);
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for ns in ["team-a", "team-b"] {
-        let n: Namespace =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap();
-        namespaces.create(&PostParams::default(), &n).await.unwrap();
-    }
+    create_namespaces(&client, &["team-a", "team-b"]).await;
     let plugins = tempfile::tempdir().unwrap();
     let wasm = install(plugins.path());
     let t = start_replicator(&server, &wasm).await;
@@ -217,5 +225,75 @@ async fn replicator_copies_follows_and_removes_configmaps() {
             "deleted ConfigMap team-b/kept (source default.kept gone)",
         )
         .await;
+    t.host.shutdown().await;
+}
+
+/// The Secret-replicating build with the manifest that grants Secrets: a Secret is copied with
+/// its data and type, no log line carries its content, and its copy goes with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicator_variant_copies_secrets_when_granted() {
+    let server = start_server().await;
+    let client = client(&server);
+    create_namespaces(&client, &["team-a"]).await;
+    let plugins = tempfile::tempdir().unwrap();
+    let wasm = install_as(
+        plugins.path(),
+        "variants/python-replicator-secrets.wasm",
+        "replicator-secrets.toml",
+    );
+    let t = start_replicator(&server, &wasm).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let token: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "token", "annotations": {TARGETS: "team-a"}},
+        "type": "example.com/token",
+        // base64 of "hunter2-top-secret" (the embedded API server does not fold `stringData`).
+        "data": {"password": "aHVudGVyMi10b3Atc2VjcmV0"},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &token)
+        .await
+        .unwrap();
+    let team_a: Api<Secret> = Api::namespaced(client.clone(), "team-a");
+    let copy = tokio::time::timeout(
+        PATIENCE,
+        await_condition(team_a.clone(), "token", |s: Option<&Secret>| s.is_some()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no copy; logs:\n{}", t.logs.of(PLUGIN).join("\n")))
+    .unwrap()
+    .unwrap();
+    assert_eq!(copy.type_.as_deref(), Some("example.com/token"));
+    assert_eq!(
+        copy.data.unwrap()["password"].0,
+        b"hunter2-top-secret".to_vec()
+    );
+    assert_eq!(
+        copy.metadata.labels.unwrap()[REPLICA_OF],
+        "default.token",
+        "labelled as a copy"
+    );
+    t.logs
+        .wait_line(PLUGIN, "applied Secret default/token -> team-a (created)")
+        .await;
+
+    secrets
+        .delete("token", &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::timeout(
+        PATIENCE,
+        await_condition(team_a, "token", |s: Option<&Secret>| s.is_none()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("copy kept; logs:\n{}", t.logs.of(PLUGIN).join("\n")))
+    .unwrap();
+    let lines = t.logs.of(PLUGIN);
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("hunter2") || l.contains("aHVudGVyMi")),
+        "a log line carries the Secret's content: {lines:?}"
+    );
     t.host.shutdown().await;
 }

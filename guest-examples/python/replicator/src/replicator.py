@@ -31,10 +31,14 @@ from wit_world.imports.kubewasm_handler_types import HandlerError_Fatal, Handler
 TARGETS_ANNOTATION = "kubewasm.io/replicate-to"
 REPLICA_LABEL = "kubewasm.io/replica-of"
 
-# Secrets are replicated by the same code path, but describe() asks for them only when this is
-# True: a plugin must be granted everything describe() asks for, so the default build needs no
-# Secret grant at all. Set it to True, rebuild, and grant the lines shown in README.md.
-REPLICATE_SECRETS = False
+# Secrets are replicated by the same code path, but describe() asks for them only in a build that
+# bundles the module `replicator_settings` with `REPLICATE_SECRETS = True` (build.sh makes that
+# variant): a plugin must be granted everything describe() asks for, so the default build needs
+# no Secret grant at all. See README.md.
+try:
+    from replicator_settings import REPLICATE_SECRETS
+except ImportError:
+    REPLICATE_SECRETS = False
 
 # The kinds replicated, with the fields copied from source to copy besides `data`.
 KINDS = {"ConfigMap": ("binaryData",)}
