@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds every guest example from source into guest-examples/dist/:
 #   rust-*.wasm (guest-examples/rust/build.sh, when present), python-, javascript-, c-, go-configmap-logger.wasm
-#   (+ dist/variants/javascript-starlingmonkey-configmap-logger.wasm).
+#   (+ dist/variants/javascript-starlingmonkey-configmap-logger.wasm), python-replicator.wasm,
+#   javascript-notifier.wasm.
 # Run guest-examples/install-toolchains.sh once first. Usage: build.sh [LANG...]  (rust python javascript c go)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

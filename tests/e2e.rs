@@ -16,6 +16,8 @@ mod bad_input;
 mod capabilities;
 mod convergence;
 mod lb_controller;
+mod notifier;
+mod replicator;
 
 const LOGGER: &str = "rust-configmap-logger.wasm";
 const FIXTURE: &str = "rust-test-fixture.wasm";

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the JavaScript configmap-logger from one source with two engines:
+# Builds the JavaScript configmap-logger from one source with two engines, and the notifier:
 #   guest-examples/dist/javascript-configmap-logger.wasm                           componentize-qjs (QuickJS), the default
 #   guest-examples/dist/variants/javascript-starlingmonkey-configmap-logger.wasm   componentize-js (StarlingMonkey)
+#   guest-examples/dist/javascript-notifier.wasm                                   componentize-js (always)
 # Needs guest-examples/javascript/node_modules (guest-examples/install-toolchains.sh).
 # JS_ENGINE=quickjs|starlingmonkey|both (default both). See README.md for why QuickJS is the default.
 set -euo pipefail
@@ -30,3 +31,10 @@ if [[ "$engine" == both || "$engine" == starlingmonkey ]]; then
     --disable http fetch-event --out "$out" >/dev/null
   echo "built $out ($(stat -c %s "$out") bytes)"
 fi
+
+# The notifier (world kubewasm:handler@0.2.0, wit/0.2.0) calls a webhook over wasi:http, which only
+# componentize-js links: componentize-qjs 0.4.5 fails at pre-initialisation ("component imports
+# instance `wasi:http/types@0.2.12` ... mismatched resource types"). See notifier/README.md.
+out="$dist/javascript-notifier.wasm"
+"$bin/componentize-js" "$here/notifier/notifier.js" --wit "$repo/wit/0.2.0" --world-name handler --out "$out" >/dev/null
+echo "built $out ($(stat -c %s "$out") bytes)"

@@ -34,8 +34,38 @@ fn check_prints_describe_of_every_example() {
             "{lang}-configmap-logger.wasm is built"
         );
     }
+    // Examples that act ship the manifest granting what they ask for; they are checked with it
+    // beside them, as they are installed (`NAME.wasm` + `NAME.toml`).
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples");
+    let manifests = [
+        (
+            "rust-lb-controller.wasm",
+            "rust/lb-controller/lb-controller.toml",
+        ),
+        (
+            "python-replicator.wasm",
+            "python/replicator/replicator.toml",
+        ),
+        (
+            "javascript-notifier.wasm",
+            "javascript/notifier/notifier.toml",
+        ),
+    ];
+    let installed = tempfile::tempdir().unwrap();
     for f in files {
-        let out = kubewasm().arg("check").arg(&f).output().unwrap();
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let target = match manifests.iter().find(|(n, _)| *n == name) {
+            Some((_, manifest)) => {
+                let manifest = examples.join(manifest);
+                let stem = manifest.file_stem().unwrap().to_string_lossy().into_owned();
+                let wasm = installed.path().join(format!("{stem}.wasm"));
+                std::fs::copy(&f, &wasm).unwrap();
+                std::fs::copy(&manifest, installed.path().join(format!("{stem}.toml"))).unwrap();
+                wasm
+            }
+            None => f.clone(),
+        };
+        let out = kubewasm().arg("check").arg(&target).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -57,15 +87,10 @@ fn check_prints_describe_of_every_example() {
                 .is_empty(),
             "{stdout}"
         );
-        let v2 = [
-            "rust-logger-v2.wasm",
-            "rust-http-fixture.wasm",
-            "rust-lb-controller.wasm",
-            "python-replicator.wasm",
-            "javascript-notifier.wasm",
-        ]
-        .iter()
-        .any(|n| f.file_name().unwrap() == *n);
+        let v2 = ["rust-logger-v2.wasm", "rust-http-fixture.wasm"]
+            .iter()
+            .chain(manifests.iter().map(|(n, _)| n))
+            .any(|n| f.file_name().unwrap() == *n);
         assert_eq!(v["world"], if v2 { "0.2.0" } else { "0.1.0" }, "{stdout}");
         if f.file_name()
             .unwrap()

@@ -1,0 +1,299 @@
+//! The Python `replicator` example end to end: the real host and the embedded API server, the
+//! plugin loaded with the manifest it ships. A ConfigMap annotated `kubewasm.io/replicate-to`
+//! gets copies (server-side apply) in the namespaces it names; the copies follow its changes, a
+//! copy edited by hand is put back, a namespace dropped from the annotation loses its copy,
+//! deleting the source deletes the rest, and a copy whose source was deleted while no host ran
+//! is removed in `on-synced`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::await_condition;
+use kubewasm::plugins::LoadOutcome;
+use kubewasm::runtime::Limits;
+use kubewasm_e2e::*;
+
+const PLUGIN: &str = "replicator";
+const TARGETS: &str = "kubewasm.io/replicate-to";
+const REPLICA_OF: &str = "kubewasm.io/replica-of";
+
+fn example_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/python/replicator")
+}
+
+/// Copies a built component and a manifest the example ships into `dir` as `replicator.*`.
+fn install_as(dir: &Path, component: &str, manifest: &str) -> PathBuf {
+    let wasm = dir.join(format!("{PLUGIN}.wasm"));
+    std::fs::copy(guest(component), &wasm).unwrap();
+    std::fs::copy(
+        example_dir().join(manifest),
+        dir.join(format!("{PLUGIN}.toml")),
+    )
+    .unwrap();
+    wasm
+}
+
+fn install(dir: &Path) -> PathBuf {
+    install_as(dir, "python-replicator.wasm", "replicator.toml")
+}
+
+async fn create_namespaces(client: &kube::Client, names: &[&str]) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for ns in names {
+        let n: Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap();
+        namespaces.create(&PostParams::default(), &n).await.unwrap();
+    }
+}
+
+async fn start_replicator(server: &apiserver::ApiServer, wasm: &Path) -> TestHost {
+    let t = start_host(server, None, Limits::default()).await;
+    let out = t
+        .host
+        .manager
+        .load_file(wasm)
+        .await
+        .expect("replicator loads");
+    assert!(matches!(out, LoadOutcome::Loaded { .. }), "{out:?}");
+    t
+}
+
+fn data(c: &ConfigMap) -> BTreeMap<String, String> {
+    c.data.clone().unwrap_or_default()
+}
+
+/// Waits until `ns/name` satisfies `pred` (`None`: absent), the plugin's log in the panic.
+async fn await_cm(
+    client: &kube::Client,
+    t: &TestHost,
+    ns: &str,
+    name: &str,
+    what: &str,
+    pred: impl Fn(Option<&ConfigMap>) -> bool,
+) -> Option<ConfigMap> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    tokio::time::timeout(PATIENCE, await_condition(api, name, pred))
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "{ns}/{name}: never {what}; logs:\n{}",
+                t.logs.of(PLUGIN).join("\n")
+            )
+        })
+        .unwrap()
+}
+
+/// Waits for the copy of `default/<name>` in `ns` holding `k = v`; checks its label and that
+/// it carries nothing else of the source.
+async fn await_copy(client: &kube::Client, t: &TestHost, ns: &str, name: &str, k: &str, v: &str) {
+    let copy = await_cm(client, t, ns, name, &format!("a copy with {k}={v}"), |c| {
+        c.is_some_and(|c| data(c).get(k).map(String::as_str) == Some(v))
+    })
+    .await
+    .unwrap();
+    let labels = copy.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get(REPLICA_OF).map(String::as_str),
+        Some(format!("default.{name}").as_str()),
+        "{labels:?}"
+    );
+    assert!(
+        !copy
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key(TARGETS),
+        "a copy is never a source"
+    );
+}
+
+async fn await_gone(client: &kube::Client, t: &TestHost, ns: &str, name: &str) {
+    await_cm(client, t, ns, name, "deleted", |c| c.is_none()).await;
+}
+
+fn source(name: &str, targets: &str, value: &str) -> ConfigMap {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "annotations": {TARGETS: targets}},
+        "data": {"k": value},
+        "binaryData": {"blob": "AAEC"},
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicator_copies_follows_and_removes_configmaps() {
+    let server = start_server().await;
+    let client = client(&server);
+    create_namespaces(&client, &["team-a", "team-b"]).await;
+    let plugins = tempfile::tempdir().unwrap();
+    let wasm = install(plugins.path());
+    let t = start_replicator(&server, &wasm).await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+
+    // Created: a copy in each valid namespace named, with data and binaryData; the invalid
+    // name is reported and skipped.
+    api.create(
+        &PostParams::default(),
+        &source("settings", "team-a, team-b,Bad_NS", "1"),
+    )
+    .await
+    .unwrap();
+    for ns in ["team-a", "team-b"] {
+        await_copy(&client, &t, ns, "settings", "k", "1").await;
+        t.logs
+            .wait_line(
+                PLUGIN,
+                &format!("applied ConfigMap default/settings -> {ns} (created)"),
+            )
+            .await;
+    }
+    let copy = Api::<ConfigMap>::namespaced(client.clone(), "team-a")
+        .get("settings")
+        .await
+        .unwrap();
+    assert_eq!(
+        copy.binary_data.unwrap()["blob"].0,
+        vec![0u8, 1, 2],
+        "binaryData is copied"
+    );
+    t.logs
+        .wait_for(PLUGIN, "the invalid namespace reported", |l| {
+            l.iter().any(|x| {
+                x.contains("ignored namespace 'Bad_NS'") && x.contains("not a DNS-1123 label")
+            })
+        })
+        .await;
+
+    // The source changes: both copies follow.
+    let p = serde_json::json!({"data": {"k": "2"}});
+    api.patch("settings", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    for ns in ["team-a", "team-b"] {
+        await_copy(&client, &t, ns, "settings", "k", "2").await;
+    }
+
+    // A copy edited by hand is put back.
+    let team_a: Api<ConfigMap> = Api::namespaced(client.clone(), "team-a");
+    let p = serde_json::json!({"data": {"k": "edited"}});
+    team_a
+        .patch("settings", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    await_copy(&client, &t, "team-a", "settings", "k", "2").await;
+
+    // team-b dropped from the annotation: its copy goes, team-a's stays.
+    let p = serde_json::json!({"metadata": {"annotations": {TARGETS: "team-a"}}});
+    api.patch("settings", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    await_gone(&client, &t, "team-b", "settings").await;
+    t.logs
+        .wait_line(
+            PLUGIN,
+            "deleted ConfigMap team-b/settings (team-b not in kubewasm.io/replicate-to of default/settings)",
+        )
+        .await;
+    assert!(team_a.get_opt("settings").await.unwrap().is_some());
+
+    // The source goes: so does the rest.
+    api.delete("settings", &DeleteParams::default())
+        .await
+        .unwrap();
+    await_gone(&client, &t, "team-a", "settings").await;
+
+    // Deleted while no host runs: on-synced after the next start finds the copy's source gone.
+    api.create(&PostParams::default(), &source("kept", "team-b", "x"))
+        .await
+        .unwrap();
+    await_copy(&client, &t, "team-b", "kept", "k", "x").await;
+    t.host.shutdown().await;
+    api.delete("kept", &DeleteParams::default()).await.unwrap();
+    let team_b: Api<ConfigMap> = Api::namespaced(client.clone(), "team-b");
+    assert!(
+        team_b.get_opt("kept").await.unwrap().is_some(),
+        "nobody removed it yet"
+    );
+    let t = start_replicator(&server, &wasm).await;
+    await_gone(&client, &t, "team-b", "kept").await;
+    t.logs
+        .wait_line(
+            PLUGIN,
+            "deleted ConfigMap team-b/kept (source default.kept gone)",
+        )
+        .await;
+    t.host.shutdown().await;
+}
+
+/// The Secret-replicating build with the manifest that grants Secrets: a Secret is copied with
+/// its data and type, no log line carries its content, and its copy goes with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicator_variant_copies_secrets_when_granted() {
+    let server = start_server().await;
+    let client = client(&server);
+    create_namespaces(&client, &["team-a"]).await;
+    let plugins = tempfile::tempdir().unwrap();
+    let wasm = install_as(
+        plugins.path(),
+        "variants/python-replicator-secrets.wasm",
+        "replicator-secrets.toml",
+    );
+    let t = start_replicator(&server, &wasm).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let token: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "token", "annotations": {TARGETS: "team-a"}},
+        "type": "example.com/token",
+        // base64 of "hunter2-top-secret" (the embedded API server does not fold `stringData`).
+        "data": {"password": "aHVudGVyMi10b3Atc2VjcmV0"},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &token)
+        .await
+        .unwrap();
+    let team_a: Api<Secret> = Api::namespaced(client.clone(), "team-a");
+    let copy = tokio::time::timeout(
+        PATIENCE,
+        await_condition(team_a.clone(), "token", |s: Option<&Secret>| s.is_some()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no copy; logs:\n{}", t.logs.of(PLUGIN).join("\n")))
+    .unwrap()
+    .unwrap();
+    assert_eq!(copy.type_.as_deref(), Some("example.com/token"));
+    assert_eq!(
+        copy.data.unwrap()["password"].0,
+        b"hunter2-top-secret".to_vec()
+    );
+    assert_eq!(
+        copy.metadata.labels.unwrap()[REPLICA_OF],
+        "default.token",
+        "labelled as a copy"
+    );
+    t.logs
+        .wait_line(PLUGIN, "applied Secret default/token -> team-a (created)")
+        .await;
+
+    secrets
+        .delete("token", &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::timeout(
+        PATIENCE,
+        await_condition(team_a, "token", |s: Option<&Secret>| s.is_none()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("copy kept; logs:\n{}", t.logs.of(PLUGIN).join("\n")))
+    .unwrap();
+    let lines = t.logs.of(PLUGIN);
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("hunter2") || l.contains("aHVudGVyMi")),
+        "a log line carries the Secret's content: {lines:?}"
+    );
+    t.host.shutdown().await;
+}
