@@ -477,6 +477,14 @@ write = [{ api-version = "v1", kind = "ConfigMap", verbs = ["create", "patch", "
         assert_eq!(e.reporting_controller.as_deref(), Some("kubewasm/p"));
         assert_eq!(e.type_.as_deref(), Some("Warning"));
         assert_eq!(e.regarding.as_ref().unwrap().name.as_deref(), Some("web"));
+        let dropped = metrics
+            .events_dropped
+            .get_or_create(&kubewasm::plugins::EventDropLabels {
+                plugin: "silent".into(),
+                reason: "not_granted",
+            })
+            .get();
+        assert_eq!(dropped, 1, "the ungranted Event was dropped by the host");
         server.shutdown().await;
     }
 }

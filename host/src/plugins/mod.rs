@@ -46,7 +46,9 @@ pub use lifecycle::{
     describe_file, describe_plugin, informer_key, plugin_name,
 };
 pub use manifest::{Manifest, ManifestError};
-pub use metrics::{CallKind, PluginMetrics};
+pub use metrics::{
+    CallKind, EventDropLabels, EventLabels, KubeRequestLabels, PluginMetrics, VerbLabels,
+};
 pub use projected::{ProjectionCache, Projections};
 pub use projection::{MAX_FIELDS, MAX_POINTER_BYTES, Projection, ProjectionError};
 pub use quarantine::QuarantinePolicy;
