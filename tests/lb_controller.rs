@@ -17,8 +17,6 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::{WatchStreamExt, watcher};
-use kubewasm::plugins::LoadOutcome;
-use kubewasm::runtime::Limits;
 use kubewasm_e2e::*;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
@@ -110,18 +108,6 @@ fn install(dir: &Path) -> PathBuf {
     );
     std::fs::write(dir.join(format!("{PLUGIN}.toml")), manifest).unwrap();
     wasm
-}
-
-async fn start_controller(server: &apiserver::ApiServer, wasm: &Path) -> TestHost {
-    let t = start_host(server, None, Limits::default()).await;
-    let out = t
-        .host
-        .manager
-        .load_file(wasm)
-        .await
-        .expect("lb-controller loads");
-    assert!(matches!(out, LoadOutcome::Loaded { .. }), "{out:?}");
-    t
 }
 
 fn lb_service(name: &str) -> Service {
@@ -228,7 +214,7 @@ async fn lb_controller_creates_repairs_and_removes_load_balancers() {
     let api: Api<Service> = Api::namespaced(client.clone(), "default");
 
     // Created: finalizer, load balancer, status, Event.
-    let t = start_controller(&server, &wasm).await;
+    let t = start_host_with_plugin(&server, &wasm).await;
     let (web, address) = create_and_await_address(&api, &t, "web").await;
     let lb = cloud.lb(&web).await.expect("the load balancer exists");
     assert_eq!(lb["address"], address.as_str());
@@ -293,7 +279,7 @@ async fn lb_controller_creates_repairs_and_removes_load_balancers() {
     assert!(api.get_opt("gone").await.unwrap().is_none());
     assert!(cloud.lb(&gone).await.is_some(), "nobody removed it yet");
 
-    let t = start_controller(&server, &wasm).await;
+    let t = start_host_with_plugin(&server, &wasm).await;
     t.logs
         .wait_line(
             PLUGIN,

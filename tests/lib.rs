@@ -2,13 +2,13 @@
 //! recorders that let a test await what handlers did instead of sleeping.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use kubewasm::cli::host::{Host, HostConfig};
 use kubewasm::informer::ReflectorConfig;
-use kubewasm::plugins::{CallKind, CallOutcome, PluginEvent};
+use kubewasm::plugins::{CallKind, CallOutcome, LoadOutcome, PluginEvent};
 use kubewasm::runtime::{GuestLogLevel, Limits, LogObserver, RuntimeConfig};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, broadcast};
@@ -266,6 +266,20 @@ pub struct TestHost {
     pub logs: GuestLogs,
 }
 
+/// A host (default limits, no plugins directory) with the one plugin `wasm` loaded, its
+/// manifest beside it: how the example handlers' tests start.
+pub async fn start_host_with_plugin(server: &apiserver::ApiServer, wasm: &Path) -> TestHost {
+    let t = start_host(server, None, Limits::default()).await;
+    let out = t
+        .host
+        .manager
+        .load_file(wasm)
+        .await
+        .unwrap_or_else(|e| panic!("{} loads: {e}", wasm.display()));
+    assert!(matches!(out, LoadOutcome::Loaded { .. }), "{out:?}");
+    t
+}
+
 /// Starts a host against `server`, optionally watching `plugins_dir`.
 pub async fn start_host(
     server: &apiserver::ApiServer,
@@ -273,6 +287,15 @@ pub async fn start_host(
     limits: Limits,
 ) -> TestHost {
     start_host_with(server, plugins_dir, limits, ReflectorConfig::default()).await
+}
+
+/// One compile cache for every host a test binary starts: a component (an 18 MB Python or a
+/// 13 MB JavaScript one takes seconds of Cranelift) is compiled once per run, not once per host,
+/// so tests running side by side do not starve each other of CPU.
+fn shared_compile_cache() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir").keep())
+        .clone()
 }
 
 /// Like [`start_host`], with informer settings other than the defaults.
@@ -283,12 +306,11 @@ pub async fn start_host_with(
     informers: ReflectorConfig,
 ) -> TestHost {
     let logs = GuestLogs::default();
-    let cache = tempfile::tempdir().expect("tempdir").keep();
     let config = HostConfig {
         client: client(server),
         plugins_dir: None,
         runtime: RuntimeConfig {
-            cache_dir: Some(cache),
+            cache_dir: Some(shared_compile_cache()),
             log_observer: Some(logs.observer()),
             ..RuntimeConfig::default()
         },

@@ -15,8 +15,6 @@ use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kubewasm::plugins::LoadOutcome;
-use kubewasm::runtime::Limits;
 use kubewasm_e2e::*;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -102,14 +100,7 @@ async fn notifier_posts_crash_looping_pods_once_per_restart() {
         .unwrap();
     let plugins = tempfile::tempdir().unwrap();
     let wasm = install(plugins.path());
-    let t = start_host(&server, None, Limits::default()).await;
-    let out = t
-        .host
-        .manager
-        .load_file(&wasm)
-        .await
-        .expect("notifier loads");
-    assert!(matches!(out, LoadOutcome::Loaded { .. }), "{out:?}");
+    let t = start_host_with_plugin(&server, &wasm).await;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod: Pod = serde_json::from_value(json!({

@@ -12,8 +12,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
-use kubewasm::plugins::LoadOutcome;
-use kubewasm::runtime::Limits;
 use kubewasm_e2e::*;
 
 const PLUGIN: &str = "replicator";
@@ -47,18 +45,6 @@ async fn create_namespaces(client: &kube::Client, names: &[&str]) {
             serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap();
         namespaces.create(&PostParams::default(), &n).await.unwrap();
     }
-}
-
-async fn start_replicator(server: &apiserver::ApiServer, wasm: &Path) -> TestHost {
-    let t = start_host(server, None, Limits::default()).await;
-    let out = t
-        .host
-        .manager
-        .load_file(wasm)
-        .await
-        .expect("replicator loads");
-    assert!(matches!(out, LoadOutcome::Loaded { .. }), "{out:?}");
-    t
 }
 
 fn data(c: &ConfigMap) -> BTreeMap<String, String> {
@@ -130,7 +116,7 @@ async fn replicator_copies_follows_and_removes_configmaps() {
     create_namespaces(&client, &["team-a", "team-b"]).await;
     let plugins = tempfile::tempdir().unwrap();
     let wasm = install(plugins.path());
-    let t = start_replicator(&server, &wasm).await;
+    let t = start_host_with_plugin(&server, &wasm).await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
 
     // Created: a copy in each valid namespace named, with data and binaryData; the invalid
@@ -217,7 +203,7 @@ async fn replicator_copies_follows_and_removes_configmaps() {
         team_b.get_opt("kept").await.unwrap().is_some(),
         "nobody removed it yet"
     );
-    let t = start_replicator(&server, &wasm).await;
+    let t = start_host_with_plugin(&server, &wasm).await;
     await_gone(&client, &t, "team-b", "kept").await;
     t.logs
         .wait_line(
@@ -241,7 +227,7 @@ async fn replicator_variant_copies_secrets_when_granted() {
         "variants/python-replicator-secrets.wasm",
         "replicator-secrets.toml",
     );
-    let t = start_replicator(&server, &wasm).await;
+    let t = start_host_with_plugin(&server, &wasm).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     let token: Secret = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "token", "annotations": {TARGETS: "team-a"}},
