@@ -201,7 +201,8 @@ async fn replicator_copies_follows_and_removes_configmaps() {
     let team_b: Api<ConfigMap> = Api::namespaced(client.clone(), "team-b");
     assert!(
         team_b.get_opt("kept").await.unwrap().is_some(),
-        "nobody removed it yet"
+        "nobody removed it yet; the replicator logged:\n{}",
+        t.logs.of(PLUGIN).join("\n")
     );
     let t = start_host_with_plugin(&server, &wasm).await;
     await_gone(&client, &t, "team-b", "kept").await;

@@ -177,6 +177,12 @@ fn to_guest(o: SharedObject, projection: &Option<Arc<ProjectionCache>>) -> Arc<d
     }
 }
 
+/// The error a guest gets for a cache that is not there (any more): an error, never an empty
+/// answer.
+fn unavailable_cache(key: &InformerKey) -> String {
+    format!("the cache of {key} is not available: its informer is stopping or not started yet")
+}
+
 impl CacheReader for SubscribedCache {
     fn get(
         &self,
@@ -189,14 +195,24 @@ impl CacheReader for SubscribedCache {
             Some(ns) => format!("{ns}/{name}"),
             None => name.to_string(),
         };
+        let mut unavailable = None;
         for (k, projection) in self.matching(api_version, kind)? {
-            if let Some(indexer) = self.factory.indexer(k)
-                && let Some(obj) = indexer.get(&key)
-            {
-                return Ok(Some(to_guest(obj, projection)));
+            match self.factory.indexer(k) {
+                Some(indexer) => {
+                    if let Some(obj) = indexer.get(&key) {
+                        return Ok(Some(to_guest(obj, projection)));
+                    }
+                }
+                None => unavailable = Some(k),
             }
         }
-        Ok(None)
+        // "Not found" only when every cache that could hold it was asked: a cache that is gone
+        // (the plugin is being stopped and its informer with it) knows nothing, and a handler
+        // acting on a false "absent" would delete what still exists.
+        match unavailable {
+            Some(k) => Err(unavailable_cache(k)),
+            None => Ok(None),
+        }
     }
 
     fn list(
@@ -238,7 +254,7 @@ impl CacheReader for SubscribedCache {
         let mut bytes = 0usize;
         for (k, projection) in keys {
             let Some(indexer) = self.factory.indexer(k) else {
-                continue;
+                return Err(unavailable_cache(k));
             };
             let objects = match namespace {
                 Some(ns) => indexer.by_index("namespace", ns),
