@@ -22,7 +22,6 @@ use kubewasm_apimachinery::validation::{
     validate_api_version, validate_dns1123_label, validate_kind,
 };
 use parking_lot::Mutex;
-use prometheus_client::metrics::histogram::Histogram;
 use serde_json::Value;
 
 use super::event_recorder::EventRecorder;
@@ -217,6 +216,8 @@ struct Prepared {
     method: http::Method,
     content_type: Option<&'static str>,
     body: Vec<u8>,
+    /// Delete only if the object still has this uid.
+    uid_precondition: Option<String>,
     field_manager: bool,
     force: bool,
     guest_dry_run: bool,
@@ -226,14 +227,14 @@ impl Inner {
     async fn call(&self, call: KubeCall) -> KubeResult {
         let started = Instant::now();
         let verb = call.verb();
-        let prepared = match prepare(call) {
+        let mut prepared = match prepare(call) {
             Ok(p) => p,
             Err(e) => {
                 self.count(verb, e.code, started);
                 return Err(e);
             }
         };
-        let result = self.checked(&prepared).await;
+        let result = self.checked(&mut prepared).await;
         let code = match &result {
             Ok(_) => 200,
             Err(e) => e.code,
@@ -254,7 +255,7 @@ impl Inner {
         result
     }
 
-    async fn checked(&self, p: &Prepared) -> KubeResult {
+    async fn checked(&self, p: &mut Prepared) -> KubeResult {
         let t = &p.target;
         let ns = t.namespace.as_deref();
         let granted = if p.verb == "get" {
@@ -333,6 +334,7 @@ impl Inner {
         if p.method == http::Method::DELETE {
             return Ok(None);
         }
+        let t = &p.target;
         let obj = KubeObject::from_json_for(text.into_boxed_str(), &t.api_version, &t.kind, true)
             .map_err(|e| {
             api_error(
@@ -344,8 +346,13 @@ impl Inner {
         Ok(Some(Arc::new(obj) as Arc<dyn GuestObject>))
     }
 
-    /// The HTTP request for a prepared call against resource `ar`.
-    fn request(&self, p: &Prepared, ar: &ApiResource) -> Result<http::Request<Vec<u8>>, ApiError> {
+    /// The HTTP request for a prepared call against resource `ar`; takes the body out of `p`
+    /// rather than copying up to `MAX_WRITE_BYTES`.
+    fn request(
+        &self,
+        p: &mut Prepared,
+        ar: &ApiResource,
+    ) -> Result<http::Request<Vec<u8>>, ApiError> {
         let mut path = if ar.group.is_empty() {
             format!("/api/{}", ar.version)
         } else {
@@ -386,14 +393,12 @@ impl Inner {
             if dry_run {
                 options["dryRun"] = serde_json::json!(["All"]);
             }
-            if let Ok(v) = serde_json::from_slice::<Value>(&p.body)
-                && v.is_string()
-            {
-                options["preconditions"] = serde_json::json!({ "uid": v });
+            if let Some(uid) = &p.uid_precondition {
+                options["preconditions"] = serde_json::json!({ "uid": uid });
             }
             serde_json::to_vec(&options).unwrap_or_default()
         } else {
-            p.body.clone()
+            std::mem::take(&mut p.body)
         };
         let mut builder = http::Request::builder().method(p.method.clone()).uri(path);
         if let Some(ct) = p.content_type {
@@ -415,14 +420,12 @@ impl Inner {
                 code: code.to_string(),
             })
             .inc();
-        let h: Histogram = m
-            .kube_request_seconds
+        m.kube_request_seconds
             .get_or_create(&VerbLabels {
                 plugin: self.plugin.to_string(),
                 verb: verb.to_string(),
             })
-            .clone();
-        h.observe(started.elapsed().as_secs_f64());
+            .observe(started.elapsed().as_secs_f64());
     }
 }
 
@@ -524,6 +527,7 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
         method,
         content_type: None,
         body: Vec::new(),
+        uid_precondition: None,
         field_manager: false,
         force: false,
         guest_dry_run: false,
@@ -617,15 +621,14 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
             let name = Some(target.name.clone());
             // The uid travels as a JSON string inside DeleteOptions, so any text is safe; it
             // is bounded like a name.
-            let body = match uid_precondition {
-                Some(uid) if uid.len() > MAX_NAME_LEN => {
-                    return Err(bad_request("invalid uid precondition: too long".into()));
-                }
-                Some(uid) => serde_json::to_vec(&uid).unwrap_or_default(),
-                None => Vec::new(),
-            };
+            if uid_precondition
+                .as_ref()
+                .is_some_and(|uid| uid.len() > MAX_NAME_LEN)
+            {
+                return Err(bad_request("invalid uid precondition: too long".into()));
+            }
             Prepared {
-                body,
+                uid_precondition,
                 ..base(target, name, http::Method::DELETE)
             }
         }
