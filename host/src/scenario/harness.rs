@@ -480,7 +480,7 @@ impl World {
         let mut rounds = 0u64;
         loop {
             let now = self.server.resource_version();
-            if now != target || rounds % 200 == 0 {
+            if now != target || rounds.is_multiple_of(200) {
                 target = now;
                 self.server.faults().bookmark_now();
             }
