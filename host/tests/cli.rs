@@ -582,3 +582,188 @@ fn rbac_output_applies_with_kubectl() {
     }
     rt.block_on(server.shutdown());
 }
+
+/// Runs `kubewasm test HANDLER SCENARIO [args]`; returns (exit code, stdout, stderr).
+fn run_scenario(handler: &str, scenario: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = kubewasm()
+        .arg("test")
+        .arg(dist().join(handler))
+        .arg(scenario)
+        .args(args)
+        .output()
+        .expect("kubewasm runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every kind of step against logger-v2: replay and on-synced, a write the handler reacts to
+/// with an Event, resyncs on the virtual clock (an hour takes no real hour), a relist after
+/// 410 Gone that turns a delete the watch missed into a tombstone, restart and leadership.
+const LOGGER_V2_SCENARIO: &str = r#"
+manifest: logger-v2.toml
+objects:
+  - {apiVersion: v1, kind: ConfigMap, metadata: {namespace: default, name: first}}
+steps:
+  - start: {}
+    expect:
+      - {call: on-add, object: v1/ConfigMap default/first, is-in-initial-list: true, result: ok}
+      - {call: on-synced, result: ok}
+      - {log: info, message: synced}
+  - apply:
+      apiVersion: v1
+      kind: ConfigMap
+      metadata: {namespace: default, name: second, labels: {kubewasm.io/try: event}}
+    expect:
+      - {call: on-add, object: v1/ConfigMap default/second, is-in-initial-list: false, result: ok}
+      - {event: Normal, regarding: v1/ConfigMap default/second, reason: Seen}
+  - advance: 25s
+    expect:
+      - {call: on-update, object: v1/ConfigMap default/first, is-sync: true}
+      - {call: on-update, object: v1/ConfigMap default/second, is-sync: true}
+      - {call: on-update, object: v1/ConfigMap default/first, is-sync: true}
+      - {call: on-update, object: v1/ConfigMap default/second, is-sync: true}
+  - advance: 1h
+  - relist:
+      delete: [v1/ConfigMap default/first]
+    expect:
+      - {call: on-update, object: v1/ConfigMap default/second, is-sync: true}
+      - {call: on-delete, object: v1/ConfigMap default/first, final-state-unknown: true, result: ok}
+    absent: [v1/ConfigMap default/first]
+    state:
+      - {apiVersion: v1, kind: ConfigMap, metadata: {namespace: default, name: second, labels: {kubewasm.io/try: event}}}
+  - restart: {}
+    expect:
+      - {call: on-add, object: v1/ConfigMap default/second, is-in-initial-list: true}
+      - {call: on-synced}
+  - lose-leadership: {}
+    expect: []
+  - gain-leadership: {}
+    expect:
+      - {call: on-add, object: v1/ConfigMap default/second, is-in-initial-list: true}
+      - {call: on-synced}
+"#;
+
+#[test]
+fn test_runs_scenarios_and_shows_differences() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("logger-v2.toml"),
+        "resync-period-ms = 10000\n[grants]\nwatch = [{ api-version = \"v1\", kind = \"ConfigMap\" }]\nevents = true\n",
+    )
+    .unwrap();
+    let good = dir.path().join("good.yaml");
+    std::fs::write(&good, LOGGER_V2_SCENARIO).unwrap();
+    let (code, out, err) = run_scenario("rust-logger-v2.wasm", &good, &[]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("PASS"), "{out}");
+
+    // One expectation wrong: exit 1, the step's line, the expected and the actual entry.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        LOGGER_V2_SCENARIO.replace("final-state-unknown: true", "final-state-unknown: false"),
+    )
+    .unwrap();
+    let (code, out, _) = run_scenario("rust-logger-v2.wasm", &bad, &[]);
+    assert_eq!(code, 1, "{out}");
+    let line = LOGGER_V2_SCENARIO
+        .lines()
+        .position(|l| l.contains("- relist:"))
+        .unwrap()
+        + 1;
+    assert!(out.contains(&format!("bad.yaml:{line}")), "{out}");
+    assert!(
+        out.contains(
+            "- {call: on-delete, object: v1/ConfigMap default/first, final-state-unknown: false"
+        ) && out.contains(
+            "+ {call: on-delete, object: v1/ConfigMap default/first, final-state-unknown: true"
+        ),
+        "{out}"
+    );
+    let (code, out, _) = run_scenario("rust-logger-v2.wasm", &bad, &["--format", "junit"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("<?xml") && out.contains("<failure"),
+        "{out}"
+    );
+}
+
+#[test]
+fn test_update_writes_the_transcript_back_as_expectations() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("golden.yaml");
+    std::fs::write(
+        &path,
+        "objects:\n  - {apiVersion: v1, kind: ConfigMap, metadata: {namespace: default, name: a, labels: {kubewasm.io/action: trap}}}\nsteps:\n  - delete: v1/ConfigMap default/a\n",
+    )
+    .unwrap();
+    let (code, out, err) = run_scenario("rust-test-fixture.wasm", &path, &["--update"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // The implied start became a step of its own; a trap is a result like any other.
+    assert!(text.contains("- start: {}"), "{text}");
+    assert!(
+        text.contains(
+            "{call: on-add, object: v1/ConfigMap default/a, is-in-initial-list: true, result: trap"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("{call: on-delete, object: v1/ConfigMap default/a, final-state-unknown: false, result: ok"),
+        "{text}"
+    );
+    let (code, out, _) = run_scenario("rust-test-fixture.wasm", &path, &[]);
+    assert_eq!(code, 0, "the updated file passes as it is:\n{out}");
+}
+
+#[test]
+fn test_refuses_bad_scenarios_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, &str, &str); 5] = [
+        (
+            "rust-configmap-logger.wasm",
+            "steps:\n  - advance: 1m\n    colour: red\n",
+            ":3",
+            "colour",
+        ),
+        (
+            "rust-configmap-logger.wasm",
+            "steps:\n  - advance: soon\n",
+            ":2",
+            "duration",
+        ),
+        (
+            "rust-configmap-logger.wasm",
+            "steps:\n  - advance: 1m\n    expect:\n      - {call: on-synced}\n",
+            ":2",
+            "does not export",
+        ),
+        (
+            "rust-configmap-logger.wasm",
+            "steps:\n  - apply: {apiVersion: v1, kind: ConfigMap, metadata: {namespace: nowhere, name: a}}\n",
+            ":2",
+            "namespaces \"nowhere\" not found",
+        ),
+        (
+            "rust-configmap-logger.wasm",
+            "steps:\n  - delete: v1/Gizmo default/a\n",
+            ":2",
+            "Gizmo",
+        ),
+    ];
+    for (i, (handler, text, line, needle)) in cases.into_iter().enumerate() {
+        let path = dir.path().join(format!("case{i}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        let (code, out, err) = run_scenario(handler, &path, &[]);
+        let all = format!("{out}{err}");
+        assert_eq!(code, 2, "case {i}: {all}");
+        assert!(
+            all.contains(&format!("case{i}.yaml{line}")) && all.contains(needle),
+            "case {i}: {all}"
+        );
+        assert!(!all.contains("panicked"), "case {i}: {all}");
+    }
+}

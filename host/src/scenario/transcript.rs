@@ -316,9 +316,12 @@ fn plain_safe(s: &str) -> bool {
 
 /// Compares a step's expectations with its transcript; returns one line per difference.
 ///
-/// Calls, writes, Events and HTTP requests: for each of these kinds the expectations name,
-/// the actual entries of that kind must match one-to-one, in order. Log expectations must each
-/// match a log line, in order, with other lines allowed between.
+/// For each kind the expectations name (call, write, event, http), the actual entries of that
+/// kind and the expected ones must pair up one-to-one: each expectation takes the first unused
+/// entry it matches. Kubernetes orders notifications per object, not across objects (a resync
+/// or a replay walks the cache in no particular order), so only the order of entries about the
+/// same object (the same URL for HTTP) is checked. Log expectations must each match a distinct
+/// log line; other lines may come anywhere.
 pub fn compare(expected: &[Entry], actual: &[Entry]) -> Vec<String> {
     let mut out = Vec::new();
     for kind in EntryKind::ALL {
@@ -327,34 +330,67 @@ pub fn compare(expected: &[Entry], actual: &[Entry]) -> Vec<String> {
             continue;
         }
         let got: Vec<&Entry> = actual.iter().filter(|e| e.kind == kind).collect();
-        if kind == EntryKind::Log {
-            let mut at = 0;
-            for w in want {
-                match got[at..].iter().position(|g| w.matches(g)) {
-                    Some(i) => at += i + 1,
-                    None => out.push(format!(
-                        "- {}   (no such log line after the ones matched before)",
-                        w.render()
-                    )),
+        let mut used = vec![false; got.len()];
+        let mut taken: Vec<Option<usize>> = Vec::with_capacity(want.len());
+        for w in &want {
+            let found = (0..got.len()).find(|&i| !used[i] && w.matches(got[i]));
+            if let Some(i) = found {
+                used[i] = true;
+            }
+            taken.push(found);
+        }
+        // Entries about one object must come in the order expected.
+        let pairs: Vec<usize> = taken.iter().flatten().copied().collect();
+        for (n, &x) in pairs.iter().enumerate() {
+            for &y in &pairs[n + 1..] {
+                if x > y && kind != EntryKind::Log && order_key(got[x]) == order_key(got[y]) {
+                    out.push(format!(
+                        "  out of order: {} came before {}",
+                        got[y].render(),
+                        got[x].render()
+                    ));
                 }
             }
-            continue;
         }
-        for i in 0..want.len().max(got.len()) {
-            match (want.get(i), got.get(i)) {
-                (Some(w), Some(g)) => {
-                    if let Some(why) = w.mismatch(g) {
-                        out.push(format!("- {}", w.render()));
-                        out.push(format!("+ {}   ({why})", g.render()));
-                    }
+        // Pair what is left by kind value and object, to say which key differs.
+        for (w, t) in want.iter().zip(&taken) {
+            if t.is_some() {
+                continue;
+            }
+            let near = (0..got.len()).find(|&i| {
+                !used[i]
+                    && got[i].fields.first() == w.fields.first()
+                    && order_key(w).is_none_or(|k| order_key(got[i]) == Some(k))
+            });
+            match near {
+                Some(i) if kind != EntryKind::Log || order_key(w).is_some() => {
+                    used[i] = true;
+                    let why = w.mismatch(got[i]).unwrap_or_default();
+                    out.push(format!("- {}", w.render()));
+                    out.push(format!("+ {}   ({why})", got[i].render()));
                 }
-                (Some(w), None) => out.push(format!("- {}   (missing)", w.render())),
-                (None, Some(g)) => out.push(format!("+ {}   (unexpected)", g.render())),
-                (None, None) => {}
+                _ => out.push(format!("- {}   (missing)", w.render())),
+            }
+        }
+        if kind != EntryKind::Log {
+            for (g, u) in got.iter().zip(&used) {
+                if !u {
+                    out.push(format!("+ {}   (unexpected)", g.render()));
+                }
             }
         }
     }
     out
+}
+
+/// What orders entries of a kind: the object they are about (the URL of a request).
+fn order_key(e: &Entry) -> Option<&str> {
+    match e.kind {
+        EntryKind::Call | EntryKind::Write => e.str("object"),
+        EntryKind::Event => e.str("regarding"),
+        EntryKind::Http => e.str("url"),
+        EntryKind::Log => None,
+    }
 }
 
 #[cfg(test)]
