@@ -1,10 +1,11 @@
-//! The `kubewasm` command line: `run`, `dev`, `apiserver`, `check` and `rbac`.
+//! The `kubewasm` command line: `run`, `dev`, `apiserver`, `check`, `rbac` and `new`.
 
 pub mod check;
 pub mod dev;
 pub mod endpoints;
 pub mod host;
 pub mod logging;
+pub mod new;
 pub mod rbac;
 pub mod run;
 
@@ -30,6 +31,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Print the RBAC (Roles, ClusterRole, bindings) the host needs for a plugins directory.
     Rbac(rbac::RbacArgs),
+    /// Create a handler folder (source, build script, manifest, scenario) in a language.
+    New(new::NewArgs),
 }
 
 /// Entry point of the binary: parses arguments, runs the subcommand, maps errors to exit code 1.
@@ -44,6 +47,7 @@ pub fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Check(args) => check::check(args),
         Command::Rbac(args) => rbac::rbac(args),
+        Command::New(args) => new::new(args),
         command => match tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -54,7 +58,9 @@ pub fn main() -> std::process::ExitCode {
                         Command::Run(a) => run::run(a).await,
                         Command::Dev(a) => dev::dev(a).await,
                         Command::Apiserver(a) => apiserver::cli::run(a).await,
-                        Command::Check(_) | Command::Rbac(_) => unreachable!("handled above"),
+                        Command::Check(_) | Command::Rbac(_) | Command::New(_) => {
+                            unreachable!("handled above")
+                        }
                     }
                 });
                 // A compile still running on a blocking thread must not hold the exit.
