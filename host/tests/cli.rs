@@ -607,13 +607,20 @@ fn new_refuses_bad_input_with_a_clear_error() {
             2,
             "CamelCase",
         ),
-        (&["ok", "--lang", "go", "--resource", "Deployment"], 2, "KIND"),
+        (
+            &["ok", "--lang", "go", "--resource", "Deployment"],
+            2,
+            "KIND",
+        ),
     ];
     for (args, code, says) in cases {
         let out = kubewasm_new(dir.path(), args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
-        assert!(stderr.contains(says), "{args:?} should say {says:?}: {stderr}");
+        assert!(
+            stderr.contains(says),
+            "{args:?} should say {says:?}: {stderr}"
+        );
         assert!(!dir.path().join("ok").exists(), "{args:?} created a folder");
     }
     // A folder that exists and holds anything is never written into.
@@ -628,7 +635,11 @@ fn new_refuses_bad_input_with_a_clear_error() {
     // An empty one is used.
     std::fs::create_dir(dir.path().join("empty")).unwrap();
     let out = kubewasm_new(dir.path(), &["empty", "--lang", "javascript"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(dir.path().join("empty/handler.js").is_file());
 }
 
@@ -652,7 +663,11 @@ fn new_templates_build_check_and_pass_their_scenario() {
         let name = format!("hello-{lang}");
         let start = std::time::Instant::now();
         let out = kubewasm_new(dir.path(), &[&name, "--lang", lang]);
-        assert!(out.status.success(), "{lang}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{lang}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let folder = dir.path().join(&name);
         // Guest builds go to this test's target, never into the folder or the repository.
         let out = Command::new("bash")
@@ -685,10 +700,15 @@ fn new_templates_build_check_and_pass_their_scenario() {
         );
         let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
         assert_eq!(report["world"], "0.2.0", "{lang}: {stdout}");
-        assert_eq!(report["describe"]["name"], name.as_str(), "{lang}: {stdout}");
+        assert_eq!(
+            report["describe"]["name"],
+            name.as_str(),
+            "{lang}: {stdout}"
+        );
         assert_eq!(report["describe"]["events"], true, "{lang}: {stdout}");
         let subs = &report["describe"]["subscriptions"];
-        assert_eq!(subs[0]["api_version"].as_str().or(subs[0]["apiVersion"].as_str()), Some("v1"));
+        assert_eq!(subs[0]["api_version"], "v1", "{lang}: {stdout}");
+        assert_eq!(subs[0]["kind"], "ConfigMap", "{lang}: {stdout}");
         assert_eq!(report["missing"], serde_json::json!([]), "{lang}: {stdout}");
 
         if runner {
@@ -703,7 +723,10 @@ fn new_templates_build_check_and_pass_their_scenario() {
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
-            timings.push(format!("{lang}: new -> scenario passed {:.1} s", start.elapsed().as_secs_f64()));
+            timings.push(format!(
+                "{lang}: new -> scenario passed {:.1} s",
+                start.elapsed().as_secs_f64()
+            ));
         } else {
             eprintln!("{lang}: `kubewasm test` not available yet: scenario not run");
         }

@@ -127,6 +127,40 @@ const WIT: &[TemplateFile] = &[
     file("wit/deps/sockets.wit", wit!("deps/sockets.wit")),
 ];
 
+// Each language's files (consts: a slice of `file(...)` calls is only `'static` in a const).
+const RUST_FILES: &[TemplateFile] = &[
+    file("Cargo.toml", template!("rust/Cargo.toml.in")),
+    file("Cargo.lock", template!("rust/Cargo.lock.in")),
+    file("src/lib.rs", template!("rust/src/lib.rs")),
+    script("build.sh", template!("rust/build.sh")),
+    file(".gitignore", template!("rust/gitignore")),
+];
+
+const PYTHON_FILES: &[TemplateFile] = &[
+    file("src/app.py", template!("python/app.py")),
+    script("build.sh", template!("python/build.sh")),
+    file(".gitignore", template!("python/gitignore")),
+];
+
+const JAVASCRIPT_FILES: &[TemplateFile] = &[
+    file("handler.js", template!("javascript/handler.js")),
+    script("build.sh", template!("javascript/build.sh")),
+    file(".gitignore", template!("javascript/gitignore")),
+];
+
+const C_FILES: &[TemplateFile] = &[
+    file("handler.c", template!("c/handler.c")),
+    script("build.sh", template!("c/build.sh")),
+    file(".gitignore", template!("c/gitignore")),
+];
+
+const GO_FILES: &[TemplateFile] = &[
+    file("main.go", template!("go/main.go")),
+    file("go.mod", template!("go/go.mod.in")),
+    script("build.sh", template!("go/build.sh")),
+    file(".gitignore", template!("go/gitignore")),
+];
+
 /// A language's template: its files, the rows it adds to the README's file table, its build
 /// notes, and its name in prose.
 struct LangTemplate {
@@ -140,54 +174,31 @@ impl Lang {
     fn template(self) -> LangTemplate {
         match self {
             Lang::Rust => LangTemplate {
-                files: &[
-                    file("Cargo.toml", template!("rust/Cargo.toml.in")),
-                    file("Cargo.lock", template!("rust/Cargo.lock.in")),
-                    file("src/lib.rs", template!("rust/src/lib.rs")),
-                    script("build.sh", template!("rust/build.sh")),
-                    file(".gitignore", template!("rust/gitignore")),
-                ],
+                files: RUST_FILES,
                 readme_files: template!("rust/files.md"),
                 readme_build: template!("rust/build.md"),
                 title: "Rust",
             },
             Lang::Python => LangTemplate {
-                files: &[
-                    file("src/app.py", template!("python/app.py")),
-                    script("build.sh", template!("python/build.sh")),
-                    file(".gitignore", template!("python/gitignore")),
-                ],
+                files: PYTHON_FILES,
                 readme_files: template!("python/files.md"),
                 readme_build: template!("python/build.md"),
                 title: "Python",
             },
             Lang::Javascript => LangTemplate {
-                files: &[
-                    file("handler.js", template!("javascript/handler.js")),
-                    script("build.sh", template!("javascript/build.sh")),
-                    file(".gitignore", template!("javascript/gitignore")),
-                ],
+                files: JAVASCRIPT_FILES,
                 readme_files: template!("javascript/files.md"),
                 readme_build: template!("javascript/build.md"),
                 title: "JavaScript",
             },
             Lang::C => LangTemplate {
-                files: &[
-                    file("handler.c", template!("c/handler.c")),
-                    script("build.sh", template!("c/build.sh")),
-                    file(".gitignore", template!("c/gitignore")),
-                ],
+                files: C_FILES,
                 readme_files: template!("c/files.md"),
                 readme_build: template!("c/build.md"),
                 title: "C",
             },
             Lang::Go => LangTemplate {
-                files: &[
-                    file("main.go", template!("go/main.go")),
-                    file("go.mod", template!("go/go.mod.in")),
-                    script("build.sh", template!("go/build.sh")),
-                    file(".gitignore", template!("go/gitignore")),
-                ],
+                files: GO_FILES,
                 readme_files: template!("go/files.md"),
                 readme_build: template!("go/build.md"),
                 title: "Go",
@@ -283,13 +294,29 @@ fn object_key(obj: &Value) -> String {
     }
 }
 
+/// The members of a map in the order Kubernetes manifests are written (`apiVersion`, `kind`,
+/// `metadata`; `namespace`, `name`, `labels`), the rest alphabetically (serde_json's order).
+fn ordered(m: &serde_json::Map<String, Value>) -> Vec<(&String, &Value)> {
+    const FIRST: [&str; 6] = [
+        "apiVersion",
+        "kind",
+        "metadata",
+        "namespace",
+        "name",
+        "labels",
+    ];
+    let mut items: Vec<_> = m.iter().collect();
+    items.sort_by_key(|(k, _)| FIRST.iter().position(|f| f == k).unwrap_or(FIRST.len()));
+    items
+}
+
 /// A YAML flow rendering of `v` (`{apiVersion: v1, kind: ConfigMap, …}`): one line per object
 /// keeps the scenario short. Strings that YAML would read as something else are quoted.
 fn flow(v: &Value) -> String {
     match v {
         Value::Object(m) => {
-            let items: Vec<String> = m
-                .iter()
+            let items: Vec<String> = ordered(m)
+                .into_iter()
                 .map(|(k, v)| format!("{}: {}", flow_str(k), flow(v)))
                 .collect();
             format!("{{{}}}", items.join(", "))
@@ -297,6 +324,23 @@ fn flow(v: &Value) -> String {
         Value::Array(a) => format!("[{}]", a.iter().map(flow).collect::<Vec<_>>().join(", ")),
         Value::String(s) => flow_str(s),
         other => other.to_string(),
+    }
+}
+
+/// A YAML block rendering of the object `v` for the README (maps as blocks, lists in flow).
+fn block(v: &Value, indent: usize, out: &mut String) {
+    if let Value::Object(m) = v {
+        for (k, v) in ordered(m) {
+            match v {
+                Value::Object(inner) if !inner.is_empty() => {
+                    let _ = writeln!(out, "{:indent$}{}:", "", flow_str(k));
+                    block(v, indent + 2, out);
+                }
+                _ => {
+                    let _ = writeln!(out, "{:indent$}{}: {}", "", flow_str(k), flow(v));
+                }
+            }
+        }
     }
 }
 
@@ -357,15 +401,22 @@ fn render_all(args: &NewArgs, repo: Option<&Path>) -> anyhow::Result<Vec<(String
     let first = example_object(r, "first", None);
     let second = example_object(r, "second", None);
     let changed = example_object(r, "second", Some(json!({ "stage": "changed" })));
-    let resource = match r.api_version.as_str() {
-        "v1" => format!("v1/{}", r.kind),
-        v => format!("{v}/{}", r.kind),
-    };
-    let mut example_yaml = serde_yaml::to_string(&first)?;
+    let resource = format!("{}/{}", r.api_version, r.kind);
+    let mut example_yaml = String::new();
+    block(&first, 0, &mut example_yaml);
     example_yaml.truncate(example_yaml.trim_end().len());
     let repo_str = repo.map(|p| p.display().to_string()).unwrap_or_default();
     let vars = vec![
         ("name", name.clone()),
+        // A DNS-1123 label may start with a digit, a Rust package name may not.
+        (
+            "crate",
+            if name.starts_with(|c: char| c.is_ascii_digit()) {
+                format!("handler-{name}")
+            } else {
+                name.clone()
+            },
+        ),
         ("api-version", r.api_version.clone()),
         ("kind", r.kind.clone()),
         ("resource", resource),
@@ -474,17 +525,33 @@ mod tests {
     #[test]
     fn resources_parse_with_and_without_group() {
         let r = parse_resource("apps/v1/Deployment").unwrap();
-        assert_eq!((r.api_version.as_str(), r.kind.as_str()), ("apps/v1", "Deployment"));
+        assert_eq!(
+            (r.api_version.as_str(), r.kind.as_str()),
+            ("apps/v1", "Deployment")
+        );
         let r = parse_resource("v1/Service").unwrap();
         assert_eq!((r.api_version.as_str(), r.kind.as_str()), ("v1", "Service"));
-        for bad in ["ConfigMap", "v1/configmap", "/v1/ConfigMap", "apps/v1/", "a/b/c/D", "V1/Pod"] {
+        for bad in [
+            "ConfigMap",
+            "v1/configmap",
+            "/v1/ConfigMap",
+            "apps/v1/",
+            "a/b/c/D",
+            "V1/Pod",
+        ] {
             assert!(parse_resource(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn every_template_renders_without_leftover_placeholders() {
-        for lang in [Lang::Rust, Lang::Python, Lang::Javascript, Lang::C, Lang::Go] {
+        for lang in [
+            Lang::Rust,
+            Lang::Python,
+            Lang::Javascript,
+            Lang::C,
+            Lang::Go,
+        ] {
             for resource in ["v1/ConfigMap", "apps/v1/Deployment", "v1/Namespace"] {
                 let args = NewArgs {
                     name: "my-handler".into(),
@@ -510,5 +577,8 @@ mod tests {
             flow(&json!({"a": "true", "b": [1, "x y"], "c": "v1"})),
             r#"{a: "true", b: [1, "x y"], c: v1}"#
         );
+        let mut yaml = String::new();
+        block(&o, 0, &mut yaml);
+        assert!(yaml.starts_with("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  namespace: default\n  name: first\nspec:\n"), "{yaml}");
     }
 }

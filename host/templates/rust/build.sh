@@ -5,12 +5,14 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 name="{{name}}"
+crate="{{crate}}"  # the package name: a crate name cannot start with a digit
 command -v cargo >/dev/null || { echo "cargo not found: install Rust (rustup), then rustup target add wasm32-wasip2" >&2; exit 1; }
-if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx wasm32-wasip2; then
+# grep reads everything (no -q): an early exit would fail the pipeline with SIGPIPE under pipefail.
+if command -v rustup >/dev/null && ! rustup target list --installed | grep -x wasm32-wasip2 >/dev/null; then
   echo "the wasm32-wasip2 target is missing: rustup target add wasm32-wasip2" >&2
   exit 1
 fi
 target_dir="${CARGO_TARGET_DIR:-$here/target}"
 cargo build --release --target wasm32-wasip2 --manifest-path "$here/Cargo.toml" --target-dir "$target_dir"
-cp "$target_dir/wasm32-wasip2/release/${name//-/_}.wasm" "$here/$name.wasm"
+cp "$target_dir/wasm32-wasip2/release/${crate//-/_}.wasm" "$here/$name.wasm"
 echo "built $here/$name.wasm ($(stat -c %s "$here/$name.wasm") bytes)"
