@@ -658,11 +658,22 @@ fn new_templates_build_check_and_pass_their_scenario() {
         .output()
         .is_ok_and(|o| o.status.success());
     let mut timings = Vec::new();
-    for lang in langs.split(',').filter(|l| !l.is_empty()) {
+    // Every language on the default resource, and one (C: the quickest build) on a resource of
+    // a named group, which changes the subscription, the manifest and the scenario's objects.
+    let mut cases: Vec<(&str, &str)> = langs
+        .split(',')
+        .filter(|l| !l.is_empty())
+        .map(|l| (l, "v1/ConfigMap"))
+        .collect();
+    if cases.iter().any(|(l, _)| *l == "c") {
+        cases.push(("c", "apps/v1/Deployment"));
+    }
+    for (lang, resource) in cases {
         let dir = tempfile::tempdir().unwrap();
-        let name = format!("hello-{lang}");
+        let (api_version, kind) = resource.rsplit_once('/').unwrap();
+        let name = format!("hello-{lang}-{}", kind.to_lowercase());
         let start = std::time::Instant::now();
-        let out = kubewasm_new(dir.path(), &[&name, "--lang", lang]);
+        let out = kubewasm_new(dir.path(), &[&name, "--lang", lang, "--resource", resource]);
         assert!(
             out.status.success(),
             "{lang}: {}",
@@ -689,7 +700,10 @@ fn new_templates_build_check_and_pass_their_scenario() {
         );
         let wasm = folder.join(format!("{name}.wasm"));
         assert!(wasm.is_file(), "{lang}: {} not built", wasm.display());
-        timings.push(format!("{lang}: new -> built {:.1} s", built.as_secs_f64()));
+        timings.push(format!(
+            "{lang} {resource}: new -> built {:.1} s",
+            built.as_secs_f64()
+        ));
 
         let out = kubewasm().arg("check").arg(&wasm).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -707,8 +721,8 @@ fn new_templates_build_check_and_pass_their_scenario() {
         );
         assert_eq!(report["describe"]["events"], true, "{lang}: {stdout}");
         let subs = &report["describe"]["subscriptions"];
-        assert_eq!(subs[0]["api_version"], "v1", "{lang}: {stdout}");
-        assert_eq!(subs[0]["kind"], "ConfigMap", "{lang}: {stdout}");
+        assert_eq!(subs[0]["api_version"], api_version, "{lang}: {stdout}");
+        assert_eq!(subs[0]["kind"], kind, "{lang}: {stdout}");
         assert_eq!(report["missing"], serde_json::json!([]), "{lang}: {stdout}");
 
         if runner {
@@ -724,7 +738,7 @@ fn new_templates_build_check_and_pass_their_scenario() {
                 String::from_utf8_lossy(&out.stderr)
             );
             timings.push(format!(
-                "{lang}: new -> scenario passed {:.1} s",
+                "{lang} {resource}: new -> scenario passed {:.1} s",
                 start.elapsed().as_secs_f64()
             ));
         } else {

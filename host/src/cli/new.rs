@@ -239,6 +239,28 @@ const CLUSTER_SCOPED: &[&str] = &[
     "APIService",
 ];
 
+/// The built-in kinds of the embedded API server (`kubewasm dev`, `kubewasm test`), from
+/// `apiserver/src/registry.rs` (private there). Another resource still gets a handler, but its
+/// scenario runs only once the server serves it (a CRD), so `new` says so.
+const EMBEDDED_KINDS: &[(&str, &str)] = &[
+    ("v1", "ConfigMap"),
+    ("v1", "Event"),
+    ("v1", "Namespace"),
+    ("v1", "Pod"),
+    ("v1", "Secret"),
+    ("v1", "Service"),
+    ("v1", "ServiceAccount"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+    ("apps/v1", "Deployment"),
+    ("coordination.k8s.io/v1", "Lease"),
+    ("events.k8s.io/v1", "Event"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+];
+
 /// A small object of the resource, valid for the kinds that need a spec to be accepted.
 fn example_object(r: &Resource, name: &str, labels: Option<Value>) -> Value {
     let mut metadata = json!({ "name": name });
@@ -256,7 +278,8 @@ fn example_object(r: &Resource, name: &str, labels: Option<Value>) -> Value {
     });
     let body = match (r.api_version.as_str(), r.kind.as_str()) {
         ("v1", "ConfigMap") => json!({ "data": { "greeting": "hello" } }),
-        ("v1", "Secret") => json!({ "stringData": { "greeting": "hello" } }),
+        // `data` (base64), not `stringData`, which the server folds into `data`.
+        ("v1", "Secret") => json!({ "data": { "greeting": "aGVsbG8=" } }),
         ("v1", "Service") => json!({ "spec": { "ports": [{ "port": 80 }] } }),
         ("v1", "Pod") => json!({ "spec": { "containers": container } }),
         ("apps/v1", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") => json!({
@@ -510,6 +533,17 @@ pub fn new(args: NewArgs) -> anyhow::Result<()> {
         args.resource.api_version,
         args.resource.kind
     );
+    let served = EMBEDDED_KINDS
+        .iter()
+        .any(|(v, k)| *v == args.resource.api_version && *k == args.resource.kind);
+    if !served {
+        eprintln!(
+            "note: the embedded API server of `kubewasm dev` and `kubewasm test` does not serve {} {}: \
+             scenarios/basic.yaml runs once it does (install its CRD first); the handler works on \
+             any cluster that serves it",
+            args.resource.api_version, args.resource.kind
+        );
+    }
     let _ = writeln!(msg, "next:");
     let _ = writeln!(msg, "  cd {name} && ./build.sh");
     let _ = writeln!(msg, "  kubewasm check {name}.wasm");
