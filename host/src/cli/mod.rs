@@ -1,4 +1,4 @@
-//! The `kubewasm` command line: `run`, `dev`, `apiserver`, `check`, `rbac` and `new`.
+//! The `kubewasm` command line: `run`, `dev`, `apiserver`, `check`, `rbac`, `test` and `new`.
 
 pub mod check;
 pub mod dev;
@@ -8,6 +8,7 @@ pub mod logging;
 pub mod new;
 pub mod rbac;
 pub mod run;
+pub mod test;
 
 use clap::{Parser, Subcommand};
 
@@ -31,6 +32,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Print the RBAC (Roles, ClusterRole, bindings) the host needs for a plugins directory.
     Rbac(rbac::RbacArgs),
+    /// Run a handler through scenario files on an in-process API server with a virtual clock.
+    Test(test::TestArgs),
     /// Create a handler folder (source, build script, manifest, scenario) in a language.
     New(new::NewArgs),
 }
@@ -43,6 +46,11 @@ pub fn main() -> std::process::ExitCode {
         Command::Dev(a) => a.host.log_format,
         _ => logging::LogFormat::Text,
     };
+    if let Command::Test(args) = cli.command {
+        // Only errors: the transcript is the output; the host's own lines would bury it.
+        logging::init_quiet(format);
+        return test::test(args);
+    }
     logging::init(format);
     let result = match cli.command {
         Command::Check(args) => check::check(args),
@@ -58,7 +66,10 @@ pub fn main() -> std::process::ExitCode {
                         Command::Run(a) => run::run(a).await,
                         Command::Dev(a) => dev::dev(a).await,
                         Command::Apiserver(a) => apiserver::cli::run(a).await,
-                        Command::Check(_) | Command::Rbac(_) | Command::New(_) => {
+                        Command::Check(_)
+                        | Command::Rbac(_)
+                        | Command::Test(_)
+                        | Command::New(_) => {
                             unreachable!("handled above")
                         }
                     }
