@@ -767,3 +767,161 @@ fn test_refuses_bad_scenarios_naming_file_and_line() {
         assert!(!all.contains("panicked"), "case {i}: {all}");
     }
 }
+
+// ---- kubewasm new ---------------------------------------------------------------------------
+
+/// Runs `kubewasm new ARGS` in `dir`.
+fn kubewasm_new(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    kubewasm()
+        .current_dir(dir)
+        .arg("new")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn new_refuses_bad_input_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], i32, &str); 5] = [
+        (&["Bad_Name", "--lang", "rust"], 2, "RFC 1123 label"),
+        (&["-x", "--lang", "rust"], 2, "-x"),
+        (&["ok", "--lang", "cobol"], 2, "cobol"),
+        (
+            &["ok", "--lang", "c", "--resource", "apps/v1/deployment"],
+            2,
+            "CamelCase",
+        ),
+        (
+            &["ok", "--lang", "go", "--resource", "Deployment"],
+            2,
+            "KIND",
+        ),
+    ];
+    for (args, code, says) in cases {
+        let out = kubewasm_new(dir.path(), args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(says),
+            "{args:?} should say {says:?}: {stderr}"
+        );
+        assert!(!dir.path().join("ok").exists(), "{args:?} created a folder");
+    }
+    // A folder that exists and holds anything is never written into.
+    let taken = dir.path().join("taken");
+    std::fs::create_dir(&taken).unwrap();
+    std::fs::write(taken.join("keep.txt"), "mine").unwrap();
+    let out = kubewasm_new(dir.path(), &["taken", "--lang", "python"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("exists and is not empty"), "{stderr}");
+    assert_eq!(std::fs::read_dir(&taken).unwrap().count(), 1);
+    // An empty one is used.
+    std::fs::create_dir(dir.path().join("empty")).unwrap();
+    let out = kubewasm_new(dir.path(), &["empty", "--lang", "javascript"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("empty/handler.js").is_file());
+}
+
+/// Each language's fresh template builds with the toolchains `guest-examples/install-toolchains.sh`
+/// installs (found through KUBEWASM_REPO, which defaults to this checkout), passes `kubewasm check`
+/// with the manifest it ships, and passes its scenario under `kubewasm test`. One test looping
+/// over the languages, so two guest builds (and two cargo runs) never share the machine's cores.
+/// `KUBEWASM_NEW_LANGS=rust,go` limits the languages.
+#[test]
+fn new_templates_build_check_and_pass_their_scenario() {
+    let langs = std::env::var("KUBEWASM_NEW_LANGS")
+        .unwrap_or_else(|_| "rust,python,javascript,c,go".to_string());
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let mut timings = Vec::new();
+    // Every language on the default resource, and one (C: the quickest build) on a resource of
+    // a named group, which changes the subscription, the manifest and the scenario's objects.
+    let mut cases: Vec<(&str, &str)> = langs
+        .split(',')
+        .filter(|l| !l.is_empty())
+        .map(|l| (l, "v1/ConfigMap"))
+        .collect();
+    if cases.iter().any(|(l, _)| *l == "c") {
+        cases.push(("c", "apps/v1/Deployment"));
+    }
+    for (lang, resource) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (api_version, kind) = resource.rsplit_once('/').unwrap();
+        let name = format!("hello-{lang}-{}", kind.to_lowercase());
+        let start = std::time::Instant::now();
+        let out = kubewasm_new(dir.path(), &[&name, "--lang", lang, "--resource", resource]);
+        assert!(
+            out.status.success(),
+            "{lang}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let folder = dir.path().join(&name);
+        // Guest builds go to this test's target, never into the folder or the repository.
+        let out = Command::new("bash")
+            .arg(folder.join("build.sh"))
+            .env("CARGO_TARGET_DIR", tmp.join("new-guests"))
+            .env(
+                "KUBEWASM_TOOL_TARGET_DIR",
+                std::env::var_os("KUBEWASM_TOOL_TARGET_DIR")
+                    .unwrap_or_else(|| tmp.join("guest-tool").into_os_string()),
+            )
+            .output()
+            .unwrap();
+        let built = start.elapsed();
+        assert!(
+            out.status.success(),
+            "{lang}: build.sh failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let wasm = folder.join(format!("{name}.wasm"));
+        assert!(wasm.is_file(), "{lang}: {} not built", wasm.display());
+        timings.push(format!(
+            "{lang} {resource}: new -> built {:.1} s",
+            built.as_secs_f64()
+        ));
+
+        let out = kubewasm().arg("check").arg(&wasm).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{lang}: check failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(report["world"], "0.2.0", "{lang}: {stdout}");
+        assert_eq!(
+            report["describe"]["name"],
+            name.as_str(),
+            "{lang}: {stdout}"
+        );
+        assert_eq!(report["describe"]["events"], true, "{lang}: {stdout}");
+        let subs = &report["describe"]["subscriptions"];
+        assert_eq!(subs[0]["api_version"], api_version, "{lang}: {stdout}");
+        assert_eq!(subs[0]["kind"], kind, "{lang}: {stdout}");
+        assert_eq!(report["missing"], serde_json::json!([]), "{lang}: {stdout}");
+
+        // The scenario passes as generated: Event, calls and log lines of every step.
+        let out = kubewasm()
+            .current_dir(&folder)
+            .args(["test", &format!("{name}.wasm"), "scenarios/basic.yaml"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{lang}: kubewasm test failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        timings.push(format!(
+            "{lang} {resource}: new -> scenario passed {:.1} s",
+            start.elapsed().as_secs_f64()
+        ));
+    }
+    eprintln!("{}", timings.join("\n"));
+}

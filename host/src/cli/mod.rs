@@ -1,10 +1,11 @@
-//! The `kubewasm` command line: `run`, `dev`, `apiserver`, `check`, `rbac` and `test`.
+//! The `kubewasm` command line: `run`, `dev`, `apiserver`, `check`, `rbac`, `test` and `new`.
 
 pub mod check;
 pub mod dev;
 pub mod endpoints;
 pub mod host;
 pub mod logging;
+pub mod new;
 pub mod rbac;
 pub mod run;
 pub mod test;
@@ -33,6 +34,8 @@ enum Command {
     Rbac(rbac::RbacArgs),
     /// Run a handler through scenario files on an in-process API server with a virtual clock.
     Test(test::TestArgs),
+    /// Create a handler folder (source, build script, manifest, scenario) in a language.
+    New(new::NewArgs),
 }
 
 /// Entry point of the binary: parses arguments, runs the subcommand, maps errors to exit code 1.
@@ -52,6 +55,7 @@ pub fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Check(args) => check::check(args),
         Command::Rbac(args) => rbac::rbac(args),
+        Command::New(args) => new::new(args),
         command => match tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -62,7 +66,10 @@ pub fn main() -> std::process::ExitCode {
                         Command::Run(a) => run::run(a).await,
                         Command::Dev(a) => dev::dev(a).await,
                         Command::Apiserver(a) => apiserver::cli::run(a).await,
-                        Command::Check(_) | Command::Rbac(_) | Command::Test(_) => {
+                        Command::Check(_)
+                        | Command::Rbac(_)
+                        | Command::Test(_)
+                        | Command::New(_) => {
                             unreachable!("handled above")
                         }
                     }

@@ -1,0 +1,618 @@
+//! `kubewasm new NAME --lang LANG [--resource GROUP/VERSION/KIND]`: a ready-to-build handler
+//! folder on the newest world (`kubewasm:handler@0.2.0`).
+//!
+//! The templates live under `host/templates/<lang>/` and `host/templates/common/` and are
+//! compiled into the binary (`include_str!`), as are the WIT files, so the command works wherever
+//! the binary is copied. Placeholders are `{{key}}`; the values substituted are all validated
+//! names (DNS-1123 label, apiVersion, kind), so they need no quoting in any of the languages.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use kubewasm_apimachinery::validation::{
+    validate_api_version, validate_dns1123_label, validate_kind,
+};
+use serde_json::{Value, json};
+
+/// Arguments of `kubewasm new`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct NewArgs {
+    /// Name of the handler and of the folder created for it in the current directory: a
+    /// DNS-1123 label (lowercase letters, digits and '-'), so it is a valid plugin name too.
+    #[arg(value_parser = parse_name)]
+    pub name: String,
+    /// Language of the handler.
+    #[arg(long, value_enum)]
+    pub lang: Lang,
+    /// The resource it subscribes to: `v1/ConfigMap`, `v1/Service`, `apps/v1/Deployment`
+    /// (the core group has no group part).
+    #[arg(long, value_name = "[GROUP/]VERSION/KIND", default_value = "v1/ConfigMap",
+          value_parser = parse_resource)]
+    pub resource: Resource,
+}
+
+/// The languages there are templates for.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    /// Rust with wit-bindgen, target wasm32-wasip2.
+    Rust,
+    /// Python with componentize-py.
+    Python,
+    /// JavaScript with componentize-js (StarlingMonkey).
+    Javascript,
+    /// C with clang-19, wasi-libc and kubewasm-guest-tool.
+    C,
+    /// Go (wasip1) with a hand-written canonical ABI and kubewasm-guest-tool.
+    Go,
+}
+
+/// A resource as `--resource` names it: `apiVersion` and `kind`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resource {
+    /// `v1` or `group/version`.
+    pub api_version: String,
+    /// CamelCase kind, e.g. `Deployment`.
+    pub kind: String,
+}
+
+fn parse_name(s: &str) -> Result<String, String> {
+    validate_dns1123_label(s)?;
+    Ok(s.to_string())
+}
+
+fn parse_resource(s: &str) -> Result<Resource, String> {
+    let (api_version, kind) = s
+        .rsplit_once('/')
+        .ok_or("expected [GROUP/]VERSION/KIND, e.g. v1/ConfigMap or apps/v1/Deployment")?;
+    validate_api_version(api_version).map_err(|e| format!("apiVersion {api_version:?}: {e}"))?;
+    validate_kind(kind).map_err(|e| format!("kind {kind:?}: {e}"))?;
+    // A lowercase kind would pass the syntax check but never match what the server serves.
+    if !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return Err(format!(
+            "kind {kind:?}: kinds are CamelCase, starting with an uppercase letter (e.g. ConfigMap)"
+        ));
+    }
+    Ok(Resource {
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+    })
+}
+
+/// One file of a template: where it goes in the new folder, its text, and whether it is a
+/// script to run.
+struct TemplateFile {
+    path: &'static str,
+    text: &'static str,
+    executable: bool,
+}
+
+const fn file(path: &'static str, text: &'static str) -> TemplateFile {
+    TemplateFile {
+        path,
+        text,
+        executable: false,
+    }
+}
+
+const fn script(path: &'static str, text: &'static str) -> TemplateFile {
+    TemplateFile {
+        path,
+        text,
+        executable: true,
+    }
+}
+
+macro_rules! template {
+    ($path:literal) => {
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/templates/", $path))
+    };
+}
+
+macro_rules! wit {
+    ($path:literal) => {
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/0.2.0/", $path))
+    };
+}
+
+/// The WIT package the bindings are generated from, with the WASI packages it uses.
+const WIT: &[TemplateFile] = &[
+    file("wit/handler.wit", wit!("handler.wit")),
+    file("wit/deps/cli.wit", wit!("deps/cli.wit")),
+    file("wit/deps/clocks.wit", wit!("deps/clocks.wit")),
+    file("wit/deps/filesystem.wit", wit!("deps/filesystem.wit")),
+    file("wit/deps/http.wit", wit!("deps/http.wit")),
+    file("wit/deps/io.wit", wit!("deps/io.wit")),
+    file("wit/deps/random.wit", wit!("deps/random.wit")),
+    file("wit/deps/sockets.wit", wit!("deps/sockets.wit")),
+];
+
+// Each language's files (consts: a slice of `file(...)` calls is only `'static` in a const).
+const RUST_FILES: &[TemplateFile] = &[
+    file("Cargo.toml", template!("rust/Cargo.toml.in")),
+    file("Cargo.lock", template!("rust/Cargo.lock.in")),
+    file("src/lib.rs", template!("rust/src/lib.rs")),
+    script("build.sh", template!("rust/build.sh")),
+    file(".gitignore", template!("rust/gitignore")),
+];
+
+const PYTHON_FILES: &[TemplateFile] = &[
+    file("src/app.py", template!("python/app.py")),
+    script("build.sh", template!("python/build.sh")),
+    file(".gitignore", template!("python/gitignore")),
+];
+
+const JAVASCRIPT_FILES: &[TemplateFile] = &[
+    file("handler.js", template!("javascript/handler.js")),
+    script("build.sh", template!("javascript/build.sh")),
+    file(".gitignore", template!("javascript/gitignore")),
+];
+
+const C_FILES: &[TemplateFile] = &[
+    file("handler.c", template!("c/handler.c")),
+    script("build.sh", template!("c/build.sh")),
+    file(".gitignore", template!("c/gitignore")),
+];
+
+const GO_FILES: &[TemplateFile] = &[
+    file("main.go", template!("go/main.go")),
+    file("go.mod", template!("go/go.mod.in")),
+    script("build.sh", template!("go/build.sh")),
+    file(".gitignore", template!("go/gitignore")),
+];
+
+/// A language's template: its files, the rows it adds to the README's file table, its build
+/// notes, and its name in prose.
+struct LangTemplate {
+    files: &'static [TemplateFile],
+    readme_files: &'static str,
+    readme_build: &'static str,
+    title: &'static str,
+}
+
+impl Lang {
+    fn template(self) -> LangTemplate {
+        match self {
+            Lang::Rust => LangTemplate {
+                files: RUST_FILES,
+                readme_files: template!("rust/files.md"),
+                readme_build: template!("rust/build.md"),
+                title: "Rust",
+            },
+            Lang::Python => LangTemplate {
+                files: PYTHON_FILES,
+                readme_files: template!("python/files.md"),
+                readme_build: template!("python/build.md"),
+                title: "Python",
+            },
+            Lang::Javascript => LangTemplate {
+                files: JAVASCRIPT_FILES,
+                readme_files: template!("javascript/files.md"),
+                readme_build: template!("javascript/build.md"),
+                title: "JavaScript",
+            },
+            Lang::C => LangTemplate {
+                files: C_FILES,
+                readme_files: template!("c/files.md"),
+                readme_build: template!("c/build.md"),
+                title: "C",
+            },
+            Lang::Go => LangTemplate {
+                files: GO_FILES,
+                readme_files: template!("go/files.md"),
+                readme_build: template!("go/build.md"),
+                title: "Go",
+            },
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Lang::Rust => "rust",
+            Lang::Python => "python",
+            Lang::Javascript => "javascript",
+            Lang::C => "c",
+            Lang::Go => "go",
+        }
+    }
+}
+
+/// Kinds served without a namespace, so the scenario and the README name their objects without
+/// one. Any other kind is taken as namespaced (objects in `default`).
+const CLUSTER_SCOPED: &[&str] = &[
+    "Namespace",
+    "Node",
+    "PersistentVolume",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "StorageClass",
+    "CustomResourceDefinition",
+    "PriorityClass",
+    "IngressClass",
+    "RuntimeClass",
+    "CSIDriver",
+    "CSINode",
+    "VolumeAttachment",
+    "CertificateSigningRequest",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "APIService",
+];
+
+/// The built-in kinds of the embedded API server (`kubewasm dev`, `kubewasm test`), from
+/// `apiserver/src/registry.rs` (private there). Another resource still gets a handler, but its
+/// scenario runs only once the server serves it (a CRD), so `new` says so.
+const EMBEDDED_KINDS: &[(&str, &str)] = &[
+    ("v1", "ConfigMap"),
+    ("v1", "Event"),
+    ("v1", "Namespace"),
+    ("v1", "Pod"),
+    ("v1", "Secret"),
+    ("v1", "Service"),
+    ("v1", "ServiceAccount"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+    ("apps/v1", "Deployment"),
+    ("coordination.k8s.io/v1", "Lease"),
+    ("events.k8s.io/v1", "Event"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+];
+
+/// A small object of the resource, valid for the kinds that need a spec to be accepted.
+fn example_object(r: &Resource, name: &str, labels: Option<Value>) -> Value {
+    let mut metadata = json!({ "name": name });
+    if !CLUSTER_SCOPED.contains(&r.kind.as_str()) {
+        metadata["namespace"] = json!("default");
+    }
+    if let Some(labels) = labels {
+        metadata["labels"] = labels;
+    }
+    let mut obj = json!({ "apiVersion": r.api_version, "kind": r.kind, "metadata": metadata });
+    let container = json!([{ "name": "app", "image": "registry.k8s.io/pause:3.10" }]);
+    let pod_template = json!({
+        "metadata": { "labels": { "app": name } },
+        "spec": { "containers": container },
+    });
+    let body = match (r.api_version.as_str(), r.kind.as_str()) {
+        ("v1", "ConfigMap") => json!({ "data": { "greeting": "hello" } }),
+        // `data` (base64), not `stringData`, which the server folds into `data`.
+        ("v1", "Secret") => json!({ "data": { "greeting": "aGVsbG8=" } }),
+        ("v1", "Service") => json!({ "spec": { "ports": [{ "port": 80 }] } }),
+        ("v1", "Pod") => json!({ "spec": { "containers": container } }),
+        ("apps/v1", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet") => json!({
+            "spec": { "selector": { "matchLabels": { "app": name } }, "template": pod_template }
+        }),
+        ("batch/v1", "Job") => json!({
+            "spec": { "template": {
+                "spec": { "containers": container, "restartPolicy": "Never" }
+            } }
+        }),
+        _ => json!({}),
+    };
+    if let (Some(o), Value::Object(b)) = (obj.as_object_mut(), body) {
+        o.extend(b);
+    }
+    obj
+}
+
+/// `APIVERSION/KIND NAMESPACE/NAME` (or `APIVERSION/KIND NAME`), as scenario files name objects.
+fn object_ref(obj: &Value) -> String {
+    format!(
+        "{}/{} {}",
+        obj["apiVersion"].as_str().unwrap_or_default(),
+        obj["kind"].as_str().unwrap_or_default(),
+        object_key(obj)
+    )
+}
+
+/// `namespace/name` or `name`: what the handlers log.
+fn object_key(obj: &Value) -> String {
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    match obj["metadata"]["namespace"].as_str() {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// The members of a map in the order Kubernetes manifests are written (`apiVersion`, `kind`,
+/// `metadata`; `namespace`, `name`, `labels`), the rest alphabetically (serde_json's order).
+fn ordered(m: &serde_json::Map<String, Value>) -> Vec<(&String, &Value)> {
+    const FIRST: [&str; 6] = [
+        "apiVersion",
+        "kind",
+        "metadata",
+        "namespace",
+        "name",
+        "labels",
+    ];
+    let mut items: Vec<_> = m.iter().collect();
+    items.sort_by_key(|(k, _)| FIRST.iter().position(|f| f == k).unwrap_or(FIRST.len()));
+    items
+}
+
+/// A YAML flow rendering of `v` (`{apiVersion: v1, kind: ConfigMap, …}`): one line per object
+/// keeps the scenario short. Strings that YAML would read as something else are quoted.
+fn flow(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let items: Vec<String> = ordered(m)
+                .into_iter()
+                .map(|(k, v)| format!("{}: {}", flow_str(k), flow(v)))
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
+        Value::Array(a) => format!("[{}]", a.iter().map(flow).collect::<Vec<_>>().join(", ")),
+        Value::String(s) => flow_str(s),
+        other => other.to_string(),
+    }
+}
+
+/// A YAML block rendering of the object `v` for the README (maps as blocks, lists in flow).
+fn block(v: &Value, indent: usize, out: &mut String) {
+    if let Value::Object(m) = v {
+        for (k, v) in ordered(m) {
+            match v {
+                Value::Object(inner) if !inner.is_empty() => {
+                    let _ = writeln!(out, "{:indent$}{}:", "", flow_str(k));
+                    block(v, indent + 2, out);
+                }
+                _ => {
+                    let _ = writeln!(out, "{:indent$}{}: {}", "", flow_str(k), flow(v));
+                }
+            }
+        }
+    }
+}
+
+fn flow_str(s: &str) -> String {
+    let plain = s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+        && !matches!(
+            s.to_ascii_lowercase().as_str(),
+            "true" | "false" | "yes" | "no" | "on" | "off" | "null" | "y" | "n"
+        );
+    if plain {
+        s.to_string()
+    } else {
+        Value::String(s.to_string()).to_string()
+    }
+}
+
+/// Replaces every `{{key}}` of `text`; a placeholder left over is a bug in a template.
+fn render(text: &str, vars: &[(&str, String)]) -> anyhow::Result<String> {
+    let mut out = text.to_string();
+    for (k, v) in vars {
+        out = out.replace(&format!("{{{{{k}}}}}"), v);
+    }
+    // `{{` alone is code in some languages (a Go composite literal); a placeholder is
+    // `{{` + lowercase letters, digits and '-' + `}}`.
+    for (i, _) in out.match_indices("{{") {
+        let rest = &out[i + 2..];
+        if let Some(end) = rest.find("}}") {
+            let key = &rest[..end];
+            if !key.is_empty()
+                && key
+                    .bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+            {
+                bail!("template placeholder {{{{{key}}}}} has no value");
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The kubewasm checkout this binary was built from, when it is still there with its
+/// toolchain installer: the build scripts' default for `KUBEWASM_REPO`.
+fn source_checkout() -> Option<PathBuf> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    repo.join("guest-examples/install-toolchains.sh")
+        .is_file()
+        .then(|| repo.canonicalize().ok())
+        .flatten()
+}
+
+/// Every file of the new folder, rendered: (path relative to the folder, text, executable).
+fn render_all(args: &NewArgs, repo: Option<&Path>) -> anyhow::Result<Vec<(String, String, bool)>> {
+    let r = &args.resource;
+    let name = &args.name;
+    let lang = args.lang.template();
+    let first = example_object(r, "first", None);
+    let second = example_object(r, "second", None);
+    let changed = example_object(r, "second", Some(json!({ "stage": "changed" })));
+    let resource = format!("{}/{}", r.api_version, r.kind);
+    let mut example_yaml = String::new();
+    block(&first, 0, &mut example_yaml);
+    example_yaml.truncate(example_yaml.trim_end().len());
+    let repo_str = repo.map(|p| p.display().to_string()).unwrap_or_default();
+    let vars = vec![
+        ("name", name.clone()),
+        // A DNS-1123 label may start with a digit, a Rust package name may not.
+        (
+            "crate",
+            if name.starts_with(|c: char| c.is_ascii_digit()) {
+                format!("handler-{name}")
+            } else {
+                name.clone()
+            },
+        ),
+        ("api-version", r.api_version.clone()),
+        ("kind", r.kind.clone()),
+        ("resource", resource),
+        ("lang", args.lang.name().to_string()),
+        ("lang-title", lang.title.to_string()),
+        ("repo", repo_str.clone()),
+        (
+            "repo-shown",
+            if repo_str.is_empty() {
+                "none: set KUBEWASM_REPO".to_string()
+            } else {
+                repo_str
+            },
+        ),
+        ("files", lang.readme_files.to_string()),
+        ("build", lang.readme_build.trim_end().to_string()),
+        ("example-yaml", example_yaml),
+        ("first", flow(&first)),
+        ("first-ref", object_ref(&first)),
+        ("first-key", object_key(&first)),
+        ("second", flow(&second)),
+        ("second-changed", flow(&changed)),
+        ("second-ref", object_ref(&second)),
+        ("second-key", object_key(&second)),
+    ];
+    let common = [
+        file("README.md", template!("common/README.md")),
+        file("scenarios/basic.yaml", template!("common/basic.yaml")),
+    ];
+    let mut out = Vec::new();
+    // The README's own placeholders come from the language's snippets, so render it twice.
+    for f in common.iter().chain(lang.files) {
+        let text = render(&render_once(f.text, &vars), &vars)
+            .with_context(|| format!("template {}/{}", args.lang.name(), f.path))?;
+        out.push((f.path.to_string(), text, f.executable));
+    }
+    out.push((
+        format!("{name}.toml"),
+        render(template!("common/grants.toml"), &vars)?,
+        false,
+    ));
+    for f in WIT {
+        out.push((f.path.to_string(), f.text.to_string(), false));
+    }
+    Ok(out)
+}
+
+/// One pass of substitution, leaving unknown placeholders for the next.
+fn render_once(text: &str, vars: &[(&str, String)]) -> String {
+    let mut out = text.to_string();
+    for (k, v) in vars {
+        out = out.replace(&format!("{{{{{k}}}}}"), v);
+    }
+    out
+}
+
+/// Creates the folder `NAME` in the current directory with the handler, its build script,
+/// manifest, scenario, WIT files and README. Refuses a folder that exists and is not empty.
+pub fn new(args: NewArgs) -> anyhow::Result<()> {
+    let dir = PathBuf::from(&args.name);
+    if dir.exists() {
+        let mut entries = std::fs::read_dir(&dir)
+            .with_context(|| format!("{} exists and is not a readable folder", dir.display()))?;
+        if entries.next().is_some() {
+            bail!(
+                "{} exists and is not empty: choose another name or remove it",
+                dir.display()
+            );
+        }
+    }
+    let files = render_all(&args, source_checkout().as_deref())?;
+    for (path, text, executable) in &files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        if *executable {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("making {} executable", path.display()))?;
+        }
+    }
+    let mut msg = String::new();
+    let name = &args.name;
+    let _ = writeln!(
+        msg,
+        "created {name}/ ({} handler for {}/{}, world kubewasm:handler@0.2.0)",
+        args.lang.template().title,
+        args.resource.api_version,
+        args.resource.kind
+    );
+    let served = EMBEDDED_KINDS
+        .iter()
+        .any(|(v, k)| *v == args.resource.api_version && *k == args.resource.kind);
+    if !served {
+        eprintln!(
+            "note: the embedded API server of `kubewasm dev` and `kubewasm test` does not serve {} {}: \
+             scenarios/basic.yaml runs once it does (install its CRD first); the handler works on \
+             any cluster that serves it",
+            args.resource.api_version, args.resource.kind
+        );
+    }
+    let _ = writeln!(msg, "next:");
+    let _ = writeln!(msg, "  cd {name} && ./build.sh");
+    let _ = writeln!(msg, "  kubewasm check {name}.wasm");
+    let _ = writeln!(msg, "  kubewasm test {name}.wasm scenarios/basic.yaml");
+    print!("{msg}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resources_parse_with_and_without_group() {
+        let r = parse_resource("apps/v1/Deployment").unwrap();
+        assert_eq!(
+            (r.api_version.as_str(), r.kind.as_str()),
+            ("apps/v1", "Deployment")
+        );
+        let r = parse_resource("v1/Service").unwrap();
+        assert_eq!((r.api_version.as_str(), r.kind.as_str()), ("v1", "Service"));
+        for bad in [
+            "ConfigMap",
+            "v1/configmap",
+            "/v1/ConfigMap",
+            "apps/v1/",
+            "a/b/c/D",
+            "V1/Pod",
+        ] {
+            assert!(parse_resource(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_template_renders_without_leftover_placeholders() {
+        for lang in [
+            Lang::Rust,
+            Lang::Python,
+            Lang::Javascript,
+            Lang::C,
+            Lang::Go,
+        ] {
+            for resource in ["v1/ConfigMap", "apps/v1/Deployment", "v1/Namespace"] {
+                let args = NewArgs {
+                    name: "my-handler".into(),
+                    lang,
+                    resource: parse_resource(resource).unwrap(),
+                };
+                let files = render_all(&args, Some(Path::new("/repo"))).unwrap();
+                assert!(files.iter().any(|(p, _, x)| p == "build.sh" && *x));
+                assert!(files.iter().any(|(p, _, _)| p == "my-handler.toml"));
+            }
+        }
+    }
+
+    #[test]
+    fn scenario_names_objects_as_refs() {
+        let r = parse_resource("v1/Namespace").unwrap();
+        let o = example_object(&r, "first", None);
+        assert_eq!(object_ref(&o), "v1/Namespace first");
+        let r = parse_resource("apps/v1/Deployment").unwrap();
+        let o = example_object(&r, "first", None);
+        assert_eq!(object_ref(&o), "apps/v1/Deployment default/first");
+        assert_eq!(
+            flow(&json!({"a": "true", "b": [1, "x y"], "c": "v1"})),
+            r#"{a: "true", b: [1, "x y"], c: v1}"#
+        );
+        let mut yaml = String::new();
+        block(&o, 0, &mut yaml);
+        assert!(yaml.starts_with("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  namespace: default\n  name: first\nspec:\n"), "{yaml}");
+    }
+}
