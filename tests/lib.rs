@@ -163,6 +163,7 @@ impl Recorder {
                             resource_version,
                             flag,
                             outcome,
+                            ..
                         } = &e
                         {
                             me.calls

@@ -22,6 +22,8 @@ pub struct Faults {
     drop_streams: AtomicUsize,
     /// While true, watch streams deliver nothing and new watches wait (see `pause_watches`).
     paused: tokio::sync::watch::Sender<bool>,
+    /// Bumped by `bookmark_now`; every watch that asked for bookmarks sends one.
+    bookmark_epoch: tokio::sync::watch::Sender<u64>,
 }
 
 fn take_one(counter: &AtomicUsize) -> bool {
@@ -40,6 +42,7 @@ impl Faults {
             latency: Mutex::new(Duration::ZERO),
             drop_streams: AtomicUsize::new(0),
             paused: tokio::sync::watch::channel(false).0,
+            bookmark_epoch: tokio::sync::watch::channel(0).0,
         }
     }
 
@@ -83,6 +86,18 @@ impl Faults {
     /// Release watches held by `pause_watches`.
     pub fn resume_watches(&self) {
         self.paused.send_replace(false);
+    }
+
+    /// Every open watch that asked for bookmarks sends a progress BOOKMARK with the newest
+    /// resourceVersion now, instead of at its next bookmark interval: a client that has seen it
+    /// has seen every change up to that version (how `kubewasm test` knows the informers are
+    /// caught up, whatever kinds they watch).
+    pub fn bookmark_now(&self) {
+        self.bookmark_epoch.send_modify(|e| *e += 1);
+    }
+
+    pub(crate) fn bookmark_receiver(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.bookmark_epoch.subscribe()
     }
 
     pub(crate) fn pause_receiver(&self) -> tokio::sync::watch::Receiver<bool> {

@@ -58,6 +58,9 @@ pub struct Config {
     pub enable_fault_endpoints: bool,
     /// Allow binding a non-loopback address (the server has no authentication).
     pub allow_non_loopback: bool,
+    /// Hand out uids `00000000-0000-4000-8000-<counter>` in creation order instead of random
+    /// ones, so a scripted run (`kubewasm test`) sees the same uids every time.
+    pub deterministic_uids: bool,
 }
 
 impl Default for Config {
@@ -70,6 +73,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(10),
             enable_fault_endpoints: false,
             allow_non_loopback: false,
+            deterministic_uids: false,
         }
     }
 }
@@ -83,6 +87,8 @@ pub(crate) struct App {
     pub(crate) config: Config,
     /// `host:port` advertised in `/api`.
     pub(crate) host: String,
+    /// Objects created so far ([`Config::deterministic_uids`]).
+    pub(crate) created: std::sync::atomic::AtomicU64,
 }
 
 /// A running server. Dropping it (or calling [`ApiServer::shutdown`]) stops it.
@@ -134,6 +140,7 @@ impl ApiServer {
             counters: Counters::default(),
             host: addr.to_string(),
             config,
+            created: std::sync::atomic::AtomicU64::new(0),
         });
         ops::restore_crds(&app);
         let ns_type = app

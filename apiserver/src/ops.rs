@@ -249,6 +249,19 @@ fn writer(rt: &ResourceType, manager: String, status_only: bool) -> Writer {
     }
 }
 
+/// A new object's uid: random, or the creation counter with `deterministic_uids`.
+fn new_uid(app: &App) -> String {
+    if app.config.deterministic_uids {
+        let n = app
+            .created
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        format!("00000000-0000-4000-8000-{n:012x}")
+    } else {
+        uuid::Uuid::new_v4().to_string()
+    }
+}
+
 /// Create an object (POST). Returns the stored object.
 pub fn create(
     app: &App,
@@ -309,7 +322,7 @@ fn create_owned(
         ] {
             m.remove(k);
         }
-        m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        m.insert("uid".into(), json!(new_uid(app)));
         m.insert("creationTimestamp".into(), json!(now_rfc3339()));
         if rt.namespaced {
             m.insert("namespace".into(), json!(ns));

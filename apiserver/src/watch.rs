@@ -96,6 +96,8 @@ pub fn start(store: Arc<Store>, faults: &Faults, spec: WatchSpec) -> Body {
     let drop_stream = faults.take_drop();
     let end_rx = faults.end_receiver();
     let pause_rx = faults.pause_receiver();
+    let mut bookmark_rx = faults.bookmark_receiver();
+    bookmark_rx.borrow_and_update();
     let rv_rx = store.subscribe();
     let (phase, cursor) = match spec.start {
         WatchStart::After(rv) if !spec.send_initial && rv > store.current_rv() => {
@@ -142,6 +144,7 @@ pub fn start(store: Arc<Store>, faults: &Faults, spec: WatchSpec) -> Body {
         rv_rx,
         end_rx,
         pause_rx,
+        bookmark_rx,
         tx,
     ));
     let stream = futures::stream::unfold(rx, |mut rx| async move {
@@ -215,6 +218,7 @@ async fn run(
     mut rv_rx: tokio::sync::watch::Receiver<u64>,
     mut end_rx: tokio::sync::watch::Receiver<u64>,
     mut pause_rx: tokio::sync::watch::Receiver<bool>,
+    mut bookmark_rx: tokio::sync::watch::Receiver<u64>,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {
     let res = spec.rt.storage_key();
@@ -293,33 +297,42 @@ async fn run(
                             Phase::Live
                         } else {
                             let bookmark_due = tokio::time::sleep_until(next_bookmark);
-                            tokio::select! {
-                                _ = rv_rx.changed() => Phase::Live,
-                                _ = bookmark_due => {
-                                    next_bookmark = Instant::now() + spec.bookmark_interval;
-                                    if spec.bookmarks {
-                                        // Drain anything that arrived meanwhile first, so the bookmark RV never
-                                        // skips an event this watcher has not been sent.
-                                        if let Ok((evs, next)) = store.events_after(cursor, usize::MAX) {
-                                            let mut buf = BytesMut::new();
-                                            for ev in &evs {
-                                                if let Some(line) = render(&spec, &res, ev) {
-                                                    buf.extend_from_slice(&as_table(&spec, line, &mut headers));
-                                                }
-                                            }
-                                            cursor = next;
-                                            buf.extend_from_slice(&bookmark_line(&spec.rt, cursor, false));
-                                            if tx.send(Ok(buf.freeze())).await.is_err() {
-                                                return;
+                            let bookmark = tokio::select! {
+                                _ = rv_rx.changed() => false,
+                                _ = bookmark_due => true,
+                                _ = bookmark_rx.changed() => true,
+                                _ = tokio::time::sleep_until(deadline) => { phase = Phase::Done; continue }
+                                _ = end_rx.changed() => { phase = Phase::Done; continue }
+                                _ = tx.closed() => return,
+                            };
+                            if bookmark {
+                                next_bookmark = Instant::now() + spec.bookmark_interval;
+                                if spec.bookmarks {
+                                    // Drain anything that arrived meanwhile first, so the bookmark RV never
+                                    // skips an event this watcher has not been sent.
+                                    if let Ok((evs, next)) = store.events_after(cursor, usize::MAX)
+                                    {
+                                        let mut buf = BytesMut::new();
+                                        for ev in &evs {
+                                            if let Some(line) = render(&spec, &res, ev) {
+                                                buf.extend_from_slice(&as_table(
+                                                    &spec,
+                                                    line,
+                                                    &mut headers,
+                                                ));
                                             }
                                         }
+                                        cursor = next;
+                                        buf.extend_from_slice(&bookmark_line(
+                                            &spec.rt, cursor, false,
+                                        ));
+                                        if tx.send(Ok(buf.freeze())).await.is_err() {
+                                            return;
+                                        }
                                     }
-                                    Phase::Live
                                 }
-                                _ = tokio::time::sleep_until(deadline) => Phase::Done,
-                                _ = end_rx.changed() => Phase::Done,
-                                _ = tx.closed() => return,
                             }
+                            Phase::Live
                         }
                     }
                 }

@@ -6,6 +6,8 @@
 //! - [`election`]: leader election on a Lease, no knowledge of informers or WASM.
 //! - [`runtime`]: wasmtime engine and the `kubewasm:handler` world, no knowledge of watches.
 //! - [`plugins`]: glues informers to runtime instances (directory watching, lifecycle, dispatch).
+//! - [`scenario`]: runs a handler through scenario files on an in-process API server with a
+//!   virtual clock (`kubewasm test`).
 //! - [`cli`]: the `kubewasm` subcommands and HTTP endpoints.
 
 pub mod cli;
@@ -13,6 +15,7 @@ pub mod election;
 pub mod informer;
 pub mod plugins;
 pub mod runtime;
+pub mod scenario;
 pub mod workqueue;
 
 #[cfg(test)]

@@ -15,7 +15,16 @@ pub enum LogFormat {
 /// Installs the global subscriber; `RUST_LOG` overrides the default `info` level. Safe to call
 /// more than once (later calls are ignored), which tests rely on.
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    init_with(format, "info");
+}
+
+/// Like [`init`], showing only errors unless `RUST_LOG` says otherwise.
+pub fn init_quiet(format: LogFormat) {
+    init_with(format, "error");
+}
+
+fn init_with(format: LogFormat, default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

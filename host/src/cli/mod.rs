@@ -1,4 +1,4 @@
-//! The `kubewasm` command line: `run`, `dev`, `apiserver`, `check` and `rbac`.
+//! The `kubewasm` command line: `run`, `dev`, `apiserver`, `check`, `rbac` and `test`.
 
 pub mod check;
 pub mod dev;
@@ -7,6 +7,7 @@ pub mod host;
 pub mod logging;
 pub mod rbac;
 pub mod run;
+pub mod test;
 
 use clap::{Parser, Subcommand};
 
@@ -30,6 +31,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Print the RBAC (Roles, ClusterRole, bindings) the host needs for a plugins directory.
     Rbac(rbac::RbacArgs),
+    /// Run a handler through scenario files on an in-process API server with a virtual clock.
+    Test(test::TestArgs),
 }
 
 /// Entry point of the binary: parses arguments, runs the subcommand, maps errors to exit code 1.
@@ -40,6 +43,11 @@ pub fn main() -> std::process::ExitCode {
         Command::Dev(a) => a.host.log_format,
         _ => logging::LogFormat::Text,
     };
+    if let Command::Test(args) = cli.command {
+        // Only errors: the transcript is the output; the host's own lines would bury it.
+        logging::init_quiet(format);
+        return test::test(args);
+    }
     logging::init(format);
     let result = match cli.command {
         Command::Check(args) => check::check(args),
@@ -54,7 +62,9 @@ pub fn main() -> std::process::ExitCode {
                         Command::Run(a) => run::run(a).await,
                         Command::Dev(a) => dev::dev(a).await,
                         Command::Apiserver(a) => apiserver::cli::run(a).await,
-                        Command::Check(_) | Command::Rbac(_) => unreachable!("handled above"),
+                        Command::Check(_) | Command::Rbac(_) | Command::Test(_) => {
+                            unreachable!("handled above")
+                        }
                     }
                 });
                 // A compile still running on a blocking thread must not hold the exit.

@@ -217,6 +217,15 @@ impl InformerFactory {
         *self.inner.before_idle_stop.lock() = Some(Box::new(f));
     }
 
+    /// Whether every running informer is [caught up](SharedIndexInformer::caught_up) with
+    /// `resource_version`.
+    pub fn caught_up(&self, resource_version: u64) -> bool {
+        self.keys().iter().all(|k| {
+            self.informer(k)
+                .is_none_or(|i| i.is_stopped() || i.caught_up(resource_version))
+        })
+    }
+
     /// Stops every informer and refuses new handlers.
     pub async fn shutdown(&self) {
         self.inner

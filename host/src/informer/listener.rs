@@ -166,6 +166,13 @@ impl Listener {
         }
     }
 
+    /// Whether nothing handed to this listener is still waiting to be delivered. The count
+    /// drops only when a notification is taken for delivery, and delivery itself never awaits,
+    /// so on a single-threaded runtime "idle" also means "handled".
+    pub fn is_idle(&self) -> bool {
+        self.depth.get() <= 0 || self.tx.lock().is_none()
+    }
+
     /// Whether every initial add handed to this listener has been delivered.
     pub fn initial_delivered(&self) -> bool {
         self.pending_initial.load(Ordering::Acquire) <= 0

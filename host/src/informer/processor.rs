@@ -83,6 +83,15 @@ impl Processor {
         Some(e.listener)
     }
 
+    /// Whether every listener has handed on everything it was given.
+    pub fn listeners_idle(&self) -> bool {
+        self.state
+            .lock()
+            .entries
+            .iter()
+            .all(|e| e.listener.is_idle())
+    }
+
     pub fn len(&self) -> usize {
         self.state.lock().entries.len()
     }

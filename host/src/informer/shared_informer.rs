@@ -116,6 +116,19 @@ impl SharedIndexInformer {
         self.last_sync_rv.lock().clone()
     }
 
+    /// Whether this informer has seen the server's state as of `resource_version` (by an event
+    /// or a progress bookmark) and passed everything on: its FIFO is empty and every listener
+    /// has handed its notifications to its handler. With everything on one thread (the
+    /// scenario runner), this is "caught up and quiet".
+    pub fn caught_up(&self, resource_version: u64) -> bool {
+        let seen = self
+            .last_sync_rv
+            .lock()
+            .parse::<u64>()
+            .is_ok_and(|rv| rv >= resource_version);
+        seen && self.has_synced() && self.fifo.is_empty() && self.processor.listeners_idle()
+    }
+
     /// Number of registered handlers.
     pub fn handler_count(&self) -> usize {
         self.processor.len()

@@ -6,6 +6,7 @@
 //! clock with scripted guests; [`super::worker`] runs the loop on the plugin's own thread.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -156,6 +157,17 @@ pub(super) type SyncedCheck = Box<dyn Fn() -> bool + Send + Sync>;
 /// Receives the dispatcher's state changes (quarantine, resume, worker panics).
 pub type StateSink = Arc<dyn Fn(StateEvent) + Send + Sync>;
 
+/// Sees each call begin and end, synchronously on the worker, so that what the guest did in
+/// between (log lines, writes, requests, which their own observers see as they happen) can
+/// be attributed to the call: `kubewasm test`'s transcript. The broadcast [`PluginEvent`]s
+/// arrive later and cannot be ordered against those.
+pub trait CallTap: Send + Sync {
+    /// A call of `plugin` is about to begin.
+    fn call_started(&self, plugin: &str);
+    /// It ended: a [`PluginEvent::Called`] or [`PluginEvent::Synced`].
+    fn call_ended(&self, event: &PluginEvent);
+}
+
 /// Metric handles resolved once per plugin so the hot path does no label lookups.
 struct Handles {
     calls: [Counter; 4],
@@ -235,6 +247,13 @@ pub struct Dispatcher {
     in_flight: Mutex<Option<(QueueKey, bool)>>,
     /// Whether every subscription's informer has synced, set once they are registered.
     informers_synced: OnceLock<SyncedCheck>,
+    /// `on-synced` is still to be called once the replay is handled (or is being called).
+    synced_pending: AtomicBool,
+    /// Makes an idle worker look at its `on-synced` state now instead of at its next poll
+    /// (see [`Dispatcher::is_idle`]).
+    wake: tokio::sync::Notify,
+    /// Sees calls begin and end (see [`CallTap`]).
+    tap: OnceLock<Arc<dyn CallTap>>,
 }
 
 impl Dispatcher {
@@ -269,6 +288,9 @@ impl Dispatcher {
             kill: CancellationToken::new(),
             in_flight: Mutex::new(None),
             informers_synced: OnceLock::new(),
+            synced_pending: AtomicBool::new(false),
+            wake: tokio::sync::Notify::new(),
+            tap: OnceLock::new(),
         })
     }
 
@@ -308,6 +330,26 @@ impl Dispatcher {
     pub fn replay_handled(&self) -> bool {
         self.informers_synced.get().is_some_and(|synced| synced())
             && self.queue.initial_list_consumed()
+    }
+
+    /// Whether this dispatcher has nothing to do now: no notification ready, no call in flight,
+    /// no `on-synced` due. One waiting for a retry backoff is idle (it waits for time). When
+    /// `on-synced` has become due, the worker is woken at once rather than at its next poll,
+    /// so a runner on a frozen clock sees it called.
+    pub fn is_idle(&self) -> bool {
+        if self.in_flight.lock().is_some() || !self.queue.ready_is_empty() {
+            return false;
+        }
+        if self.synced_pending.load(Ordering::Acquire) && self.replay_handled() {
+            self.wake.notify_one();
+            return false;
+        }
+        true
+    }
+
+    /// Lets `tap` see every call of this dispatcher (set once, before it runs).
+    pub fn set_tap(&self, tap: Arc<dyn CallTap>) {
+        let _ = self.tap.set(tap);
     }
 
     /// Notifications waiting.
@@ -373,7 +415,10 @@ impl Dispatcher {
             SyncedState::Done
         };
         loop {
+            self.synced_pending
+                .store(synced == SyncedState::Waiting, Ordering::Release);
             if synced.due(|| self.replay_handled()) {
+                self.synced_pending.store(true, Ordering::Release);
                 let Some(outcome) = self.call_synced(guest, &mut failures).await else {
                     break;
                 };
@@ -389,9 +434,13 @@ impl Dispatcher {
                 _ = self.stop.cancelled() => None,
                 next = self.queue.next() => next,
                 _ = sleep_until(wake) => continue,
+                _ = self.wake.notified() => continue,
             };
             let Some((qk, item)) = next else { break };
             *self.in_flight.lock() = Some((qk.clone(), item.notification.is_initial()));
+            if let Some(tap) = self.tap.get() {
+                tap.call_started(&self.plugin);
+            }
             let started = Instant::now();
             let result = tokio::select! {
                 biased;
@@ -411,11 +460,17 @@ impl Dispatcher {
             self.handles.calls[kind as usize].inc();
             let flag = item.notification.flag();
             // Publishing costs a little per call, so only when someone listens.
-            let listening = self.events.receiver_count() > 0;
-            let resource_version = if listening {
-                item.notification.object().resource_version().to_string()
+            let tap = self.tap.get();
+            let listening = tap.is_some() || self.events.receiver_count() > 0;
+            let (resource_version, api_version, object_kind) = if listening {
+                let meta = item.notification.object().meta();
+                (
+                    meta.resource_version.clone(),
+                    meta.api_version.clone(),
+                    meta.kind.clone(),
+                )
             } else {
-                String::new()
+                Default::default()
             };
             let outcome = self.judge(&qk.key, kind, item.attempts, result, &mut failures);
             let finish = match outcome {
@@ -425,15 +480,21 @@ impl Dispatcher {
             self.queue.finish(&qk, finish);
             *self.in_flight.lock() = None;
             if listening {
-                let _ = self.events.send(PluginEvent::Called {
+                let event = PluginEvent::Called {
                     plugin: self.plugin.clone(),
                     version: self.version,
                     call: kind,
                     key: qk.key.clone(),
+                    api_version,
+                    kind: object_kind,
                     resource_version,
                     flag,
                     outcome,
-                });
+                };
+                if let Some(tap) = tap {
+                    tap.call_ended(&event);
+                }
+                let _ = self.events.send(event);
             }
             if self.pause_if_quarantined(failures).await {
                 break;
@@ -448,6 +509,9 @@ impl Dispatcher {
         guest: &mut G,
         failures: &mut u32,
     ) -> Option<CallOutcome> {
+        if let Some(tap) = self.tap.get() {
+            tap.call_started(&self.plugin);
+        }
         let started = Instant::now();
         let result = tokio::select! {
             biased;
@@ -466,12 +530,17 @@ impl Dispatcher {
         if matches!(outcome, CallOutcome::Ok) {
             tracing::info!(plugin = %self.plugin, version = self.version, "on-synced handled: the plugin has seen every object");
         }
-        if self.events.receiver_count() > 0 {
-            let _ = self.events.send(PluginEvent::Synced {
+        let tap = self.tap.get();
+        if tap.is_some() || self.events.receiver_count() > 0 {
+            let event = PluginEvent::Synced {
                 plugin: self.plugin.clone(),
                 version: self.version,
                 outcome: outcome.clone(),
-            });
+            };
+            if let Some(tap) = tap {
+                tap.call_ended(&event);
+            }
+            let _ = self.events.send(event);
         }
         Some(outcome)
     }

@@ -68,6 +68,10 @@ pub enum PluginEvent {
         call: CallKind,
         /// `namespace/name` of the object.
         key: Arc<str>,
+        /// The object's `apiVersion` (empty when nobody listened as the call ended).
+        api_version: String,
+        /// The object's `kind` (likewise).
+        kind: String,
         /// The delivered object's resourceVersion (the new one for an update), so tooling can
         /// reconstruct what the handler has seen.
         resource_version: String,

@@ -51,6 +51,19 @@ pub struct ClusterContext {
     metrics: PluginMetrics,
     /// `reportingInstance` of Events: this replica.
     instance: String,
+    /// Sees every call (`kubewasm test` records them); unset in a host.
+    observer: std::sync::OnceLock<Arc<dyn CallObserver>>,
+}
+
+/// Sees every `kube` call and Event of every plugin as its guest made it, with the answer:
+/// how `kubewasm test` writes a handler's writes into its transcript. Called on the host's
+/// runtime; keep it quick.
+pub trait CallObserver: Send + Sync {
+    /// A `kube` call ended with `result` (`Ok` carries no object: the observer wants the
+    /// request, which it has).
+    fn kube(&self, plugin: &str, call: &KubeCall, result: Result<(), &ApiError>);
+    /// An `events.emit` call, before grants and rate limits decide whether it is written.
+    fn event(&self, plugin: &str, event: &EventCall);
 }
 
 impl ClusterContext {
@@ -69,7 +82,13 @@ impl ClusterContext {
             kinds: Mutex::new(HashMap::new()),
             metrics,
             instance,
+            observer: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Lets `observer` see every call from now on (set once).
+    pub fn observe(&self, observer: Arc<dyn CallObserver>) {
+        let _ = self.observer.set(observer);
     }
 
     /// Whether every write of every plugin is a dry run.
@@ -173,6 +192,12 @@ impl ClusterAccess for PluginClient {
     /// plugin's runtime stalls while its guest computes and ends when the plugin unloads.
     /// Dropping the returned future (the guest's call was abandoned) aborts the request.
     fn call(&self, call: KubeCall) -> KubeFuture {
+        let observed = self
+            .inner
+            .ctx
+            .observer
+            .get()
+            .map(|o| (o.clone(), self.inner.plugin.clone(), call.clone()));
         let inner = self.inner.clone();
         let mut task = AbortOnDrop(
             self.inner
@@ -181,18 +206,25 @@ impl ClusterAccess for PluginClient {
                 .spawn(async move { inner.call(call).await }),
         );
         Box::pin(async move {
-            match (&mut task.0).await {
+            let result = match (&mut task.0).await {
                 Ok(result) => result,
                 Err(e) => Err(api_error(
                     500,
                     "InternalError",
                     format!("request task failed: {e}"),
                 )),
+            };
+            if let Some((observer, plugin, call)) = observed {
+                observer.kube(&plugin, &call, result.as_ref().map(|_| ()));
             }
+            result
         })
     }
 
     fn emit(&self, event: EventCall) {
+        if let Some(o) = self.inner.ctx.observer.get() {
+            o.event(&self.inner.plugin, &event);
+        }
         self.events.emit(event);
     }
 }

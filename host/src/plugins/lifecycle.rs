@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -35,7 +35,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::cache_reader::SubscribedCache;
-use super::dispatch::{DispatchConfig, Dispatcher, StateSink};
+use super::dispatch::{CallTap, DispatchConfig, Dispatcher, StateSink};
 use super::events::PluginEvent;
 use super::grants::{GrantPolicy, Grants};
 use super::kube_client::{ClusterContext, PluginClient};
@@ -239,11 +239,18 @@ struct DeliveryPlan {
 /// cache its objects are cut through (held as long as the version is loaded).
 type Attachable = (InformerKey, Option<Duration>, Option<Arc<ProjectionCache>>);
 
-/// One version's delivery: its dispatcher on the informers and the worker thread draining it.
+/// One version's delivery: its dispatcher on the informers and the worker draining it.
 struct Delivery {
     dispatcher: Arc<Dispatcher>,
     registrations: Vec<HandlerRegistration>,
-    worker: std::thread::JoinHandle<()>,
+    worker: Worker,
+}
+
+/// What drains a dispatcher: its own thread (a host), or a task on the host's runtime (the
+/// scenario runner, whose virtual clock must be the only clock).
+enum Worker {
+    Thread(std::thread::JoinHandle<()>),
+    Task(tokio::task::JoinHandle<()>),
 }
 
 impl Delivery {
@@ -259,8 +266,14 @@ impl Delivery {
             r.remove().await;
         }
         self.dispatcher.stop();
-        let worker = self.worker;
-        let _ = tokio::task::spawn_blocking(move || worker.join()).await;
+        match self.worker {
+            Worker::Thread(worker) => {
+                let _ = tokio::task::spawn_blocking(move || worker.join()).await;
+            }
+            Worker::Task(task) => {
+                let _ = task.await;
+            }
+        }
     }
 }
 
@@ -320,6 +333,11 @@ pub(super) struct Inner {
     leadership: Option<watch::Receiver<bool>>,
     /// One projection cache per distinct projection in use, shared by the plugins using it.
     projections: Projections,
+    /// Deliver on tasks of the host's runtime instead of worker threads (see
+    /// [`PluginManager::deliver_inline`]).
+    inline: AtomicBool,
+    /// Sees every call of every plugin (see [`PluginManager::tap_calls`]).
+    tap: std::sync::OnceLock<Arc<dyn CallTap>>,
 }
 
 /// Owns every loaded plugin and attaches each to the shared informers.
@@ -400,6 +418,8 @@ impl PluginManager {
                 versions: AtomicU64::new(0),
                 closing: CancellationToken::new(),
                 leadership,
+                inline: AtomicBool::new(false),
+                tap: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -408,6 +428,31 @@ impl PluginManager {
     /// Events); set once, before loading. Without it every call is refused.
     pub fn connect_cluster(&self, ctx: Arc<ClusterContext>) {
         let _ = self.inner.cluster.set(ctx);
+    }
+
+    /// Runs each plugin version's deliveries as a task on the current runtime instead of on a
+    /// thread of its own; set before loading. For the scenario runner (`kubewasm test`): on one
+    /// single-threaded runtime with a paused clock, every timer of the host — resyncs, retry
+    /// backoff, `on-synced` retries — follows the one virtual clock, and "nothing is runnable"
+    /// means "everything has been handled". A guest that computes holds that thread, which a
+    /// host must never allow, so hosts keep their worker threads.
+    pub fn deliver_inline(&self) {
+        self.inner.inline.store(true, Ordering::Release);
+    }
+
+    /// Lets `tap` see each call of every plugin loaded from now on begin and end (set once).
+    pub fn tap_calls(&self, tap: Arc<dyn CallTap>) {
+        let _ = self.inner.tap.set(tap);
+    }
+
+    /// Whether every running plugin has handled everything queued for it now: nothing ready
+    /// in its queue, no call in flight, no `on-synced` due. Notifications waiting for a retry
+    /// backoff do not count: they wait for time to pass.
+    pub fn is_idle(&self) -> bool {
+        self.slots().iter().all(|(_, slot)| {
+            let d = slot.view.lock().dispatcher.clone();
+            d.is_none_or(|d| d.is_stopped() || d.is_idle())
+        })
     }
 
     /// The plugin layer's metric families.
@@ -763,6 +808,9 @@ impl PluginManager {
             &dispatch,
             sink,
         );
+        if let Some(tap) = self.inner.tap.get() {
+            dispatcher.set_tap(tap.clone());
+        }
         // If one subscription fails (unknown kind, server unreachable) detach the rest.
         let mut registrations = Vec::with_capacity(subscriptions.len());
         for (i, (key, resync, projection)) in subscriptions.into_iter().enumerate() {
@@ -783,6 +831,18 @@ impl PluginManager {
             }
         }
         dispatcher.watch_sync(registrations.iter().map(|r| r.sync_probe()).collect());
+        if self.inner.inline.load(Ordering::Acquire) {
+            let d = dispatcher.clone();
+            let task = tokio::spawn(async move {
+                let mut guest = template.fresh();
+                d.run(&mut guest).await;
+            });
+            return Ok(Delivery {
+                dispatcher,
+                registrations,
+                worker: Worker::Task(task),
+            });
+        }
         match spawn_worker(
             dispatcher.clone(),
             move || template.fresh(),
@@ -791,7 +851,7 @@ impl PluginManager {
             Ok(worker) => Ok(Delivery {
                 dispatcher,
                 registrations,
-                worker,
+                worker: Worker::Thread(worker),
             }),
             Err(e) => {
                 for r in registrations {

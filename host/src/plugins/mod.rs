@@ -33,14 +33,14 @@ mod worker;
 mod tests;
 
 pub use cache_reader::SubscribedCache;
-pub use dispatch::{DispatchConfig, Dispatcher, Guest, StateSink};
+pub use dispatch::{CallTap, DispatchConfig, Dispatcher, Guest, StateSink};
 pub use event_recorder::{EVENT_BACKLOG, EVENT_BURST, EVENT_QPS, MAX_SERIES, SERIES_WINDOW};
 pub use events::{CallOutcome, PluginEvent};
 pub use grants::{
     DEFAULT_WRITE_BURST, DEFAULT_WRITE_QPS, GrantError, GrantPolicy, GrantSource, Grants,
     GrantsTable, Missing, OriginPattern, READ_VERBS, Verb, WriteGrant, toml_lines,
 };
-pub use kube_client::{ClusterContext, KUBE_CALL_TIMEOUT, PluginClient};
+pub use kube_client::{CallObserver, ClusterContext, KUBE_CALL_TIMEOUT, PluginClient};
 pub use lifecycle::{
     DescribedPlugin, LoadError, LoadOutcome, MAX_PLUGIN_BYTES, PluginManager, PluginStatus,
     describe_file, describe_plugin, informer_key, plugin_name,

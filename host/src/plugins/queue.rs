@@ -141,6 +141,12 @@ impl PluginQueue {
         self.pending.lock().total
     }
 
+    /// Whether no notification is ready to be handed out now (those waiting for a retry
+    /// backoff are not ready).
+    pub fn ready_is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     /// True once every initial-list notification queued so far has been handled.
     pub fn initial_list_consumed(&self) -> bool {
         self.initial_outstanding.load(Ordering::Acquire) == 0

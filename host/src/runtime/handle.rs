@@ -34,6 +34,8 @@ pub struct RuntimeConfig {
     pub max_instances: u32,
     /// Taps guest log lines (tests); they always go to `tracing` as well.
     pub log_observer: Option<LogObserver>,
+    /// Answers every granted outbound HTTP request instead of the network (`kubewasm test`).
+    pub http_stub: Option<Arc<dyn super::HttpStub>>,
 }
 
 impl Default for RuntimeConfig {
@@ -43,6 +45,7 @@ impl Default for RuntimeConfig {
             max_memory_bytes: 256 << 20,
             max_instances: 256,
             log_observer: None,
+            http_stub: None,
         }
     }
 }

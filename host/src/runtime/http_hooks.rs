@@ -108,6 +108,17 @@ impl Outbound {
             return Err(self.refused(&label, "dry_run", Error::InternalError(Some(msg))));
         }
 
+        if let Some(stub) = self.policy.stub.clone() {
+            let answered = super::http_stub::answer(stub, &self.plugin, request).await;
+            return match answered {
+                Ok(exchange) => {
+                    let status = exchange.0.status().as_u16().to_string();
+                    self.metrics.http_request(&self.plugin, &label, &status);
+                    Ok(exchange)
+                }
+                Err(e) => Err(self.refused(&label, "error", e)),
+            };
+        }
         let policy = &self.policy;
         let options = options.unwrap_or_default();
         let timeouts = Timeouts {

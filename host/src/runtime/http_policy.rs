@@ -46,6 +46,8 @@ pub struct HttpPolicy {
     pub max_response_bytes: u64,
     /// Refuse every request but GET and HEAD (the plugin or the host runs in dry-run mode).
     pub dry_run: bool,
+    /// Answer granted requests from this stub instead of the network (`kubewasm test`).
+    pub stub: Option<Arc<dyn super::HttpStub>>,
     origin_labels: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -58,6 +60,7 @@ impl HttpPolicy {
             timeout: DEFAULT_HTTP_TIMEOUT,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             dry_run: false,
+            stub: None,
             origin_labels: Arc::default(),
         }
     }

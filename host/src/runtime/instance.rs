@@ -93,7 +93,10 @@ impl HandlerInstance {
 
     /// Sets what the plugin's outbound HTTP may reach (the default refuses every request).
     /// Applies to instances created from now on: call it before the first call or `start`.
-    pub fn with_http_policy(mut self, policy: HttpPolicy) -> Self {
+    pub fn with_http_policy(mut self, mut policy: HttpPolicy) -> Self {
+        if policy.stub.is_none() {
+            policy.stub = self.runtime.inner.config.http_stub.clone();
+        }
         self.http = policy;
         self
     }

@@ -1,0 +1,550 @@
+//! One scenario run: an embedded API server and a host's pieces (informers, plugin manager,
+//! runtime) on one single-threaded Tokio runtime whose clock is paused, the handler loaded
+//! from a private plugins folder, and the steps carried out one by one.
+//!
+//! Time. Everything — the API server, informers, plugin deliveries and the guest itself (see
+//! [`PluginManager::deliver_inline`]) — runs on one thread with one paused clock. A blocking
+//! task is kept alive while a step runs, which stops Tokio from moving the clock when the
+//! thread idles; time moves only in an `advance` step, which lets Tokio jump from timer to
+//! timer up to the target, so resyncs, retry backoffs and `on-synced` retries fire at their
+//! exact virtual instants without anyone waiting. A guest's CPU deadline stays real: a handler
+//! that loops is stopped as in a host.
+//!
+//! Settling. After each step the runner waits until the host has done everything the step
+//! caused: the API server sends a progress bookmark to every watch, and every informer must
+//! have seen the server's newest resourceVersion and passed on all it got, every plugin must
+//! be idle (nothing ready, no call in flight, no `on-synced` due), and the newest
+//! resourceVersion must not have moved meanwhile (a handler's write restarts the wait).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::registry::Registry;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::file::{Action, ObjectKey, Scenario, Step};
+use super::recorder::Recorder;
+use super::transcript::{Entry, compare, flow, subset};
+use crate::informer::{
+    BackoffConfig, InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig,
+    resolve_kind,
+};
+use crate::plugins::{
+    ClusterContext, GrantPolicy, PluginManager, PluginMetrics, describe_file, plugin_name,
+};
+use crate::runtime::{HandlerWorld, Limits, Runtime, RuntimeConfig, RuntimeMetrics};
+
+/// How long (real time) a step may take to settle before the run is declared stuck.
+pub const SETTLE_PATIENCE: Duration = Duration::from_secs(60);
+
+/// The field manager of the runner's own writes.
+const RUNNER_MANAGER: &str = "kubewasm-test";
+
+/// What one step did and how it compared.
+#[derive(Debug, Clone)]
+pub struct StepOutcome {
+    /// `steps` index in the file (`None` for an implied start).
+    pub index: Option<usize>,
+    /// Line in the file.
+    pub line: usize,
+    /// What the step did.
+    pub label: String,
+    /// The transcript it produced.
+    pub actual: Vec<Entry>,
+    /// Differences from the expectations (empty: passed).
+    pub diffs: Vec<String>,
+}
+
+/// One scenario's result.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The steps run (all of them unless `error` stopped the run).
+    pub steps: Vec<StepOutcome>,
+    /// Why the run stopped early: a step the server refused, a handler that would not load or
+    /// settle. Names the file and line.
+    pub error: Option<String>,
+}
+
+impl RunOutcome {
+    /// Whether every step matched and nothing went wrong.
+    pub fn passed(&self) -> bool {
+        self.error.is_none() && self.steps.iter().all(|s| s.diffs.is_empty())
+    }
+}
+
+/// Settings shared by every scenario of one `kubewasm test`.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// The handler component.
+    pub handler: PathBuf,
+    /// Compile cache folder.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Runs `scenario` on a fresh runtime, API server and host; never panics on bad input.
+pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            return RunOutcome {
+                steps: Vec::new(),
+                error: Some(format!("cannot start a runtime: {e}")),
+            };
+        }
+    };
+    let outcome = rt.block_on(async {
+        let mut hold = Hold::new();
+        let mut steps = Vec::new();
+        let world = match World::start(config, scenario).await {
+            Ok((w, v2)) => match scenario.check_exports(v2, &config.handler) {
+                Ok(()) => w,
+                Err(e) => {
+                    w.stop().await;
+                    return RunOutcome {
+                        steps,
+                        error: Some(e.to_string()),
+                    };
+                }
+            },
+            Err(e) => {
+                return RunOutcome {
+                    steps,
+                    error: Some(format!("{}: {e:#}", scenario.path.display())),
+                };
+            }
+        };
+        let mut error = None;
+        for step in &scenario.steps {
+            let at = if step.line > 0 {
+                format!("{}:{}", scenario.path.display(), step.line)
+            } else {
+                scenario.path.display().to_string()
+            };
+            if let Err(e) = world.act(step, &mut hold).await {
+                error = Some(format!("{at}: {}: {e}", step.action.label()));
+                break;
+            }
+            if let Err(e) = world.settle().await {
+                error = Some(format!("{at}: {}: {e}", step.action.label()));
+                break;
+            }
+            let actual = world.recorder.take();
+            let mut diffs = match &step.expect {
+                Some(expect) => compare(expect, &actual),
+                None => Vec::new(),
+            };
+            match world.check_state(step).await {
+                Ok(more) => diffs.extend(more),
+                Err(e) => {
+                    error = Some(format!("{at}: {e}"));
+                    break;
+                }
+            }
+            steps.push(StepOutcome {
+                index: step.index,
+                line: step.line,
+                label: step.action.label(),
+                actual,
+                diffs,
+            });
+        }
+        world.stop().await;
+        drop(hold);
+        RunOutcome { steps, error }
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    outcome
+}
+
+/// Keeps Tokio from moving the paused clock while it lives: a blocking task in flight stops
+/// auto-advance on a current-thread runtime.
+struct Hold {
+    release: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl Hold {
+    fn new() -> Hold {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        tokio::task::spawn_blocking(move || {
+            let _ = rx.recv();
+        });
+        Hold { release: Some(tx) }
+    }
+
+    fn release(&mut self) {
+        self.release.take();
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+struct World {
+    server: apiserver::ApiServer,
+    client: kube::Client,
+    manager: PluginManager,
+    factory: InformerFactory,
+    leader: watch::Sender<bool>,
+    recorder: Arc<Recorder>,
+    /// The private plugins folder; removed at the end.
+    _dir: tempfile::TempDir,
+    plugin: String,
+    plugin_path: PathBuf,
+}
+
+impl World {
+    async fn start(config: &RunConfig, scenario: &Scenario) -> anyhow::Result<(World, bool)> {
+        let server = apiserver::ApiServer::start(apiserver::Config {
+            // Bookmarks come when the runner asks for them (`bookmark_now`).
+            bookmark_interval: Duration::from_secs(24 * 3600),
+            deterministic_uids: true,
+            ..apiserver::Config::default()
+        })
+        .await?;
+        let client = kube::Client::try_from(kube::Config::new(server.url().parse()?))?;
+        let recorder = Arc::new(Recorder::default());
+        recorder.set_stubs(&scenario.http);
+
+        let mut registry = Registry::default();
+        let runtime = Runtime::new(
+            RuntimeConfig {
+                cache_dir: config.cache_dir.clone(),
+                max_instances: 16,
+                log_observer: Some(recorder.log_observer()),
+                http_stub: Some(recorder.clone()),
+                ..RuntimeConfig::default()
+            },
+            RuntimeMetrics::new(&mut registry),
+        )?;
+        let factory = InformerFactory::with_config(
+            Arc::new(KubeSourceFactory::new(client.clone())),
+            InformerMetrics::new(&mut registry),
+            ReflectorConfig {
+                // Relists and re-watches happen at once: the frozen clock would hold a backoff
+                // until the next `advance`.
+                backoff: BackoffConfig {
+                    initial: Duration::ZERO,
+                    max: Duration::ZERO,
+                    jitter: 0.0,
+                    ..BackoffConfig::default()
+                },
+                ..ReflectorConfig::default()
+            },
+        );
+        let dir = tempfile::tempdir()?;
+        let plugin = plugin_name(&config.handler);
+        let plugin_path = dir.path().join(format!("{plugin}.wasm"));
+        std::fs::copy(&config.handler, &plugin_path)
+            .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", config.handler.display()))?;
+        let beside = config.handler.with_extension("toml");
+        let manifest = scenario
+            .manifest
+            .clone()
+            .or_else(|| beside.is_file().then_some(beside));
+        let grants = match &manifest {
+            Some(m) => {
+                std::fs::copy(m, dir.path().join(format!("{plugin}.toml")))
+                    .map_err(|e| anyhow::anyhow!("manifest {}: cannot read: {e}", m.display()))?;
+                GrantPolicy::default()
+            }
+            None => GrantPolicy::EverythingAsked,
+        };
+        // Refuses what would not load (bad component, missing grants) before anything runs,
+        // and tells whether the handler exports `on-synced`.
+        let described = {
+            let (runtime, path, grants) = (runtime.clone(), plugin_path.clone(), grants.clone());
+            tokio::task::spawn_blocking(move || {
+                describe_file(&runtime, &path, Limits::default(), &grants)
+            })
+            .await?
+            .map_err(|e| anyhow::anyhow!("the handler does not load: {e}"))?
+        };
+        let v2 = described.compiled.world() == HandlerWorld::V0_2;
+        drop(described);
+        let metrics = PluginMetrics::new(&mut registry);
+        let (leader, leadership) = watch::channel(scenario.leader);
+        let manager = PluginManager::following(
+            runtime,
+            factory.clone(),
+            metrics.clone(),
+            Limits::default(),
+            grants,
+            leadership,
+        );
+        manager.deliver_inline();
+        manager.tap_calls(recorder.clone());
+        let cluster = ClusterContext::new(client.clone(), false, metrics);
+        cluster.observe(recorder.clone());
+        manager.connect_cluster(cluster);
+
+        let world = World {
+            server,
+            client,
+            manager,
+            factory,
+            leader,
+            recorder,
+            _dir: dir,
+            plugin,
+            plugin_path,
+        };
+        for (i, o) in scenario.objects.iter().enumerate() {
+            world.apply(o).await.map_err(|e| {
+                let key = ObjectKey::of(o).map_or_else(String::new, |k| format!(" ({k})"));
+                anyhow::anyhow!("objects[{i}]{key}: {e}")
+            })?;
+        }
+        Ok((world, v2))
+    }
+
+    async fn act(&self, step: &Step, hold: &mut Hold) -> anyhow::Result<()> {
+        match &step.action {
+            Action::Start => self.load().await,
+            Action::Apply(o) => self.apply(o).await,
+            Action::Patch {
+                object,
+                patch_type,
+                patch,
+                subresource,
+            } => {
+                let content_type = match patch_type.as_str() {
+                    "json" => "application/json-patch+json",
+                    "strategic" => "application/strategic-merge-patch+json",
+                    _ => "application/merge-patch+json",
+                };
+                let url = self.url(object, subresource.as_deref()).await?;
+                self.send(
+                    http::Method::PATCH,
+                    url,
+                    Some((content_type, serde_json::to_vec(patch)?)),
+                )
+                .await
+                .map(drop)
+            }
+            Action::Delete(k) => {
+                let url = self.url(k, None).await?;
+                self.send(http::Method::DELETE, url, None).await.map(drop)
+            }
+            Action::Advance(d) => {
+                let target = tokio::time::Instant::now() + *d;
+                hold.release();
+                tokio::time::sleep_until(target).await;
+                *hold = Hold::new();
+                Ok(())
+            }
+            Action::Relist { apply, delete } => {
+                let faults = self.server.faults();
+                faults.pause_watches();
+                let written = async {
+                    for o in apply {
+                        self.apply(o).await?;
+                    }
+                    for k in delete {
+                        let url = self.url(k, None).await?;
+                        self.send(http::Method::DELETE, url, None).await?;
+                    }
+                    anyhow::Ok(())
+                }
+                .await;
+                faults.compact();
+                faults.end_watches();
+                faults.resume_watches();
+                written
+            }
+            Action::Restart => {
+                self.manager.unload(&self.plugin).await;
+                self.load().await
+            }
+            Action::Swap(path) => {
+                std::fs::copy(path, &self.plugin_path)
+                    .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
+                self.load().await
+            }
+            Action::LoseLeadership => {
+                self.leader.send_replace(false);
+                Ok(())
+            }
+            Action::GainLeadership => {
+                self.leader.send_replace(true);
+                Ok(())
+            }
+            Action::Http(stubs) => {
+                self.recorder.set_stubs(stubs);
+                Ok(())
+            }
+        }
+    }
+
+    async fn load(&self) -> anyhow::Result<()> {
+        self.manager
+            .load_file(&self.plugin_path)
+            .await
+            .map(drop)
+            .map_err(|e| anyhow::anyhow!("the handler did not load: {e}"))
+    }
+
+    /// The URL of `key` (or of its collection when `name` is empty).
+    async fn url(&self, key: &ObjectKey, subresource: Option<&str>) -> anyhow::Result<String> {
+        let (ar, caps) = resolve_kind(&self.client, &key.api_version, &key.kind)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: {e}", key))?;
+        let base = if ar.group.is_empty() {
+            format!("/api/{}", ar.version)
+        } else {
+            format!("/apis/{}/{}", ar.group, ar.version)
+        };
+        let namespaced = caps.scope == kube::discovery::Scope::Namespaced;
+        let mut url = match (&key.namespace, namespaced) {
+            (Some(ns), true) => format!("{base}/namespaces/{ns}/{}", ar.plural),
+            (None, false) => format!("{base}/{}", ar.plural),
+            (None, true) => anyhow::bail!("{key}: {} is namespaced: name a namespace", key.kind),
+            (Some(_), false) => {
+                anyhow::bail!("{key}: {} is cluster-scoped: name no namespace", key.kind)
+            }
+        };
+        if !key.name.is_empty() {
+            url = format!("{url}/{}", key.name);
+        }
+        if let Some(s) = subresource {
+            url = format!("{url}/{s}");
+        }
+        Ok(url)
+    }
+
+    async fn send(
+        &self,
+        method: http::Method,
+        url: String,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> anyhow::Result<String> {
+        let mut req = http::Request::builder().method(method).uri(url);
+        let body = match body {
+            Some((ct, b)) => {
+                req = req.header(http::header::CONTENT_TYPE, ct);
+                b
+            }
+            None => Vec::new(),
+        };
+        let req = req.body(body)?;
+        match self.client.request_text(req).await {
+            Ok(text) => Ok(text),
+            Err(kube::Error::Api(s)) => Err(anyhow::anyhow!(
+                "the API server refused it: {} {}: {}",
+                s.code,
+                s.reason,
+                s.message
+            )),
+            Err(e) => Err(anyhow::anyhow!("request failed: {e}")),
+        }
+    }
+
+    async fn apply(&self, obj: &Value) -> anyhow::Result<()> {
+        let key = ObjectKey::of(obj).ok_or_else(|| anyhow::anyhow!("not an object"))?;
+        let url = format!(
+            "{}?fieldManager={RUNNER_MANAGER}&force=true",
+            self.url(&key, None).await?
+        );
+        self.send(
+            http::Method::PATCH,
+            url,
+            Some(("application/apply-patch+yaml", serde_json::to_vec(obj)?)),
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn get(&self, key: &ObjectKey) -> anyhow::Result<Option<Value>> {
+        let url = self.url(key, None).await?;
+        let req = http::Request::get(url).body(Vec::new())?;
+        match self.client.request_text(req).await {
+            Ok(text) => Ok(Some(serde_json::from_str(&text)?)),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(anyhow::anyhow!("get {key}: {e}")),
+        }
+    }
+
+    /// Waits until the host has handled everything so far (see the module doc).
+    async fn settle(&self) -> anyhow::Result<()> {
+        let started = std::time::Instant::now();
+        let mut target = 0;
+        let mut quiet = 0;
+        let mut rounds = 0u64;
+        loop {
+            let now = self.server.resource_version();
+            if now != target || rounds % 200 == 0 {
+                target = now;
+                self.server.faults().bookmark_now();
+            }
+            rounds += 1;
+            let informers = self.factory.caught_up(target);
+            let plugins = self.manager.is_idle();
+            if informers && plugins && self.server.resource_version() == target {
+                quiet += 1;
+                if quiet >= 3 {
+                    return Ok(());
+                }
+            } else {
+                quiet = 0;
+            }
+            if started.elapsed() > SETTLE_PATIENCE {
+                let busy = match (informers, plugins) {
+                    (false, _) => "the informers did not catch up with the API server",
+                    (true, false) => "the handler kept busy (calls in flight or queued)",
+                    _ => "the API server kept changing",
+                };
+                anyhow::bail!(
+                    "did not settle within {} s: {busy}",
+                    SETTLE_PATIENCE.as_secs()
+                );
+            }
+            // Lets sockets and other tasks run; the blocking sleep keeps the clock frozen.
+            let _ =
+                tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(1))).await;
+        }
+    }
+
+    async fn check_state(&self, step: &Step) -> anyhow::Result<Vec<String>> {
+        let mut diffs = Vec::new();
+        for want in &step.state {
+            let key = ObjectKey::of(want).expect("checked when parsed");
+            match self.get(&key).await? {
+                None => diffs.push(format!("- state {key}   (does not exist)")),
+                Some(got) => {
+                    if !subset(want, &got) {
+                        diffs.push(format!("- state {key}: {}", flow(want)));
+                        diffs.push(format!("+ state {key}: {}", flow(&strip(got))));
+                    }
+                }
+            }
+        }
+        for key in &step.absent {
+            if self.get(key).await?.is_some() {
+                diffs.push(format!("- absent {key}   (it exists)"));
+            }
+        }
+        Ok(diffs)
+    }
+
+    async fn stop(self) {
+        self.manager.shutdown(Duration::from_secs(1)).await;
+        self.factory.shutdown().await;
+        self.server.shutdown().await;
+    }
+}
+
+/// An object as shown in a state diff: without `managedFields`.
+fn strip(mut v: Value) -> Value {
+    if let Some(md) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        md.remove("managedFields");
+    }
+    v
+}

@@ -1,0 +1,263 @@
+//! [`Recorder`]: the runner's tap on everything a handler does, turned into transcript entries
+//! as it happens, and the HTTP stub that answers its outbound requests.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use super::file::{ObjectKey, Stub};
+use super::transcript::{Entry, EntryKind};
+use crate::plugins::{CallObserver, CallOutcome, CallTap, PluginEvent};
+use crate::runtime::{
+    ApiError, EventCall, GuestLogLevel, HttpStub, KubeCall, LogObserver, StubRequest, StubResponse,
+};
+
+/// Records one scenario's transcript; see the module doc.
+#[derive(Default)]
+pub struct Recorder {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    entries: Vec<Entry>,
+    /// Where the call in progress began: its entry goes there when it ends, before what the
+    /// guest did during it.
+    mark: usize,
+    stubs: Vec<(Stub, u32)>,
+}
+
+impl Recorder {
+    /// Takes the entries recorded since the last take.
+    pub fn take(&self) -> Vec<Entry> {
+        let mut st = self.state.lock();
+        st.mark = 0;
+        std::mem::take(&mut st.entries)
+    }
+
+    /// Replaces the HTTP stubs.
+    pub fn set_stubs(&self, stubs: &[Stub]) {
+        self.state.lock().stubs = stubs.iter().map(|s| (s.clone(), 0)).collect();
+    }
+
+    /// The log observer to give the runtime.
+    pub fn log_observer(self: &Arc<Self>) -> LogObserver {
+        let me = self.clone();
+        Arc::new(move |_plugin: &str, level: GuestLogLevel, message: &str| {
+            let level = format!("{level:?}").to_ascii_lowercase();
+            me.push(Entry::new(EntryKind::Log, level).with("message", message));
+        })
+    }
+
+    fn push(&self, e: Entry) {
+        self.state.lock().entries.push(e);
+    }
+}
+
+impl CallTap for Recorder {
+    fn call_started(&self, _plugin: &str) {
+        let mut st = self.state.lock();
+        st.mark = st.entries.len();
+    }
+
+    fn call_ended(&self, event: &PluginEvent) {
+        let entry = match event {
+            PluginEvent::Called {
+                call,
+                key,
+                api_version,
+                kind,
+                flag,
+                outcome,
+                ..
+            } => {
+                let (name, flag_key) = match call {
+                    crate::plugins::CallKind::Add => ("on-add", "is-in-initial-list"),
+                    crate::plugins::CallKind::Update => ("on-update", "is-sync"),
+                    crate::plugins::CallKind::Delete => ("on-delete", "final-state-unknown"),
+                    crate::plugins::CallKind::Synced => ("on-synced", ""),
+                };
+                let e = Entry::new(EntryKind::Call, name)
+                    .with("object", format!("{api_version}/{kind} {key}"))
+                    .with(flag_key, *flag);
+                with_outcome(e, outcome)
+            }
+            PluginEvent::Synced { outcome, .. } => {
+                with_outcome(Entry::new(EntryKind::Call, "on-synced"), outcome)
+            }
+            _ => return,
+        };
+        let mut st = self.state.lock();
+        let at = st.mark.min(st.entries.len());
+        st.entries.insert(at, entry);
+        st.mark = st.entries.len();
+    }
+}
+
+fn with_outcome(e: Entry, outcome: &CallOutcome) -> Entry {
+    match outcome {
+        CallOutcome::Ok => e.with("result", "ok"),
+        CallOutcome::Retry(m) => e.with("result", "retry").with("message", m.as_str()),
+        CallOutcome::Fatal(m) => e.with("result", "fatal").with("message", m.as_str()),
+        CallOutcome::Failed(m) => e.with("result", "trap").with("message", m.as_str()),
+    }
+}
+
+/// JSON text as a value (a string when it is not JSON).
+fn json_or_text(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
+}
+
+fn reference(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> String {
+    ObjectKey {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        namespace: namespace.map(str::to_string),
+        name: name.into(),
+    }
+    .to_string()
+}
+
+impl CallObserver for Recorder {
+    fn kube(&self, _plugin: &str, call: &KubeCall, result: Result<(), &ApiError>) {
+        let of_json = |json: &str| {
+            let v = json_or_text(json);
+            let r =
+                ObjectKey::of(&v).map_or_else(|| "(unnamed object)".to_string(), |k| k.to_string());
+            (r, v)
+        };
+        let mut e = match call {
+            KubeCall::Get(_) => return,
+            KubeCall::Create { json, opts } | KubeCall::Apply { json, opts } => {
+                let verb = if matches!(call, KubeCall::Create { .. }) {
+                    "create"
+                } else {
+                    "apply"
+                };
+                let (r, body) = of_json(json);
+                let mut e = Entry::new(EntryKind::Write, verb).with("object", r);
+                if opts.dry_run {
+                    e = e.with("dry-run", true);
+                }
+                if opts.force {
+                    e = e.with("force", true);
+                }
+                e.with("body", body)
+            }
+            KubeCall::Replace {
+                json,
+                subresource,
+                opts,
+            } => {
+                let (r, body) = of_json(json);
+                let mut e = Entry::new(EntryKind::Write, "replace").with("object", r);
+                if let Some(s) = subresource {
+                    e = e.with("subresource", s.as_str());
+                }
+                if opts.dry_run {
+                    e = e.with("dry-run", true);
+                }
+                e.with("body", body)
+            }
+            KubeCall::Patch {
+                target,
+                patch_type,
+                patch,
+                subresource,
+                opts,
+            } => {
+                let t = target;
+                let mut e = Entry::new(EntryKind::Write, "patch").with(
+                    "object",
+                    reference(&t.api_version, &t.kind, t.namespace.as_deref(), &t.name),
+                );
+                if let Some(s) = subresource {
+                    e = e.with("subresource", s.as_str());
+                }
+                let pt = match patch_type {
+                    crate::runtime::PatchType::Merge => "merge",
+                    crate::runtime::PatchType::Json => "json",
+                    crate::runtime::PatchType::Strategic => "strategic",
+                };
+                e = e.with("patch-type", pt);
+                if opts.dry_run {
+                    e = e.with("dry-run", true);
+                }
+                e.with("body", json_or_text(patch))
+            }
+            KubeCall::Delete { target, .. } => {
+                let t = target;
+                Entry::new(EntryKind::Write, "delete").with(
+                    "object",
+                    reference(&t.api_version, &t.kind, t.namespace.as_deref(), &t.name),
+                )
+            }
+        };
+        e = match result {
+            Ok(()) => e.with("code", 200),
+            Err(err) => e
+                .with("code", err.code)
+                .with("message", err.message.as_str()),
+        };
+        self.push(e);
+    }
+
+    fn event(&self, _plugin: &str, ev: &EventCall) {
+        let o = &ev.regarding.object;
+        self.push(
+            Entry::new(EntryKind::Event, ev.event_type.as_str())
+                .with(
+                    "regarding",
+                    reference(&o.api_version, &o.kind, o.namespace.as_deref(), &o.name),
+                )
+                .with("reason", ev.reason.as_str())
+                .with("action", ev.action.as_str())
+                .with("note", ev.note.as_str()),
+        );
+    }
+}
+
+impl HttpStub for Recorder {
+    fn respond(&self, _plugin: &str, request: StubRequest) -> StubResponse {
+        let mut st = self.state.lock();
+        let found = st.stubs.iter_mut().find(|(s, used)| {
+            s.times.is_none_or(|t| *used < t)
+                && s.method.as_deref().is_none_or(|m| m == request.method)
+                && match s.url.strip_suffix('*') {
+                    Some(prefix) => request.url.starts_with(prefix),
+                    None => request.url == s.url,
+                }
+        });
+        let response = match found {
+            Some((stub, used)) => {
+                *used += 1;
+                StubResponse {
+                    status: stub.status,
+                    headers: stub.headers.clone(),
+                    body: Bytes::from(stub.body.clone()),
+                }
+            }
+            None => StubResponse {
+                status: 502,
+                headers: vec![("content-type".into(), "text/plain".into())],
+                body: Bytes::from(format!(
+                    "kubewasm test: no stub answers {} {}",
+                    request.method, request.url
+                )),
+            },
+        };
+        let mut e = Entry::new(EntryKind::Http, request.method.as_str())
+            .with("url", request.url.as_str())
+            .with("status", response.status);
+        if !request.body.is_empty() {
+            e = e.with(
+                "body",
+                json_or_text(&String::from_utf8_lossy(&request.body)),
+            );
+        }
+        st.entries.push(e);
+        response
+    }
+}

@@ -1,0 +1,445 @@
+//! Transcript entries: what a handler did (a call it received, a write, an Event, an HTTP
+//! request, a log line), as recorded and as expected, and how the two are compared.
+
+use serde_json::Value;
+
+/// The five kinds of entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum EntryKind {
+    /// An export the host called.
+    Call,
+    /// A `kube` write.
+    Write,
+    /// An `events.emit`.
+    Event,
+    /// An outbound HTTP request.
+    Http,
+    /// A log line.
+    Log,
+}
+
+impl EntryKind {
+    /// The key that names the kind (and holds its main value).
+    pub fn key(self) -> &'static str {
+        match self {
+            EntryKind::Call => "call",
+            EntryKind::Write => "write",
+            EntryKind::Event => "event",
+            EntryKind::Http => "http",
+            EntryKind::Log => "log",
+        }
+    }
+
+    const ALL: [EntryKind; 5] = [
+        EntryKind::Call,
+        EntryKind::Write,
+        EntryKind::Event,
+        EntryKind::Http,
+        EntryKind::Log,
+    ];
+
+    /// The keys an entry of this kind may have besides its own, and the values its own key
+    /// takes.
+    fn schema(self) -> (&'static [&'static str], &'static [&'static str]) {
+        match self {
+            EntryKind::Call => (
+                &[
+                    "object",
+                    "is-in-initial-list",
+                    "is-sync",
+                    "final-state-unknown",
+                    "result",
+                    "message",
+                ],
+                &["on-add", "on-update", "on-delete", "on-synced"],
+            ),
+            EntryKind::Write => (
+                &[
+                    "object",
+                    "subresource",
+                    "patch-type",
+                    "dry-run",
+                    "force",
+                    "body",
+                    "code",
+                    "message",
+                ],
+                &["create", "apply", "patch", "replace", "delete"],
+            ),
+            EntryKind::Event => (
+                &["regarding", "reason", "action", "note"],
+                &["Normal", "Warning"],
+            ),
+            EntryKind::Http => (&["url", "status", "body", "error"], &[]),
+            EntryKind::Log => (&["message"], &["trace", "debug", "info", "warn", "error"]),
+        }
+    }
+}
+
+/// One transcript entry: its kind, then its keys in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    /// Which kind.
+    pub kind: EntryKind,
+    /// `(key, value)` pairs, the kind's own key first.
+    pub fields: Vec<(String, Value)>,
+}
+
+impl Entry {
+    /// An entry of `kind` whose own key holds `value`.
+    pub fn new(kind: EntryKind, value: impl Into<Value>) -> Self {
+        Entry {
+            kind,
+            fields: vec![(kind.key().to_string(), value.into())],
+        }
+    }
+
+    /// Adds a key.
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.fields.push((key.to_string(), value.into()));
+        self
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// The string value of `key`.
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(Value::as_str)
+    }
+
+    /// An expectation from a scenario file, checked against the kind's keys and values.
+    pub fn expectation(v: &serde_yaml::Value) -> Result<Entry, String> {
+        let serde_yaml::Value::Mapping(map) = v else {
+            return Err(
+                "an expectation is a map such as {call: on-add, object: v1/ConfigMap default/a}"
+                    .into(),
+            );
+        };
+        let mut fields = Vec::new();
+        for (k, v) in map {
+            let Some(k) = k.as_str() else {
+                return Err("expectation keys are strings".into());
+            };
+            let v = serde_json::to_value(v).map_err(|e| format!("{k}: {e}"))?;
+            fields.push((k.to_string(), v));
+        }
+        let kind = EntryKind::ALL
+            .into_iter()
+            .find(|k| fields.iter().any(|(f, _)| f == k.key()))
+            .ok_or_else(|| {
+                "an expectation names its kind: one of the keys call, write, event, http, log"
+                    .to_string()
+            })?;
+        let (keys, values) = kind.schema();
+        let own = fields
+            .iter()
+            .position(|(f, _)| f == kind.key())
+            .expect("found above");
+        let own = fields.remove(own);
+        fields.insert(0, own);
+        for (k, _) in &fields[1..] {
+            if !keys.contains(&k.as_str()) {
+                return Err(format!(
+                    "unknown key {k:?} in a {} expectation (known: {})",
+                    kind.key(),
+                    keys.join(", ")
+                ));
+            }
+        }
+        let main = fields[0].1.as_str().unwrap_or_default();
+        if !values.is_empty() && !values.contains(&main) {
+            return Err(format!(
+                "{}: {:?} is not one of {}",
+                kind.key(),
+                fields[0].1,
+                values.join(", ")
+            ));
+        }
+        if kind == EntryKind::Call {
+            let flag = match main {
+                "on-add" => Some("is-in-initial-list"),
+                "on-update" => Some("is-sync"),
+                "on-delete" => Some("final-state-unknown"),
+                _ => None,
+            };
+            for f in ["is-in-initial-list", "is-sync", "final-state-unknown"] {
+                if Some(f) != flag && fields.iter().any(|(k, _)| k == f) {
+                    return Err(format!("{main} has no flag {f}"));
+                }
+            }
+            if let Some(r) = fields.iter().find(|(k, _)| k == "result") {
+                let ok = ["ok", "retry", "fatal", "trap"];
+                if !r.1.as_str().is_some_and(|r| ok.contains(&r)) {
+                    return Err(format!("result {:?} is not one of {}", r.1, ok.join(", ")));
+                }
+            }
+        }
+        for (k, v) in &fields {
+            if k == "message" {
+                let pattern = v
+                    .as_str()
+                    .ok_or("message is a regular expression (a string)")?;
+                regex::Regex::new(pattern).map_err(|e| format!("message: {e}"))?;
+            }
+        }
+        Ok(Entry { kind, fields })
+    }
+
+    /// Whether this expectation matches `actual`: every key given here is there and equal;
+    /// `message` is a regular expression searched in the text; `body` is a subset.
+    pub fn matches(&self, actual: &Entry) -> bool {
+        self.kind == actual.kind && self.mismatch(actual).is_none()
+    }
+
+    /// The first key that differs, with both values (`None` when it matches).
+    pub fn mismatch(&self, actual: &Entry) -> Option<String> {
+        for (k, want) in &self.fields {
+            let got = actual.get(k);
+            let same = match (k.as_str(), got) {
+                (_, None) => false,
+                ("message", Some(Value::String(text))) => want
+                    .as_str()
+                    .and_then(|p| regex::Regex::new(p).ok())
+                    .is_some_and(|re| re.is_match(text)),
+                ("body", Some(got)) => subset(want, got),
+                (_, Some(got)) => want == got,
+            };
+            if !same {
+                return Some(format!(
+                    "{k}: expected {}, got {}",
+                    flow(want),
+                    got.map_or("nothing".to_string(), flow)
+                ));
+            }
+        }
+        None
+    }
+
+    /// This actual entry as an expectation that matches it: `message` values are regular
+    /// expressions, so the characters that would change their meaning are escaped.
+    pub fn as_expectation(&self) -> Entry {
+        let mut e = self.clone();
+        for (k, v) in &mut e.fields {
+            if k == "message"
+                && let Value::String(text) = v
+            {
+                let mut escaped = String::with_capacity(text.len());
+                for c in text.chars() {
+                    if "\\+*?()|[]{}^$".contains(c) {
+                        escaped.push('\\');
+                    }
+                    escaped.push(c);
+                }
+                *text = escaped;
+            }
+        }
+        e
+    }
+
+    /// The entry as one YAML flow map.
+    pub fn render(&self) -> String {
+        let parts: Vec<String> = self
+            .fields
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", flow(v)))
+            .collect();
+        format!("{{{}}}", parts.join(", "))
+    }
+}
+
+/// Whether `want` is contained in `got`: maps by the keys `want` gives, lists element by
+/// element with equal lengths, everything else equal.
+pub fn subset(want: &Value, got: &Value) -> bool {
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => w
+            .iter()
+            .all(|(k, wv)| g.get(k).is_some_and(|gv| subset(wv, gv))),
+        (Value::Array(w), Value::Array(g)) => {
+            w.len() == g.len() && w.iter().zip(g).all(|(a, b)| subset(a, b))
+        }
+        (Value::String(w), Value::String(g)) => w == g,
+        (Value::Number(w), Value::Number(g)) => w.as_f64() == g.as_f64(),
+        _ => want == got,
+    }
+}
+
+/// A value as YAML flow text: plain scalars where YAML reads them back as the same string,
+/// double-quoted (JSON escapes, which YAML accepts) otherwise.
+pub fn flow(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => {
+            if plain_safe(s) {
+                s.clone()
+            } else {
+                serde_json::to_string(s).unwrap_or_default()
+            }
+        }
+        Value::Array(a) => format!("[{}]", a.iter().map(flow).collect::<Vec<_>>().join(", ")),
+        Value::Object(o) => format!(
+            "{{{}}}",
+            o.iter()
+                .map(|(k, v)| format!(
+                    "{}: {}",
+                    if plain_safe(k) {
+                        k.clone()
+                    } else {
+                        serde_json::to_string(k).unwrap_or_default()
+                    },
+                    flow(v)
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+fn plain_safe(s: &str) -> bool {
+    let reserved = [
+        "true", "false", "null", "yes", "no", "on", "off", "y", "n", "~",
+    ];
+    !s.is_empty()
+        && !reserved.contains(&s.to_ascii_lowercase().as_str())
+        && s.parse::<f64>().is_err()
+        && s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '/' || c == '_')
+        && !s.ends_with(' ')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || " _./-".contains(c))
+}
+
+/// Compares a step's expectations with its transcript; returns one line per difference.
+///
+/// Calls, writes, Events and HTTP requests: for each of these kinds the expectations name,
+/// the actual entries of that kind must match one-to-one, in order. Log expectations must each
+/// match a log line, in order, with other lines allowed between.
+pub fn compare(expected: &[Entry], actual: &[Entry]) -> Vec<String> {
+    let mut out = Vec::new();
+    for kind in EntryKind::ALL {
+        let want: Vec<&Entry> = expected.iter().filter(|e| e.kind == kind).collect();
+        if want.is_empty() {
+            continue;
+        }
+        let got: Vec<&Entry> = actual.iter().filter(|e| e.kind == kind).collect();
+        if kind == EntryKind::Log {
+            let mut at = 0;
+            for w in want {
+                match got[at..].iter().position(|g| w.matches(g)) {
+                    Some(i) => at += i + 1,
+                    None => out.push(format!(
+                        "- {}   (no such log line after the ones matched before)",
+                        w.render()
+                    )),
+                }
+            }
+            continue;
+        }
+        for i in 0..want.len().max(got.len()) {
+            match (want.get(i), got.get(i)) {
+                (Some(w), Some(g)) => {
+                    if let Some(why) = w.mismatch(g) {
+                        out.push(format!("- {}", w.render()));
+                        out.push(format!("+ {}   ({why})", g.render()));
+                    }
+                }
+                (Some(w), None) => out.push(format!("- {}   (missing)", w.render())),
+                (None, Some(g)) => out.push(format!("+ {}   (unexpected)", g.render())),
+                (None, None) => {}
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exp(text: &str) -> Entry {
+        Entry::expectation(&serde_yaml::from_str(text).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn expectations_are_subsets_and_messages_regexes() {
+        let actual = Entry::new(EntryKind::Call, "on-update")
+            .with("object", "v1/ConfigMap default/a")
+            .with("is-sync", true)
+            .with("result", "retry")
+            .with("message", "cloud is down (503)");
+        assert!(exp("{call: on-update, is-sync: true}").matches(&actual));
+        assert!(exp("{call: on-update, message: 'down \\(503\\)'}").matches(&actual));
+        assert!(!exp("{call: on-update, is-sync: false}").matches(&actual));
+        let w = Entry::new(EntryKind::Write, "apply").with(
+            "body",
+            serde_json::json!({"data": {"a": "1", "b": "2"}, "kind": "ConfigMap"}),
+        );
+        assert!(exp("{write: apply, body: {data: {a: '1'}}}").matches(&w));
+        assert!(!exp("{write: apply, body: {data: {a: '2'}}}").matches(&w));
+    }
+
+    #[test]
+    fn bad_expectations_are_refused() {
+        let bad = |t: &str| Entry::expectation(&serde_yaml::from_str(t).unwrap()).unwrap_err();
+        assert!(bad("{call: on-create}").contains("not one of"));
+        assert!(bad("{call: on-add, is-sync: true}").contains("no flag"));
+        assert!(bad("{write: apply, colour: red}").contains("unknown key"));
+        assert!(bad("{object: x}").contains("names its kind"));
+        assert!(bad("{log: info, message: '('}").contains("message"));
+    }
+
+    #[test]
+    fn compare_reports_missing_unexpected_and_logs_in_order() {
+        let a = |n: &str| Entry::new(EntryKind::Call, "on-add").with("object", n);
+        let l = |m: &str| Entry::new(EntryKind::Log, "info").with("message", m);
+        let actual = vec![a("x"), l("one"), l("two"), a("y")];
+        assert!(
+            compare(
+                &[
+                    exp("{call: on-add, object: x}"),
+                    exp("{call: on-add, object: y}"),
+                    exp("{log: info, message: two}")
+                ],
+                &actual
+            )
+            .is_empty()
+        );
+        let d = compare(&[exp("{call: on-add, object: x}")], &actual);
+        assert_eq!(d.len(), 1);
+        assert!(d[0].contains("unexpected"), "{d:?}");
+        let d = compare(
+            &[
+                exp("{log: info, message: two}"),
+                exp("{log: info, message: one}"),
+            ],
+            &actual,
+        );
+        assert_eq!(d.len(), 1, "{d:?}");
+    }
+
+    #[test]
+    fn an_actual_entry_is_an_expectation_that_matches_it() {
+        let actual =
+            Entry::new(EntryKind::Log, "info").with("message", "lb (created) at [10.0.0.1]+1 $x");
+        let text = actual.as_expectation().render();
+        assert!(exp(&text).matches(&actual), "{text}");
+    }
+
+    #[test]
+    fn flow_text_reads_back() {
+        let v =
+            serde_json::json!({"a": "on", "b": "http://x:1/", "c": [1, "two"], "d": "plain text"});
+        let text = flow(&v);
+        assert_eq!(
+            text,
+            r#"{a: "on", b: "http://x:1/", c: [1, two], d: plain text}"#
+        );
+        let back: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_value(back).unwrap(), v);
+    }
+}
