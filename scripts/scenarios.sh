@@ -64,24 +64,26 @@ start=$(now_ms)
 failed=()
 handlers=0
 files=0
+skipped=0
 for run in "${runs[@]}"; do
   component=${run%%|*}
   folder=${run#*|}
   wanted "$component" "$@" || continue
   handlers=$((handlers + 1))
   wasm=$dist/$component
+  echo "== $component: scenarios in $folder"
   shopt -s nullglob
   scenarios=()
   for f in "$folder"/*.yaml; do
     why=${skip["$component|$(basename "$f")"]:-}
     if [[ -n "$why" ]]; then
       echo "SKIP $f ($why)"
+      skipped=$((skipped + 1))
       continue
     fi
     scenarios+=("$f")
   done
   shopt -u nullglob
-  echo "== $component: ${#scenarios[@]} scenario(s) in $folder"
   if [[ ! -f "$wasm" ]]; then
     echo "FAIL $wasm is missing (build it: guest-examples/build.sh)"
     failed+=("$component (missing)")
@@ -103,7 +105,7 @@ for run in "${runs[@]}"; do
 done
 end=$(now_ms)
 
-echo "scenarios: $handlers handler(s), $files scenario run(s), wall time $(secs $((end - start))) s"
+echo "scenarios: $handlers handler(s), $files scenario run(s), $skipped skipped, wall time $(secs $((end - start))) s"
 if ((${#failed[@]})); then
   printf "scenarios: FAILED: %s\n" "${failed[@]}"
   exit 1
