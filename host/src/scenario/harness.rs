@@ -4,20 +4,25 @@
 //!
 //! Time. Everything — the API server, informers, plugin deliveries and the guest itself (see
 //! [`PluginManager::deliver_inline`]) — runs on one thread with one paused clock. A blocking
-//! task is kept alive while a step runs, which stops Tokio from moving the clock when the
-//! thread idles; time moves only in an `advance` step, which lets Tokio jump from timer to
-//! timer up to the target, so resyncs, retry backoffs and `on-synced` retries fire at their
-//! exact virtual instants without anyone waiting. A guest's CPU deadline stays real: a handler
-//! that loops is stopped as in a host.
+//! task is kept alive for the whole run, which stops Tokio from moving the clock when the
+//! thread idles; time moves only in an `advance` step, so resyncs, retry backoffs and
+//! `on-synced` retries fire at their virtual instants without anyone waiting. A guest's CPU
+//! deadline stays real: a handler that loops is stopped as in a host.
 //!
 //! Settling. After each step the runner waits until the host has done everything the step
 //! caused: the API server sends a progress bookmark to every watch, and every informer must
 //! have seen the server's newest resourceVersion and passed on all it got, every plugin must
 //! be idle (nothing ready, no call in flight, no `on-synced` due), and the newest
 //! resourceVersion must not have moved meanwhile (a handler's write restarts the wait).
+//!
+//! Advancing. `advance` moves the clock in ticks (5 ms after activity, doubling to 250 ms while
+//! nothing happens) and settles after each, so a timer fires at most one tick late and what
+//! it starts — a resync's calls, a request in flight — completes before the clock moves on
+//! (a request's own timeout can never fire because the runner jumped past it).
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::registry::Registry;
@@ -38,6 +43,11 @@ use crate::runtime::{HandlerWorld, Limits, Runtime, RuntimeConfig, RuntimeMetric
 
 /// How long (real time) a step may take to settle before the run is declared stuck.
 pub const SETTLE_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Shortest step of virtual time in an `advance`: the first retry backoff (5 ms) fires on time.
+const MIN_TICK: Duration = Duration::from_millis(5);
+/// Longest step: how late a timer may fire after a quiet stretch.
+const MAX_TICK: Duration = Duration::from_millis(250);
 
 /// The field manager of the runner's own writes.
 const RUNNER_MANAGER: &str = "kubewasm-test";
@@ -99,7 +109,7 @@ pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
         }
     };
     let outcome = rt.block_on(async {
-        let mut hold = Hold::new();
+        let hold = Hold::new();
         let mut steps = Vec::new();
         let world = match World::start(config, scenario).await {
             Ok((w, v2)) => match scenario.check_exports(v2, &config.handler) {
@@ -126,7 +136,7 @@ pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
             } else {
                 scenario.path.display().to_string()
             };
-            if let Err(e) = world.act(step, &mut hold).await {
+            if let Err(e) = world.act(step).await {
                 error = Some(format!("{at}: {}: {e}", step.action.label()));
                 break;
             }
@@ -176,15 +186,11 @@ impl Hold {
         });
         Hold { release: Some(tx) }
     }
-
-    fn release(&mut self) {
-        self.release.take();
-    }
 }
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        self.release();
+        self.release.take();
     }
 }
 
@@ -199,6 +205,8 @@ struct World {
     _dir: tempfile::TempDir,
     plugin: String,
     plugin_path: PathBuf,
+    /// The API server's resourceVersion at the last settle.
+    settled_rv: AtomicU64,
 }
 
 impl World {
@@ -296,6 +304,7 @@ impl World {
             _dir: dir,
             plugin,
             plugin_path,
+            settled_rv: AtomicU64::new(0),
         };
         for (i, o) in scenario.objects.iter().enumerate() {
             world.apply(o).await.map_err(|e| {
@@ -306,7 +315,7 @@ impl World {
         Ok((world, v2))
     }
 
-    async fn act(&self, step: &Step, hold: &mut Hold) -> anyhow::Result<()> {
+    async fn act(&self, step: &Step) -> anyhow::Result<()> {
         match &step.action {
             Action::Start => self.load().await,
             Action::Apply(o) => self.apply(o).await,
@@ -335,10 +344,24 @@ impl World {
                 self.send(http::Method::DELETE, url, None).await.map(drop)
             }
             Action::Advance(d) => {
-                let target = tokio::time::Instant::now() + *d;
-                hold.release();
-                tokio::time::sleep_until(target).await;
-                *hold = Hold::new();
+                // In ticks, settling after each, so that what a timer starts (a resync's
+                // calls, a request in flight) finishes before the clock moves on; a tick is
+                // short after activity and grows while nothing happens.
+                let end = tokio::time::Instant::now() + *d;
+                let mut tick = MIN_TICK;
+                loop {
+                    let now = tokio::time::Instant::now();
+                    if now >= end {
+                        break;
+                    }
+                    tokio::time::advance(tick.min(end - now)).await;
+                    let busy = self.settle().await?;
+                    tick = if busy {
+                        MIN_TICK
+                    } else {
+                        (tick * 2).min(MAX_TICK)
+                    };
+                }
                 Ok(())
             }
             Action::Relist { apply, delete } => {
@@ -473,14 +496,17 @@ impl World {
     }
 
     /// Waits until the host has handled everything so far (see the module doc).
-    async fn settle(&self) -> anyhow::Result<()> {
+    async fn settle(&self) -> anyhow::Result<bool> {
         let started = std::time::Instant::now();
-        let mut target = 0;
+        let entries = self.recorder.len();
+        let mut target = self.settled_rv.load(Ordering::Relaxed);
+        let mut busy = false;
         let mut quiet = 0;
         let mut rounds = 0u64;
         loop {
             let now = self.server.resource_version();
-            if now != target || rounds % 200 == 0 {
+            if now != target || (busy && rounds.is_multiple_of(200)) {
+                busy |= now != target;
                 target = now;
                 self.server.faults().bookmark_now();
             }
@@ -490,25 +516,34 @@ impl World {
             if informers && plugins && self.server.resource_version() == target {
                 quiet += 1;
                 if quiet >= 3 {
-                    return Ok(());
+                    self.settled_rv.store(target, Ordering::Relaxed);
+                    return Ok(busy || self.recorder.len() != entries);
                 }
             } else {
                 quiet = 0;
+                busy = true;
             }
             if started.elapsed() > SETTLE_PATIENCE {
-                let busy = match (informers, plugins) {
+                let what = match (informers, plugins) {
                     (false, _) => "the informers did not catch up with the API server",
                     (true, false) => "the handler kept busy (calls in flight or queued)",
                     _ => "the API server kept changing",
                 };
                 anyhow::bail!(
-                    "did not settle within {} s: {busy}",
+                    "did not settle within {} s: {what}",
                     SETTLE_PATIENCE.as_secs()
                 );
             }
-            // Lets sockets and other tasks run; the blocking sleep keeps the clock frozen.
-            let _ =
-                tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(1))).await;
+            if busy {
+                // Lets sockets and other tasks run for a moment; a blocking sleep keeps the
+                // clock frozen.
+                let _ =
+                    tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(1)))
+                        .await;
+            } else {
+                // Nothing happened (yet): a yield lets every woken task and ready socket run.
+                tokio::task::yield_now().await;
+            }
         }
     }
 

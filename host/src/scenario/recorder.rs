@@ -37,6 +37,16 @@ impl Recorder {
         std::mem::take(&mut st.entries)
     }
 
+    /// Entries recorded since the last take.
+    pub fn len(&self) -> usize {
+        self.state.lock().entries.len()
+    }
+
+    /// Whether nothing was recorded since the last take.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Replaces the HTTP stubs.
     pub fn set_stubs(&self, stubs: &[Stub]) {
         self.state.lock().stubs = stubs.iter().map(|s| (s.clone(), 0)).collect();
@@ -79,9 +89,11 @@ impl CallTap for Recorder {
                     crate::plugins::CallKind::Delete => ("on-delete", "final-state-unknown"),
                     crate::plugins::CallKind::Synced => ("on-synced", ""),
                 };
-                let e = Entry::new(EntryKind::Call, name)
-                    .with("object", format!("{api_version}/{kind} {key}"))
-                    .with(flag_key, *flag);
+                let mut e = Entry::new(EntryKind::Call, name)
+                    .with("object", format!("{api_version}/{kind} {key}"));
+                if !flag_key.is_empty() {
+                    e = e.with(flag_key, *flag);
+                }
                 with_outcome(e, outcome)
             }
             PluginEvent::Synced { outcome, .. } => {
