@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Runs the scenario files of every guest example through `kubewasm test` (no cluster: the real
+# runtime against an in-process API server on a virtual clock; see guest-examples/scenarios/).
+#
+# Uses the release binary the test build makes (target/release/kubewasm, built by
+# `cargo test --release --workspace --lib --bins --tests`; not `cargo run`, which would build
+# another one with other features) and the components guest-examples/build.sh puts in
+# guest-examples/dist/. Prints each handler's results and the total wall time; exits non-zero
+# when a scenario fails or a component or binary is missing.
+#
+# Usage: scripts/scenarios.sh [FILTER...]   (run only the handlers whose component path
+#                                            contains one of the FILTERs, e.g. `lb-controller`)
+# Environment: KUBEWASM (the binary, default target/release/kubewasm), SCENARIO_CACHE_DIR (the
+# compile cache, default target/scenario-cache: the Python components compile in ~10 s once).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bin=${KUBEWASM:-target/release/kubewasm}
+cache=${SCENARIO_CACHE_DIR:-target/scenario-cache}
+dist=guest-examples/dist
+
+# component (under dist/) | folder of its scenario files (*.yaml, not recursive)
+runs=(
+  "rust-configmap-logger.wasm|guest-examples/scenarios/configmap-logger"
+  "python-configmap-logger.wasm|guest-examples/scenarios/configmap-logger"
+  "javascript-configmap-logger.wasm|guest-examples/scenarios/configmap-logger"
+  "c-configmap-logger.wasm|guest-examples/scenarios/configmap-logger"
+  "go-configmap-logger.wasm|guest-examples/scenarios/configmap-logger"
+  "rust-label-auditor.wasm|guest-examples/rust/label-auditor/scenarios"
+  "rust-logger-v2.wasm|guest-examples/rust/logger-v2/scenarios"
+  "rust-lb-controller.wasm|guest-examples/rust/lb-controller/scenarios"
+  "python-replicator.wasm|guest-examples/python/replicator/scenarios"
+  "variants/python-replicator-secrets.wasm|guest-examples/python/replicator/scenarios/secrets"
+  "javascript-notifier.wasm|guest-examples/javascript/notifier/scenarios"
+)
+
+# Scenario files a component must not run yet, each with the reason (printed as SKIP).
+# Go's runtime sleeps (usleep in freezetheworld) while it panics; a guest sleep waits on the
+# runner's paused clock and `kubewasm test` hangs (runner bug, see the branch report).
+declare -A skip=(
+  ["go-configmap-logger.wasm|trap.yaml"]="runner bug: a guest that sleeps (Go panicking) hangs kubewasm test"
+)
+# A run that takes longer than this (real seconds) has hung: it is stopped and fails.
+limit=${SCENARIO_TIMEOUT:-300}
+
+if [[ ! -x "$bin" ]]; then
+  echo "scenarios: $bin not found; build it with: cargo test --release --workspace --lib --bins --tests" >&2
+  exit 2
+fi
+mkdir -p "$cache"
+
+wanted() {
+  (($# == 1)) && return 0
+  local c=$1 f
+  shift
+  for f in "$@"; do [[ "$c" == *"$f"* ]] && return 0; done
+  return 1
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+secs() { printf "%d.%d" $(($1 / 1000)) $((($1 % 1000) / 100)); }
+
+start=$(now_ms)
+failed=()
+handlers=0
+files=0
+skipped=0
+for run in "${runs[@]}"; do
+  component=${run%%|*}
+  folder=${run#*|}
+  wanted "$component" "$@" || continue
+  handlers=$((handlers + 1))
+  wasm=$dist/$component
+  echo "== $component: scenarios in $folder"
+  shopt -s nullglob
+  scenarios=()
+  for f in "$folder"/*.yaml; do
+    why=${skip["$component|$(basename "$f")"]:-}
+    if [[ -n "$why" ]]; then
+      echo "SKIP $f ($why)"
+      skipped=$((skipped + 1))
+      continue
+    fi
+    scenarios+=("$f")
+  done
+  shopt -u nullglob
+  if [[ ! -f "$wasm" ]]; then
+    echo "FAIL $wasm is missing (build it: guest-examples/build.sh)"
+    failed+=("$component (missing)")
+    continue
+  fi
+  if ((${#scenarios[@]} == 0)); then
+    echo "FAIL no scenario files in $folder"
+    failed+=("$component (no scenarios)")
+    continue
+  fi
+  files=$((files + ${#scenarios[@]}))
+  t0=$(now_ms)
+  timeout "$limit" "$bin" test --cache-dir "$cache" "$wasm" "${scenarios[@]}"
+  rc=$?
+  ((rc == 124)) && echo "FAIL $component: no result within $limit s (hung)"
+  t1=$(now_ms)
+  echo "== $component: exit $rc, $(secs $((t1 - t0))) s"
+  ((rc == 0)) || failed+=("$component (exit $rc)")
+done
+end=$(now_ms)
+
+echo "scenarios: $handlers handler(s), $files scenario run(s), $skipped skipped, wall time $(secs $((end - start))) s"
+if ((${#failed[@]})); then
+  printf "scenarios: FAILED: %s\n" "${failed[@]}"
+  exit 1
+fi
+echo "scenarios: all passed"
