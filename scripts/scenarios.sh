@@ -35,11 +35,8 @@ runs=(
 )
 
 # Scenario files a component must not run yet, each with the reason (printed as SKIP).
-# Go's runtime sleeps (usleep in freezetheworld) while it panics; a guest sleep waits on the
-# runner's paused clock and `kubewasm test` hangs (runner bug, see the branch report).
-declare -A skip=(
-  ["go-configmap-logger.wasm|trap.yaml"]="runner bug: a guest that sleeps (Go panicking) hangs kubewasm test"
-)
+# (None today; an entry reads ["COMPONENT.wasm|FILE.yaml"]="reason".)
+declare -A skip=()
 # A run that takes longer than this (real seconds) has hung: it is stopped and fails.
 limit=${SCENARIO_TIMEOUT:-300}
 

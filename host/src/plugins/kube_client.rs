@@ -62,7 +62,7 @@ pub trait CallObserver: Send + Sync {
     /// A `kube` call ended with `result` (`Ok` carries no object: the observer wants the
     /// request, which it has).
     fn kube(&self, plugin: &str, call: &KubeCall, result: Result<(), &ApiError>);
-    /// An `events.emit` call, before grants and rate limits decide whether it is written.
+    /// A granted `events.emit` call (the rate limit may still drop or fold it).
     fn event(&self, plugin: &str, event: &EventCall);
 }
 
@@ -222,7 +222,10 @@ impl ClusterAccess for PluginClient {
     }
 
     fn emit(&self, event: EventCall) {
-        if let Some(o) = self.inner.ctx.observer.get() {
+        // What is not granted is dropped by the recorder and never written: not observed.
+        if let Some(o) = self.inner.ctx.observer.get()
+            && self.inner.grants.events()
+        {
             o.event(&self.inner.plugin, &event);
         }
         self.events.emit(event);

@@ -18,7 +18,9 @@
 //! Advancing. `advance` moves the clock in ticks (5 ms after activity, doubling to 250 ms while
 //! nothing happens) and settles after each, so a timer fires at most one tick late and what
 //! it starts — a resync's calls, a request in flight — completes before the clock moves on
-//! (a request's own timeout can never fire because the runner jumped past it).
+//! (a request's own timeout can never fire because the runner jumped past it). A call that
+//! waits while nothing else happens (a guest that sleeps) gets time too: after 20 ms of real
+//! stillness the clock moves 5 ms at a time until it returns (or its wall-clock limit ends it).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,6 +50,10 @@ pub const SETTLE_PATIENCE: Duration = Duration::from_secs(60);
 const MIN_TICK: Duration = Duration::from_millis(5);
 /// Longest step: how late a timer may fire after a quiet stretch.
 const MAX_TICK: Duration = Duration::from_millis(250);
+
+/// How long (real time) a call may wait with nothing else happening before the virtual clock
+/// moves for it.
+const CALL_WAIT: Duration = Duration::from_millis(20);
 
 /// The field manager of the runner's own writes.
 const RUNNER_MANAGER: &str = "kubewasm-test";
@@ -503,6 +509,8 @@ impl World {
         let mut busy = false;
         let mut quiet = 0;
         let mut rounds = 0u64;
+        let mut last_moved = (usize::MAX, 0, false);
+        let mut still_since = std::time::Instant::now();
         loop {
             let now = self.server.resource_version();
             if now != target || (busy && rounds.is_multiple_of(200)) {
@@ -522,6 +530,19 @@ impl World {
             } else {
                 quiet = 0;
                 busy = true;
+            }
+            // A call in flight while nothing else moves waits for the clock (a guest that
+            // sleeps, a host call's backoff): time passes for it as it would in a host.
+            let moved = (
+                self.recorder.len(),
+                self.server.resource_version(),
+                informers,
+            );
+            if moved != last_moved || plugins {
+                last_moved = moved;
+                still_since = std::time::Instant::now();
+            } else if still_since.elapsed() > CALL_WAIT {
+                tokio::time::advance(MIN_TICK).await;
             }
             if started.elapsed() > SETTLE_PATIENCE {
                 let what = match (informers, plugins) {

@@ -321,9 +321,20 @@ fn plain_safe(s: &str) -> bool {
 /// entry it matches. Kubernetes orders notifications per object, not across objects (a resync
 /// or a replay walks the cache in no particular order), so only the order of entries about the
 /// same object (the same URL for HTTP) is checked. Log expectations must each match a distinct
-/// log line; other lines may come anywhere.
+/// log line; other lines may come anywhere. An empty list expects no call, write, Event or
+/// request at all.
 pub fn compare(expected: &[Entry], actual: &[Entry]) -> Vec<String> {
     let mut out = Vec::new();
+    if expected.is_empty() {
+        // `expect: []`: the step must not make the handler do anything (logs aside).
+        for e in actual.iter().filter(|e| e.kind != EntryKind::Log) {
+            out.push(format!(
+                "+ {}   (unexpected: the step expects nothing)",
+                e.render()
+            ));
+        }
+        return out;
+    }
     for kind in EntryKind::ALL {
         let want: Vec<&Entry> = expected.iter().filter(|e| e.kind == kind).collect();
         if want.is_empty() {
