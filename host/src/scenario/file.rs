@@ -115,6 +115,19 @@ impl ObjectKey {
     }
 }
 
+/// One patch of an object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PatchSpec {
+    /// The object.
+    pub object: ObjectKey,
+    /// `merge`, `json` or `strategic`.
+    pub patch_type: String,
+    /// The patch.
+    pub patch: Value,
+    /// Subresource, e.g. `status`.
+    pub subresource: Option<String>,
+}
+
 /// What a step does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
@@ -123,16 +136,7 @@ pub enum Action {
     /// Server-side apply of an object.
     Apply(Value),
     /// Patch an object.
-    Patch {
-        /// The object.
-        object: ObjectKey,
-        /// `merge`, `json` or `strategic`.
-        patch_type: String,
-        /// The patch.
-        patch: Value,
-        /// Subresource, e.g. `status`.
-        subresource: Option<String>,
-    },
+    Patch(PatchSpec),
     /// Delete an object.
     Delete(ObjectKey),
     /// Let virtual time pass.
@@ -141,6 +145,8 @@ pub enum Action {
     Relist {
         /// Applied while watches are held.
         apply: Vec<Value>,
+        /// Patched while watches are held.
+        patch: Vec<PatchSpec>,
         /// Deleted while watches are held.
         delete: Vec<ObjectKey>,
     },
@@ -165,7 +171,7 @@ impl Action {
                 "apply {}",
                 ObjectKey::of(v).map_or("object".into(), |k| k.to_string())
             ),
-            Action::Patch { object, .. } => format!("patch {object}"),
+            Action::Patch(p) => format!("patch {}", p.object),
             Action::Delete(k) => format!("delete {k}"),
             Action::Advance(d) => format!("advance {}", humanize(*d)),
             Action::Relist { .. } => "relist (410 Gone)".into(),
@@ -287,6 +293,8 @@ struct RelistDoc {
     #[serde(default)]
     apply: Vec<serde_yaml::Value>,
     #[serde(default)]
+    patch: Vec<PatchDoc>,
+    #[serde(default)]
     delete: Vec<String>,
 }
 
@@ -340,19 +348,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             actions.push(Action::Apply(object(v).map_err(|m| at(line, m))?));
         }
         if let Some(p) = &s.patch {
-            let patch_type = p.patch_type.clone().unwrap_or_else(|| "merge".into());
-            if !["merge", "json", "strategic"].contains(&patch_type.as_str()) {
-                return Err(at(
-                    line,
-                    format!("patch type {patch_type:?} is not merge, json or strategic"),
-                ));
-            }
-            actions.push(Action::Patch {
-                object: ObjectKey::parse(&p.object).map_err(|m| at(line, m))?,
-                patch_type,
-                patch: to_json(&p.patch).map_err(|m| at(line, m))?,
-                subresource: p.subresource.clone(),
-            });
+            actions.push(Action::Patch(patch_spec(p).map_err(|m| at(line, m))?));
         }
         if let Some(d) = &s.delete {
             actions.push(Action::Delete(
@@ -369,13 +365,23 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 .map(object)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|m| at(line, m))?;
+            let patch = r
+                .patch
+                .iter()
+                .map(patch_spec)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|m| at(line, m))?;
             let delete = r
                 .delete
                 .iter()
                 .map(|d| ObjectKey::parse(d))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|m| at(line, m))?;
-            actions.push(Action::Relist { apply, delete });
+            actions.push(Action::Relist {
+                apply,
+                patch,
+                delete,
+            });
         }
         if s.restart {
             actions.push(Action::Restart);
@@ -480,6 +486,21 @@ impl Scenario {
         }
         Ok(())
     }
+}
+
+fn patch_spec(p: &PatchDoc) -> Result<PatchSpec, String> {
+    let patch_type = p.patch_type.clone().unwrap_or_else(|| "merge".into());
+    if !["merge", "json", "strategic"].contains(&patch_type.as_str()) {
+        return Err(format!(
+            "patch type {patch_type:?} is not merge, json or strategic"
+        ));
+    }
+    Ok(PatchSpec {
+        object: ObjectKey::parse(&p.object)?,
+        patch_type,
+        patch: to_json(&p.patch)?,
+        subresource: p.subresource.clone(),
+    })
 }
 
 fn to_json(v: &serde_yaml::Value) -> Result<Value, String> {

@@ -31,7 +31,7 @@ use prometheus_client::registry::Registry;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::file::{Action, ObjectKey, Scenario, Step};
+use super::file::{Action, ObjectKey, PatchSpec, Scenario, Step};
 use super::recorder::Recorder;
 use super::transcript::{Entry, compare, flow, subset};
 use crate::informer::{
@@ -325,26 +325,7 @@ impl World {
         match &step.action {
             Action::Start => self.load().await,
             Action::Apply(o) => self.apply(o).await,
-            Action::Patch {
-                object,
-                patch_type,
-                patch,
-                subresource,
-            } => {
-                let content_type = match patch_type.as_str() {
-                    "json" => "application/json-patch+json",
-                    "strategic" => "application/strategic-merge-patch+json",
-                    _ => "application/merge-patch+json",
-                };
-                let url = self.url(object, subresource.as_deref()).await?;
-                self.send(
-                    http::Method::PATCH,
-                    url,
-                    Some((content_type, serde_json::to_vec(patch)?)),
-                )
-                .await
-                .map(drop)
-            }
+            Action::Patch(p) => self.patch(p).await,
             Action::Delete(k) => {
                 let url = self.url(k, None).await?;
                 self.send(http::Method::DELETE, url, None).await.map(drop)
@@ -370,12 +351,19 @@ impl World {
                 }
                 Ok(())
             }
-            Action::Relist { apply, delete } => {
+            Action::Relist {
+                apply,
+                patch,
+                delete,
+            } => {
                 let faults = self.server.faults();
                 faults.pause_watches();
                 let written = async {
                     for o in apply {
                         self.apply(o).await?;
+                    }
+                    for p in patch {
+                        self.patch(p).await?;
                     }
                     for k in delete {
                         let url = self.url(k, None).await?;
@@ -411,6 +399,22 @@ impl World {
                 Ok(())
             }
         }
+    }
+
+    async fn patch(&self, p: &PatchSpec) -> anyhow::Result<()> {
+        let content_type = match p.patch_type.as_str() {
+            "json" => "application/json-patch+json",
+            "strategic" => "application/strategic-merge-patch+json",
+            _ => "application/merge-patch+json",
+        };
+        let url = self.url(&p.object, p.subresource.as_deref()).await?;
+        self.send(
+            http::Method::PATCH,
+            url,
+            Some((content_type, serde_json::to_vec(&p.patch)?)),
+        )
+        .await
+        .map(drop)
     }
 
     async fn load(&self) -> anyhow::Result<()> {

@@ -16,7 +16,9 @@ mod recorder;
 mod report;
 mod transcript;
 
-pub use file::{Action, ObjectKey, Scenario, ScenarioError, Step, Stub, duration, load, parse};
+pub use file::{
+    Action, ObjectKey, PatchSpec, Scenario, ScenarioError, Step, Stub, duration, load, parse,
+};
 pub use harness::{RunConfig, RunOutcome, SETTLE_PATIENCE, StepOutcome, run};
 pub use recorder::Recorder;
 pub use report::{FileResult, junit, text, updated};
