@@ -233,7 +233,7 @@ async fn replicator_variant_copies_secrets_when_granted() {
     let token: Secret = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "token", "annotations": {TARGETS: "team-a"}},
         "type": "example.com/token",
-        // base64 of "hunter2-top-secret" (the embedded API server does not fold `stringData`).
+        // base64 of "hunter2-top-secret".
         "data": {"password": "aHVudGVyMi10b3Atc2VjcmV0"},
     }))
     .unwrap();

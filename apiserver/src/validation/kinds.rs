@@ -21,6 +21,39 @@ pub(super) fn canonicalize(rt: &ResourceType, new: &mut Value) {
     if !rt.custom && rt.group.is_empty() && rt.kind == "ConfigMap" {
         unwrap_binary_data(new);
     }
+    if !rt.custom && rt.group.is_empty() && rt.kind == "Secret" {
+        fold_string_data(new);
+    }
+}
+
+/// A Secret's `stringData` is write-only: the real server encodes each value into `data`
+/// (overriding a `data` entry of the same key) and never stores or serves `stringData`.
+fn fold_string_data(secret: &mut Value) {
+    let Some(Value::Object(strings)) = secret.as_object_mut().and_then(|o| o.remove("stringData"))
+    else {
+        return;
+    };
+    let Some(obj) = secret.as_object_mut() else {
+        return;
+    };
+    let data = obj
+        .entry("data")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if !data.is_object() {
+        *data = Value::Object(Default::default());
+    }
+    if let Some(data) = data.as_object_mut() {
+        for (k, v) in strings {
+            let text = match v {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            data.insert(
+                k,
+                Value::String(base64::engine::general_purpose::STANDARD.encode(text)),
+            );
+        }
+    }
 }
 
 /// Decodes base64 as Go's decoder does for `[]byte` fields: line breaks are skipped.
@@ -362,6 +395,20 @@ mod tests {
         let reg = Registry::with_builtins();
         let rt = reg.find(group, "v1", plural).unwrap();
         super::super::object(&rt, &mut v, None).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn secret_string_data_is_folded_into_data() {
+        let reg = Registry::with_builtins();
+        let rt = reg.find("", "v1", "secrets").unwrap();
+        let mut v = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"a": "eA==", "b": "eQ=="}, "stringData": {"b": "hunter2", "c": "z"}});
+        super::super::object(&rt, &mut v, None).unwrap();
+        assert_eq!(v.get("stringData"), None);
+        assert_eq!(
+            v["data"],
+            json!({"a": "eA==", "b": "aHVudGVyMg==", "c": "eg=="})
+        );
     }
 
     #[test]
