@@ -41,6 +41,15 @@ use persistence::{Loaded, Persistence};
 use registry::Registry;
 use store::Store;
 
+/// The kinds the server serves without any CRD: `(apiVersion, kind, namespaced)`.
+pub fn builtin_kinds() -> Vec<(String, String, bool)> {
+    Registry::with_builtins()
+        .all()
+        .iter()
+        .map(|rt| (rt.api_version(), rt.kind.clone(), rt.namespaced))
+        .collect()
+}
+
 /// How to run the server. `Config::default()` is the safe, in-memory, loopback-only setup tests want.
 #[derive(Debug, Clone)]
 pub struct Config {

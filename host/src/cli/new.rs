@@ -217,8 +217,8 @@ impl Lang {
     }
 }
 
-/// Kinds served without a namespace, so the scenario and the README name their objects without
-/// one. Any other kind is taken as namespaced (objects in `default`).
+/// Kinds a real cluster serves without a namespace, for resources the embedded API server does
+/// not serve (there, its own registry says). Any other kind is taken as namespaced.
 const CLUSTER_SCOPED: &[&str] = &[
     "Namespace",
     "Node",
@@ -239,32 +239,24 @@ const CLUSTER_SCOPED: &[&str] = &[
     "APIService",
 ];
 
-/// The built-in kinds of the embedded API server (`kubewasm dev`, `kubewasm test`), from
-/// `apiserver/src/registry.rs` (private there). Another resource still gets a handler, but its
-/// scenario runs only once the server serves it (a CRD), so `new` says so.
-const EMBEDDED_KINDS: &[(&str, &str)] = &[
-    ("v1", "ConfigMap"),
-    ("v1", "Event"),
-    ("v1", "Namespace"),
-    ("v1", "Pod"),
-    ("v1", "Secret"),
-    ("v1", "Service"),
-    ("v1", "ServiceAccount"),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
-    ("apps/v1", "Deployment"),
-    ("coordination.k8s.io/v1", "Lease"),
-    ("events.k8s.io/v1", "Event"),
-    ("policy/v1", "PodDisruptionBudget"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
-    ("rbac.authorization.k8s.io/v1", "Role"),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
-];
+/// Whether the embedded API server (`kubewasm dev`, `kubewasm test`) serves `r`, and whether
+/// it is namespaced. Another resource still gets a handler, but its scenario runs only once
+/// the server serves it (a CRD), so `new` says so.
+fn embedded(r: &Resource) -> Option<bool> {
+    apiserver::builtin_kinds()
+        .into_iter()
+        .find(|(v, k, _)| *v == r.api_version && *k == r.kind)
+        .map(|(_, _, namespaced)| namespaced)
+}
+
+fn namespaced(r: &Resource) -> bool {
+    embedded(r).unwrap_or_else(|| !CLUSTER_SCOPED.contains(&r.kind.as_str()))
+}
 
 /// A small object of the resource, valid for the kinds that need a spec to be accepted.
 fn example_object(r: &Resource, name: &str, labels: Option<Value>) -> Value {
     let mut metadata = json!({ "name": name });
-    if !CLUSTER_SCOPED.contains(&r.kind.as_str()) {
+    if namespaced(r) {
         metadata["namespace"] = json!("default");
     }
     if let Some(labels) = labels {
@@ -533,10 +525,7 @@ pub fn new(args: NewArgs) -> anyhow::Result<()> {
         args.resource.api_version,
         args.resource.kind
     );
-    let served = EMBEDDED_KINDS
-        .iter()
-        .any(|(v, k)| *v == args.resource.api_version && *k == args.resource.kind);
-    if !served {
+    if embedded(&args.resource).is_none() {
         eprintln!(
             "note: the embedded API server of `kubewasm dev` and `kubewasm test` does not serve {} {}: \
              scenarios/basic.yaml runs once it does (install its CRD first); the handler works on \
