@@ -108,7 +108,8 @@ pub struct ApiServer {
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
-const PRECREATED_NAMESPACES: [&str; 4] =
+/// The namespaces every server starts with, as a cluster's do.
+pub const PRECREATED_NAMESPACES: [&str; 4] =
     ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 impl ApiServer {

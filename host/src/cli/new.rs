@@ -253,6 +253,22 @@ fn namespaced(r: &Resource) -> bool {
     embedded(r).unwrap_or_else(|| !CLUSTER_SCOPED.contains(&r.kind.as_str()))
 }
 
+/// The expectations of the start step for objects the embedded API server holds from the start
+/// (its namespaces): the handler sees them in its initial list too.
+fn preexisting(r: &Resource, name: &str) -> String {
+    if (r.api_version.as_str(), r.kind.as_str()) != ("v1", "Namespace") {
+        return String::new();
+    }
+    let mut out = String::new();
+    for ns in apiserver::PRECREATED_NAMESPACES {
+        let _ = writeln!(
+            out,
+            "      - {{call: on-add, object: v1/Namespace {ns}, is-in-initial-list: true, result: ok}}\n      - {{event: Normal, regarding: v1/Namespace {ns}, reason: Observed, action: Observe, note: \"{name} saw {ns}\"}}"
+        );
+    }
+    out
+}
+
 /// A small object of the resource, valid for the kinds that need a spec to be accepted.
 fn example_object(r: &Resource, name: &str, labels: Option<Value>) -> Value {
     let mut metadata = json!({ "name": name });
@@ -452,6 +468,7 @@ fn render_all(args: &NewArgs, repo: Option<&Path>) -> anyhow::Result<Vec<(String
         ("first", flow(&first)),
         ("first-ref", object_ref(&first)),
         ("first-key", object_key(&first)),
+        ("preexisting", preexisting(r, name)),
         ("second", flow(&second)),
         ("second-changed", flow(&changed)),
         ("second-ref", object_ref(&second)),
