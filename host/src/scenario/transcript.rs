@@ -459,14 +459,40 @@ mod tests {
         let d = compare(&[exp("{call: on-add, object: x}")], &actual);
         assert_eq!(d.len(), 1);
         assert!(d[0].contains("unexpected"), "{d:?}");
-        let d = compare(
-            &[
-                exp("{log: info, message: two}"),
-                exp("{log: info, message: one}"),
-            ],
-            &actual,
+        // Logs and entries about different objects may come in any order...
+        let logs = [
+            exp("{log: info, message: two}"),
+            exp("{log: info, message: one}"),
+        ];
+        assert!(compare(&logs, &actual).is_empty());
+        let calls = [
+            exp("{call: on-add, object: y}"),
+            exp("{call: on-add, object: x}"),
+        ];
+        assert!(compare(&calls, &actual).is_empty());
+        // ... entries about one object may not.
+        let d = |n: &str| Entry::new(EntryKind::Call, "on-delete").with("object", n);
+        let swapped = vec![d("x"), a("x")];
+        let want = [
+            exp("{call: on-add, object: x}"),
+            exp("{call: on-delete, object: x}"),
+        ];
+        let diffs = compare(&want, &swapped);
+        assert_eq!(diffs.len(), 1, "{diffs:?}");
+        assert!(diffs[0].contains("out of order"), "{diffs:?}");
+        // A wrong flag shows the entry it was closest to; `expect: []` wants nothing.
+        let one = vec![a("x").with("is-in-initial-list", false)];
+        let diffs = compare(
+            &[exp("{call: on-add, object: x, is-in-initial-list: true}")],
+            &one,
         );
-        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(diffs.len(), 2, "{diffs:?}");
+        assert!(
+            diffs[1].contains("is-in-initial-list: expected true, got false"),
+            "{diffs:?}"
+        );
+        assert_eq!(compare(&[], &one).len(), 1);
+        assert!(compare(&[], &[l("just a log line")]).is_empty());
     }
 
     #[test]
