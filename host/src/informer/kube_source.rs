@@ -78,6 +78,32 @@ impl SourceFactory for KubeSourceFactory {
     }
 }
 
+/// The URL path of resource `ar`: its collection (in `namespace`, when given), the object
+/// `name`, and its `subresource`. Parts are used as given: callers pass validated names.
+pub fn resource_path(
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    subresource: Option<&str>,
+) -> String {
+    let mut path = if ar.group.is_empty() {
+        format!("/api/{}", ar.version)
+    } else {
+        format!("/apis/{}/{}", ar.group, ar.version)
+    };
+    if let Some(ns) = namespace {
+        path.push_str("/namespaces/");
+        path.push_str(ns);
+    }
+    path.push('/');
+    path.push_str(&ar.plural);
+    for part in [name, subresource].into_iter().flatten() {
+        path.push('/');
+        path.push_str(part);
+    }
+    path
+}
+
 /// Asks discovery which resource serves `kind` of `api_version` (plural name, scope): the one
 /// lookup behind informers and plugins' API calls. Callers validate both strings first; they go
 /// into discovery paths.

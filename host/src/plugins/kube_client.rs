@@ -27,7 +27,7 @@ use serde_json::Value;
 use super::event_recorder::EventRecorder;
 use super::grants::Grants;
 use super::metrics::{KubeRequestLabels, PluginMetrics, VerbLabels};
-use crate::informer::{InformerError, KubeObject, resolve_kind};
+use crate::informer::{InformerError, KubeObject, resolve_kind, resource_path};
 use crate::runtime::{
     ApiError, ClusterAccess, EventCall, GuestObject, KubeCall, KubeFuture, KubeResult, ObjectRef,
     PatchType,
@@ -388,25 +388,12 @@ impl Inner {
         p: &mut Prepared,
         ar: &ApiResource,
     ) -> Result<http::Request<Vec<u8>>, ApiError> {
-        let mut path = if ar.group.is_empty() {
-            format!("/api/{}", ar.version)
-        } else {
-            format!("/apis/{}/{}", ar.group, ar.version)
-        };
-        if let Some(ns) = &p.target.namespace {
-            path.push_str("/namespaces/");
-            path.push_str(ns);
-        }
-        path.push('/');
-        path.push_str(&ar.plural);
-        if let Some(name) = &p.name {
-            path.push('/');
-            path.push_str(name);
-        }
-        if let Some(sub) = &p.subresource {
-            path.push('/');
-            path.push_str(sub);
-        }
+        let mut path = resource_path(
+            ar,
+            p.target.namespace.as_deref(),
+            p.name.as_deref(),
+            p.subresource.as_deref(),
+        );
         // Every value below is fixed text or a validated plugin name: nothing needs escaping.
         let mut query = Vec::new();
         if p.field_manager {

@@ -36,7 +36,7 @@ use super::recorder::Recorder;
 use super::transcript::{Entry, compare, flow, subset};
 use crate::informer::{
     BackoffConfig, InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig,
-    resolve_kind,
+    resolve_kind, resource_path,
 };
 use crate::plugins::{
     ClusterContext, GrantPolicy, PluginManager, PluginMetrics, describe_file, plugin_name,
@@ -430,27 +430,21 @@ impl World {
         let (ar, caps) = resolve_kind(&self.client, &key.api_version, &key.kind)
             .await
             .map_err(|e| anyhow::anyhow!("{}: {e}", key))?;
-        let base = if ar.group.is_empty() {
-            format!("/api/{}", ar.version)
-        } else {
-            format!("/apis/{}/{}", ar.group, ar.version)
-        };
         let namespaced = caps.scope == kube::discovery::Scope::Namespaced;
-        let mut url = match (&key.namespace, namespaced) {
-            (Some(ns), true) => format!("{base}/namespaces/{ns}/{}", ar.plural),
-            (None, false) => format!("{base}/{}", ar.plural),
+        match (&key.namespace, namespaced) {
             (None, true) => anyhow::bail!("{key}: {} is namespaced: name a namespace", key.kind),
             (Some(_), false) => {
                 anyhow::bail!("{key}: {} is cluster-scoped: name no namespace", key.kind)
             }
-        };
-        if !key.name.is_empty() {
-            url = format!("{url}/{}", key.name);
+            _ => {}
         }
-        if let Some(s) = subresource {
-            url = format!("{url}/{s}");
-        }
-        Ok(url)
+        let name = (!key.name.is_empty()).then_some(key.name.as_str());
+        Ok(resource_path(
+            &ar,
+            key.namespace.as_deref(),
+            name,
+            subresource,
+        ))
     }
 
     async fn send(

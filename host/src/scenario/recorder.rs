@@ -11,7 +11,8 @@ use super::file::{ObjectKey, Stub};
 use super::transcript::{Entry, EntryKind};
 use crate::plugins::{CallObserver, CallOutcome, CallTap, PluginEvent};
 use crate::runtime::{
-    ApiError, EventCall, GuestLogLevel, HttpStub, KubeCall, LogObserver, StubRequest, StubResponse,
+    ApiError, EventCall, GuestLogLevel, HttpStub, KubeCall, LogObserver, ObjectRef, StubRequest,
+    StubResponse,
 };
 
 /// Records one scenario's transcript; see the module doc.
@@ -122,12 +123,13 @@ fn json_or_text(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
 
-fn reference(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> String {
+/// An object a call named, as transcripts write it.
+fn reference(o: &ObjectRef) -> String {
     ObjectKey {
-        api_version: api_version.into(),
-        kind: kind.into(),
-        namespace: namespace.map(str::to_string),
-        name: name.into(),
+        api_version: o.api_version.clone(),
+        kind: o.kind.clone(),
+        namespace: o.namespace.clone(),
+        name: o.name.clone(),
     }
     .to_string()
 }
@@ -181,10 +183,7 @@ impl CallObserver for Recorder {
                 opts,
             } => {
                 let t = target;
-                let mut e = Entry::new(EntryKind::Write, "patch").with(
-                    "object",
-                    reference(&t.api_version, &t.kind, t.namespace.as_deref(), &t.name),
-                );
+                let mut e = Entry::new(EntryKind::Write, "patch").with("object", reference(t));
                 if let Some(s) = subresource {
                     e = e.with("subresource", s.as_str());
                 }
@@ -201,10 +200,7 @@ impl CallObserver for Recorder {
             }
             KubeCall::Delete { target, .. } => {
                 let t = target;
-                Entry::new(EntryKind::Write, "delete").with(
-                    "object",
-                    reference(&t.api_version, &t.kind, t.namespace.as_deref(), &t.name),
-                )
+                Entry::new(EntryKind::Write, "delete").with("object", reference(t))
             }
         };
         e = match result {
@@ -220,10 +216,7 @@ impl CallObserver for Recorder {
         let o = &ev.regarding.object;
         self.push(
             Entry::new(EntryKind::Event, ev.event_type.as_str())
-                .with(
-                    "regarding",
-                    reference(&o.api_version, &o.kind, o.namespace.as_deref(), &o.name),
-                )
+                .with("regarding", reference(o))
                 .with("reason", ev.reason.as_str())
                 .with("action", ev.action.as_str())
                 .with("note", ev.note.as_str()),
