@@ -233,6 +233,17 @@ async fn lb_controller_creates_repairs_and_removes_load_balancers() {
         Some("kubewasm/lb-controller")
     );
 
+    // Steady state first: until the controller has handled the Service as it is now (after its
+    // own finalizer and status writes), a queued older version without the address could still
+    // be delivered after the delete below, and a missing load balancer for a Service without an
+    // address is a first creation ("created"), not a repair.
+    let steady = format!("ensured default/web lb={web} address={address} (unchanged)");
+    t.logs
+        .wait_for(PLUGIN, "the controller's steady state", |l| {
+            l.iter().any(|x| *x == steady)
+        })
+        .await;
+
     // Deleted behind the controller's back: nothing about the Service changes, so only the
     // resync replay (is-sync = true) can notice, and it re-creates the load balancer.
     let lines_before = t.logs.of(PLUGIN).len();
