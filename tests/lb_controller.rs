@@ -240,7 +240,7 @@ async fn lb_controller_creates_repairs_and_removes_load_balancers() {
     let steady = format!("ensured default/web lb={web} address={address} (unchanged)");
     t.logs
         .wait_for(PLUGIN, "the controller's steady state", |l| {
-            l.iter().any(|x| *x == steady)
+            l.contains(&steady)
         })
         .await;
 
