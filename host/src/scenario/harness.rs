@@ -179,9 +179,9 @@ pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
 }
 
 /// Keeps Tokio from moving the paused clock while it lives: a blocking task in flight stops
-/// auto-advance on a current-thread runtime.
+/// auto-advance on a current-thread runtime. Dropping it drops the sender, which ends the task.
 struct Hold {
-    release: Option<std::sync::mpsc::Sender<()>>,
+    _release: std::sync::mpsc::Sender<()>,
 }
 
 impl Hold {
@@ -190,13 +190,7 @@ impl Hold {
         tokio::task::spawn_blocking(move || {
             let _ = rx.recv();
         });
-        Hold { release: Some(tx) }
-    }
-}
-
-impl Drop for Hold {
-    fn drop(&mut self) {
-        self.release.take();
+        Hold { _release: tx }
     }
 }
 
