@@ -618,6 +618,14 @@ async fn a_plugin_stuck_in_describe_or_a_call_delays_nobody() {
                 .any(|e| matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "good"))
         })
         .await;
+    // Its initial list first (`zzz`), so that `meanwhile` is a live add rather than part of
+    // a replay that had not started yet.
+    t.logs
+        .wait_for("good", "its initial list", |l| {
+            l.iter()
+                .any(|x| x.starts_with("add default/zzz ") && x.ends_with(" init=true"))
+        })
+        .await;
     let rv = create(&api, "meanwhile", &[]).await;
     t.logs
         .wait_line("good", &format!("add default/meanwhile rv={rv} init=false"))
