@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kubewasm::plugins::{CallOutcome, PluginEvent};
+use kubewasm::plugins::PluginEvent;
+use kubewasm::runtime::CallOutcome;
 use kubewasm::runtime::Limits;
 use kubewasm_e2e::*;
 

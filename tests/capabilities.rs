@@ -264,7 +264,7 @@ write = [{ api-version = "v1", kind = "ConfigMap", verbs = ["create", "patch", "
         let server = start_server().await;
         let client = client(&server);
         let metrics = PluginMetrics::unregistered();
-        let ctx = ClusterContext::new(client.clone(), false, metrics.clone());
+        let ctx = ClusterContext::new(client.clone(), false, metrics.clone(), None);
         let p = PluginClient::new("p", ctx, grants(CONFIGMAP_WRITER));
         let opts = WriteOptions::default();
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
@@ -386,7 +386,7 @@ write = [{ api-version = "v1", kind = "ConfigMap", verbs = ["create", "patch", "
         let server = start_server().await;
         let client = client(&server);
         let metrics = PluginMetrics::unregistered();
-        let ctx = ClusterContext::new(client.clone(), false, metrics.clone());
+        let ctx = ClusterContext::new(client.clone(), false, metrics.clone(), None);
         let limited = format!("write-qps = 1\nwrite-burst = 2\n{CONFIGMAP_WRITER}");
         let flood = Arc::new(PluginClient::new("flood", ctx.clone(), grants(&limited)));
         let calm = PluginClient::new("calm", ctx, grants(CONFIGMAP_WRITER));
@@ -437,7 +437,7 @@ write = [{ api-version = "v1", kind = "ConfigMap", verbs = ["create", "patch", "
         let server = start_server().await;
         let client = client(&server);
         let metrics = PluginMetrics::unregistered();
-        let ctx = ClusterContext::new(client.clone(), false, metrics.clone());
+        let ctx = ClusterContext::new(client.clone(), false, metrics.clone(), None);
         let granted = PluginClient::new(
             "p",
             ctx.clone(),

@@ -8,8 +8,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kubewasm::plugins::{CallKind, CallOutcome, LoadOutcome, PluginEvent};
+use kubewasm::plugins::{LoadOutcome, PluginEvent};
 use kubewasm::runtime::Limits;
+use kubewasm::runtime::{CallKind, CallOutcome};
 use kubewasm_e2e::*;
 
 mod bad_input;
@@ -17,6 +18,7 @@ mod capabilities;
 mod convergence;
 mod lb_controller;
 mod notifier;
+mod observer;
 mod replicator;
 
 const LOGGER: &str = "rust-configmap-logger.wasm";
@@ -669,8 +671,8 @@ mod guest_languages {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::Api;
     use kube::api::{DeleteParams, Patch, PatchParams};
-    use kubewasm::plugins::{CallKind, CallOutcome};
     use kubewasm::runtime::Limits;
+    use kubewasm::runtime::{CallKind, CallOutcome};
     use kubewasm_e2e::*;
 
     use super::{create, install, plugin_dir, set_data};
@@ -949,23 +951,11 @@ async fn an_unreachable_api_server_delays_loading_until_it_is_up() {
     let dir = plugin_dir();
     install(&guest(LOGGER), dir.path(), "patient.wasm");
     let logs = GuestLogs::default();
-    let host = kubewasm::cli::host::Host::start(kubewasm::cli::host::HostConfig {
-        client: unreachable,
-        plugins_dir: None,
-        runtime: kubewasm::runtime::RuntimeConfig {
-            log_observer: Some(logs.observer()),
-            ..Default::default()
-        },
-        limits: Limits::default(),
-        grants: Default::default(),
-        dry_run: false,
-        metrics_addr: None,
-        health_addr: None,
-        shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,
-        election: None,
-    })
-    .await
-    .unwrap();
+    let host = kubewasm::host::HostBuilder::new(unreachable)
+        .observer(logs.observer())
+        .start()
+        .await
+        .unwrap();
     let recorder = Recorder::start(host.manager.subscribe());
     let host = host
         .watch_directory(dir.path().to_path_buf())

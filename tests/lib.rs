@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kubewasm::cli::host::{Host, HostConfig};
+use kubewasm::host::{Host, HostBuilder};
 use kubewasm::informer::ReflectorConfig;
-use kubewasm::plugins::{CallKind, CallOutcome, LoadOutcome, PluginEvent};
-use kubewasm::runtime::{GuestLogLevel, Limits, LogObserver, RuntimeConfig};
+use kubewasm::plugins::{LoadOutcome, PluginEvent};
+use kubewasm::runtime::{
+    CallKind, CallOutcome, GuestLogLevel, Limits, Observer, RuntimeConfig, SharedObserver,
+};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, broadcast};
 
@@ -60,25 +62,28 @@ pub struct GuestLine {
     pub message: String,
 }
 
-/// Collects guest log lines through the runtime's log observer.
+/// Collects guest log lines through the host's observer.
 #[derive(Clone, Default)]
 pub struct GuestLogs {
     lines: Arc<Mutex<Vec<GuestLine>>>,
     changed: Arc<Notify>,
 }
 
+impl Observer for GuestLogs {
+    fn log_line(&self, plugin: &str, level: GuestLogLevel, message: &str) {
+        self.lines.lock().push(GuestLine {
+            plugin: plugin.to_string(),
+            level: format!("{level:?}").to_lowercase(),
+            message: message.to_string(),
+        });
+        self.changed.notify_waiters();
+    }
+}
+
 impl GuestLogs {
-    /// The observer to put in a [`RuntimeConfig`].
-    pub fn observer(&self) -> LogObserver {
-        let me = self.clone();
-        Arc::new(move |plugin: &str, level: GuestLogLevel, msg: &str| {
-            me.lines.lock().push(GuestLine {
-                plugin: plugin.to_string(),
-                level: format!("{level:?}").to_lowercase(),
-                message: msg.to_string(),
-            });
-            me.changed.notify_waiters();
-        })
+    /// The observer to build a host with.
+    pub fn observer(&self) -> SharedObserver {
+        Arc::new(self.clone())
     }
 
     /// Lines logged by `plugin`, in order.
@@ -307,26 +312,20 @@ pub async fn start_host_with(
     informers: ReflectorConfig,
 ) -> TestHost {
     let logs = GuestLogs::default();
-    let config = HostConfig {
-        client: client(server),
-        plugins_dir: None,
-        runtime: RuntimeConfig {
-            cache_dir: Some(shared_compile_cache()),
-            log_observer: Some(logs.observer()),
-            ..RuntimeConfig::default()
-        },
-        limits,
-        grants: Default::default(),
-        dry_run: false,
-        metrics_addr: None,
-        health_addr: Some("127.0.0.1:0".parse().unwrap()),
-        // Short, so tests that leave a guest sleeping shut down quickly.
-        shutdown_grace: Duration::from_secs(2),
-        election: None,
-    };
     // The recorder must subscribe before the first plugin loads, so the directory is attached
     // after the host (and its event channel) exists.
-    let host = Host::start_with(config, informers)
+    let host = HostBuilder::new(client(server))
+        .runtime(RuntimeConfig {
+            cache_dir: Some(shared_compile_cache()),
+            ..RuntimeConfig::default()
+        })
+        .informers(informers)
+        .limits(limits)
+        .health_addr(Some("127.0.0.1:0".parse().unwrap()))
+        // Short, so tests that leave a guest sleeping shut down quickly.
+        .shutdown_grace(Duration::from_secs(2))
+        .observer(logs.observer())
+        .start()
         .await
         .expect("host starts");
     let recorder = Recorder::start(host.manager.subscribe());

@@ -17,8 +17,8 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kubewasm::plugins::{ClusterContext, GrantPolicy, Manifest, PluginClient, PluginMetrics};
 use kubewasm::runtime::{
-    GuestObject, HandlerOutcome, Limits, NoCache, ObjectView, PluginInfo, Runtime, RuntimeConfig,
-    RuntimeMetrics,
+    GuestLogLevel, GuestObject, HandlerOutcome, Limits, NoCache, ObjectView, Observer, PluginInfo,
+    Runtime, RuntimeConfig, RuntimeMetrics,
 };
 
 const ROUNDS: usize = 7;
@@ -40,6 +40,24 @@ impl GuestObject for Obj {
             generation: None,
             labels: &self.labels,
             json: r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bench","namespace":"default"}}"#,
+        }
+    }
+}
+
+/// Keeps the guest's last "try apply" line, which says how its apply went.
+#[derive(Clone, Default)]
+struct LastApplyLine(Arc<parking_lot::Mutex<String>>);
+
+impl LastApplyLine {
+    fn lock(&self) -> parking_lot::MutexGuard<'_, String> {
+        self.0.lock()
+    }
+}
+
+impl Observer for LastApplyLine {
+    fn log_line(&self, _plugin: &str, _level: GuestLogLevel, message: &str) {
+        if message.starts_with("try apply") {
+            *self.0.lock() = message.to_string();
         }
     }
 }
@@ -77,17 +95,12 @@ fn main() -> anyhow::Result<()> {
     };
     let grants =
         Arc::new(GrantPolicy::default().grants_for(&manifest, Path::new("bench.toml"), &info));
-    let ctx = ClusterContext::new(client.clone(), false, PluginMetrics::unregistered());
+    let ctx = ClusterContext::new(client.clone(), false, PluginMetrics::unregistered(), None);
     let access = Arc::new(PluginClient::new("bench", ctx, grants));
 
-    let last_line = Arc::new(parking_lot::Mutex::new(String::new()));
-    let seen = last_line.clone();
+    let last_line = LastApplyLine::default();
     let config = RuntimeConfig {
-        log_observer: Some(Arc::new(move |_: &str, _, msg: &str| {
-            if msg.starts_with("try apply") {
-                *seen.lock() = msg.to_string();
-            }
-        })),
+        observer: Some(Arc::new(last_line.clone())),
         ..RuntimeConfig::default()
     };
     let rt = Runtime::new(config, RuntimeMetrics::unregistered())?;

@@ -84,6 +84,7 @@ fn stuck(cap: usize, events: usize) -> (isize, usize, f64) {
         tokio::sync::broadcast::channel(1).0,
         &config,
         Arc::new(|_| {}),
+        None,
     );
     let handler = dispatcher.handler(0, None);
     let mut pushing = std::time::Duration::ZERO;

@@ -6,15 +6,23 @@
 //! - [`election`]: leader election on a Lease, no knowledge of informers or WASM.
 //! - [`runtime`]: wasmtime engine and the `kubewasm:handler` world, no knowledge of watches.
 //! - [`plugins`]: glues informers to runtime instances (directory watching, lifecycle, dispatch).
+//! - [`host`]: assembles a running host from those layers (the one builder every entry point
+//!   uses) and serves its endpoints.
 //! - [`scenario`]: runs a handler through scenario files on an in-process API server with a
 //!   virtual clock (`kubewasm test`).
 //! - [`cli`]: the `kubewasm` subcommands and HTTP endpoints.
 
+// Every room chooses its surface: what is not re-exported is `pub(crate)` at most, and what is
+// public says what it is for.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod cli;
 pub mod election;
+pub mod host;
 pub mod informer;
 pub mod plugins;
 pub mod runtime;
+#[cfg(feature = "scenario")]
 pub mod scenario;
 pub mod workqueue;
 

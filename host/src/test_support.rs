@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::runtime::{GuestLogLevel, Observer};
+
 /// A tracing writer that keeps everything in memory, so a test can read what the host logged
 /// through a real subscriber.
 #[derive(Clone, Default)]
@@ -40,5 +42,22 @@ impl LogCapture {
             .lines()
             .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
             .collect()
+    }
+}
+
+/// An observer that keeps every guest log line as `(level, message)`.
+#[derive(Clone, Default)]
+pub(crate) struct SeenLines(Arc<Mutex<Vec<(GuestLogLevel, String)>>>);
+
+impl SeenLines {
+    /// The lines seen so far.
+    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, Vec<(GuestLogLevel, String)>> {
+        self.0.lock()
+    }
+}
+
+impl Observer for SeenLines {
+    fn log_line(&self, _plugin: &str, level: GuestLogLevel, message: &str) {
+        self.0.lock().push((level, message.to_string()));
     }
 }

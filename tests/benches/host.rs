@@ -20,7 +20,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
 use kubewasm::informer::InformerKey;
-use kubewasm::plugins::{CallOutcome, PluginEvent};
+use kubewasm::plugins::PluginEvent;
+use kubewasm::runtime::CallOutcome;
 use kubewasm::runtime::{Limits, NoCache, Runtime, RuntimeConfig, RuntimeMetrics};
 use kubewasm_e2e::*;
 use tokio::sync::broadcast;
@@ -292,20 +293,10 @@ async fn main() {
     );
 
     // No recorder or log observer here: they would add per-call work production does not do.
-    let host = kubewasm::cli::host::Host::start(kubewasm::cli::host::HostConfig {
-        client: client(&server),
-        plugins_dir: None,
-        runtime: RuntimeConfig::default(),
-        limits: Limits::default(),
-        grants: Default::default(),
-        dry_run: false,
-        metrics_addr: None,
-        health_addr: None,
-        shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,
-        election: None,
-    })
-    .await
-    .unwrap();
+    let host = kubewasm::host::HostBuilder::new(client(&server))
+        .start()
+        .await
+        .unwrap();
     let manager = host.manager.clone();
     let dir = tempfile::tempdir().unwrap();
 

@@ -37,7 +37,7 @@ use kubewasm::informer::{
     KubeSourceFactory, ReflectorConfig, ResourceEventHandler, SharedObject, SourceFactory,
     SourceObject, json_serialisations,
 };
-use kubewasm::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
+use kubewasm::runtime::{Runtime, RuntimeConfig, RuntimeMetrics};
 use kubewasm_e2e::{client, guest};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -251,29 +251,18 @@ async fn child_kube_runtime(kube: kube::Client, streaming: bool, strip: bool) ->
 /// The kubewasm host with one silent plugin.
 async fn child_kubewasm(kube: kube::Client, cache: PathBuf, keep_managed_fields: bool) -> Sample {
     let fixture = PathBuf::from(std::env::var("SCALE_FIXTURE").expect("fixture path"));
-    let host = kubewasm::cli::host::Host::start_with(
-        kubewasm::cli::host::HostConfig {
-            client: kube,
-            plugins_dir: None,
-            runtime: RuntimeConfig {
-                cache_dir: Some(cache),
-                ..RuntimeConfig::default()
-            },
-            limits: Limits::default(),
-            grants: Default::default(),
-            dry_run: false,
-            metrics_addr: None,
-            health_addr: None,
-            shutdown_grace: kubewasm::cli::host::DEFAULT_SHUTDOWN_GRACE,
-            election: None,
-        },
-        ReflectorConfig {
+    let host = kubewasm::host::HostBuilder::new(kube)
+        .runtime(RuntimeConfig {
+            cache_dir: Some(cache),
+            ..RuntimeConfig::default()
+        })
+        .informers(ReflectorConfig {
             keep_managed_fields,
             ..ReflectorConfig::default()
-        },
-    )
-    .await
-    .expect("host starts");
+        })
+        .start()
+        .await
+        .expect("host starts");
     let dir = tempfile::tempdir().unwrap();
     let plugin = dir.path().join("fixture.wasm");
     std::fs::copy(&fixture, &plugin).unwrap();

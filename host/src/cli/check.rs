@@ -30,7 +30,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--default-grants: {e}"))?;
     let runtime = Runtime::new(
         RuntimeConfig {
-            cache_dir: super::host::default_cache_dir(),
+            cache_dir: super::default_cache_dir(),
             ..RuntimeConfig::default()
         },
         RuntimeMetrics::unregistered(),

@@ -7,7 +7,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
-use super::host::Host;
 use super::run::{HostArgs, log_endpoints};
 use crate::plugins::GrantPolicy;
 
@@ -35,6 +34,7 @@ pub struct DevArgs {
     /// the next resync repairs it, and deletes the Services again.
     #[arg(long, value_name = "URL", requires = "demo")]
     pub demo_cloud: Option<String>,
+    /// The host's own settings, shared by `run` and `dev`.
     #[command(flatten)]
     pub host: HostArgs,
 }
@@ -72,17 +72,17 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     server.write_kubeconfig(&kubeconfig)?;
 
     let client = kube::Client::try_from(kube::Config::new(server.url().parse()?))?;
-    let mut config = args.host.host_config(client.clone(), plugins.clone())?;
+    let mut builder = args.host.host_builder(client.clone(), plugins.clone())?;
     if args.host.default_grants.is_none() {
         // Development: a plugin gets what it asks for, so a new handler runs without a
         // manifest; `--default-grants` makes dev grant like `run`.
-        config.grants = GrantPolicy::EverythingAsked;
+        builder = builder.grants(GrantPolicy::EverythingAsked);
         tracing::warn!(
             "kubewasm dev grants every plugin whatever its describe() asks for (writes, Events, \
              HTTP); `kubewasm run` grants only what NAME.toml [grants] or --default-grants allow"
         );
     }
-    let host = Host::start_with(config, args.host.informer_config()).await?;
+    let host = builder.start().await?;
     println!("kubewasm dev: embedded API server at {}", server.url());
     println!(
         "  plugins directory: {} (drop .wasm files here; they load and hot-swap live)",

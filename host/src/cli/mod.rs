@@ -2,12 +2,11 @@
 
 pub mod check;
 pub mod dev;
-pub mod endpoints;
-pub mod host;
 pub mod logging;
 pub mod new;
 pub mod rbac;
 pub mod run;
+#[cfg(feature = "scenario")]
 pub mod test;
 
 use clap::{Parser, Subcommand};
@@ -33,6 +32,7 @@ enum Command {
     /// Print the RBAC (Roles, ClusterRole, bindings) the host needs for a plugins directory.
     Rbac(rbac::RbacArgs),
     /// Run a handler through scenario files on an in-process API server with a virtual clock.
+    #[cfg(feature = "scenario")]
     Test(test::TestArgs),
     /// Create a handler folder (source, build script, manifest, scenario) in a language.
     New(new::NewArgs),
@@ -46,6 +46,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Dev(a) => a.host.log_format,
         _ => logging::LogFormat::Text,
     };
+    #[cfg(feature = "scenario")]
     if let Command::Test(args) = cli.command {
         // Only errors: the transcript is the output; the host's own lines would bury it.
         logging::init_quiet(format);
@@ -66,10 +67,9 @@ pub fn main() -> std::process::ExitCode {
                         Command::Run(a) => run::run(a).await,
                         Command::Dev(a) => dev::dev(a).await,
                         Command::Apiserver(a) => apiserver::cli::run(a).await,
-                        Command::Check(_)
-                        | Command::Rbac(_)
-                        | Command::Test(_)
-                        | Command::New(_) => {
+                        #[cfg(feature = "scenario")]
+                        Command::Test(_) => unreachable!("handled above"),
+                        Command::Check(_) | Command::Rbac(_) | Command::New(_) => {
                             unreachable!("handled above")
                         }
                     }
@@ -88,6 +88,14 @@ pub fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The per-user compile cache directory (`$XDG_CACHE_HOME/kubewasm` or `~/.cache/kubewasm`).
+pub fn default_cache_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+        .map(|d| d.join("kubewasm"))
 }
 
 /// Runs a host's shutdown; a second SIGTERM/SIGINT meanwhile cuts it short.

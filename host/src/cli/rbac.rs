@@ -188,7 +188,7 @@ pub fn rbac(args: RbacArgs) -> anyhow::Result<()> {
     files.sort();
     let runtime = Runtime::new(
         RuntimeConfig {
-            cache_dir: super::host::default_cache_dir(),
+            cache_dir: super::default_cache_dir(),
             ..RuntimeConfig::default()
         },
         RuntimeMetrics::unregistered(),

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use super::host::{Host, HostConfig, default_cache_dir};
+use super::default_cache_dir;
 use super::logging::LogFormat;
+use crate::host::{Host, HostBuilder};
 use crate::informer::ReflectorConfig;
 use crate::plugins::GrantPolicy;
 use crate::runtime::{Limits, RuntimeConfig};
@@ -69,45 +70,42 @@ pub struct HostArgs {
 }
 
 impl HostArgs {
-    /// The informer settings these flags describe.
-    pub fn informer_config(&self) -> ReflectorConfig {
-        ReflectorConfig {
-            keep_managed_fields: self.keep_managed_fields,
-            ..ReflectorConfig::default()
-        }
-    }
-
-    /// The host configuration these flags describe.
-    pub fn host_config(
+    /// A host as these flags describe it, watching `plugins_dir`.
+    pub fn host_builder(
         &self,
         client: kube::Client,
         plugins_dir: PathBuf,
-    ) -> anyhow::Result<HostConfig> {
+    ) -> anyhow::Result<HostBuilder> {
         let election = self.election_config(&client)?;
         let grants = GrantPolicy::operator(self.default_grants.as_deref())
             .map_err(|e| anyhow::anyhow!("--default-grants: {e}"))?;
-        Ok(HostConfig {
-            client,
-            plugins_dir: Some(plugins_dir),
-            runtime: RuntimeConfig {
+        Ok(HostBuilder::new(client)
+            .plugins_dir(plugins_dir)
+            .runtime(RuntimeConfig {
                 cache_dir: self.cache_dir.clone().or_else(default_cache_dir),
                 ..RuntimeConfig::default()
-            },
-            limits: Limits {
+            })
+            .informers(ReflectorConfig {
+                keep_managed_fields: self.keep_managed_fields,
+                ..ReflectorConfig::default()
+            })
+            .limits(Limits {
                 deadline: Duration::from_millis(self.deadline_ms.max(1)),
                 memory_bytes: self.memory_limit_mib.max(1) * 1024 * 1024,
                 ..Limits::default()
-            },
-            grants,
-            dry_run: self.dry_run,
-            metrics_addr: parse_addr("--metrics-bind-address", &self.metrics_bind_address)?,
-            health_addr: parse_addr(
+            })
+            .grants(grants)
+            .dry_run(self.dry_run)
+            .metrics_addr(parse_addr(
+                "--metrics-bind-address",
+                &self.metrics_bind_address,
+            )?)
+            .health_addr(parse_addr(
                 "--health-probe-bind-address",
                 &self.health_probe_bind_address,
-            )?,
-            shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
-            election,
-        })
+            )?)
+            .shutdown_grace(Duration::from_millis(self.shutdown_grace_ms))
+            .election(election))
     }
 }
 
@@ -164,6 +162,7 @@ pub struct RunArgs {
     /// Kubeconfig context to use instead of the current one.
     #[arg(long)]
     pub context: Option<String>,
+    /// The host's own settings, shared by `run` and `dev`.
     #[command(flatten)]
     pub host: HostArgs,
 }
@@ -194,11 +193,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = client_config(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
     tracing::info!(server = %config.cluster_url, "connecting to the API server");
     let client = kube::Client::try_from(config)?;
-    let host = Host::start_with(
-        args.host.host_config(client, args.plugins)?,
-        args.host.informer_config(),
-    )
-    .await?;
+    let host = args
+        .host
+        .host_builder(client, args.plugins)?
+        .start()
+        .await?;
     log_endpoints(&host);
     super::wait_for_signal().await;
     super::shutdown_or_second_signal(host.shutdown()).await;

@@ -59,10 +59,7 @@ pub fn test(args: TestArgs) -> ExitCode {
     }
     let config = RunConfig {
         handler: args.handler.clone(),
-        cache_dir: args
-            .cache_dir
-            .clone()
-            .or_else(super::host::default_cache_dir),
+        cache_dir: args.cache_dir.clone().or_else(super::default_cache_dir),
     };
     let mut results = Vec::new();
     for s in &scenarios {

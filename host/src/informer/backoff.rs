@@ -40,7 +40,7 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
-    pub fn new(cfg: BackoffConfig) -> Self {
+    pub(super) fn new(cfg: BackoffConfig) -> Self {
         Self {
             current: cfg.initial,
             cfg,
@@ -50,7 +50,7 @@ impl Backoff {
 
     /// The next sleep. Resets to the initial interval if the previous call was over
     /// `reset_after` ago (e.g. a long healthy watch).
-    pub fn next(&mut self) -> Duration {
+    pub(super) fn next(&mut self) -> Duration {
         let now = Instant::now();
         if self
             .last_start

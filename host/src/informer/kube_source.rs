@@ -153,7 +153,7 @@ pub struct KubeListerWatcher {
 }
 
 /// Classifies a kube-client error for the reflector.
-pub fn classify_kube_error(e: &kube::Error) -> SourceError {
+pub(super) fn classify_kube_error(e: &kube::Error) -> SourceError {
     match e {
         kube::Error::Api(s) => classify_status(s),
         kube::Error::SerdeError(_) => SourceError::new(SourceErrorKind::Malformed, e.to_string()),
@@ -214,7 +214,7 @@ fn malformed(e: impl std::fmt::Display) -> SourceError {
 
 /// Decodes a LIST response body: one scan that copies each item's text into its own exact-size
 /// buffer, which the cache then keeps (or splices once).
-pub fn decode_list(body: &str) -> Result<ListPage<SourceObject>, SourceError> {
+pub(super) fn decode_list(body: &str) -> Result<ListPage<SourceObject>, SourceError> {
     let list: WireList = serde_json::from_str(body).map_err(malformed)?;
     Ok(ListPage {
         items: list

@@ -107,7 +107,7 @@ pub(crate) struct Listener {
 
 impl Listener {
     /// Spawns the delivery task on the current tokio runtime.
-    pub fn spawn(
+    pub(super) fn spawn(
         id: u64,
         informer: String,
         handler: Arc<dyn ResourceEventHandler>,
@@ -154,7 +154,7 @@ impl Listener {
     }
 
     /// Buffers a notification; never blocks.
-    pub fn add(&self, n: Notification) {
+    pub(super) fn add(&self, n: Notification) {
         let g = self.tx.lock();
         let Some(tx) = g.as_ref() else { return };
         if matches!(n, Notification::Add { initial: true, .. }) {
@@ -169,24 +169,24 @@ impl Listener {
     /// Whether nothing handed to this listener is still waiting to be delivered. The count
     /// drops only when a notification is taken for delivery, and delivery itself never awaits,
     /// so on a single-threaded runtime "idle" also means "handled".
-    pub fn is_idle(&self) -> bool {
+    pub(super) fn is_idle(&self) -> bool {
         self.depth.get() <= 0 || self.tx.lock().is_none()
     }
 
     /// Whether every initial add handed to this listener has been delivered.
-    pub fn initial_delivered(&self) -> bool {
+    pub(super) fn initial_delivered(&self) -> bool {
         self.pending_initial.load(Ordering::Acquire) <= 0
     }
 
     /// Stops delivery at once, discarding buffered notifications.
-    pub fn stop(&self) {
+    pub(super) fn stop(&self) {
         self.removed.store(true, Ordering::Release);
         self.tx.lock().take();
         self.depth.set(0);
     }
 
     /// The delivery task, for joining on shutdown.
-    pub fn take_task(&self) -> Option<tokio::task::JoinHandle<()>> {
+    pub(super) fn take_task(&self) -> Option<tokio::task::JoinHandle<()>> {
         self.task.lock().take()
     }
 }

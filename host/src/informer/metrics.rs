@@ -179,7 +179,7 @@ pub(crate) struct InformerCounters {
 }
 
 impl InformerCounters {
-    pub fn relist(&self, cause: &str) {
+    pub(crate) fn relist(&self, cause: &str) {
         self.metrics
             .f
             .relists

@@ -25,7 +25,7 @@ pub(crate) struct ProcessorState {
 
 impl ProcessorState {
     /// client-go `distribute`: `sync` notifications go only to syncing listeners.
-    pub fn distribute(&self, n: Notification, sync: bool) {
+    pub(super) fn distribute(&self, n: Notification, sync: bool) {
         let mut iter = self
             .entries
             .iter()
@@ -54,12 +54,12 @@ pub(crate) struct Processor {
 }
 
 impl Processor {
-    pub fn lock(&self) -> MutexGuard<'_, ProcessorState> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, ProcessorState> {
         self.state.lock()
     }
 
     /// Registers a listener; the caller replays the cache while still holding the lock.
-    pub fn add_locked(
+    pub(super) fn add_locked(
         &self,
         st: &mut ProcessorState,
         listener: Arc<Listener>,
@@ -73,7 +73,7 @@ impl Processor {
     }
 
     /// Removes a listener (idempotent; unknown ids are ignored). Returns it if it was present.
-    pub fn remove(&self, id: u64) -> Option<Arc<Listener>> {
+    pub(super) fn remove(&self, id: u64) -> Option<Arc<Listener>> {
         let mut st = self.state.lock();
         let pos = st.entries.iter().position(|e| e.listener.id == id)?;
         let e = st.entries.remove(pos);
@@ -84,7 +84,7 @@ impl Processor {
     }
 
     /// Whether every listener has handed on everything it was given.
-    pub fn listeners_idle(&self) -> bool {
+    pub(super) fn listeners_idle(&self) -> bool {
         self.state
             .lock()
             .entries
@@ -92,12 +92,12 @@ impl Processor {
             .all(|e| e.listener.is_idle())
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.state.lock().entries.len()
     }
 
     /// client-go `shouldResync`: recompute every syncing flag; true if anyone is due.
-    pub fn should_resync(&self, now: Instant) -> bool {
+    pub(super) fn should_resync(&self, now: Instant) -> bool {
         let mut st = self.state.lock();
         let mut any = false;
         for e in &mut st.entries {
@@ -107,7 +107,7 @@ impl Processor {
     }
 
     /// Earliest due time of any listener, if any listener resyncs at all.
-    pub fn next_resync(&self) -> Option<Instant> {
+    pub(super) fn next_resync(&self) -> Option<Instant> {
         let next = self
             .state
             .lock()
@@ -123,7 +123,7 @@ impl Processor {
     }
 
     /// Smallest effective period (the equivalent of client-go's resync check period).
-    pub fn check_period(&self) -> Option<Duration> {
+    pub(super) fn check_period(&self) -> Option<Duration> {
         self.state
             .lock()
             .entries
@@ -133,7 +133,7 @@ impl Processor {
     }
 
     /// Effective period of each listener, in registration order.
-    pub fn periods(&self) -> Vec<(u64, Option<Duration>)> {
+    pub(super) fn periods(&self) -> Vec<(u64, Option<Duration>)> {
         self.state
             .lock()
             .entries
@@ -143,7 +143,7 @@ impl Processor {
     }
 
     /// Stops every listener (informer shutdown).
-    pub fn stop_all(&self) -> Vec<Arc<Listener>> {
+    pub(super) fn stop_all(&self) -> Vec<Arc<Listener>> {
         let mut st = self.state.lock();
         let all: Vec<_> = st.entries.drain(..).map(|e| e.listener).collect();
         for l in &all {

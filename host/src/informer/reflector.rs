@@ -22,11 +22,11 @@ use super::object::{KubeObject, SharedObject};
 use super::processor::Processor;
 
 /// Pager default page size (client-go `tools/pager`).
-pub const DEFAULT_PAGE_SIZE: u32 = 500;
+pub(super) const DEFAULT_PAGE_SIZE: u32 = 500;
 /// A watch that closes sooner than this with no events is treated as a failure.
-pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
+pub(super) const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 /// Lower bound of the random watch timeout (client-go `defaultMinWatchTimeout`).
-pub const DEFAULT_MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
+pub(super) const DEFAULT_MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Rewrites every incoming object before it is stored (client-go `TransformFunc`), e.g. to drop
 /// `managedFields` and save cache memory. Must be idempotent.
@@ -191,7 +191,7 @@ pub(crate) struct Reflector {
 
 impl Reflector {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(super) fn new(
         name: String,
         api_version: String,
         kind: String,
@@ -252,7 +252,7 @@ impl Reflector {
     }
 
     /// Runs until the cancellation token fires.
-    pub async fn run(mut self) {
+    pub(super) async fn run(mut self) {
         let resync = ResyncTimer {
             processor: self.processor.clone(),
             fifo: self.fifo.clone(),

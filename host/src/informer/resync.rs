@@ -11,7 +11,7 @@ use tokio::time::Instant;
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 
 /// Effective period for a requested one: `None`/zero = never, below 1 s = 1 s (with a warning).
-pub fn determine_resync_period(requested: Option<Duration>) -> Option<Duration> {
+pub(super) fn determine_resync_period(requested: Option<Duration>) -> Option<Duration> {
     match requested {
         None => None,
         Some(p) if p.is_zero() => None,
@@ -37,7 +37,7 @@ pub(crate) struct ListenerResync {
 }
 
 impl ListenerResync {
-    pub fn new(period: Option<Duration>, now: Instant) -> Self {
+    pub(super) fn new(period: Option<Duration>, now: Instant) -> Self {
         Self {
             period,
             next: period.map(|p| now + p),
@@ -46,7 +46,7 @@ impl ListenerResync {
     }
 
     /// client-go `shouldResync(now)`: due listeners become syncing and are re-armed.
-    pub fn check(&mut self, now: Instant) -> bool {
+    pub(super) fn check(&mut self, now: Instant) -> bool {
         let due = matches!((self.period, self.next), (Some(_), Some(n)) if now >= n);
         if due && let Some(p) = self.period {
             self.next = Some(now + p);

@@ -5,21 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::metrics::CallKind;
-use crate::runtime::PluginInfo;
-
-/// How one call into a handler ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CallOutcome {
-    /// The handler returned `ok`.
-    Ok,
-    /// The handler returned `retry(msg)`.
-    Retry(String),
-    /// The handler returned `fatal(msg)`.
-    Fatal(String),
-    /// The guest trapped, ran out of time or memory; the instance was discarded.
-    Failed(String),
-}
+use crate::runtime::{CallKind, CallOutcome, PluginInfo};
 
 /// Something a plugin host did.
 #[derive(Clone, Debug)]

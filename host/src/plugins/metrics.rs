@@ -7,29 +7,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-impl CallKind {
-    /// The export a notification is delivered to.
-    pub fn of(n: &crate::informer::Notification) -> CallKind {
-        match n {
-            crate::informer::Notification::Add { .. } => CallKind::Add,
-            crate::informer::Notification::Update { .. } => CallKind::Update,
-            crate::informer::Notification::Delete { .. } => CallKind::Delete,
-        }
-    }
-}
-
-/// Which export of the handler world was called.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelValue)]
-pub enum CallKind {
-    /// `on-add`.
-    Add,
-    /// `on-update`.
-    Update,
-    /// `on-delete`.
-    Delete,
-    /// `on-synced` (0.2.0 handlers, once after each replay).
-    Synced,
-}
+use crate::runtime::CallKind;
 
 /// How a failed call failed.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]

@@ -9,11 +9,11 @@ use parking_lot::Mutex;
 use serde_json::json;
 use tokio::sync::broadcast;
 
-use super::dispatch::{DispatchConfig, Dispatcher, Guest, StateSink};
+use super::delivery::dispatch::{DispatchConfig, Dispatcher, Guest, StateSink};
+use super::delivery::quarantine::QuarantinePolicy;
+use super::delivery::queue::coalesce;
+use super::delivery::state::StateEvent;
 use super::metrics::PluginMetrics;
-use super::quarantine::QuarantinePolicy;
-use super::queue::coalesce;
-use super::state::StateEvent;
 use crate::informer::{KubeObject, Notification, ResourceEventHandler, SharedObject};
 use crate::runtime::{CallError, HandlerOutcome};
 
@@ -209,7 +209,7 @@ fn rig(config: DispatchConfig) -> Rig {
             .to_string(),
         )
     });
-    let dispatcher = Dispatcher::new("p", 1, &metrics, events, &config, sink);
+    let dispatcher = Dispatcher::new("p", 1, &metrics, events, &config, sink, None);
     let handler = dispatcher.handler(0, None);
     Rig {
         dispatcher,
@@ -436,7 +436,7 @@ fn a_worker_that_panics_is_restarted_and_its_queue_keeps_a_consumer() {
     r.push(add("a", 1));
     r.push(add("b", 1));
     let template = g.clone();
-    let worker = super::worker::spawn_worker(
+    let worker = super::delivery::worker::spawn_worker(
         r.dispatcher.clone(),
         move || template.clone(),
         Duration::from_millis(10),
@@ -561,7 +561,7 @@ async fn on_synced_is_called_again_after_retry_or_failure_and_not_after_fatal() 
         let synced = g.seen().iter().filter(|s| *s == "synced").count();
         assert_eq!(synced, calls, "{:?}", g.seen());
         if calls == 3 {
-            let backoff = super::dispatch::SYNCED_RETRY_BASE * 3;
+            let backoff = super::delivery::dispatch::SYNCED_RETRY_BASE * 3;
             assert!(took >= backoff, "backed off 0.5 s then 1 s: {took:?}");
         }
     }

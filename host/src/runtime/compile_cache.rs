@@ -58,7 +58,7 @@ pub(crate) struct DiskCache {
 impl DiskCache {
     /// The cache in `dir` (created 0700 if missing), or `None` after one warning naming the
     /// directory and the reason when it cannot be created or others could write into it.
-    pub fn open(dir: PathBuf, engine: &Engine) -> Option<Self> {
+    pub(crate) fn open(dir: PathBuf, engine: &Engine) -> Option<Self> {
         if let Err(e) = DirBuilder::new().recursive(true).mode(0o700).create(&dir) {
             tracing::warn!(target: "kubewasm::runtime", dir = %dir.display(), error = %e,
                 "cannot create the compile cache directory; compiling without the cache");
@@ -84,7 +84,7 @@ impl DiskCache {
     }
 
     /// Path of the artifact for a wasm file with this sha256.
-    pub fn path_for(&self, wasm_sha256: &[u8; 32]) -> PathBuf {
+    pub(crate) fn path_for(&self, wasm_sha256: &[u8; 32]) -> PathBuf {
         self.dir.join(format!(
             "{}-{:016x}.cwasm",
             hex::encode(wasm_sha256),
@@ -95,7 +95,7 @@ impl DiskCache {
     /// The cached component for the wasm with digest `wasm_sha256`, or `None` when absent,
     /// untrusted, corrupted or incompatible (then the file is removed so the next store
     /// replaces it).
-    pub fn load(&self, engine: &Engine, wasm_sha256: &[u8; 32]) -> Option<Component> {
+    pub(crate) fn load(&self, engine: &Engine, wasm_sha256: &[u8; 32]) -> Option<Component> {
         let path = self.path_for(wasm_sha256);
         let bytes = match self.read_trusted(&path) {
             Ok(Some(b)) => b,
@@ -149,7 +149,7 @@ impl DiskCache {
     }
 
     /// Stores a freshly compiled component; failures are logged, never fatal.
-    pub fn store(&self, wasm_sha256: &[u8; 32], component: &Component) {
+    pub(crate) fn store(&self, wasm_sha256: &[u8; 32], component: &Component) {
         let path = self.path_for(wasm_sha256);
         if let Err(e) = self.try_store(&path, wasm_sha256, component) {
             tracing::warn!(path = %path.display(), error = %e, "cannot write compile cache entry");

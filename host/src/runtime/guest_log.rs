@@ -24,7 +24,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use prometheus_client::metrics::counter::Counter;
 
 use super::metrics::RuntimeMetrics;
-use super::types::{GuestLogLevel, LogObserver};
+use super::observer::SharedObserver;
+use super::types::GuestLogLevel;
 use crate::workqueue::BucketRateLimiter;
 
 /// Target of every event carrying guest output, so operators can filter it separately.
@@ -59,7 +60,7 @@ pub(crate) struct CleanText(String);
 
 impl CleanText {
     /// The escaped, capped text.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -123,7 +124,7 @@ pub(crate) struct GuestLog {
 
 struct Shared {
     plugin: Arc<str>,
-    observer: Option<LogObserver>,
+    observer: Option<SharedObserver>,
     budget: BucketRateLimiter,
     /// Lines dropped in the current episode; 0 while output flows.
     dropping: AtomicU64,
@@ -131,7 +132,11 @@ struct Shared {
 }
 
 impl GuestLog {
-    pub fn new(plugin: Arc<str>, observer: Option<LogObserver>, metrics: &RuntimeMetrics) -> Self {
+    pub(crate) fn new(
+        plugin: Arc<str>,
+        observer: Option<SharedObserver>,
+        metrics: &RuntimeMetrics,
+    ) -> Self {
         let dropped_total = metrics.guest_log_dropped_counter(&plugin);
         Self {
             shared: Arc::new(Shared {
@@ -144,13 +149,18 @@ impl GuestLog {
         }
     }
 
+    /// Who sees this plugin's lines, and its other guest activity, besides `tracing`.
+    pub(crate) fn observer(&self) -> Option<&SharedObserver> {
+        self.shared.observer.as_ref()
+    }
+
     /// The plugin these lines are tagged with.
-    pub fn plugin(&self) -> &str {
+    pub(crate) fn plugin(&self) -> &str {
         &self.shared.plugin
     }
 
     /// A message from the `log` import; consumed so an oversized one is freed here.
-    pub fn log(&self, level: GuestLogLevel, message: String) {
+    pub(crate) fn log(&self, level: GuestLogLevel, message: String) {
         if !self.admit() {
             return;
         }
@@ -170,7 +180,7 @@ impl GuestLog {
     }
 
     /// A complete line the guest wrote to stdout (`stderr == false`) or stderr.
-    pub fn output_line(&self, stderr: bool, line: &CleanText) {
+    pub(crate) fn output_line(&self, stderr: bool, line: &CleanText) {
         if !self.admit() {
             return;
         }
@@ -210,15 +220,13 @@ impl GuestLog {
 
     fn observe(&self, level: GuestLogLevel, message: &str) {
         if let Some(observer) = &self.shared.observer {
-            observer(&self.shared.plugin, level, message);
+            observer.log_line(&self.shared.plugin, level, message);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use parking_lot::Mutex;
-
     use super::*;
     use crate::test_support::LogCapture;
 
@@ -302,17 +310,10 @@ mod tests {
             .finish();
         let _guard = tracing::subscriber::set_default(subscriber);
 
-        let seen = Arc::new(Mutex::new(0usize));
-        let sink = seen.clone();
+        let seen = crate::test_support::SeenLines::default();
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = RuntimeMetrics::new(&mut registry);
-        let log = GuestLog::new(
-            "chatty".into(),
-            Some(Arc::new(move |_: &str, _: GuestLogLevel, _: &str| {
-                *sink.lock() += 1
-            })),
-            &metrics,
-        );
+        let log = GuestLog::new("chatty".into(), Some(Arc::new(seen.clone())), &metrics);
         let burst = LOG_BURST as usize;
         // Two episodes of drops, with the sustained rate in between. Stdout lines and `log`
         // messages draw on the same budget.
@@ -323,7 +324,11 @@ mod tests {
                 log.output_line(false, &clean("printed", 0));
             }
         }
-        assert_eq!(*seen.lock(), burst, "the burst passes, the rest is dropped");
+        assert_eq!(
+            seen.lock().len(),
+            burst,
+            "the burst passes, the rest is dropped"
+        );
         assert_eq!(metrics.guest_log_dropped("chatty"), 50);
         assert_eq!(
             events(&capture, "WARN").len(),
@@ -337,7 +342,7 @@ mod tests {
             log.log(GuestLogLevel::Info, "again".into());
         }
         assert_eq!(
-            *seen.lock(),
+            seen.lock().len(),
             burst + rate,
             "one second earns the sustained rate"
         );

@@ -17,8 +17,9 @@ use super::error::{CallError, RuntimeError};
 use super::instance::HandlerInstance;
 use super::limits::Limits;
 use super::metrics::RuntimeMetrics;
+use super::observer::SharedObserver;
 use super::store::StoreState;
-use super::types::{CacheReader, HandlerWorld, LogObserver};
+use super::types::{CacheReader, HandlerWorld};
 use super::validate::{WorldPre, check_binary, check_world};
 
 /// Process-wide runtime settings; per-plugin settings are [`Limits`].
@@ -32,8 +33,9 @@ pub struct RuntimeConfig {
     /// hot swap, plus one-off checks. Each pooled instance reserves about 8 GiB of address space
     /// (not memory) up front.
     pub max_instances: u32,
-    /// Taps guest log lines (tests); they always go to `tracing` as well.
-    pub log_observer: Option<LogObserver>,
+    /// Sees what every guest does (see [`super::Observer`]); guest lines go to `tracing`
+    /// whatever it does.
+    pub observer: Option<SharedObserver>,
     /// Answers every granted outbound HTTP request instead of the network (`kubewasm test`).
     pub http_stub: Option<Arc<dyn super::HttpStub>>,
 }
@@ -44,7 +46,7 @@ impl Default for RuntimeConfig {
             cache_dir: None,
             max_memory_bytes: 256 << 20,
             max_instances: 256,
-            log_observer: None,
+            observer: None,
             http_stub: None,
         }
     }
@@ -56,7 +58,7 @@ impl fmt::Debug for RuntimeConfig {
             .field("cache_dir", &self.cache_dir)
             .field("max_memory_bytes", &self.max_memory_bytes)
             .field("max_instances", &self.max_instances)
-            .field("log_observer", &self.log_observer.as_ref().map(|_| "<fn>"))
+            .field("http_stub", &self.http_stub.as_ref().map(|_| "<stub>"))
             .finish()
     }
 }
@@ -114,6 +116,11 @@ impl CompiledHandler {
 }
 
 impl Runtime {
+    /// Who sees what this runtime's guests do (the one the runtime was built with).
+    pub fn observer(&self) -> Option<&SharedObserver> {
+        self.inner.config.observer.as_ref()
+    }
+
     /// Builds the engine (pool sized by `config`), starts its epoch ticker and links WASI p2,
     /// `wasi:http` and the imports of both world versions once for all plugins (a 0.1.0
     /// component simply does not use the 0.2.0 ones).

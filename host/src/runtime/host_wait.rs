@@ -42,7 +42,7 @@ pub(crate) struct HostWaitGuard(HostWait);
 
 impl HostWait {
     /// Starts counting host-wait time (nested and concurrent guards count once).
-    pub fn enter(&self) -> HostWaitGuard {
+    pub(crate) fn enter(&self) -> HostWaitGuard {
         let mut s = self.0.lock();
         if s.open == 0 {
             s.since = Some(Instant::now());
@@ -100,7 +100,7 @@ pub(crate) struct CallBudget {
 
 impl CallBudget {
     /// Starts the budget now. `wall_limit` below `deadline` is raised to it.
-    pub fn start(wait: &HostWait, deadline: Duration, wall_limit: Duration) -> Arc<Self> {
+    pub(super) fn start(wait: &HostWait, deadline: Duration, wall_limit: Duration) -> Arc<Self> {
         let now = Instant::now();
         Arc::new(Self {
             started: now,
@@ -121,7 +121,7 @@ impl CallBudget {
 
     /// `Ok(d)`: the budget cannot run out before `d` from `now` (it may last longer, if host
     /// waits happen meanwhile); `Err` once it has run out.
-    pub fn check(&self, now: Instant) -> Result<Duration, Overrun> {
+    pub(super) fn check(&self, now: Instant) -> Result<Duration, Overrun> {
         let elapsed = now.saturating_duration_since(self.started);
         let Some(wall_left) = self
             .wall_limit
@@ -142,7 +142,7 @@ impl CallBudget {
 
     /// Called from the epoch callback, i.e. while guest code runs: charges the time since the
     /// previous callback (at most one tick) back to the guest if a host wait is open.
-    pub fn guest_ran(&self, now: Instant) {
+    pub(super) fn guest_ran(&self, now: Instant) {
         let mut o = self.overlap.lock();
         let (charged, last) = &mut *o;
         if self.wait.is_waiting() {
@@ -153,7 +153,7 @@ impl CallBudget {
 
     /// Resolves when the budget has run out (for the caller's side: a guest blocked in a host
     /// call never reaches the epoch callback).
-    pub async fn exhausted(&self) -> Overrun {
+    pub(super) async fn exhausted(&self) -> Overrun {
         loop {
             match self.check(Instant::now()) {
                 Err(overrun) => return overrun,

@@ -48,7 +48,7 @@ pub(crate) enum BodyEnd {
 
 impl BodyEnd {
     /// The metric code of a body that did not end well.
-    pub fn code(self) -> &'static str {
+    pub(super) fn code(self) -> &'static str {
         match self {
             Self::Done => "done",
             Self::TooLarge => "too_large",
@@ -158,13 +158,13 @@ pub(crate) struct Sent {
 }
 
 impl Sent {
-    pub fn status(&self) -> u16 {
+    pub(super) fn status(&self) -> u16 {
         self.response.status().as_u16()
     }
 
     /// The exchange as wasmtime-wasi-http takes it; `on_end` is called once when the body
     /// ends (read to the end, failed, or dropped).
-    pub fn finish(self, on_end: impl FnOnce(BodyEnd) + Send + 'static) -> Exchange {
+    pub(super) fn finish(self, on_end: impl FnOnce(BodyEnd) + Send + 'static) -> Exchange {
         let Sent {
             response,
             io,

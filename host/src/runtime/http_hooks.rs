@@ -27,6 +27,7 @@ use super::host_wait::HostWait;
 use super::http_client::{self, BodyEnd, Exchange, Timeouts};
 use super::http_policy::{BadUri, HttpPolicy, Origin};
 use super::metrics::RuntimeMetrics;
+use super::observer::{HttpExchange, SharedObserver};
 
 const RUNTIME_TARGET: &str = "kubewasm::runtime";
 
@@ -36,20 +37,23 @@ pub(crate) struct HttpHooks {
     policy: HttpPolicy,
     wait: HostWait,
     metrics: RuntimeMetrics,
+    observer: Option<SharedObserver>,
 }
 
 impl HttpHooks {
-    pub fn new(
+    pub(crate) fn new(
         plugin: Arc<str>,
         policy: HttpPolicy,
         wait: HostWait,
         metrics: RuntimeMetrics,
+        observer: Option<SharedObserver>,
     ) -> Self {
         Self {
             plugin,
             policy,
             wait,
             metrics,
+            observer,
         }
     }
 }
@@ -203,7 +207,25 @@ impl WasiHttpHooks for HttpHooks {
             metrics: self.metrics.clone(),
             started: Instant::now(),
         };
-        Box::new(send.run(request, options))
+        let Some(observer) = self.observer.clone() else {
+            return Box::new(send.run(request, options));
+        };
+        let plugin = self.plugin.clone();
+        let (method, url) = (request.method().to_string(), request.uri().to_string());
+        Box::new(async move {
+            let sent = send.run(request, options).await;
+            let result = match &sent {
+                Ok(exchange) => Ok(exchange.0.status().as_u16()),
+                Err(e) => Err(observed_code(e)),
+            };
+            let exchange = HttpExchange {
+                method: &method,
+                url: &url,
+                result,
+            };
+            observer.http_request(&plugin, &exchange);
+            sent
+        })
     }
 
     // wasmtime-wasi-http's defaults log these at warn level without the plugin's name.
@@ -263,6 +285,16 @@ fn short(method: &str) -> &str {
     match method.char_indices().nth(16) {
         Some((i, _)) => &method[..i],
         None => method,
+    }
+}
+
+/// How a request that got no response ended, as [`HttpExchange::result`] says it.
+fn observed_code(e: &Error) -> &'static str {
+    match e {
+        Error::HttpRequestDenied => "denied",
+        Error::DestinationIpProhibited => "ip_denied",
+        Error::HttpProtocolError | Error::HttpRequestUriInvalid => "invalid",
+        e => error_kind(e),
     }
 }
 

@@ -121,7 +121,7 @@ pub(crate) enum BadUri {
 
 impl Origin {
     /// The origin of `uri`, or why it has none.
-    pub fn of(uri: &http::Uri) -> Result<Self, BadUri> {
+    pub(crate) fn of(uri: &http::Uri) -> Result<Self, BadUri> {
         let https = match uri.scheme_str() {
             Some("http") => false,
             Some("https") => true,
@@ -163,12 +163,12 @@ impl Origin {
         })
     }
 
-    pub fn scheme(&self) -> &'static str {
+    pub(crate) fn scheme(&self) -> &'static str {
         if self.https { "https" } else { "http" }
     }
 
     /// Whether `gate` grants this origin.
-    pub fn granted(&self, gate: &dyn HttpGate) -> bool {
+    pub(crate) fn granted(&self, gate: &dyn HttpGate) -> bool {
         gate.allows_origin(self.scheme(), &self.host, self.port)
     }
 
@@ -177,14 +177,14 @@ impl Origin {
     /// including the cloud metadata endpoint 169.254.169.254, unspecified, multicast,
     /// broadcast, and their IPv6 spellings) need the origin granted by that very address, so a
     /// granted DNS name cannot be pointed at them (DNS rebinding, `localhost`).
-    pub fn may_reach(&self, addr: IpAddr, gate: &dyn HttpGate) -> bool {
+    pub(crate) fn may_reach(&self, addr: IpAddr, gate: &dyn HttpGate) -> bool {
         let addr = canonical(addr);
         !is_local(addr) || gate.allows_origin(self.scheme(), &addr.to_string(), self.port)
     }
 
     /// The value of the `Host` header: the host, bracketed if IPv6, with the port unless it is
     /// the scheme's default.
-    pub fn host_header(&self) -> String {
+    pub(crate) fn host_header(&self) -> String {
         let host = match self.ip {
             Some(IpAddr::V6(_)) => format!("[{}]", self.host),
             _ => self.host.clone(),

@@ -74,7 +74,7 @@ impl HandlerInstance {
         let plugin: Arc<str> = plugin.into();
         let log = GuestLog::new(
             plugin.clone(),
-            runtime.inner.config.log_observer.clone(),
+            runtime.inner.config.observer.clone(),
             &runtime.inner.metrics,
         );
         Self {

@@ -44,7 +44,7 @@ pub(crate) struct MemoryLimiter {
 }
 
 impl MemoryLimiter {
-    pub fn new(cap: u64) -> Self {
+    pub(crate) fn new(cap: u64) -> Self {
         Self {
             cap,
             total: 0,

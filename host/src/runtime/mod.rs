@@ -23,6 +23,7 @@ mod http_stub;
 mod instance;
 mod limits;
 mod metrics;
+mod observer;
 mod store;
 mod types;
 mod validate;
@@ -43,7 +44,10 @@ pub use http_stub::{HttpStub, StubRequest, StubResponse};
 pub use instance::HandlerInstance;
 pub use limits::Limits;
 pub use metrics::RuntimeMetrics;
+pub use observer::{
+    CallEnded, CallKind, CallOutcome, CalledObject, HttpExchange, Observer, SharedObserver,
+};
 pub use types::{
-    ApiError, CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, HandlerWorld, LogObserver,
-    NoCache, ObjectView, Permission, PluginInfo, Subscription,
+    ApiError, CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, HandlerWorld, NoCache,
+    ObjectView, Permission, PluginInfo, Subscription,
 };

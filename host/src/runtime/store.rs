@@ -34,7 +34,7 @@ pub(crate) struct StoreState {
 }
 
 impl StoreState {
-    pub fn new(
+    pub(crate) fn new(
         log: GuestLog,
         memory_cap: u64,
         cache: Arc<dyn CacheReader>,
@@ -47,7 +47,13 @@ impl StoreState {
         Self {
             wasi,
             http: http_ctx(),
-            http_hooks: HttpHooks::new(log.plugin().into(), http, host_wait.clone(), metrics),
+            http_hooks: HttpHooks::new(
+                log.plugin().into(),
+                http,
+                host_wait.clone(),
+                metrics,
+                log.observer().cloned(),
+            ),
             table: bounded_table(),
             limiter: MemoryLimiter::new(memory_cap),
             log,
@@ -60,7 +66,7 @@ impl StoreState {
 
     /// The account host calls enter while they wait on an external system for the guest
     /// (`host_wait().enter()`), so that time does not count against the guest's deadline.
-    pub fn host_wait(&self) -> &HostWait {
+    pub(crate) fn host_wait(&self) -> &HostWait {
         &self.host_wait
     }
 }

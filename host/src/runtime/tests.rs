@@ -160,13 +160,19 @@ struct Shared {
     logger_v2: CompiledHandler,
 }
 
-fn observer(lines: &Lines) -> LogObserver {
-    let lines = lines.clone();
-    Arc::new(move |plugin: &str, level: GuestLogLevel, msg: &str| {
-        lines
+/// Keeps every guest line of every instance.
+struct LineObserver(Lines);
+
+impl Observer for LineObserver {
+    fn log_line(&self, plugin: &str, level: GuestLogLevel, message: &str) {
+        self.0
             .lock()
-            .push((plugin.to_string(), level, msg.to_string()))
-    })
+            .push((plugin.to_string(), level, message.to_string()))
+    }
+}
+
+fn observer(lines: &Lines) -> SharedObserver {
+    Arc::new(LineObserver(lines.clone()))
 }
 
 fn shared() -> &'static Shared {
@@ -175,7 +181,7 @@ fn shared() -> &'static Shared {
         let lines = Lines::default();
         let metrics = RuntimeMetrics::unregistered();
         let config = RuntimeConfig {
-            log_observer: Some(observer(&lines)),
+            observer: Some(observer(&lines)),
             ..Default::default()
         };
         let runtime = Runtime::new(config, metrics.clone()).unwrap();

@@ -210,10 +210,6 @@ impl fmt::Display for GuestLogLevel {
     }
 }
 
-/// Taps every guest log line (`log` calls at their level, stdout lines at `Info`, stderr lines at
-/// `Warn`) as `(plugin, level, message)`; lines always go to `tracing` as well.
-pub type LogObserver = Arc<dyn Fn(&str, GuestLogLevel, &str) + Send + Sync>;
-
 /// A cache that holds nothing and refuses every read, for running a handler outside a host
 /// (`kubewasm check`, benchmarks, tests): there are no subscriptions to read from yet.
 #[derive(Clone, Copy, Debug, Default)]

@@ -24,14 +24,14 @@ pub(crate) enum WorldPre {
 }
 
 impl WorldPre {
-    pub fn world(&self) -> HandlerWorld {
+    pub(crate) fn world(&self) -> HandlerWorld {
         match self {
             Self::V1(_) => HandlerWorld::V0_1,
             Self::V2(_) => HandlerWorld::V0_2,
         }
     }
 
-    pub fn component(&self) -> &Component {
+    pub(crate) fn component(&self) -> &Component {
         match self {
             Self::V1(pre) => pre.instance_pre().component(),
             Self::V2(pre) => pre.instance_pre().component(),

@@ -50,19 +50,19 @@ pub(crate) struct GuestOutput {
 
 impl GuestOutput {
     /// Emits any unterminated line; called after every call so output is never held back.
-    pub fn flush(&self) {
+    pub(crate) fn flush(&self) {
         self.stdout.lock().flush_partial();
         self.stderr.lock().flush_partial();
     }
 
     /// Forgets the stderr lines of earlier calls.
-    pub fn reset_tail(&self) {
+    pub(crate) fn reset_tail(&self) {
         self.stderr.lock().tail.clear();
     }
 
     /// The last stderr lines written during this call, joined for an error message (each line
     /// capped at [`TAIL_LINE`] bytes).
-    pub fn stderr_tail(&self) -> Option<String> {
+    pub(crate) fn stderr_tail(&self) -> Option<String> {
         let err = self.stderr.lock();
         (!err.tail.is_empty()).then(|| {
             let lines: Vec<&str> = err.tail.iter().map(CleanText::as_str).collect();
@@ -199,22 +199,15 @@ impl tokio::io::AsyncWrite for CaptureStream {
 mod tests {
     use std::sync::Arc;
 
-    use parking_lot::Mutex;
-
     use super::super::metrics::RuntimeMetrics;
     use super::super::types::GuestLogLevel;
     use super::*;
 
-    type Seen = Arc<Mutex<Vec<(GuestLogLevel, String)>>>;
-
-    fn capture() -> (GuestOutput, Seen) {
-        let seen = Seen::default();
-        let sink = seen.clone();
+    fn capture() -> (GuestOutput, crate::test_support::SeenLines) {
+        let seen = crate::test_support::SeenLines::default();
         let log = GuestLog::new(
             "p".into(),
-            Some(Arc::new(move |_: &str, level: GuestLogLevel, msg: &str| {
-                sink.lock().push((level, msg.to_string()))
-            })),
+            Some(Arc::new(seen.clone())),
             &RuntimeMetrics::unregistered(),
         );
         (sandboxed_ctx(&log).1, seen)

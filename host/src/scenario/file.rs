@@ -585,7 +585,7 @@ pub fn duration(text: &str) -> Result<Duration, String> {
 }
 
 /// A duration as a scenario would write it.
-pub fn humanize(d: Duration) -> String {
+pub(super) fn humanize(d: Duration) -> String {
     let ms = d.as_millis();
     if ms.is_multiple_of(3_600_000) && ms > 0 {
         format!("{}h", ms / 3_600_000)

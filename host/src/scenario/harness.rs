@@ -3,7 +3,7 @@
 //! from a private plugins folder, and the steps carried out one by one.
 //!
 //! Time. Everything — the API server, informers, plugin deliveries and the guest itself (see
-//! [`PluginManager::deliver_inline`]) — runs on one thread with one paused clock. A blocking
+//! [`DeliveryMode::Inline`]) — runs on one thread with one paused clock. A blocking
 //! task is kept alive for the whole run, which stops Tokio from moving the clock when the
 //! thread idles; time moves only in an `advance` step, so resyncs, retry backoffs and
 //! `on-synced` retries fire at their virtual instants without anyone waiting. A guest's CPU
@@ -27,21 +27,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use prometheus_client::registry::Registry;
 use serde_json::Value;
 use tokio::sync::watch;
 
 use super::file::{Action, ObjectKey, PatchSpec, Scenario, Step};
 use super::recorder::Recorder;
 use super::transcript::{Entry, compare, flow, subset};
-use crate::informer::{
-    BackoffConfig, InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig,
-    resolve_kind, resource_path,
-};
-use crate::plugins::{
-    ClusterContext, GrantPolicy, PluginManager, PluginMetrics, describe_file, plugin_name,
-};
-use crate::runtime::{HandlerWorld, Limits, Runtime, RuntimeConfig, RuntimeMetrics};
+use crate::host::{Host, HostBuilder};
+use crate::informer::{BackoffConfig, ReflectorConfig, resolve_kind, resource_path};
+use crate::plugins::{DeliveryMode, GrantPolicy, describe_file, plugin_name};
+use crate::runtime::{HandlerWorld, Limits, RuntimeConfig};
 
 /// How long (real time) a step may take to settle before the run is declared stuck.
 pub const SETTLE_PATIENCE: Duration = Duration::from_secs(60);
@@ -197,8 +192,7 @@ impl Hold {
 struct World {
     server: apiserver::ApiServer,
     client: kube::Client,
-    manager: PluginManager,
-    factory: InformerFactory,
+    host: Host,
     leader: watch::Sender<bool>,
     recorder: Arc<Recorder>,
     /// The private plugins folder; removed at the end.
@@ -222,32 +216,6 @@ impl World {
         let recorder = Arc::new(Recorder::default());
         recorder.set_stubs(&scenario.http);
 
-        let mut registry = Registry::default();
-        let runtime = Runtime::new(
-            RuntimeConfig {
-                cache_dir: config.cache_dir.clone(),
-                max_instances: 16,
-                log_observer: Some(recorder.log_observer()),
-                http_stub: Some(recorder.clone()),
-                ..RuntimeConfig::default()
-            },
-            RuntimeMetrics::new(&mut registry),
-        )?;
-        let factory = InformerFactory::with_config(
-            Arc::new(KubeSourceFactory::new(client.clone())),
-            InformerMetrics::new(&mut registry),
-            ReflectorConfig {
-                // Relists and re-watches happen at once: the frozen clock would hold a backoff
-                // until the next `advance`.
-                backoff: BackoffConfig {
-                    initial: Duration::ZERO,
-                    max: Duration::ZERO,
-                    jitter: 0.0,
-                    ..BackoffConfig::default()
-                },
-                ..ReflectorConfig::default()
-            },
-        );
         let dir = tempfile::tempdir()?;
         let plugin = plugin_name(&config.handler);
         let plugin_path = dir.path().join(format!("{plugin}.wasm"));
@@ -266,39 +234,56 @@ impl World {
             }
             None => GrantPolicy::EverythingAsked,
         };
+        let (leader, leadership) = watch::channel(scenario.leader);
+        let host = HostBuilder::new(client.clone())
+            .runtime(RuntimeConfig {
+                cache_dir: config.cache_dir.clone(),
+                max_instances: 16,
+                http_stub: Some(recorder.clone()),
+                ..RuntimeConfig::default()
+            })
+            .informers(ReflectorConfig {
+                // Relists and re-watches happen at once: the frozen clock would hold a backoff
+                // until the next `advance`.
+                backoff: BackoffConfig {
+                    initial: Duration::ZERO,
+                    max: Duration::ZERO,
+                    jitter: 0.0,
+                    ..BackoffConfig::default()
+                },
+                ..ReflectorConfig::default()
+            })
+            .grants(grants.clone())
+            .shutdown_grace(Duration::from_secs(1))
+            .follow(leadership)
+            .observer(recorder.clone())
+            .delivery(DeliveryMode::Inline)
+            .start()
+            .await?;
         // Refuses what would not load (bad component, missing grants) before anything runs,
         // and tells whether the handler exports `on-synced`.
         let described = {
-            let (runtime, path, grants) = (runtime.clone(), plugin_path.clone(), grants.clone());
+            let (runtime, path) = (host.runtime.clone(), plugin_path.clone());
             tokio::task::spawn_blocking(move || {
                 describe_file(&runtime, &path, Limits::default(), &grants)
             })
             .await?
-            .map_err(|e| anyhow::anyhow!("the handler does not load: {e}"))?
+        };
+        let described = match described {
+            Ok(d) => d,
+            Err(e) => {
+                host.shutdown().await;
+                server.shutdown().await;
+                anyhow::bail!("the handler does not load: {e}");
+            }
         };
         let v2 = described.compiled.world() == HandlerWorld::V0_2;
         drop(described);
-        let metrics = PluginMetrics::new(&mut registry);
-        let (leader, leadership) = watch::channel(scenario.leader);
-        let manager = PluginManager::following(
-            runtime,
-            factory.clone(),
-            metrics.clone(),
-            Limits::default(),
-            grants,
-            leadership,
-        );
-        manager.deliver_inline();
-        manager.tap_calls(recorder.clone());
-        let cluster = ClusterContext::new(client.clone(), false, metrics);
-        cluster.observe(recorder.clone());
-        manager.connect_cluster(cluster);
 
         let world = World {
             server,
             client,
-            manager,
-            factory,
+            host,
             leader,
             recorder,
             _dir: dir,
@@ -372,7 +357,7 @@ impl World {
                 written
             }
             Action::Restart => {
-                self.manager.unload(&self.plugin).await;
+                self.host.manager.unload(&self.plugin).await;
                 self.load().await
             }
             Action::Swap(path) => {
@@ -412,7 +397,8 @@ impl World {
     }
 
     async fn load(&self) -> anyhow::Result<()> {
-        self.manager
+        self.host
+            .manager
             .load_file(&self.plugin_path)
             .await
             .map(drop)
@@ -511,8 +497,8 @@ impl World {
                 self.server.faults().bookmark_now();
             }
             rounds += 1;
-            let informers = self.factory.caught_up(target);
-            let plugins = self.manager.is_idle();
+            let informers = self.host.factory.caught_up(target);
+            let plugins = self.host.manager.is_idle();
             if informers && plugins && self.server.resource_version() == target {
                 quiet += 1;
                 if quiet >= 3 {
@@ -583,8 +569,7 @@ impl World {
     }
 
     async fn stop(self) {
-        self.manager.shutdown(Duration::from_secs(1)).await;
-        self.factory.shutdown().await;
+        self.host.shutdown().await;
         self.server.shutdown().await;
     }
 }

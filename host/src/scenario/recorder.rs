@@ -1,18 +1,15 @@
 //! [`Recorder`]: the runner's tap on everything a handler does, turned into transcript entries
 //! as it happens, and the HTTP stub that answers its outbound requests.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::file::{ObjectKey, Stub};
 use super::transcript::{Entry, EntryKind};
-use crate::plugins::{CallObserver, CallOutcome, CallTap, PluginEvent};
 use crate::runtime::{
-    ApiError, EventCall, GuestLogLevel, HttpStub, KubeCall, LogObserver, ObjectRef, StubRequest,
-    StubResponse,
+    ApiError, CallEnded, CallKind, CallOutcome, EventCall, GuestLogLevel, HttpStub, KubeCall,
+    ObjectRef, Observer, StubRequest, StubResponse,
 };
 
 /// Records one scenario's transcript; see the module doc.
@@ -53,59 +50,61 @@ impl Recorder {
         self.state.lock().stubs = stubs.iter().map(|s| (s.clone(), 0)).collect();
     }
 
-    /// The log observer to give the runtime.
-    pub fn log_observer(self: &Arc<Self>) -> LogObserver {
-        let me = self.clone();
-        Arc::new(move |_plugin: &str, level: GuestLogLevel, message: &str| {
-            let level = format!("{level:?}").to_ascii_lowercase();
-            me.push(Entry::new(EntryKind::Log, level).with("message", message));
-        })
-    }
-
     fn push(&self, e: Entry) {
         self.state.lock().entries.push(e);
     }
 }
 
-impl CallTap for Recorder {
-    fn call_started(&self, _plugin: &str) {
+/// Calls, writes, Events and log lines, each as it happens. HTTP requests are recorded by the
+/// stub that answers them ([`HttpStub`] below), which sees their bodies.
+impl Observer for Recorder {
+    fn call_started(&self, _plugin: &str, _call: CallKind) {
         let mut st = self.state.lock();
         st.mark = st.entries.len();
     }
 
-    fn call_ended(&self, event: &PluginEvent) {
-        let entry = match event {
-            PluginEvent::Called {
-                call,
-                key,
-                api_version,
-                kind,
-                flag,
-                outcome,
-                ..
-            } => {
-                let (name, flag_key) = match call {
-                    crate::plugins::CallKind::Add => ("on-add", "is-in-initial-list"),
-                    crate::plugins::CallKind::Update => ("on-update", "is-sync"),
-                    crate::plugins::CallKind::Delete => ("on-delete", "final-state-unknown"),
-                    crate::plugins::CallKind::Synced => ("on-synced", ""),
+    fn call_ended(&self, _plugin: &str, call: &CallEnded<'_>) {
+        let entry = match &call.object {
+            Some(o) => {
+                let (name, flag_key) = match call.call {
+                    CallKind::Add => ("on-add", "is-in-initial-list"),
+                    CallKind::Update => ("on-update", "is-sync"),
+                    CallKind::Delete => ("on-delete", "final-state-unknown"),
+                    CallKind::Synced => ("on-synced", ""),
                 };
                 let mut e = Entry::new(EntryKind::Call, name)
-                    .with("object", format!("{api_version}/{kind} {key}"));
+                    .with("object", format!("{}/{} {}", o.api_version, o.kind, o.key));
                 if !flag_key.is_empty() {
-                    e = e.with(flag_key, *flag);
+                    e = e.with(flag_key, o.flag);
                 }
-                with_outcome(e, outcome)
+                with_outcome(e, call.outcome)
             }
-            PluginEvent::Synced { outcome, .. } => {
-                with_outcome(Entry::new(EntryKind::Call, "on-synced"), outcome)
-            }
-            _ => return,
+            None => with_outcome(Entry::new(EntryKind::Call, "on-synced"), call.outcome),
         };
         let mut st = self.state.lock();
         let at = st.mark.min(st.entries.len());
         st.entries.insert(at, entry);
         st.mark = st.entries.len();
+    }
+
+    fn log_line(&self, _plugin: &str, level: GuestLogLevel, message: &str) {
+        let level = format!("{level:?}").to_ascii_lowercase();
+        self.push(Entry::new(EntryKind::Log, level).with("message", message));
+    }
+
+    fn kube_request(&self, _plugin: &str, call: &KubeCall, result: Result<(), &ApiError>) {
+        self.kube(call, result);
+    }
+
+    fn event(&self, _plugin: &str, ev: &EventCall) {
+        let o = &ev.regarding.object;
+        self.push(
+            Entry::new(EntryKind::Event, ev.event_type.as_str())
+                .with("regarding", reference(o))
+                .with("reason", ev.reason.as_str())
+                .with("action", ev.action.as_str())
+                .with("note", ev.note.as_str()),
+        );
     }
 }
 
@@ -134,8 +133,9 @@ fn reference(o: &ObjectRef) -> String {
     .to_string()
 }
 
-impl CallObserver for Recorder {
-    fn kube(&self, _plugin: &str, call: &KubeCall, result: Result<(), &ApiError>) {
+impl Recorder {
+    /// A write as a transcript entry (reads are not recorded).
+    fn kube(&self, call: &KubeCall, result: Result<(), &ApiError>) {
         let of_json = |json: &str| {
             let v = json_or_text(json);
             let r =
@@ -210,17 +210,6 @@ impl CallObserver for Recorder {
                 .with("message", err.message.as_str()),
         };
         self.push(e);
-    }
-
-    fn event(&self, _plugin: &str, ev: &EventCall) {
-        let o = &ev.regarding.object;
-        self.push(
-            Entry::new(EntryKind::Event, ev.event_type.as_str())
-                .with("regarding", reference(o))
-                .with("reason", ev.reason.as_str())
-                .with("action", ev.action.as_str())
-                .with("note", ev.note.as_str()),
-        );
     }
 }
 

@@ -39,7 +39,7 @@ impl<T: Clone + Eq + Hash> Default for QueueState<T> {
 impl<T: Clone + Eq + Hash> QueueState<T> {
     /// client-go `Add`: ignored while shutting down; a dirty item is not queued twice; an item
     /// being processed is only marked dirty and re-queued by `done`.
-    pub fn add(&mut self, item: T) -> bool {
+    pub(super) fn add(&mut self, item: T) -> bool {
         if self.shutting_down || self.dirty.contains(&item) {
             return false;
         }
@@ -52,7 +52,7 @@ impl<T: Clone + Eq + Hash> QueueState<T> {
     }
 
     /// Pops the next ready item into `processing`.
-    pub fn get(&mut self) -> Option<T> {
+    pub(super) fn get(&mut self) -> Option<T> {
         let item = self.queue.pop_front()?;
         self.processing.insert(item.clone());
         self.dirty.remove(&item);
@@ -60,7 +60,7 @@ impl<T: Clone + Eq + Hash> QueueState<T> {
     }
 
     /// client-go `Done`: a dirty item goes back to the queue.
-    pub fn done(&mut self, item: &T) -> bool {
+    pub(super) fn done(&mut self, item: &T) -> bool {
         self.processing.remove(item);
         if self.dirty.contains(item) {
             self.queue.push_back(item.clone());
@@ -70,7 +70,7 @@ impl<T: Clone + Eq + Hash> QueueState<T> {
     }
 
     /// Schedules `item` at `ready`, keeping the earlier time if it is already waiting.
-    pub fn add_waiting(&mut self, item: T, ready: Instant) {
+    pub(super) fn add_waiting(&mut self, item: T, ready: Instant) {
         if let Some(existing) = self.waiting.get(&item)
             && *existing <= ready
         {
@@ -84,7 +84,7 @@ impl<T: Clone + Eq + Hash> QueueState<T> {
 
     /// Moves every delayed item whose time has come into the queue (through `add`, so dedup
     /// applies). Returns the next ready time still pending.
-    pub fn promote(&mut self, now: Instant) -> (bool, Option<Instant>) {
+    pub(super) fn promote(&mut self, now: Instant) -> (bool, Option<Instant>) {
         let mut added = false;
         while let Some(std::cmp::Reverse((ready, seq))) = self.heap.peek().copied() {
             let Some(item) = self.heap_items.get(&seq) else {

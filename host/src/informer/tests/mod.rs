@@ -53,7 +53,7 @@ pub(super) struct Recorder {
 }
 
 impl Recorder {
-    pub fn new() -> Arc<Self> {
+    pub(super) fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
 
@@ -62,16 +62,16 @@ impl Recorder {
         self.notify.notify_waiters();
     }
 
-    pub fn evs(&self) -> Vec<Ev> {
+    pub(super) fn evs(&self) -> Vec<Ev> {
         self.events.lock().iter().map(|(_, e)| e.clone()).collect()
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.events.lock().len()
     }
 
     /// Waits (on the paused clock, so instantly in wall time) until `n` events arrived.
-    pub async fn wait_len(&self, n: usize) -> Vec<Ev> {
+    pub(super) async fn wait_len(&self, n: usize) -> Vec<Ev> {
         let fut = async {
             loop {
                 let notified = self.notify.notified();
@@ -140,28 +140,28 @@ pub(super) struct Fake {
 }
 
 impl Fake {
-    pub fn new() -> Arc<Self> {
+    pub(super) fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
 
-    pub fn set_list(&self, items: Vec<Value>, rv: &str) {
+    pub(super) fn set_list(&self, items: Vec<Value>, rv: &str) {
         self.st.lock().default_list = Some((items, rv.to_string()));
     }
 
-    pub fn block_lists(&self) {
+    pub(super) fn block_lists(&self) {
         self.st.lock().list_blocks = true;
     }
 
-    pub fn script_list(&self, r: Result<ListPage, SourceError>) {
+    pub(super) fn script_list(&self, r: Result<ListPage, SourceError>) {
         self.st.lock().lists.push_back(r);
     }
 
-    pub fn script_watch(&self, w: WatchScript) {
+    pub(super) fn script_watch(&self, w: WatchScript) {
         self.st.lock().watches.push_back(w);
     }
 
     /// Sends an event on the live watch (panics if none is open).
-    pub fn send(&self, ev: Result<WatchEvent, SourceError>) {
+    pub(super) fn send(&self, ev: Result<WatchEvent, SourceError>) {
         let st = self.st.lock();
         st.live
             .as_ref()
@@ -171,16 +171,16 @@ impl Fake {
     }
 
     /// Ends the live watch normally.
-    pub fn close_watch(&self) {
+    pub(super) fn close_watch(&self) {
         self.st.lock().live.take();
     }
 
     /// True if the live watch's receiver is gone (the informer closed it).
-    pub fn watch_closed(&self) -> bool {
+    pub(super) fn watch_closed(&self) -> bool {
         self.st.lock().live.as_ref().is_none_or(|t| t.is_closed())
     }
 
-    pub fn calls(&self) -> Vec<Call> {
+    pub(super) fn calls(&self) -> Vec<Call> {
         self.st
             .lock()
             .calls
@@ -189,11 +189,11 @@ impl Fake {
             .collect()
     }
 
-    pub fn timed_calls(&self) -> Vec<(Instant, Call)> {
+    pub(super) fn timed_calls(&self) -> Vec<(Instant, Call)> {
         self.st.lock().calls.clone()
     }
 
-    pub fn list_rvs(&self) -> Vec<String> {
+    pub(super) fn list_rvs(&self) -> Vec<String> {
         self.calls()
             .into_iter()
             .filter_map(|c| match c {
@@ -203,7 +203,7 @@ impl Fake {
             .collect()
     }
 
-    pub fn watch_count(&self) -> usize {
+    pub(super) fn watch_count(&self) -> usize {
         self.calls()
             .iter()
             .filter(|c| matches!(c, Call::Watch(_)))
@@ -211,7 +211,7 @@ impl Fake {
     }
 
     /// Waits until `n` calls were made; returns them.
-    pub async fn wait_calls(&self, n: usize) -> Vec<Call> {
+    pub(super) async fn wait_calls(&self, n: usize) -> Vec<Call> {
         let fut = async {
             loop {
                 let notified = self.notify.notified();
@@ -233,7 +233,7 @@ impl Fake {
     }
 
     /// Waits until a live watch is open (the `n`th call overall is a watch).
-    pub async fn wait_live_watch(&self, n: usize) {
+    pub(super) async fn wait_live_watch(&self, n: usize) {
         let calls = self.wait_calls(n).await;
         assert!(
             matches!(calls[n - 1], Call::Watch(_)),

@@ -26,13 +26,13 @@ use std::sync::Weak;
 
 use tokio::sync::watch;
 
-use super::lifecycle::{Inner, PluginManager};
 use crate::informer::{ResourceEventHandler, SharedObject};
+use crate::plugins::loading::lifecycle::{Inner, PluginManager};
 
 /// A listener that ignores every notification: registered for each subscription of a version
 /// under leader election, it keeps the informer (and its cache) running while no delivery is
 /// attached.
-pub(super) struct WarmCache;
+pub(in crate::plugins) struct WarmCache;
 
 impl ResourceEventHandler for WarmCache {
     fn on_add(&self, _: &SharedObject, _: bool) {}
@@ -42,7 +42,7 @@ impl ResourceEventHandler for WarmCache {
 
 /// Starts the two follower tasks for `leadership`; they end when its sender is dropped or the
 /// manager is gone.
-pub(super) fn follow(manager: Weak<Inner>, leadership: watch::Receiver<bool>) {
+pub(in crate::plugins) fn follow(manager: Weak<Inner>, leadership: watch::Receiver<bool>) {
     let mut rx = leadership.clone();
     let killer = manager.clone();
     tokio::spawn(async move {

@@ -23,105 +23,31 @@
 //! snapshot behind a short synchronous lock.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::cache_reader::SubscribedCache;
-use super::dispatch::{CallTap, DispatchConfig, Dispatcher, StateSink};
-use super::events::PluginEvent;
+use super::describe::{PluginFiles, check_file_name, describe_plugin, plugin_name, read_plugin};
+use super::error::LoadError;
 use super::grants::{GrantPolicy, Grants};
-use super::kube_client::{ClusterContext, PluginClient};
-use super::leadership::WarmCache;
-use super::manifest::Manifest;
-use super::metrics::{LoadLabels, PluginMetrics};
-use super::projected::{ProjectionCache, Projections};
-use super::state::{PluginState, StateEvent};
-use super::subscriptions::{SubscriptionError, SubscriptionPlan, validate_subscriptions};
-use super::worker::{RESTART_BACKOFF, spawn_worker};
 use crate::informer::{
     HandlerRegistration, InformerError, InformerFactory, InformerKey, SyncProbe,
 };
-use crate::runtime::{HandlerInstance, HttpPolicy, Limits, NoCache, PluginInfo, Runtime};
-
-/// Longest handler name `describe()` may return (a DNS subdomain's length): it appears in
-/// `/plugins` and in lifecycle events.
-pub const MAX_NAME_BYTES: usize = 253;
-
-/// Largest plugin file the host reads. A handler component is a few MiB (an interpreter-based
-/// one up to ~40 MiB); anything far larger is refused before it is read into memory.
-pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
-
-/// Why a plugin file could not be (re)loaded. Every message names the file.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// The file could not be read.
-    #[error("{path}: cannot read: {source}")]
-    Read {
-        /// The plugin file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The manifest beside it is invalid.
-    #[error(transparent)]
-    Manifest(#[from] super::manifest::ManifestError),
-    /// The API server could not be asked about a subscription; loading is retried later.
-    #[error("{path}: {message}")]
-    Unavailable {
-        /// The plugin file.
-        path: PathBuf,
-        /// What failed.
-        message: String,
-    },
-    /// `describe()` asks for more than the plugin is granted; the message lists each missing
-    /// grant and the `NAME.toml` lines that would grant it.
-    #[error("{path}: {message}")]
-    NotGranted {
-        /// The plugin file.
-        path: PathBuf,
-        /// What is missing and how to grant it.
-        message: String,
-    },
-    /// Not a usable handler component (not a component, wrong world, trap in describe, ...).
-    #[error("{path}: {message}")]
-    Invalid {
-        /// The plugin file.
-        path: PathBuf,
-        /// What is wrong.
-        message: String,
-    },
-    /// The handler could not be started now for a reason that may pass (no free instance slot,
-    /// the host shutting down); loading is retried later.
-    #[error("{path}: {message}")]
-    Busy {
-        /// The plugin file.
-        path: PathBuf,
-        /// What failed.
-        message: String,
-    },
-}
-
-impl LoadError {
-    /// Whether the same file may load later without changing (the host retries with backoff);
-    /// otherwise the host waits for the file or its manifest to change.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            LoadError::Read { source, .. } => source.kind() != std::io::ErrorKind::InvalidData,
-            LoadError::Unavailable { .. } | LoadError::Busy { .. } => true,
-            LoadError::Manifest(_) | LoadError::Invalid { .. } | LoadError::NotGranted { .. } => {
-                false
-            }
-        }
-    }
-}
+use crate::plugins::capabilities::cache_reader::SubscribedCache;
+use crate::plugins::capabilities::kube_client::{ClusterContext, PluginClient};
+use crate::plugins::capabilities::projected::Projections;
+use crate::plugins::delivery::attachment::{AttachError, Attachable, Delivery, DeliveryMode};
+use crate::plugins::delivery::dispatch::{DispatchConfig, Dispatcher, StateSink};
+use crate::plugins::delivery::leadership::WarmCache;
+use crate::plugins::delivery::state::{PluginState, StateEvent};
+use crate::plugins::events::PluginEvent;
+use crate::plugins::metrics::{LoadLabels, PluginMetrics};
+use crate::runtime::{HandlerInstance, HttpPolicy, Limits, PluginInfo, Runtime, SharedObserver};
 
 /// What a successful [`PluginManager::load_file`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -235,66 +161,14 @@ struct DeliveryPlan {
     dispatch: DispatchConfig,
 }
 
-/// One subscription ready to attach: its informer, resync period, and the shared projection
-/// cache its objects are cut through (held as long as the version is loaded).
-type Attachable = (InformerKey, Option<Duration>, Option<Arc<ProjectionCache>>);
-
-/// One version's delivery: its dispatcher on the informers and the worker draining it.
-struct Delivery {
-    dispatcher: Arc<Dispatcher>,
-    registrations: Vec<HandlerRegistration>,
-    worker: Worker,
-}
-
-/// What drains a dispatcher: its own thread (a host), or a task on the host's runtime (the
-/// scenario runner, whose virtual clock must be the only clock).
-enum Worker {
-    Thread(std::thread::JoinHandle<()>),
-    Task(tokio::task::JoinHandle<()>),
-}
-
-impl Delivery {
-    /// What the view shows of it.
-    fn installed(&self) -> Arc<Dispatcher> {
-        self.dispatcher.clone()
-    }
-
-    /// Detaches from the informers first (no new notifications), then lets the worker finish
-    /// its in-flight call (bounded by the plugin's deadline, or abandoned by a kill) and exit.
-    async fn stop(self) {
-        for r in self.registrations {
-            r.remove().await;
-        }
-        self.dispatcher.stop();
-        match self.worker {
-            Worker::Thread(worker) => {
-                let _ = tokio::task::spawn_blocking(move || worker.join()).await;
-            }
-            Worker::Task(task) => {
-                let _ = task.await;
-            }
-        }
-    }
-}
-
-/// Why a delivery could not be attached.
-#[derive(Debug, thiserror::Error)]
-enum AttachError {
-    #[error("subscription {0} cannot be served: {1}")]
-    Subscription(InformerKey, InformerError),
-    #[error("cannot start worker thread: {0}")]
-    Worker(std::io::Error),
-}
-
-impl AttachError {
-    fn into_load_error(self, path: &Path) -> LoadError {
-        match self {
-            AttachError::Subscription(key, e) => subscription_error(path, &key, e),
-            AttachError::Worker(e) => LoadError::Busy {
-                path: path.to_path_buf(),
-                message: format!("cannot start worker thread: {e}"),
-            },
-        }
+/// The load error for a delivery that could not be attached.
+fn attach_error(path: &Path, e: AttachError) -> LoadError {
+    match e {
+        AttachError::Subscription(key, e) => subscription_error(path, &key, e),
+        AttachError::Worker(e) => LoadError::Busy {
+            path: path.to_path_buf(),
+            message: format!("cannot start worker thread: {e}"),
+        },
     }
 }
 
@@ -312,14 +186,14 @@ fn subscription_error(path: &Path, key: &InformerKey, e: InformerError) -> LoadE
     }
 }
 
-pub(super) struct Inner {
+pub(in crate::plugins) struct Inner {
     runtime: Runtime,
     factory: InformerFactory,
     metrics: PluginMetrics,
     defaults: Limits,
     grants: GrantPolicy,
     /// Where granted `kube` calls and Events go; without it every call is refused.
-    cluster: std::sync::OnceLock<Arc<ClusterContext>>,
+    cluster: Option<Arc<ClusterContext>>,
     slots: parking_lot::Mutex<HashMap<String, Arc<Slot>>>,
     /// Digest of the last content that failed permanently per file, so a rescan does not
     /// retry (and re-log) the same bad bytes until the file changes. Keyed by path, not name:
@@ -333,11 +207,31 @@ pub(super) struct Inner {
     leadership: Option<watch::Receiver<bool>>,
     /// One projection cache per distinct projection in use, shared by the plugins using it.
     projections: Projections,
-    /// Deliver on tasks of the host's runtime instead of worker threads (see
-    /// [`PluginManager::deliver_inline`]).
-    inline: AtomicBool,
-    /// Sees every call of every plugin (see [`PluginManager::tap_calls`]).
-    tap: std::sync::OnceLock<Arc<dyn CallTap>>,
+    /// Where each version's calls run.
+    delivery: DeliveryMode,
+    /// Sees every call of every plugin begin and end (the runtime's observer).
+    observer: Option<SharedObserver>,
+}
+
+/// What a [`PluginManager`] is made of; see `crate::host::HostBuilder`, which assembles it.
+pub struct ManagerConfig {
+    /// The engine every plugin's instances come from (its observer sees every call).
+    pub runtime: Runtime,
+    /// The shared informers plugins subscribe through.
+    pub factory: InformerFactory,
+    /// The plugin layer's metric families.
+    pub metrics: PluginMetrics,
+    /// Limits for plugins without a manifest.
+    pub defaults: Limits,
+    /// What each plugin is granted.
+    pub grants: GrantPolicy,
+    /// Where granted `kube` calls and Events go; `None` refuses every call.
+    pub cluster: Option<Arc<ClusterContext>>,
+    /// Leadership to follow (leader election): deliver only while it reads `true`, stand by
+    /// warm otherwise. `None` always delivers.
+    pub leadership: Option<watch::Receiver<bool>>,
+    /// Where calls run.
+    pub delivery: DeliveryMode,
 }
 
 /// Owns every loaded plugin and attaches each to the shared informers.
@@ -346,103 +240,44 @@ pub struct PluginManager {
     inner: Arc<Inner>,
 }
 
-/// The plugin name for a file: its stem (`/plugins/foo.wasm` → `foo`).
-pub fn plugin_name(path: &Path) -> String {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 /// Capacity of the lifecycle and call event channel: events are for tests and tooling that
 /// keep up; a lagging receiver misses the oldest. The ring is allocated up front (capacity ×
 /// ~120 bytes), so it stays small.
 const EVENT_CAPACITY: usize = 1024;
 
 impl PluginManager {
-    /// A manager with no plugins. `defaults` are the limits for plugins without a manifest;
-    /// `grants` decides what each plugin is granted.
-    pub fn new(
-        runtime: Runtime,
-        factory: InformerFactory,
-        metrics: PluginMetrics,
-        defaults: Limits,
-        grants: GrantPolicy,
-    ) -> Self {
-        Self::build(runtime, factory, metrics, defaults, grants, None)
-    }
-
-    /// Like [`PluginManager::new`], for one replica of several: plugins deliver only while
-    /// `leadership` reads `true` and stand by warm otherwise (see [`super::leadership`]).
-    /// Spawns its follower tasks, so call it inside a Tokio runtime.
-    pub fn following(
-        runtime: Runtime,
-        factory: InformerFactory,
-        metrics: PluginMetrics,
-        defaults: Limits,
-        grants: GrantPolicy,
-        leadership: watch::Receiver<bool>,
-    ) -> Self {
-        let manager = Self::build(
-            runtime,
-            factory,
-            metrics,
-            defaults,
-            grants,
-            Some(leadership.clone()),
-        );
-        super::leadership::follow(Arc::downgrade(&manager.inner), leadership);
-        manager
-    }
-
-    fn build(
-        runtime: Runtime,
-        factory: InformerFactory,
-        metrics: PluginMetrics,
-        defaults: Limits,
-        grants: GrantPolicy,
-        leadership: Option<watch::Receiver<bool>>,
-    ) -> Self {
+    /// A manager with no plugins. With leadership to follow it spawns its follower task, so
+    /// call it inside a Tokio runtime.
+    pub fn new(config: ManagerConfig) -> Self {
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
-        PluginManager {
+        let leadership = config.leadership;
+        let observer = config.runtime.observer().cloned();
+        let manager = PluginManager {
             inner: Arc::new(Inner {
-                runtime,
-                factory,
-                projections: Projections::new(&metrics),
-                metrics,
-                defaults,
-                grants,
-                cluster: std::sync::OnceLock::new(),
+                runtime: config.runtime,
+                factory: config.factory,
+                projections: Projections::new(&config.metrics),
+                metrics: config.metrics,
+                defaults: config.defaults,
+                grants: config.grants,
+                cluster: config.cluster,
                 slots: parking_lot::Mutex::new(HashMap::new()),
                 failed: parking_lot::Mutex::new(HashMap::new()),
                 events,
                 versions: AtomicU64::new(0),
                 closing: CancellationToken::new(),
-                leadership,
-                inline: AtomicBool::new(false),
-                tap: std::sync::OnceLock::new(),
+                leadership: leadership.clone(),
+                delivery: config.delivery,
+                observer,
             }),
+        };
+        if let Some(leadership) = leadership {
+            crate::plugins::delivery::leadership::follow(
+                Arc::downgrade(&manager.inner),
+                leadership,
+            );
         }
-    }
-
-    /// Lets plugins loaded from now on act on the cluster within their grants (`kube` calls,
-    /// Events); set once, before loading. Without it every call is refused.
-    pub fn connect_cluster(&self, ctx: Arc<ClusterContext>) {
-        let _ = self.inner.cluster.set(ctx);
-    }
-
-    /// Runs each plugin version's deliveries as a task on the current runtime instead of on a
-    /// thread of its own; set before loading. For the scenario runner (`kubewasm test`): on one
-    /// single-threaded runtime with a paused clock, every timer of the host — resyncs, retry
-    /// backoff, `on-synced` retries — follows the one virtual clock, and "nothing is runnable"
-    /// means "everything has been handled". A guest that computes holds that thread, which a
-    /// host must never allow, so hosts keep their worker threads.
-    pub fn deliver_inline(&self) {
-        self.inner.inline.store(true, Ordering::Release);
-    }
-
-    /// Lets `tap` see each call of every plugin loaded from now on begin and end (set once).
-    pub fn tap_calls(&self, tap: Arc<dyn CallTap>) {
-        let _ = self.inner.tap.set(tap);
+        manager
     }
 
     /// Whether every running plugin has handled everything queued for it now: nothing ready
@@ -642,6 +477,10 @@ impl PluginManager {
         result
     }
 
+    /// Loads or swaps in one version, in named steps: skip what already runs, describe, hold
+    /// the informers (a standby's warm cache), attach a delivery (when leading), replace the
+    /// running version, then say what happened. Any failure before the replacement leaves the
+    /// running version untouched; a permanent one is remembered so rescans skip the same bytes.
     async fn load_inner(
         &self,
         name: &str,
@@ -649,11 +488,7 @@ impl PluginManager {
         path: &Path,
         files: PluginFiles,
     ) -> Result<LoadOutcome, LoadError> {
-        let PluginFiles {
-            wasm,
-            manifest: manifest_text,
-            digest,
-        } = files;
+        let digest = files.digest;
         // Waits only for another operation on this same plugin.
         let mut active = slot.op.lock().await;
         if active.as_ref().is_some_and(|a| a.digest == digest) {
@@ -666,14 +501,14 @@ impl PluginManager {
             }
             e
         };
-        if let Err(message) = check_file_name(path) {
-            return Err(remember(LoadError::Invalid {
+        check_file_name(path).map_err(|message| {
+            remember(LoadError::Invalid {
                 path: path.to_path_buf(),
                 message,
-            }));
-        }
+            })
+        })?;
         let prepared = self
-            .prepare(name, path, wasm, manifest_text)
+            .prepare(name, path, files.wasm, files.manifest)
             .await
             .map_err(remember)?;
         let version = self.inner.versions.fetch_add(1, Ordering::Relaxed) + 1;
@@ -682,36 +517,17 @@ impl PluginManager {
             subscriptions: prepared.subscriptions,
             dispatch: prepared.dispatch,
         };
-        // Under leader election the informers are held by listeners of their own, so the cache
-        // stays warm whether or not this replica delivers.
-        let mut standby = Vec::new();
-        if self.inner.leadership.is_some() {
-            for (key, _, _) in &plan.subscriptions {
-                match self
-                    .inner
-                    .factory
-                    .add_handler(key, Arc::new(WarmCache), None)
-                    .await
-                {
-                    Ok(r) => standby.push(r),
-                    Err(e) => {
-                        for r in standby {
-                            r.remove().await;
-                        }
-                        return Err(remember(subscription_error(path, key, e)));
-                    }
-                }
-            }
-        }
+        let standby = self
+            .hold_informers(&plan.subscriptions, path)
+            .await
+            .map_err(remember)?;
         // The replay queues up behind the closed gate of the new dispatcher.
         let delivery = if self.leading() {
             match self.attach(name, version, slot, &plan).await {
                 Ok(d) => Some(d),
                 Err(e) => {
-                    for r in standby {
-                        r.remove().await;
-                    }
-                    return Err(remember(e.into_load_error(path)));
+                    release(standby).await;
+                    return Err(remember(attach_error(path, e)));
                 }
             }
         } else {
@@ -727,7 +543,6 @@ impl PluginManager {
             standby,
             delivery,
         };
-        let info = prepared.info;
         let outcome = match active.replace(new) {
             Some(old) => {
                 let from = old.version;
@@ -741,13 +556,47 @@ impl PluginManager {
             let mut v = slot.view.lock();
             v.path = path.to_path_buf();
             v.version = version;
-            v.info = Some(info.clone());
+            v.info = Some(prepared.info.clone());
             v.grants = Some(prepared.grants);
             v.standby_probes = standby_probes;
         }
         self.install(slot, installed);
         drop(active);
-        match outcome {
+        self.announce(name, path, &outcome, prepared.info);
+        Ok(outcome)
+    }
+
+    /// Under leader election the informers are held by listeners of their own, so the cache
+    /// stays warm whether or not this replica delivers; without it, nothing to hold.
+    async fn hold_informers(
+        &self,
+        subscriptions: &[Attachable],
+        path: &Path,
+    ) -> Result<Vec<HandlerRegistration>, LoadError> {
+        let mut standby = Vec::new();
+        if self.inner.leadership.is_none() {
+            return Ok(standby);
+        }
+        for (key, _, _) in subscriptions {
+            match self
+                .inner
+                .factory
+                .add_handler(key, Arc::new(WarmCache), None)
+                .await
+            {
+                Ok(r) => standby.push(r),
+                Err(e) => {
+                    release(standby).await;
+                    return Err(subscription_error(path, key, e));
+                }
+            }
+        }
+        Ok(standby)
+    }
+
+    /// Counts, logs and publishes a successful load or swap.
+    fn announce(&self, name: &str, path: &Path, outcome: &LoadOutcome, info: PluginInfo) {
+        match *outcome {
             LoadOutcome::Swapped { from, to } => {
                 self.count(name, "swapped");
                 tracing::info!(plugin = %name, from, to, path = %path.display(), "plugin hot-swapped");
@@ -759,15 +608,14 @@ impl PluginManager {
             }
             _ => {
                 self.count(name, "loaded");
-                tracing::info!(plugin = %name, version, path = %path.display(), subscriptions = info.subscriptions.len(), "plugin loaded");
+                tracing::info!(plugin = %name, version = outcome_version(outcome), path = %path.display(), subscriptions = info.subscriptions.len(), "plugin loaded");
             }
         }
         self.emit(PluginEvent::Loaded {
             plugin: name.to_string(),
-            version,
+            version: outcome_version(outcome),
             info,
         });
-        Ok(outcome)
     }
 
     /// A new delivery of `plan` for `version`: a dispatcher registered on every subscription
@@ -807,60 +655,16 @@ impl PluginManager {
             self.inner.events.clone(),
             &dispatch,
             sink,
+            self.inner.observer.clone(),
         );
-        if let Some(tap) = self.inner.tap.get() {
-            dispatcher.set_tap(tap.clone());
-        }
-        // If one subscription fails (unknown kind, server unreachable) detach the rest.
-        let mut registrations = Vec::with_capacity(subscriptions.len());
-        for (i, (key, resync, projection)) in subscriptions.into_iter().enumerate() {
-            match self
-                .inner
-                .factory
-                .add_handler(&key, dispatcher.handler(i as u32, projection), resync)
-                .await
-            {
-                Ok(r) => registrations.push(r),
-                Err(e) => {
-                    for r in registrations {
-                        r.remove().await;
-                    }
-                    dispatcher.stop();
-                    return Err(AttachError::Subscription(key, e));
-                }
-            }
-        }
-        dispatcher.watch_sync(registrations.iter().map(|r| r.sync_probe()).collect());
-        if self.inner.inline.load(Ordering::Acquire) {
-            let d = dispatcher.clone();
-            let task = tokio::spawn(async move {
-                let mut guest = template.fresh();
-                d.run(&mut guest).await;
-            });
-            return Ok(Delivery {
-                dispatcher,
-                registrations,
-                worker: Worker::Task(task),
-            });
-        }
-        match spawn_worker(
-            dispatcher.clone(),
-            move || template.fresh(),
-            RESTART_BACKOFF,
-        ) {
-            Ok(worker) => Ok(Delivery {
-                dispatcher,
-                registrations,
-                worker: Worker::Thread(worker),
-            }),
-            Err(e) => {
-                for r in registrations {
-                    r.remove().await;
-                }
-                dispatcher.stop();
-                Err(AttachError::Worker(e))
-            }
-        }
+        Delivery::start(
+            dispatcher,
+            &self.inner.factory,
+            subscriptions,
+            template,
+            self.inner.delivery,
+        )
+        .await
     }
 
     /// Whether this replica delivers: always without leader election.
@@ -902,7 +706,7 @@ impl PluginManager {
     /// Kills every plugin's delivery at once (queues dropped, in-flight calls abandoned)
     /// without waiting for anything; [`PluginManager::follow_leadership`] detaches them later.
     /// Returns how many deliveries were stopped.
-    pub(super) fn stop_deliveries_now(&self) -> usize {
+    pub(in crate::plugins) fn stop_deliveries_now(&self) -> usize {
         let mut stopped = 0;
         for (_, slot) in self.slots() {
             let mut v = slot.view.lock();
@@ -921,7 +725,7 @@ impl PluginManager {
     /// Brings every plugin in line with leadership: a leader's versions each get a delivery
     /// (a full replay of the cache, then every later event); a standby's have none. Each plugin
     /// waits only for operations on itself.
-    pub(super) async fn follow_leadership(&self) {
+    pub(in crate::plugins) async fn follow_leadership(&self) {
         let slots = self.slots();
         futures::future::join_all(
             slots
@@ -965,7 +769,7 @@ impl PluginManager {
     }
 
     /// The manager behind a weak reference held by a background task.
-    pub(super) fn upgrade(inner: &Weak<Inner>) -> Option<PluginManager> {
+    pub(in crate::plugins) fn upgrade(inner: &Weak<Inner>) -> Option<PluginManager> {
         inner.upgrade().map(|inner| PluginManager { inner })
     }
 
@@ -1046,7 +850,7 @@ impl PluginManager {
         name: &str,
         grants: &Arc<Grants>,
     ) -> HandlerInstance {
-        let cluster = self.inner.cluster.get();
+        let cluster = self.inner.cluster.as_ref();
         let mut http = HttpPolicy::new(grants.clone());
         http.dry_run = grants.dry_run() || cluster.is_some_and(|c| c.dry_run());
         let instance = instance.with_http_policy(http);
@@ -1121,6 +925,22 @@ impl PluginManager {
     }
 }
 
+/// Detaches listeners that were attached for a load that then failed.
+async fn release(registrations: Vec<HandlerRegistration>) {
+    for r in registrations {
+        r.remove().await;
+    }
+}
+
+/// The version a successful load made run (0 for an unchanged file, which publishes nothing).
+fn outcome_version(outcome: &LoadOutcome) -> u64 {
+    match *outcome {
+        LoadOutcome::Loaded { version } => version,
+        LoadOutcome::Swapped { to, .. } => to,
+        LoadOutcome::Unchanged => 0,
+    }
+}
+
 /// What a successful describe produced.
 struct Prepared {
     instance: HandlerInstance,
@@ -1128,270 +948,4 @@ struct Prepared {
     info: PluginInfo,
     subscriptions: Vec<Attachable>,
     dispatch: DispatchConfig,
-}
-
-/// A plugin file compiled, described and validated, not attached to anything.
-pub struct DescribedPlugin {
-    /// The compiled handler.
-    pub compiled: crate::runtime::CompiledHandler,
-    /// What `describe()` returned, with manifest overrides applied and identical
-    /// subscriptions merged.
-    pub info: PluginInfo,
-    /// The informer, resync period and projection of each subscription.
-    pub subscriptions: Vec<SubscriptionPlan>,
-    /// What it is granted (its `describe()` asks for no more).
-    pub grants: Arc<Grants>,
-    /// The limits its calls run under.
-    pub limits: Limits,
-    /// Its delivery settings.
-    pub dispatch: DispatchConfig,
-}
-
-/// Every load step short of attaching, for one plugin file: manifest, compile, instantiate,
-/// `describe()` under the deadline, manifest overrides, subscription validation, and the check
-/// of what it asks for against what `policy` grants it. Blocks: the
-/// guest runs on the calling thread (with a runtime of its own), so a guest stuck in
-/// `describe()` occupies only this thread and only until its deadline; `closing` abandons it.
-/// The host's loads and `kubewasm check` both go through here.
-#[allow(clippy::too_many_arguments)]
-pub fn describe_plugin(
-    runtime: &Runtime,
-    name: &str,
-    path: &Path,
-    wasm: &[u8],
-    manifest_text: Option<&str>,
-    defaults: Limits,
-    policy: &GrantPolicy,
-    closing: &CancellationToken,
-) -> Result<DescribedPlugin, LoadError> {
-    let described = describe_ungated(
-        runtime,
-        name,
-        path,
-        wasm,
-        manifest_text,
-        defaults,
-        policy,
-        closing,
-    )?;
-    match described.grant_error(name, path) {
-        Some(e) => Err(e),
-        None => Ok(described),
-    }
-}
-
-/// [`describe_plugin`] short of the grant check.
-#[allow(clippy::too_many_arguments)]
-fn describe_ungated(
-    runtime: &Runtime,
-    name: &str,
-    path: &Path,
-    wasm: &[u8],
-    manifest_text: Option<&str>,
-    defaults: Limits,
-    policy: &GrantPolicy,
-    closing: &CancellationToken,
-) -> Result<DescribedPlugin, LoadError> {
-    let manifest = match manifest_text {
-        Some(t) => Manifest::parse(&Manifest::path_for(path), t)?,
-        None => Manifest::default(),
-    };
-    let limits = manifest.limits(defaults);
-    let invalid = |message: String| LoadError::Invalid {
-        path: path.to_path_buf(),
-        message,
-    };
-    let busy = |message: String| LoadError::Busy {
-        path: path.to_path_buf(),
-        message,
-    };
-    let compiled = runtime.compile(wasm).map_err(|e| invalid(e.to_string()))?;
-    // describe() runs before the subscriptions are known, so it gets a cache that refuses
-    // everything; the worker's instances get the plugin's own.
-    let mut probe = runtime
-        .handler_instance(&compiled, name, limits, Arc::new(NoCache))
-        .map_err(|e| invalid(e.to_string()))?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| busy(format!("cannot start a loader runtime: {e}")))?;
-    let mut info = rt.block_on(async {
-        tokio::select! {
-            _ = closing.cancelled() => Err(busy("the host is shutting down".into())),
-            r = async {
-                probe.start().await.map_err(|e| match e {
-                    crate::runtime::CallError::Instantiate(m) if is_pool_exhausted(&m) => {
-                        busy(format!("no free instance slot: {m}"))
-                    }
-                    e => invalid(format!("cannot instantiate: {e}")),
-                })?;
-                probe
-                    .describe()
-                    .await
-                    .map_err(|e| invalid(format!("describe() failed: {e}")))
-            } => r,
-        }
-    })?;
-    if info.name.len() > MAX_NAME_BYTES {
-        return Err(invalid(format!(
-            "describe() returned a name of {} bytes; at most {MAX_NAME_BYTES}",
-            info.name.len()
-        )));
-    }
-    if let Some(ms) = manifest.resync_period_ms {
-        for s in &mut info.subscriptions {
-            s.resync_period_ms = ms;
-        }
-    }
-    let subscriptions = validate_subscriptions(&mut info.subscriptions)
-        .map_err(|e: SubscriptionError| invalid(format!("describe() of plugin {name}: {e}")))?;
-    let grants = policy.grants_for(&manifest, &Manifest::path_for(path), &info);
-    Ok(DescribedPlugin {
-        compiled,
-        info,
-        subscriptions,
-        grants: Arc::new(grants),
-        limits,
-        dispatch: manifest.dispatch_config(),
-    })
-}
-
-impl DescribedPlugin {
-    /// Why this plugin may not load with its grants: a malformed ask, or asks beyond the
-    /// grants (the message lists each and the `NAME.toml` lines that would grant it).
-    pub fn grant_error(&self, name: &str, path: &Path) -> Option<LoadError> {
-        let e = self.grants.check(&self.info).err()?;
-        let message = e.message(name, &self.grants, &Manifest::path_for(path), &self.info);
-        let path = path.to_path_buf();
-        Some(match e {
-            super::grants::GrantError::InvalidAsk(_) => LoadError::Invalid { path, message },
-            super::grants::GrantError::Missing(_) => LoadError::NotGranted { path, message },
-        })
-    }
-}
-
-/// Reads a plugin file (size-capped) and its manifest, then describes it like
-/// [`describe_plugin`] but leaves the grant check to the caller
-/// ([`DescribedPlugin::grant_error`]), so tools can show what is asked and granted either way.
-pub fn describe_file(
-    runtime: &Runtime,
-    path: &Path,
-    defaults: Limits,
-    policy: &GrantPolicy,
-) -> Result<DescribedPlugin, LoadError> {
-    let files = read_plugin(path)?;
-    describe_ungated(
-        runtime,
-        &plugin_name(path),
-        path,
-        &files.wasm,
-        files.manifest.as_deref(),
-        defaults,
-        policy,
-        &CancellationToken::new(),
-    )
-}
-
-/// Whether an instantiation failed because the pooling allocator had no free slot (transient:
-/// a slot frees up when another plugin or a swap finishes).
-fn is_pool_exhausted(message: &str) -> bool {
-    message.contains("concurrent") && message.contains("limit")
-}
-
-/// The informer a subscription needs; equal subscriptions share one informer and one watch.
-pub fn informer_key(sub: &crate::runtime::Subscription) -> InformerKey {
-    let norm = |s: &Option<String>| {
-        s.as_ref()
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
-    InformerKey {
-        api_version: sub.api_version.clone(),
-        kind: sub.kind.clone(),
-        namespace: norm(&sub.namespace),
-        label_selector: norm(&sub.label_selector),
-        field_selector: norm(&sub.field_selector),
-    }
-}
-
-/// A plugin file's bytes, its manifest text (if any) and the digest of both.
-struct PluginFiles {
-    wasm: Vec<u8>,
-    manifest: Option<String>,
-    digest: [u8; 32],
-}
-
-/// Reads the wasm file and its manifest and hashes both: a manifest edit is a new version too.
-/// A plugin's name is its file stem, and it labels metrics, logs and `/plugins`: it must be
-/// readable and unambiguous. Two files whose names are not UTF-8 would otherwise both become
-/// the same lossily decoded name (`bad\u{FFFD}`) and replace each other.
-fn check_file_name(path: &Path) -> Result<(), String> {
-    let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
-        return Err(
-            "the file name is not valid UTF-8; a plugin's name is its file name \
-             without `.wasm` and must be letters, digits, '.', '_' or '-'"
-                .to_string(),
-        );
-    };
-    if stem.is_empty() || stem.len() > MAX_NAME_BYTES {
-        return Err(format!(
-            "a plugin's name (its file name without `.wasm`) must be 1 to {MAX_NAME_BYTES} bytes, not {}",
-            stem.len()
-        ));
-    }
-    if let Some(c) = stem
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        return Err(format!(
-            "the file name has the character {c:?}; a plugin's name (its file name without \
-             `.wasm`) may hold only letters, digits, '.', '_' and '-'"
-        ));
-    }
-    Ok(())
-}
-
-fn read_plugin(path: &Path) -> Result<PluginFiles, LoadError> {
-    let read_err = |source| LoadError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(read_err)?;
-    let len = file.metadata().map_err(read_err)?.len();
-    if len > MAX_PLUGIN_BYTES {
-        return Err(LoadError::Invalid {
-            path: path.to_path_buf(),
-            message: format!(
-                "file is {len} bytes, over the {MAX_PLUGIN_BYTES}-byte limit for a plugin component"
-            ),
-        });
-    }
-    let mut wasm = Vec::with_capacity(len as usize);
-    // `take` bounds the read even if the file grows meanwhile.
-    file.take(MAX_PLUGIN_BYTES + 1)
-        .read_to_end(&mut wasm)
-        .map_err(read_err)?;
-    let manifest_path = Manifest::path_for(path);
-    let manifest = match std::fs::read_to_string(&manifest_path) {
-        Ok(t) => Some(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(source) => {
-            return Err(super::manifest::ManifestError::Read {
-                path: manifest_path,
-                source,
-            }
-            .into());
-        }
-    };
-    let mut h = Sha256::new();
-    h.update((wasm.len() as u64).to_le_bytes());
-    h.update(&wasm);
-    if let Some(m) = &manifest {
-        h.update(m.as_bytes());
-    }
-    Ok(PluginFiles {
-        wasm,
-        manifest,
-        digest: h.finalize().into(),
-    })
 }

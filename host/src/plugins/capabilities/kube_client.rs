@@ -25,17 +25,17 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::event_recorder::EventRecorder;
-use super::grants::Grants;
-use super::metrics::{KubeRequestLabels, PluginMetrics, VerbLabels};
 use crate::informer::{InformerError, KubeObject, resolve_kind, resource_path};
+use crate::plugins::loading::grants::Grants;
+use crate::plugins::metrics::{KubeRequestLabels, PluginMetrics, VerbLabels};
 use crate::runtime::{
     ApiError, ClusterAccess, EventCall, GuestObject, KubeCall, KubeFuture, KubeResult, ObjectRef,
-    PatchType,
+    PatchType, SharedObserver,
 };
 use crate::workqueue::BucketRateLimiter;
 
 /// Longest one `kube` call may take, rate-limit wait included; the guest then gets a 504.
-pub const KUBE_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const KUBE_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 const TARGET: &str = "kubewasm::plugins::kube";
 
@@ -51,25 +51,19 @@ pub struct ClusterContext {
     metrics: PluginMetrics,
     /// `reportingInstance` of Events: this replica.
     instance: String,
-    /// Sees every call (`kubewasm test` records them); unset in a host.
-    observer: std::sync::OnceLock<Arc<dyn CallObserver>>,
-}
-
-/// Sees every `kube` call and Event of every plugin as its guest made it, with the answer:
-/// how `kubewasm test` writes a handler's writes into its transcript. Called on the host's
-/// runtime; keep it quick.
-pub trait CallObserver: Send + Sync {
-    /// A `kube` call ended with `result` (`Ok` carries no object: the observer wants the
-    /// request, which it has).
-    fn kube(&self, plugin: &str, call: &KubeCall, result: Result<(), &ApiError>);
-    /// A granted `events.emit` call (the rate limit may still drop or fold it).
-    fn event(&self, plugin: &str, event: &EventCall);
+    /// Sees every call and Event as the guest made it (`kubewasm test` records them).
+    observer: Option<SharedObserver>,
 }
 
 impl ClusterContext {
     /// Requests go through `client` on the current Tokio runtime; `dry_run` sends every write
-    /// of every plugin with `dryRun=All`.
-    pub fn new(client: kube::Client, dry_run: bool, metrics: PluginMetrics) -> Arc<Self> {
+    /// of every plugin with `dryRun=All`; `observer` sees every call with its answer.
+    pub fn new(
+        client: kube::Client,
+        dry_run: bool,
+        metrics: PluginMetrics,
+        observer: Option<SharedObserver>,
+    ) -> Arc<Self> {
         let instance = std::env::var("POD_NAME")
             .or_else(|_| std::env::var("HOSTNAME"))
             .ok()
@@ -82,13 +76,8 @@ impl ClusterContext {
             kinds: Mutex::new(HashMap::new()),
             metrics,
             instance,
-            observer: std::sync::OnceLock::new(),
+            observer,
         })
-    }
-
-    /// Lets `observer` see every call from now on (set once).
-    pub fn observe(&self, observer: Arc<dyn CallObserver>) {
-        let _ = self.observer.set(observer);
     }
 
     /// Whether every write of every plugin is a dry run.
@@ -96,19 +85,19 @@ impl ClusterContext {
         self.dry_run
     }
 
-    pub(super) fn client(&self) -> &kube::Client {
+    pub(in crate::plugins) fn client(&self) -> &kube::Client {
         &self.client
     }
 
-    pub(super) fn host(&self) -> &tokio::runtime::Handle {
+    pub(in crate::plugins) fn host(&self) -> &tokio::runtime::Handle {
         &self.host
     }
 
-    pub(super) fn metrics(&self) -> &PluginMetrics {
+    pub(in crate::plugins) fn metrics(&self) -> &PluginMetrics {
         &self.metrics
     }
 
-    pub(super) fn instance(&self) -> &str {
+    pub(in crate::plugins) fn instance(&self) -> &str {
         &self.instance
     }
 
@@ -196,7 +185,7 @@ impl ClusterAccess for PluginClient {
             .inner
             .ctx
             .observer
-            .get()
+            .as_ref()
             .map(|o| (o.clone(), self.inner.plugin.clone(), call.clone()));
         let inner = self.inner.clone();
         let mut task = AbortOnDrop(
@@ -215,7 +204,7 @@ impl ClusterAccess for PluginClient {
                 )),
             };
             if let Some((observer, plugin, call)) = observed {
-                observer.kube(&plugin, &call, result.as_ref().map(|_| ()));
+                observer.kube_request(&plugin, &call, result.as_ref().map(|_| ()));
             }
             result
         })
@@ -223,7 +212,7 @@ impl ClusterAccess for PluginClient {
 
     fn emit(&self, event: EventCall) {
         // What is not granted is dropped by the recorder and never written: not observed.
-        if let Some(o) = self.inner.ctx.observer.get()
+        if let Some(o) = &self.inner.ctx.observer
             && self.inner.grants.events()
         {
             o.event(&self.inner.plugin, &event);

@@ -19,15 +19,15 @@ use std::sync::Arc;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
-use super::metrics::{CacheRefusalLabels, PluginMetrics};
 use super::projected::ProjectionCache;
 use crate::informer::{InformerFactory, InformerKey, KubeObject, LabelSelector, SharedObject};
+use crate::plugins::metrics::{CacheRefusalLabels, PluginMetrics};
 use crate::runtime::{CacheReader, GuestObject, ObjectView};
 
 /// Most objects one `cache.list` call returns.
-pub const MAX_LIST_OBJECTS: usize = 2000;
+pub(crate) const MAX_LIST_OBJECTS: usize = 2000;
 /// Most bytes of object data (JSON plus metadata strings) one `cache.list` call returns.
-pub const MAX_LIST_BYTES: usize = 8 << 20;
+pub(crate) const MAX_LIST_BYTES: usize = 8 << 20;
 
 impl GuestObject for KubeObject {
     fn view(&self) -> ObjectView<'_> {
@@ -47,11 +47,11 @@ impl GuestObject for KubeObject {
 }
 
 /// One subscription as the cache reader sees it: its informer, and its projection if any.
-pub type Subscribed = (InformerKey, Option<Arc<ProjectionCache>>);
+pub(crate) type Subscribed = (InformerKey, Option<Arc<ProjectionCache>>);
 
 /// Answers a plugin's cache reads from the indexers of its own subscriptions only, so that a
 /// plugin cannot read resources (Secrets, say) it never declared.
-pub struct SubscribedCache {
+pub(crate) struct SubscribedCache {
     plugin: String,
     factory: InformerFactory,
     /// Each subscription's informer and projection (one projection per kind).
@@ -81,7 +81,7 @@ impl Default for ListBound {
 impl SubscribedCache {
     /// A reader limited to `subscriptions` (informer and projection of each), counting refused
     /// lists in `metrics`.
-    pub fn new(
+    pub(crate) fn new(
         plugin: &str,
         factory: InformerFactory,
         subscriptions: Vec<Subscribed>,

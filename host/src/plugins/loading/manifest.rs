@@ -24,7 +24,7 @@ pub struct Manifest {
     /// Replaces the resync period of every subscription the handler declares (0 disables resync).
     pub resync_period_ms: Option<u64>,
     /// Notifications that may wait for this plugin before they coalesce per object (see
-    /// [`DEFAULT_MAX_QUEUED`](super::queue::DEFAULT_MAX_QUEUED)).
+    /// [`DEFAULT_MAX_QUEUED`](crate::plugins::delivery::queue::DEFAULT_MAX_QUEUED)).
     pub max_queued: Option<usize>,
     /// Sustained writes per second (token bucket rate; default
     /// [`DEFAULT_WRITE_QPS`](super::grants::DEFAULT_WRITE_QPS)).
@@ -129,8 +129,8 @@ impl Manifest {
     }
 
     /// The delivery settings for this plugin.
-    pub fn dispatch_config(&self) -> super::dispatch::DispatchConfig {
-        let mut c = super::dispatch::DispatchConfig::default();
+    pub fn dispatch_config(&self) -> crate::plugins::delivery::dispatch::DispatchConfig {
+        let mut c = crate::plugins::delivery::dispatch::DispatchConfig::default();
         if let Some(q) = self.max_queued {
             c.max_queued = q;
         }

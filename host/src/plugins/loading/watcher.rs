@@ -14,22 +14,23 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::lifecycle::{PluginManager, plugin_name};
+use super::describe::plugin_name;
+use super::lifecycle::PluginManager;
 
 /// Quiet time after the last file-system event before the directory is rescanned: long enough
 /// to coalesce one copy's many write events.
-pub const DEBOUNCE: Duration = Duration::from_millis(30);
+pub(crate) const DEBOUNCE: Duration = Duration::from_millis(30);
 
 /// Quiet time after an event that says a file is complete (closed after writing, renamed into
 /// place, a `..data` symlink swapped): just enough to gather the rest of the same burst, so a
 /// hot swap is not delayed by the full [`DEBOUNCE`].
-pub const SETTLE: Duration = Duration::from_millis(2);
+pub(crate) const SETTLE: Duration = Duration::from_millis(2);
 
 /// First retry of a plugin whose load failed for a transient reason (server unreachable, kind
 /// not served yet, no free instance slot); doubles per failure up to [`RETRY_MAX`].
-pub const RETRY: Duration = Duration::from_secs(1);
+pub(crate) const RETRY: Duration = Duration::from_secs(1);
 /// Longest wait between retries of one plugin.
-pub const RETRY_MAX: Duration = Duration::from_secs(60);
+pub(crate) const RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// Whether an event only reports that a file was opened, read or closed without writing.
 fn is_read_only(kind: &notify::EventKind) -> bool {

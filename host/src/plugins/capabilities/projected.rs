@@ -27,12 +27,12 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 
-use super::metrics::PluginMetrics;
 use super::projection::Projection;
 use crate::informer::{KubeObject, SharedObject};
+use crate::plugins::metrics::PluginMetrics;
 
 /// Fewest entries before the first sweep of dead ones.
-pub const SWEEP_MIN: usize = 1024;
+pub(crate) const SWEEP_MIN: usize = 1024;
 
 /// The projection metrics, shared by every cache.
 #[derive(Clone)]
@@ -44,14 +44,14 @@ struct Gauges {
 
 /// Hands out the one [`ProjectionCache`] of each projection in use; cheap to clone.
 #[derive(Clone)]
-pub struct Projections {
+pub(crate) struct Projections {
     caches: Arc<Mutex<HashMap<Projection, Weak<ProjectionCache>>>>,
     gauges: Gauges,
 }
 
 impl Projections {
     /// No projection in use yet; counts in `metrics`.
-    pub fn new(metrics: &PluginMetrics) -> Self {
+    pub(crate) fn new(metrics: &PluginMetrics) -> Self {
         Projections {
             caches: Arc::default(),
             gauges: Gauges {
@@ -64,7 +64,7 @@ impl Projections {
 
     /// The cache of `projection`, shared with every holder of an equal projection; it lives as
     /// long as one of them holds it.
-    pub fn cache_for(&self, projection: &Projection) -> Arc<ProjectionCache> {
+    pub(crate) fn cache_for(&self, projection: &Projection) -> Arc<ProjectionCache> {
         let mut caches = self.caches.lock();
         if let Some(cache) = caches.get(projection).and_then(Weak::upgrade) {
             return cache;

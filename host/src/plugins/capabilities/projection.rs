@@ -24,9 +24,9 @@ use serde_json::value::RawValue;
 use crate::informer::{JsonMembers, raw_json_str};
 
 /// Most JSON pointers one subscription may list in `fields`.
-pub const MAX_FIELDS: usize = 32;
+pub(crate) const MAX_FIELDS: usize = 32;
 /// Longest JSON pointer accepted in `fields`, in bytes.
-pub const MAX_POINTER_BYTES: usize = 256;
+pub(crate) const MAX_POINTER_BYTES: usize = 256;
 
 /// The top-level members every projection keeps whole.
 const ALWAYS_KEPT: [&str; 3] = ["apiVersion", "kind", "metadata"];

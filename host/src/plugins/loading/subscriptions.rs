@@ -7,17 +7,17 @@
 
 use std::time::Duration;
 
-use super::projection::Projection;
 use crate::informer::InformerKey;
+use crate::plugins::capabilities::projection::Projection;
 use crate::runtime::Subscription;
 
 /// Most subscriptions one plugin may declare. Each is an informer (a watch on the API server)
 /// or a listener on one; a handler needs a few.
-pub const MAX_SUBSCRIPTIONS: usize = 32;
+pub(crate) const MAX_SUBSCRIPTIONS: usize = 32;
 
 /// Why a plugin's subscriptions were refused; the message names the field and the value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SubscriptionError {
+pub(crate) enum SubscriptionError {
     /// `describe()` returned nothing to subscribe to.
     #[error("returned no subscriptions; the plugin would never be called")]
     None,
@@ -52,7 +52,7 @@ pub struct SubscriptionPlan {
 /// Validates `subs` and merges identical ones (same resource, namespace and selectors; the
 /// shortest non-zero resync period wins). Returns the plan of each remaining subscription, in
 /// `subs` order; `subs` is left holding the merged list.
-pub fn validate_subscriptions(
+pub(crate) fn validate_subscriptions(
     subs: &mut Vec<Subscription>,
 ) -> Result<Vec<SubscriptionPlan>, SubscriptionError> {
     if subs.is_empty() {
@@ -72,7 +72,7 @@ pub fn validate_subscriptions(
         };
         let projection = Projection::parse(sub.metadata_only, &sub.fields)
             .map_err(|e| invalid(e.to_string()))?;
-        let key = super::lifecycle::informer_key(&sub);
+        let key = super::describe::informer_key(&sub);
         key.validate().map_err(|e| invalid(e.to_string()))?;
         if plans.iter().any(|p| {
             p.key.api_version == key.api_version

@@ -89,7 +89,7 @@ async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
 
 /// Binds the endpoints. When both addresses are equal one listener serves all three paths;
 /// `None` disables a group. Returns the bound addresses (useful with port 0).
-pub async fn serve(
+pub(super) async fn serve(
     metrics_addr: Option<SocketAddr>,
     health_addr: Option<SocketAddr>,
     registry: Arc<Registry>,

@@ -23,7 +23,7 @@ pub const DEFAULT_MAX_QUEUED: usize = 10_000;
 
 /// Queue items are per subscription and object, so notifications for one object stay ordered.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct QueueKey {
+pub(crate) struct QueueKey {
     /// Index of the subscription in the plugin's (merged) subscriptions.
     pub subscription: u32,
     /// `namespace/name` of the object.
@@ -31,7 +31,7 @@ pub struct QueueKey {
 }
 
 /// A notification plus how often delivery already failed with `retry`.
-pub struct Item {
+pub(crate) struct Item {
     /// What to deliver.
     pub notification: Notification,
     /// `retry` results so far.
@@ -39,7 +39,7 @@ pub struct Item {
 }
 
 /// What the worker did with an item it took.
-pub enum Finish {
+pub(crate) enum Finish {
     /// Delivered (ok, fatal, or a failed call): forget its backoff.
     Done(Item),
     /// The handler asked for a retry: deliver again after backoff, unless something newer for
@@ -53,7 +53,7 @@ pub enum Finish {
 }
 
 /// Metric handles the queue updates.
-pub struct QueueMetrics {
+pub(crate) struct QueueMetrics {
     /// Notifications waiting.
     pub depth: Gauge,
     /// Notifications folded into another one at the cap.
@@ -61,7 +61,7 @@ pub struct QueueMetrics {
 }
 
 /// The bounded, per-object ordered queue of one plugin version.
-pub struct PluginQueue {
+pub(crate) struct PluginQueue {
     plugin: Arc<str>,
     cap: usize,
     queue: RateLimitingQueue<QueueKey>,
@@ -124,7 +124,7 @@ impl Pending {
 
 impl PluginQueue {
     /// An empty queue holding at most `cap` notifications before coalescing (at least 1).
-    pub fn new(plugin: Arc<str>, cap: usize, metrics: QueueMetrics) -> Self {
+    pub(crate) fn new(plugin: Arc<str>, cap: usize, metrics: QueueMetrics) -> Self {
         PluginQueue {
             plugin,
             cap: cap.max(1),
@@ -137,23 +137,23 @@ impl PluginQueue {
     }
 
     /// Notifications waiting.
-    pub fn depth(&self) -> usize {
+    pub(crate) fn depth(&self) -> usize {
         self.pending.lock().total
     }
 
     /// Whether no notification is ready to be handed out now (those waiting for a retry
     /// backoff are not ready).
-    pub fn ready_is_empty(&self) -> bool {
+    pub(crate) fn ready_is_empty(&self) -> bool {
         self.queue.is_empty()
     }
 
     /// True once every initial-list notification queued so far has been handled.
-    pub fn initial_list_consumed(&self) -> bool {
+    pub(crate) fn initial_list_consumed(&self) -> bool {
         self.initial_outstanding.load(Ordering::Acquire) == 0
     }
 
     /// Queues `n` for `subscription`; never blocks.
-    pub fn push(&self, subscription: u32, n: Notification) {
+    pub(crate) fn push(&self, subscription: u32, n: Notification) {
         let qk = QueueKey {
             subscription,
             key: n.object().key().into(),
@@ -236,7 +236,7 @@ impl PluginQueue {
 
     /// The next item to deliver; `None` once shut down. An item is handed out at most once
     /// until [`PluginQueue::finish`] is called for its key.
-    pub async fn next(&self) -> Option<(QueueKey, Item)> {
+    pub(crate) async fn next(&self) -> Option<(QueueKey, Item)> {
         loop {
             let qk = match self.queue.try_get() {
                 Some(qk) => qk,
@@ -265,7 +265,7 @@ impl PluginQueue {
     }
 
     /// Returns the key of an item taken with [`PluginQueue::next`].
-    pub fn finish(&self, qk: &QueueKey, finish: Finish) {
+    pub(crate) fn finish(&self, qk: &QueueKey, finish: Finish) {
         let mut requeued = false;
         match finish {
             Finish::Done(item) => {
@@ -313,7 +313,7 @@ impl PluginQueue {
 
     /// Stops handing out items and drops everything waiting (a successor version gets a replay
     /// of the cache instead).
-    pub fn shut_down(&self) {
+    pub(crate) fn shut_down(&self) {
         self.queue.shut_down();
         let mut pending = self.pending.lock();
         let initial = pending

@@ -148,7 +148,7 @@ impl PluginState {
 mod unix_millis {
     use std::time::{SystemTime, UNIX_EPOCH};
 
-    pub fn serialize<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
         let ms = t
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)

@@ -18,21 +18,21 @@ use kubewasm_apimachinery::validation::{
 use serde_json::{Value, json};
 
 use super::kube_client::ClusterContext;
-use super::metrics::{EventDropLabels, EventLabels};
+use crate::plugins::metrics::{EventDropLabels, EventLabels};
 use crate::runtime::{EventCall, EventType};
 use crate::workqueue::BucketRateLimiter;
 
 /// Repeats within this window of an Event's first occurrence join its series (client-go's
 /// correlator uses the same 10 minutes).
-pub const SERIES_WINDOW: Duration = Duration::from_secs(600);
+pub(crate) const SERIES_WINDOW: Duration = Duration::from_secs(600);
 /// Events one plugin may record per second, sustained.
-pub const EVENT_QPS: f64 = 1.0;
+pub(crate) const EVENT_QPS: f64 = 1.0;
 /// Events one plugin may record at once (client-go's spam filter burst).
-pub const EVENT_BURST: u32 = 25;
+pub(crate) const EVENT_BURST: u32 = 25;
 /// Events waiting to be written per plugin; more are dropped.
-pub const EVENT_BACKLOG: usize = 256;
+pub(crate) const EVENT_BACKLOG: usize = 256;
 /// Distinct Events remembered for series per plugin (client-go's LRU size).
-pub const MAX_SERIES: usize = 4096;
+pub(crate) const MAX_SERIES: usize = 4096;
 
 const TARGET: &str = "kubewasm::plugins::events";
 /// The API server's limits on Event fields.
@@ -41,7 +41,7 @@ const MAX_ACTION: usize = 128;
 const MAX_NOTE: usize = 1024;
 
 /// Records one plugin's Events.
-pub struct EventRecorder {
+pub(crate) struct EventRecorder {
     plugin: Arc<str>,
     ctx: Arc<ClusterContext>,
     granted: bool,
@@ -78,7 +78,12 @@ struct Series {
 impl EventRecorder {
     /// A recorder for `plugin`; `granted` is its `events` grant, `dry_run` sends with
     /// `dryRun=All`.
-    pub fn new(plugin: &str, ctx: Arc<ClusterContext>, granted: bool, dry_run: bool) -> Self {
+    pub(crate) fn new(
+        plugin: &str,
+        ctx: Arc<ClusterContext>,
+        granted: bool,
+        dry_run: bool,
+    ) -> Self {
         let plugin: Arc<str> = plugin.into();
         let backlog = granted.then(|| {
             let (tx, rx) = tokio::sync::mpsc::channel(EVENT_BACKLOG);
@@ -101,7 +106,7 @@ impl EventRecorder {
     }
 
     /// Queues `event`, or drops and counts it.
-    pub fn emit(&self, event: EventCall) {
+    pub(crate) fn emit(&self, event: EventCall) {
         if !self.granted {
             tracing::debug!(target: TARGET, plugin = &*self.plugin, "event dropped: not granted");
             return self.drop_event("not_granted");

@@ -15,12 +15,12 @@ use super::state::StateEvent;
 
 /// First pause before a panicked worker restarts; doubles per panic in a row up to
 /// [`RESTART_BACKOFF_MAX`].
-pub const RESTART_BACKOFF: Duration = Duration::from_secs(1);
+pub(crate) const RESTART_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest pause before a panicked worker restarts.
-pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(60);
+pub(crate) const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 /// Starts the thread. `make_guest` builds a fresh guest at start and after every panic.
-pub fn spawn_worker<G, F>(
+pub(crate) fn spawn_worker<G, F>(
     dispatcher: Arc<Dispatcher>,
     mut make_guest: F,
     restart_backoff: Duration,

@@ -16,24 +16,27 @@ use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use super::events::{CallOutcome, PluginEvent};
-use super::metrics::{CallKind, CallLabels, ErrorKind, ErrorLabels, PluginLabels, PluginMetrics};
-use super::projected::ProjectionCache;
 use super::quarantine::QuarantinePolicy;
 use super::queue::{Finish, PluginQueue, QueueKey, QueueMetrics};
 use super::state::StateEvent;
 use crate::informer::{Notification, ResourceEventHandler, SharedObject, SyncProbe};
-use crate::runtime::{CallError, HandlerInstance, HandlerOutcome, HandlerWorld};
+use crate::plugins::capabilities::projected::ProjectionCache;
+use crate::plugins::events::PluginEvent;
+use crate::plugins::metrics::{CallLabels, ErrorKind, ErrorLabels, PluginLabels, PluginMetrics};
+use crate::runtime::{
+    CallEnded, CallError, CallKind, CallOutcome, CalledObject, HandlerInstance, HandlerOutcome,
+    HandlerWorld, SharedObserver,
+};
 
 /// How often an idle worker checks whether its replay is complete, so `on-synced` is called
 /// even when the last initial add was handled before the informers reported synced (client-go
 /// polls `HasSynced` at the same period).
-pub const SYNCED_POLL: Duration = Duration::from_millis(100);
+pub(crate) const SYNCED_POLL: Duration = Duration::from_millis(100);
 /// First pause before `on-synced` is called again after a `retry` or a failed call; doubles per
 /// attempt up to [`SYNCED_RETRY_MAX`].
-pub const SYNCED_RETRY_BASE: Duration = Duration::from_millis(500);
+pub(crate) const SYNCED_RETRY_BASE: Duration = Duration::from_millis(500);
 /// Longest pause between `on-synced` attempts.
-pub const SYNCED_RETRY_MAX: Duration = Duration::from_secs(60);
+pub(crate) const SYNCED_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// One version of a handler, as the dispatcher calls it.
 pub trait Guest {
@@ -152,21 +155,10 @@ impl Default for DispatchConfig {
 }
 
 /// Whether the informers of a dispatcher's subscriptions have synced.
-pub(super) type SyncedCheck = Box<dyn Fn() -> bool + Send + Sync>;
+pub(in crate::plugins) type SyncedCheck = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// Receives the dispatcher's state changes (quarantine, resume, worker panics).
 pub type StateSink = Arc<dyn Fn(StateEvent) + Send + Sync>;
-
-/// Sees each call begin and end, synchronously on the worker, so that what the guest did in
-/// between (log lines, writes, requests, which their own observers see as they happen) can
-/// be attributed to the call: `kubewasm test`'s transcript. The broadcast [`PluginEvent`]s
-/// arrive later and cannot be ordered against those.
-pub trait CallTap: Send + Sync {
-    /// A call of `plugin` is about to begin.
-    fn call_started(&self, plugin: &str);
-    /// It ended: a [`PluginEvent::Called`] or [`PluginEvent::Synced`].
-    fn call_ended(&self, event: &PluginEvent);
-}
 
 /// Metric handles resolved once per plugin so the hot path does no label lookups.
 struct Handles {
@@ -252,8 +244,10 @@ pub struct Dispatcher {
     /// Makes an idle worker look at its `on-synced` state now instead of at its next poll
     /// (see [`Dispatcher::is_idle`]).
     wake: tokio::sync::Notify,
-    /// Sees calls begin and end (see [`CallTap`]).
-    tap: OnceLock<Arc<dyn CallTap>>,
+    /// Sees each call begin and end, synchronously on the worker, so that what the guest did
+    /// in between can be attributed to the call (the broadcast [`PluginEvent`]s arrive later
+    /// and cannot be ordered against that).
+    observer: Option<SharedObserver>,
 }
 
 impl Dispatcher {
@@ -265,6 +259,7 @@ impl Dispatcher {
         events: broadcast::Sender<PluginEvent>,
         config: &DispatchConfig,
         state: StateSink,
+        observer: Option<SharedObserver>,
     ) -> Arc<Self> {
         let p = PluginLabels {
             plugin: plugin.to_string(),
@@ -290,7 +285,7 @@ impl Dispatcher {
             informers_synced: OnceLock::new(),
             synced_pending: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
-            tap: OnceLock::new(),
+            observer,
         })
     }
 
@@ -320,7 +315,7 @@ impl Dispatcher {
     }
 
     /// [`Dispatcher::watch_sync`] with any check (tests script it).
-    pub(super) fn watch_sync_with(&self, check: SyncedCheck) {
+    pub(in crate::plugins) fn watch_sync_with(&self, check: SyncedCheck) {
         let _ = self.informers_synced.set(check);
     }
 
@@ -345,11 +340,6 @@ impl Dispatcher {
             return false;
         }
         true
-    }
-
-    /// Lets `tap` see every call of this dispatcher (set once, before it runs).
-    pub fn set_tap(&self, tap: Arc<dyn CallTap>) {
-        let _ = self.tap.set(tap);
     }
 
     /// Notifications waiting.
@@ -381,20 +371,20 @@ impl Dispatcher {
         self.stop.is_cancelled()
     }
 
-    pub(super) fn report(&self, event: StateEvent) {
+    pub(in crate::plugins) fn report(&self, event: StateEvent) {
         (self.state)(event)
     }
 
-    pub(super) fn count_restart(&self) {
+    pub(in crate::plugins) fn count_restart(&self) {
         self.handles.worker_restarts.inc();
     }
 
-    pub(super) fn stopped(&self) -> &CancellationToken {
+    pub(in crate::plugins) fn stopped(&self) -> &CancellationToken {
         &self.stop
     }
 
     /// Returns a key whose call never ended (the worker panicked) to the queue.
-    pub(super) fn recover_in_flight(&self) {
+    pub(in crate::plugins) fn recover_in_flight(&self) {
         if let Some((qk, initial)) = self.in_flight.lock().take() {
             self.queue.finish(&qk, Finish::Abandoned { initial });
         }
@@ -438,8 +428,9 @@ impl Dispatcher {
             };
             let Some((qk, item)) = next else { break };
             *self.in_flight.lock() = Some((qk.clone(), item.notification.is_initial()));
-            if let Some(tap) = self.tap.get() {
-                tap.call_started(&self.plugin);
+            let kind = call_kind(&item.notification);
+            if let Some(o) = &self.observer {
+                o.call_started(&self.plugin, kind);
             }
             let started = Instant::now();
             let result = tokio::select! {
@@ -456,12 +447,10 @@ impl Dispatcher {
             self.handles
                 .call_seconds
                 .observe(started.elapsed().as_secs_f64());
-            let kind = CallKind::of(&item.notification);
             self.handles.calls[kind as usize].inc();
             let flag = item.notification.flag();
             // Publishing costs a little per call, so only when someone listens.
-            let tap = self.tap.get();
-            let listening = tap.is_some() || self.events.receiver_count() > 0;
+            let listening = self.observer.is_some() || self.events.receiver_count() > 0;
             let (resource_version, api_version, object_kind) = if listening {
                 let meta = item.notification.object().meta();
                 (
@@ -479,7 +468,23 @@ impl Dispatcher {
             };
             self.queue.finish(&qk, finish);
             *self.in_flight.lock() = None;
-            if listening {
+            if let Some(o) = &self.observer {
+                let object = CalledObject {
+                    key: &qk.key,
+                    api_version: &api_version,
+                    kind: &object_kind,
+                    resource_version: &resource_version,
+                    flag,
+                };
+                let ended = CallEnded {
+                    version: self.version,
+                    call: kind,
+                    object: Some(object),
+                    outcome: &outcome,
+                };
+                o.call_ended(&self.plugin, &ended);
+            }
+            if self.events.receiver_count() > 0 {
                 let event = PluginEvent::Called {
                     plugin: self.plugin.clone(),
                     version: self.version,
@@ -491,9 +496,6 @@ impl Dispatcher {
                     flag,
                     outcome,
                 };
-                if let Some(tap) = tap {
-                    tap.call_ended(&event);
-                }
                 let _ = self.events.send(event);
             }
             if self.pause_if_quarantined(failures).await {
@@ -509,8 +511,8 @@ impl Dispatcher {
         guest: &mut G,
         failures: &mut u32,
     ) -> Option<CallOutcome> {
-        if let Some(tap) = self.tap.get() {
-            tap.call_started(&self.plugin);
+        if let Some(o) = &self.observer {
+            o.call_started(&self.plugin, CallKind::Synced);
         }
         let started = Instant::now();
         let result = tokio::select! {
@@ -530,17 +532,21 @@ impl Dispatcher {
         if matches!(outcome, CallOutcome::Ok) {
             tracing::info!(plugin = %self.plugin, version = self.version, "on-synced handled: the plugin has seen every object");
         }
-        let tap = self.tap.get();
-        if tap.is_some() || self.events.receiver_count() > 0 {
-            let event = PluginEvent::Synced {
+        if let Some(o) = &self.observer {
+            let ended = CallEnded {
+                version: self.version,
+                call: CallKind::Synced,
+                object: None,
+                outcome: &outcome,
+            };
+            o.call_ended(&self.plugin, &ended);
+        }
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(PluginEvent::Synced {
                 plugin: self.plugin.clone(),
                 version: self.version,
                 outcome: outcome.clone(),
-            };
-            if let Some(tap) = tap {
-                tap.call_ended(&event);
-            }
-            let _ = self.events.send(event);
+            });
         }
         Some(outcome)
     }
@@ -605,6 +611,15 @@ impl Dispatcher {
                 CallOutcome::Failed(err.to_string())
             }
         }
+    }
+}
+
+/// The export a notification is delivered to.
+fn call_kind(n: &Notification) -> CallKind {
+    match n {
+        Notification::Add { .. } => CallKind::Add,
+        Notification::Update { .. } => CallKind::Update,
+        Notification::Delete { .. } => CallKind::Delete,
     }
 }
 

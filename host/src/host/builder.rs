@@ -1,0 +1,222 @@
+//! [`HostBuilder`]: every choice a host is made with, set before it starts and fixed after.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+
+use super::running::Host;
+use crate::election::{ElectionConfig, ElectionMetrics, LeaderElector};
+use crate::informer::{InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig};
+use crate::plugins::{
+    ClusterContext, DeliveryMode, GrantPolicy, ManagerConfig, PluginManager, PluginMetrics,
+};
+use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics, SharedObserver};
+
+/// How long in-flight handler calls may run on at shutdown before they are abandoned by
+/// default (Kubernetes gives a pod 30 s before SIGKILL).
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Builds a [`Host`]; see the module doc of [`crate::host`]. Defaults: no plugins folder, no
+/// endpoints, the runtime's and informers' defaults, the operator's grants (the manifest's
+/// `[grants]`, else the built-in default), no leader election, worker threads, no observer.
+#[must_use = "a builder does nothing until `start`"]
+pub struct HostBuilder {
+    client: kube::Client,
+    plugins_dir: Option<PathBuf>,
+    runtime: RuntimeConfig,
+    informers: ReflectorConfig,
+    limits: Limits,
+    grants: GrantPolicy,
+    dry_run: bool,
+    metrics_addr: Option<SocketAddr>,
+    health_addr: Option<SocketAddr>,
+    shutdown_grace: Duration,
+    election: Option<ElectionConfig>,
+    leadership: Option<watch::Receiver<bool>>,
+    observer: Option<SharedObserver>,
+    delivery: DeliveryMode,
+}
+
+impl HostBuilder {
+    /// A host that reaches the API server (a real cluster or the embedded one) through `client`.
+    pub fn new(client: kube::Client) -> Self {
+        HostBuilder {
+            client,
+            plugins_dir: None,
+            runtime: RuntimeConfig::default(),
+            informers: ReflectorConfig::default(),
+            limits: Limits::default(),
+            grants: GrantPolicy::default(),
+            dry_run: false,
+            metrics_addr: None,
+            health_addr: None,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            election: None,
+            leadership: None,
+            observer: None,
+            delivery: DeliveryMode::Threads,
+        }
+    }
+
+    /// Loads every plugin in `dir` before `start` returns, then keeps the set of plugins equal
+    /// to its files (hot load, swap and unload). Without one, plugins are loaded through
+    /// [`Host::manager`] only.
+    pub fn plugins_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.plugins_dir = Some(dir.into());
+        self
+    }
+
+    /// Runtime settings (compile cache, pool size, memory ceiling, HTTP stand-in). Its
+    /// `observer` is replaced by the builder's, if one is set.
+    pub fn runtime(mut self, config: RuntimeConfig) -> Self {
+        self.runtime = config;
+        self
+    }
+
+    /// Informer settings (keeping `managedFields`, relist backoff).
+    pub fn informers(mut self, config: ReflectorConfig) -> Self {
+        self.informers = config;
+        self
+    }
+
+    /// Limits of plugins whose manifest sets none.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// How each plugin's grants are decided.
+    pub fn grants(mut self, grants: GrantPolicy) -> Self {
+        self.grants = grants;
+        self
+    }
+
+    /// Sends every plugin write with `dryRun=All` and refuses outbound HTTP but GET and HEAD.
+    pub fn dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// Serves `/metrics` here (port 0 picks one; see [`Host::metrics_addr`]).
+    pub fn metrics_addr(mut self, addr: Option<SocketAddr>) -> Self {
+        self.metrics_addr = addr;
+        self
+    }
+
+    /// Serves `/healthz`, `/readyz`, `/plugins` and `/leader` here.
+    pub fn health_addr(mut self, addr: Option<SocketAddr>) -> Self {
+        self.health_addr = addr;
+        self
+    }
+
+    /// How long in-flight calls may run on at shutdown before they are abandoned.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Competes for this Lease and delivers only while holding it.
+    pub fn election(mut self, election: Option<ElectionConfig>) -> Self {
+        self.election = election;
+        self
+    }
+
+    /// Delivers only while `leadership` reads `true`, decided outside the host (the scenario
+    /// runner's leadership steps); not together with [`HostBuilder::election`].
+    pub fn follow(mut self, leadership: watch::Receiver<bool>) -> Self {
+        self.leadership = Some(leadership);
+        self
+    }
+
+    /// Lets `observer` see every call, `kube` request, Event, guest log line and HTTP request.
+    pub fn observer(mut self, observer: SharedObserver) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Where plugin calls run (worker threads unless the caller owns the only clock).
+    pub fn delivery(mut self, mode: DeliveryMode) -> Self {
+        self.delivery = mode;
+        self
+    }
+
+    /// Starts the host; plugin files already in the folder are loaded before this returns.
+    pub async fn start(self) -> anyhow::Result<Host> {
+        anyhow::ensure!(
+            self.election.is_none() || self.leadership.is_none(),
+            "a host either competes for a Lease or follows leadership given to it, not both"
+        );
+        let mut registry = Registry::default();
+        let informer_metrics = InformerMetrics::new(&mut registry);
+        let runtime_metrics = RuntimeMetrics::new(&mut registry);
+        let plugin_metrics = PluginMetrics::new(&mut registry);
+        let election_metrics = self
+            .election
+            .as_ref()
+            .map(|_| ElectionMetrics::new(&mut registry));
+        let registry = Arc::new(registry);
+
+        let mut runtime_config = self.runtime;
+        if self.observer.is_some() {
+            runtime_config.observer = self.observer;
+        }
+        let runtime = Runtime::new(runtime_config, runtime_metrics)?;
+        let factory = InformerFactory::with_config(
+            Arc::new(KubeSourceFactory::new(self.client.clone())),
+            informer_metrics,
+            self.informers,
+        );
+        let (elector, leadership) = match (self.election, election_metrics) {
+            (Some(election), Some(metrics)) => {
+                let lease = format!("{}/{}", election.namespace, election.lease_name);
+                let identity = election.identity.clone();
+                let elector = LeaderElector::start(self.client.clone(), election, metrics)?;
+                tracing::info!(lease = %lease, identity = %identity, "leader election: standing by until this replica holds the Lease");
+                let leadership = elector.leadership();
+                (Some(elector), Some(leadership))
+            }
+            _ => (None, self.leadership),
+        };
+        let cluster = ClusterContext::new(
+            self.client.clone(),
+            self.dry_run,
+            plugin_metrics.clone(),
+            runtime.observer().cloned(),
+        );
+        if self.dry_run {
+            tracing::warn!(
+                "dry run: every plugin write is sent with dryRun=All and only GET/HEAD HTTP requests leave the host"
+            );
+        }
+        let manager = PluginManager::new(ManagerConfig {
+            runtime: runtime.clone(),
+            factory: factory.clone(),
+            metrics: plugin_metrics,
+            defaults: self.limits,
+            grants: self.grants,
+            cluster: Some(cluster),
+            leadership,
+            delivery: self.delivery,
+        });
+        let host = Host::serve(
+            manager,
+            factory,
+            runtime,
+            registry,
+            self.metrics_addr,
+            self.health_addr,
+            self.shutdown_grace,
+            elector,
+            self.plugins_dir.is_some(),
+        )
+        .await?;
+        match self.plugins_dir {
+            Some(dir) => host.watch_directory(dir).await,
+            None => Ok(host),
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! [`Delivery`]: one plugin version's dispatcher attached to its informers, and what drains it
+//! (a worker thread, or a task on the caller's runtime: [`DeliveryMode`]).
+//!
+//! Attaching is all-or-nothing: if one subscription cannot be served, the others are detached
+//! again and nothing was delivered, as the dispatcher's gate is still closed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::dispatch::Dispatcher;
+use super::worker::{RESTART_BACKOFF, spawn_worker};
+use crate::informer::{HandlerRegistration, InformerError, InformerFactory, InformerKey};
+use crate::plugins::capabilities::projected::ProjectionCache;
+use crate::runtime::HandlerInstance;
+
+/// Where a plugin version's calls run; chosen when the host is built.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeliveryMode {
+    /// Each version on an OS thread of its own with a single-threaded Tokio runtime: a guest
+    /// that computes until its deadline occupies only its own thread; a panic there (a host
+    /// bug) restarts the worker. What every host uses.
+    #[default]
+    Threads,
+    /// Each version as a task on the runtime that built the manager: the scenario runner's
+    /// single thread with a paused clock, where every timer of the host follows the one virtual
+    /// clock and "nothing is runnable" means "everything has been handled". A guest that
+    /// computes holds that thread, which a host must never allow.
+    Inline,
+}
+
+/// One subscription ready to attach: its informer, resync period, and the shared projection
+/// cache its objects are cut through (held as long as the version is loaded).
+pub(crate) type Attachable = (InformerKey, Option<Duration>, Option<Arc<ProjectionCache>>);
+
+/// One version's delivery: its dispatcher on the informers and the worker draining it.
+pub(crate) struct Delivery {
+    pub(crate) dispatcher: Arc<Dispatcher>,
+    registrations: Vec<HandlerRegistration>,
+    worker: Worker,
+}
+
+/// What drains a dispatcher: its own thread (a host), or a task on the host's runtime (the
+/// scenario runner, whose virtual clock must be the only clock).
+pub(crate) enum Worker {
+    Thread(std::thread::JoinHandle<()>),
+    Task(tokio::task::JoinHandle<()>),
+}
+
+impl Delivery {
+    /// What the view shows of it.
+    pub(crate) fn installed(&self) -> Arc<Dispatcher> {
+        self.dispatcher.clone()
+    }
+
+    /// Detaches from the informers first (no new notifications), then lets the worker finish
+    /// its in-flight call (bounded by the plugin's deadline, or abandoned by a kill) and exit.
+    pub(crate) async fn stop(self) {
+        for r in self.registrations {
+            r.remove().await;
+        }
+        self.dispatcher.stop();
+        match self.worker {
+            Worker::Thread(worker) => {
+                let _ = tokio::task::spawn_blocking(move || worker.join()).await;
+            }
+            Worker::Task(task) => {
+                let _ = task.await;
+            }
+        }
+    }
+}
+
+/// Why a delivery could not be attached.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AttachError {
+    #[error("subscription {0} cannot be served: {1}")]
+    Subscription(InformerKey, InformerError),
+    #[error("cannot start worker thread: {0}")]
+    Worker(std::io::Error),
+}
+
+impl Delivery {
+    /// Registers `dispatcher` on every subscription (each replays the cache into its queue,
+    /// behind the still-closed gate) and starts what drains it.
+    pub(crate) async fn start(
+        dispatcher: Arc<Dispatcher>,
+        factory: &InformerFactory,
+        subscriptions: Vec<Attachable>,
+        template: HandlerInstance,
+        mode: DeliveryMode,
+    ) -> Result<Delivery, AttachError> {
+        let mut registrations = Vec::with_capacity(subscriptions.len());
+        for (i, (key, resync, projection)) in subscriptions.into_iter().enumerate() {
+            match factory
+                .add_handler(&key, dispatcher.handler(i as u32, projection), resync)
+                .await
+            {
+                Ok(r) => registrations.push(r),
+                Err(e) => {
+                    detach(registrations, &dispatcher).await;
+                    return Err(AttachError::Subscription(key, e));
+                }
+            }
+        }
+        dispatcher.watch_sync(registrations.iter().map(|r| r.sync_probe()).collect());
+        let worker = match mode {
+            DeliveryMode::Inline => {
+                let d = dispatcher.clone();
+                Worker::Task(tokio::spawn(async move {
+                    let mut guest = template.fresh();
+                    d.run(&mut guest).await;
+                }))
+            }
+            DeliveryMode::Threads => {
+                match spawn_worker(
+                    dispatcher.clone(),
+                    move || template.fresh(),
+                    RESTART_BACKOFF,
+                ) {
+                    Ok(worker) => Worker::Thread(worker),
+                    Err(e) => {
+                        detach(registrations, &dispatcher).await;
+                        return Err(AttachError::Worker(e));
+                    }
+                }
+            }
+        };
+        Ok(Delivery {
+            dispatcher,
+            registrations,
+            worker,
+        })
+    }
+}
+
+/// Undoes a partial attach.
+async fn detach(registrations: Vec<HandlerRegistration>, dispatcher: &Dispatcher) {
+    for r in registrations {
+        r.remove().await;
+    }
+    dispatcher.stop();
+}

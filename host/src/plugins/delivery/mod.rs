@@ -1,0 +1,17 @@
+//! Delivery: how one plugin version's notifications reach its guest.
+//!
+//! Informer listeners push into a bounded per-plugin [`queue`] (per-object order, coalescing
+//! above `max-queued`); a [`dispatch`]er drains it one call at a time with retries and
+//! [`quarantine`] after failures in a row; a [`worker`] thread owns the guest; [`state`] is the
+//! plugin's state machine; [`leadership`] starts and stops deliveries as this replica wins and
+//! loses the Lease.
+//!
+//! Knows nothing of files, manifests or grants: it is handed a described version by `loading`.
+
+pub(crate) mod attachment;
+pub(crate) mod dispatch;
+pub(crate) mod leadership;
+pub(crate) mod quarantine;
+pub(crate) mod queue;
+pub(crate) mod state;
+pub(crate) mod worker;
