@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 /// Lease duration of controller-runtime (and kube-controller-manager).
-pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+pub(super) const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 /// Renew deadline of controller-runtime.
-pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
+pub(super) const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
 /// Retry period of controller-runtime.
-pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
+pub(super) const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 
 /// Configuration of one [`super::LeaderElector`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +92,7 @@ fn is_dns_subdomain(s: &str) -> bool {
 
 /// `hostname_random`, as controller-runtime builds it: the pod name says which replica leads,
 /// the random part keeps a restarted pod from mistaking its predecessor's lease for its own.
-pub fn default_identity() -> String {
+pub(super) fn default_identity() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())

@@ -13,7 +13,7 @@ use kube::api::PostParams;
 
 /// The election record (client-go's `LeaderElectionRecord`), as it lives in a Lease's spec.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LeaderRecord {
+pub(super) struct LeaderRecord {
     /// Who holds the Lease; empty when it is free (never acquired, or released).
     pub holder: String,
     /// How long the holder's claim lasts after its last renewal; zero when the Lease names none.
@@ -56,7 +56,7 @@ impl LeaderRecord {
 
 /// A record as read from (or written to) the server, with the Lease object it came from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Versioned {
+pub(super) struct Versioned {
     /// The election record.
     pub record: LeaderRecord,
     /// The Lease as the server returned it; the base of the next write (boxed: it is large
@@ -73,14 +73,14 @@ impl Versioned {
     }
 
     /// The resourceVersion a write based on this record must match.
-    pub fn resource_version(&self) -> Option<&str> {
+    pub(super) fn resource_version(&self) -> Option<&str> {
         self.lease.metadata.resource_version.as_deref()
     }
 }
 
 /// Why a write did not happen.
 #[derive(Debug, thiserror::Error)]
-pub enum WriteError {
+pub(super) enum WriteError {
     /// The Lease changed (or was created) since it was read: someone else wrote first.
     #[error("the Lease changed since it was read")]
     Conflict,
@@ -91,14 +91,14 @@ pub enum WriteError {
 
 /// One Lease, addressed by namespace and name.
 #[derive(Clone)]
-pub struct LeaseLock {
+pub(super) struct LeaseLock {
     api: Api<Lease>,
     name: String,
 }
 
 impl LeaseLock {
     /// The Lease `namespace/name`, read and written with `client`.
-    pub fn new(client: kube::Client, namespace: &str, name: &str) -> Self {
+    pub(super) fn new(client: kube::Client, namespace: &str, name: &str) -> Self {
         Self {
             api: Api::namespaced(client, namespace),
             name: name.to_string(),
@@ -106,7 +106,7 @@ impl LeaseLock {
     }
 
     /// Reads the Lease; `None` when it does not exist yet.
-    pub async fn get(&self) -> Result<Option<Versioned>, kube::Error> {
+    pub(super) async fn get(&self) -> Result<Option<Versioned>, kube::Error> {
         Ok(self
             .api
             .get_opt(&self.name)
@@ -116,7 +116,7 @@ impl LeaseLock {
 
     /// Writes `record`: creates the Lease when `base` is `None`, otherwise replaces `base` at its
     /// resourceVersion (409 → [`WriteError::Conflict`]).
-    pub async fn write(
+    pub(super) async fn write(
         &self,
         record: &LeaderRecord,
         base: Option<&Versioned>,

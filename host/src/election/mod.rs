@@ -24,11 +24,11 @@
 //! This module knows nothing of informers or plugins: it publishes leadership on a
 //! `tokio::sync::watch` channel, and whoever delivers events follows it.
 
-pub mod config;
-pub mod elector;
-pub mod lease_lock;
-pub mod metrics;
-pub mod state;
+mod config;
+mod elector;
+mod lease_lock;
+mod metrics;
+mod state;
 
 pub use config::ElectionConfig;
 pub use elector::LeaderElector;

@@ -24,7 +24,7 @@ use super::lease_lock::{LeaderRecord, Versioned};
 
 /// What this replica knows of the Lease.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Observation {
+pub(super) struct Observation {
     /// The Lease as last read or written.
     pub lease: Versioned,
     /// When this replica first saw the Lease at its current resourceVersion.
@@ -33,7 +33,7 @@ pub struct Observation {
 
 /// The state of one elector.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Election {
+pub(super) enum Election {
     /// Not leading: trying to acquire the Lease every retry period. `observed` is `None` until
     /// the Lease was read once (or while it does not exist).
     Standby {
@@ -62,7 +62,7 @@ pub enum Election {
 
 /// What happened since the last step.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Input {
+pub(super) enum Input {
     /// The wait of [`Action::Wait`] is over.
     Tick,
     /// The Lease as read; `None` when it does not exist.
@@ -84,7 +84,7 @@ pub enum Input {
 
 /// The one thing the elector does next.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
+pub(super) enum Action {
     /// Read the Lease.
     Fetch,
     /// Write `record`: replace `base` at its resourceVersion, or create the Lease when `None`.
@@ -102,7 +102,7 @@ pub enum Action {
 
 /// A change of leadership worth a log line and a metric.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Transition {
+pub(super) enum Transition {
     /// Became the leader.
     Acquired,
     /// Stopped leading involuntarily, and why.
@@ -113,7 +113,7 @@ pub enum Transition {
 
 /// The time of a step, read once by the caller.
 #[derive(Debug, Clone, Copy)]
-pub struct Moment {
+pub(super) struct Moment {
     /// Monotonic time, for every duration.
     pub now: Instant,
     /// Wall-clock time, only written into the record for humans and other tools.
@@ -125,7 +125,7 @@ pub struct Moment {
 
 impl Moment {
     /// The current moment with a fresh random draw.
-    pub fn now() -> Self {
+    pub(super) fn now() -> Self {
         Self {
             now: Instant::now(),
             wall: Timestamp::now(),
@@ -136,7 +136,7 @@ impl Moment {
 
 /// The result of one step.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Step {
+pub(super) struct Step {
     /// The new state.
     pub state: Election,
     /// What to do next.
@@ -155,17 +155,17 @@ fn go(state: Election, action: Action) -> Step {
 
 impl Election {
     /// The state an elector starts in.
-    pub fn start() -> (Election, Action) {
+    pub(super) fn start() -> (Election, Action) {
         (Election::Standby { observed: None }, Action::Fetch)
     }
 
     /// Whether this replica may act as the leader now.
-    pub fn is_leader(&self) -> bool {
+    pub(super) fn is_leader(&self) -> bool {
         matches!(self, Election::Leading { .. })
     }
 
     /// The latest moment the pending request may finish, if the state puts a bound on it.
-    pub fn deadline(&self, cfg: &ElectionConfig) -> Option<Instant> {
+    pub(super) fn deadline(&self, cfg: &ElectionConfig) -> Option<Instant> {
         match self {
             Election::Leading { renewed, .. } => Some(*renewed + cfg.renew_deadline),
             Election::Releasing { until, .. } => Some(*until),
@@ -174,7 +174,7 @@ impl Election {
     }
 
     /// Advances the machine by one input.
-    pub fn step(self, input: Input, at: &Moment, cfg: &ElectionConfig) -> Step {
+    pub(super) fn step(self, input: Input, at: &Moment, cfg: &ElectionConfig) -> Step {
         let now = at.now;
         let me = cfg.identity.as_str();
         let standby_wait = Action::Wait(now + cfg.retry_period.mul_f64(1.0 - 0.2 * at.jitter));

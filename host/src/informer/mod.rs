@@ -11,8 +11,6 @@
 //! `kubewasm-apimachinery`, shared with the embedded API server. The API server is reached only
 //! through a [`SourceFactory`] ([`KubeSourceFactory`] in production, scripted sources in tests).
 
-#![warn(missing_docs)]
-
 mod backoff;
 mod delta_fifo;
 mod error;

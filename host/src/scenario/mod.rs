@@ -7,8 +7,9 @@
 //! [`recorder`] turns what the handler does into a transcript; [`transcript`] compares it with
 //! the expectations; [`report`] prints the result or writes it back (`--update`).
 //!
-//! This layer sits beside `cli`: it assembles the host's parts the way `cli::host` does, with
-//! a virtual clock and taps instead of a network. The parts know nothing of scenarios.
+//! This layer sits beside `cli`: it builds its host through [`crate::host::HostBuilder`] like
+//! every entry point, asking for inline delivery on a paused clock, an observer and an HTTP
+//! stand-in instead of a network. The parts know nothing of scenarios.
 
 mod file;
 mod harness;

@@ -2,8 +2,6 @@
 //! is never processed twice at once), delayed adds, per-item rate limiting, drain on shutdown.
 //! Uses tokio time throughout, so tests can run on a paused clock.
 
-#![warn(missing_docs)]
-
 mod delaying;
 mod queue;
 mod rate_limiter;

@@ -448,19 +448,9 @@ impl Dispatcher {
                 .call_seconds
                 .observe(started.elapsed().as_secs_f64());
             self.handles.calls[kind as usize].inc();
-            let flag = item.notification.flag();
             // Publishing costs a little per call, so only when someone listens.
             let listening = self.observer.is_some() || self.events.receiver_count() > 0;
-            let (resource_version, api_version, object_kind) = if listening {
-                let meta = item.notification.object().meta();
-                (
-                    meta.resource_version.clone(),
-                    meta.api_version.clone(),
-                    meta.kind.clone(),
-                )
-            } else {
-                Default::default()
-            };
+            let delivered = listening.then(|| Delivered::of(&item.notification));
             let outcome = self.judge(&qk.key, kind, item.attempts, result, &mut failures);
             let finish = match outcome {
                 CallOutcome::Retry(_) => Finish::Retry(item),
@@ -468,41 +458,48 @@ impl Dispatcher {
             };
             self.queue.finish(&qk, finish);
             *self.in_flight.lock() = None;
-            if let Some(o) = &self.observer {
-                let object = CalledObject {
-                    key: &qk.key,
-                    api_version: &api_version,
-                    kind: &object_kind,
-                    resource_version: &resource_version,
-                    flag,
-                };
-                let ended = CallEnded {
-                    version: self.version,
-                    call: kind,
-                    object: Some(object),
-                    outcome: &outcome,
-                };
-                o.call_ended(&self.plugin, &ended);
-            }
-            if self.events.receiver_count() > 0 {
-                let event = PluginEvent::Called {
-                    plugin: self.plugin.clone(),
-                    version: self.version,
-                    call: kind,
-                    key: qk.key.clone(),
-                    api_version,
-                    kind: object_kind,
-                    resource_version,
-                    flag,
-                    outcome,
-                };
-                let _ = self.events.send(event);
+            if let Some(delivered) = delivered {
+                self.publish_call(&qk.key, kind, delivered, outcome);
             }
             if self.pause_if_quarantined(failures).await {
                 break;
             }
         }
         tracing::debug!(plugin = %self.plugin, version = self.version, "plugin worker stopped");
+    }
+
+    /// Tells the observer (on this thread, so it can attribute what the guest did) and then the
+    /// event subscribers how a call about an object ended.
+    fn publish_call(&self, key: &Arc<str>, call: CallKind, d: Delivered, outcome: CallOutcome) {
+        if let Some(o) = &self.observer {
+            let object = CalledObject {
+                key,
+                api_version: &d.api_version,
+                kind: &d.kind,
+                resource_version: &d.resource_version,
+                flag: d.flag,
+            };
+            let ended = CallEnded {
+                version: self.version,
+                call,
+                object: Some(object),
+                outcome: &outcome,
+            };
+            o.call_ended(&self.plugin, &ended);
+        }
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(PluginEvent::Called {
+                plugin: self.plugin.clone(),
+                version: self.version,
+                call,
+                key: key.clone(),
+                api_version: d.api_version,
+                kind: d.kind,
+                resource_version: d.resource_version,
+                flag: d.flag,
+                outcome,
+            });
+        }
     }
 
     /// Calls `on-synced` once; `None` when the call was abandoned by a kill.
@@ -610,6 +607,26 @@ impl Dispatcher {
                 tracing::error!(plugin = %self.plugin, key, call = ?kind, error = %err, "handler failed; instance discarded, a fresh one serves the next call");
                 CallOutcome::Failed(err.to_string())
             }
+        }
+    }
+}
+
+/// What observers and event subscribers are told of the object a call was about.
+struct Delivered {
+    api_version: String,
+    kind: String,
+    resource_version: String,
+    flag: bool,
+}
+
+impl Delivered {
+    fn of(n: &Notification) -> Delivered {
+        let meta = n.object().meta();
+        Delivered {
+            api_version: meta.api_version.clone(),
+            kind: meta.kind.clone(),
+            resource_version: meta.resource_version.clone(),
+            flag: n.flag(),
         }
     }
 }

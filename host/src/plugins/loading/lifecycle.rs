@@ -2,7 +2,7 @@
 //!
 //! A new version is compiled, instantiated and asked to `describe()` itself on a blocking
 //! thread, under the plugin's deadline; only when every subscription is valid and resolves, and
-//! its grants (see `grants.rs`) cover everything it asks for, is it attached to the informers
+//! its grants (see `super::grants`) cover everything it asks for, is it attached to the informers
 //! (its replay of the cache queues up behind a closed gate). Then the old version is detached
 //! and stopped — its in-flight call ends or hits its deadline — and only then does the new
 //! version start delivering, so two versions never run calls at once. Any
@@ -16,7 +16,7 @@
 //!
 //! Delivery (dispatcher, listeners, worker) is separate from the described version, so under
 //! leader election a version can exist without one (a standby) and get a fresh one, with a full
-//! replay, whenever this replica wins the Lease (see `leadership.rs`).
+//! replay, whenever this replica wins the Lease (see `crate::plugins::delivery::leadership`).
 //!
 //! No lock shared between plugins is held while waiting for a guest: each plugin has its own
 //! slot whose async mutex orders the operations on that plugin only, and status readers see a
