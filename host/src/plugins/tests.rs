@@ -464,6 +464,37 @@ fn a_worker_that_panics_is_restarted_and_its_queue_keeps_a_consumer() {
     assert_eq!(restarts, 1);
 }
 
+#[tokio::test(start_paused = true)]
+async fn an_inline_delivery_that_panics_is_restarted_like_a_worker_thread() {
+    let r = rig(DispatchConfig::default());
+    r.dispatcher.open();
+    let g = Scripted::default();
+    g.then(Step::Panic);
+    r.push(add("a", 1));
+    r.push(add("b", 1));
+    let template = g.clone();
+    let task = super::delivery::worker::spawn_task(
+        r.dispatcher.clone(),
+        move || template.clone(),
+        Duration::from_millis(10),
+    );
+    seen_at_least(&g, 2).await;
+    assert_eq!(g.seen(), ["add ns/a 1", "add ns/b 1"]);
+    assert_eq!(r.states.lock()[..2], ["panicked", "resumed"]);
+    // The key whose call panicked is usable again.
+    r.push(update("a", 1, 2));
+    seen_at_least(&g, 3).await;
+    assert_eq!(g.seen()[2], "update ns/a 1->2");
+    r.dispatcher.stop();
+    task.await.unwrap();
+    let restarts = r
+        .metrics
+        .worker_restarts
+        .get_or_create(&super::metrics::PluginLabels { plugin: "p".into() })
+        .get();
+    assert_eq!(restarts, 1);
+}
+
 fn initial(name: &str) -> Notification {
     Notification::Add {
         obj: obj(name, 1),

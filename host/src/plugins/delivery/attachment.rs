@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::dispatch::Dispatcher;
-use super::worker::{RESTART_BACKOFF, spawn_worker};
+use super::worker::{RESTART_BACKOFF, spawn_task, spawn_worker};
 use crate::informer::{HandlerRegistration, InformerError, InformerFactory, InformerKey};
 use crate::plugins::capabilities::projected::ProjectionCache;
 use crate::runtime::HandlerInstance;
@@ -104,13 +104,11 @@ impl Delivery {
         }
         dispatcher.watch_sync(registrations.iter().map(|r| r.sync_probe()).collect());
         let worker = match mode {
-            DeliveryMode::Inline => {
-                let d = dispatcher.clone();
-                Worker::Task(tokio::spawn(async move {
-                    let mut guest = template.fresh();
-                    d.run(&mut guest).await;
-                }))
-            }
+            DeliveryMode::Inline => Worker::Task(spawn_task(
+                dispatcher.clone(),
+                move || template.fresh(),
+                RESTART_BACKOFF,
+            )),
             DeliveryMode::Threads => {
                 match spawn_worker(
                     dispatcher.clone(),

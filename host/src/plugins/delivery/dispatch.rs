@@ -44,7 +44,7 @@ pub trait Guest {
     fn deliver(
         &mut self,
         n: &Notification,
-    ) -> impl Future<Output = Result<HandlerOutcome, CallError>>;
+    ) -> impl Future<Output = Result<HandlerOutcome, CallError>> + Send;
 
     /// Whether the handler exports `on-synced` (0.2.0 handlers).
     fn wants_synced(&self) -> bool {
@@ -52,7 +52,7 @@ pub trait Guest {
     }
 
     /// Calls `on-synced`; dropping the future abandons the call.
-    fn synced(&mut self) -> impl Future<Output = Result<HandlerOutcome, CallError>> {
+    fn synced(&mut self) -> impl Future<Output = Result<HandlerOutcome, CallError>> + Send {
         async { Ok(HandlerOutcome::Ok) }
     }
 }

@@ -1,14 +1,18 @@
-//! The thread that owns one plugin version's guest and runs its [`Dispatcher`].
+//! What drains one plugin version's [`Dispatcher`]: a thread that owns its guest, or a task.
 //!
 //! Each plugin version gets its own OS thread with a single-threaded Tokio runtime: a guest
 //! that computes until its deadline only ever occupies its own thread, never a worker of the
 //! host's shared runtime (informers, endpoints, other plugins). A panic on that thread (a host
 //! bug, never a guest trap) marks the plugin Failed, returns the in-flight key to the queue and
 //! restarts the loop with a fresh guest after a backoff, so the queue always has a consumer.
+//! [`spawn_task`] runs the same loop, with the same restart, as a task on the caller's runtime
+//! (`DeliveryMode::Inline`, the scenario runner's virtual clock).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures::FutureExt;
 
 use super::dispatch::{Dispatcher, Guest};
 use super::state::StateEvent;
@@ -52,12 +56,6 @@ where
                 rt.block_on(d.run(&mut guest));
             }));
             let Err(panic) = ran else { return };
-            let message = panic_message(panic.as_ref());
-            tracing::error!(plugin = %dispatcher.plugin(), panic = %message, backoff_ms = backoff.as_millis() as u64,
-                "plugin worker panicked; restarting it with a fresh instance after a backoff");
-            dispatcher.count_restart();
-            dispatcher.report(StateEvent::WorkerPanicked { message });
-            dispatcher.recover_in_flight();
             drop(rt);
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_time()
@@ -66,20 +64,57 @@ where
                 Ok(rt) => rt,
                 Err(_) => return,
             };
-            let stop = dispatcher.stopped().clone();
-            let stopped = rt.block_on(async {
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => false,
-                    _ = stop.cancelled() => true,
-                }
-            });
-            if stopped {
+            if !rt.block_on(recover(&dispatcher, panic_message(panic.as_ref()), &mut backoff)) {
                 return;
             }
-            backoff = (backoff * 2).min(RESTART_BACKOFF_MAX);
-            dispatcher.report(StateEvent::Resumed);
         }
     })
+}
+
+/// Runs the dispatcher as a task on the current runtime (see `DeliveryMode::Inline`), with the
+/// same restart after a panic as a worker thread, so a host bug is survived the same way
+/// whichever mode runs it.
+pub(crate) fn spawn_task<G, F>(
+    dispatcher: Arc<Dispatcher>,
+    mut make_guest: F,
+    restart_backoff: Duration,
+) -> tokio::task::JoinHandle<()>
+where
+    G: Guest + Send + 'static,
+    F: FnMut() -> G + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut backoff = restart_backoff;
+        loop {
+            let mut guest = make_guest();
+            let ran = AssertUnwindSafe(dispatcher.run(&mut guest))
+                .catch_unwind()
+                .await;
+            let Err(panic) = ran else { return };
+            drop(guest);
+            if !recover(&dispatcher, panic_message(panic.as_ref()), &mut backoff).await {
+                return;
+            }
+        }
+    })
+}
+
+/// After a panic: logs and counts it, marks the plugin Failed, returns the in-flight key to
+/// the queue and waits out the backoff (doubling it for next time). False when the dispatcher
+/// was stopped meanwhile.
+async fn recover(dispatcher: &Dispatcher, message: String, backoff: &mut Duration) -> bool {
+    tracing::error!(plugin = %dispatcher.plugin(), panic = %message, backoff_ms = backoff.as_millis() as u64,
+        "plugin worker panicked; restarting it with a fresh instance after a backoff");
+    dispatcher.count_restart();
+    dispatcher.report(StateEvent::WorkerPanicked { message });
+    dispatcher.recover_in_flight();
+    tokio::select! {
+        _ = tokio::time::sleep(*backoff) => {}
+        _ = dispatcher.stopped().cancelled() => return false,
+    }
+    *backoff = (*backoff * 2).min(RESTART_BACKOFF_MAX);
+    dispatcher.report(StateEvent::Resumed);
+    true
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
