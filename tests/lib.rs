@@ -16,17 +16,32 @@ use tokio::sync::{Notify, broadcast};
 /// Upper bound for any awaited condition: a failure guard, never a synchronisation device.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
-/// Directory the guest build scripts write components to.
+/// Directory the example build scripts write components to (`bash guest-examples/build.sh`).
 pub fn dist_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dist")
 }
 
-/// A built guest component; panics with the build command when it is missing.
+/// Directory the test fixtures are built into (`bash tests/fixtures/build.sh`): guests that
+/// exist only for the tests, never examples.
+pub fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures")
+}
+
+/// A built example component; panics with the build command when it is missing.
 pub fn guest(file: &str) -> PathBuf {
-    let p = dist_dir().join(file);
+    built(dist_dir().join(file), "bash guest-examples/build.sh")
+}
+
+/// A built test fixture (e.g. `rust-test-fixture.wasm`); panics with the build command when it
+/// is missing.
+pub fn fixture(file: &str) -> PathBuf {
+    built(fixtures_dir().join(file), "bash tests/fixtures/build.sh")
+}
+
+fn built(p: PathBuf, command: &str) -> PathBuf {
     assert!(
         p.is_file(),
-        "{} is missing: build the guests first with `bash guest-examples/build.sh`",
+        "{} is missing: build it first with `{command}`",
         p.display()
     );
     p

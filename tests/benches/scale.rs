@@ -5,7 +5,7 @@
 //! Pod-sized objects (~5 KiB served, ~2.5 KiB of it a realistic `managedFields` block).
 //! Every system runs in its own child process (this binary re-executed with `SCALE_CHILD` set),
 //! so RSS is per system: kubewasm is the real host with one silent plugin
-//! (`guest-examples/dist/rust-test-fixture.wasm`), kube-runtime is `reflector(watcher(..))` over
+//! (`target/fixtures/rust-test-fixture.wasm`), kube-runtime is `reflector(watcher(..))` over
 //! typed `ConfigMap`s, once holding the objects as served and once with `managedFields` dropped
 //! before its store (the API server records them on every write; kubewasm strips them by
 //! default, so the second is like for like). Runs alternate between systems; the table shows
@@ -38,7 +38,7 @@ use kubewasm::informer::{
     SourceObject, json_serialisations,
 };
 use kubewasm::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
-use kubewasm_e2e::{client, guest};
+use kubewasm_e2e::{client, fixture};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
@@ -774,7 +774,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let fixture = guest("rust-test-fixture.wasm");
+    let fixture = fixture("rust-test-fixture.wasm");
     // Compile once into a shared cache so no child's sync includes compiling the guest.
     let cache = tempfile::tempdir().unwrap();
     Runtime::new(
