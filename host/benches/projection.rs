@@ -90,10 +90,7 @@ fn main() -> anyhow::Result<()> {
     let load = |file: &str| -> anyhow::Result<HandlerInstance> {
         let path = fixtures.join(file);
         let wasm = std::fs::read(&path).map_err(|e| {
-            anyhow::anyhow!(
-                "{}: {e}; run tests/fixtures/build.sh first",
-                path.display()
-            )
+            anyhow::anyhow!("{}: {e}; run tests/fixtures/build.sh first", path.display())
         })?;
         let compiled = rt.compile(&wasm)?;
         Ok(exec.block_on(rt.instantiate(&compiled, file, Limits::default(), Arc::new(NoCache)))?)

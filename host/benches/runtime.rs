@@ -74,10 +74,7 @@ fn main() -> anyhow::Result<()> {
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures");
     let path = fixtures.join("rust-test-fixture.wasm");
     let wasm = std::fs::read(&path).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: {e}; run tests/fixtures/build.sh first",
-            path.display()
-        )
+        anyhow::anyhow!("{}: {e}; run tests/fixtures/build.sh first", path.display())
     })?;
     println!("guest: {} ({} KiB)", path.display(), wasm.len() / 1024);
 

@@ -673,7 +673,11 @@ fn test_runs_scenarios_and_shows_differences() {
         ),
         "{out}"
     );
-    let (code, out, _) = run_scenario(&dist().join("rust-logger-v2.wasm"), &bad, &["--format", "junit"]);
+    let (code, out, _) = run_scenario(
+        &dist().join("rust-logger-v2.wasm"),
+        &bad,
+        &["--format", "junit"],
+    );
     assert_eq!(code, 1);
     assert!(
         out.starts_with("<?xml") && out.contains("<failure"),

@@ -51,7 +51,10 @@ fn guest_bytes(name: &str) -> Vec<u8> {
     let (dir, build) = if name.ends_with("-fixture") {
         ("../target/fixtures", "bash tests/fixtures/build.sh")
     } else {
-        ("../guest-examples/dist", "bash guest-examples/build.sh rust")
+        (
+            "../guest-examples/dist",
+            "bash guest-examples/build.sh rust",
+        )
     };
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join(dir)
