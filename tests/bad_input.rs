@@ -31,7 +31,7 @@ struct LoadCase {
 }
 
 fn fixture_variant(v: &str) -> PathBuf {
-    fixture(&format!("rust-fixture-describe-{v}.wasm"))
+    guest(&format!("rust-fixture-describe-{v}.wasm"))
 }
 
 fn load_cases() -> Vec<LoadCase> {
@@ -218,7 +218,7 @@ fn load_cases() -> Vec<LoadCase> {
         // A 0.2.0 plugin asking for writes, Events and HTTP nobody granted.
         LoadCase {
             name: "asks-beyond-grants",
-            files: Files::Guest(fixture("rust-logger-v2-asks.wasm"), None),
+            files: Files::Guest(guest("rust-logger-v2-asks.wasm"), None),
             expect: &[
                 "not granted: patch, apply v1 Service in namespace default",
                 "not granted: record Events",

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role};
 use kube::Api;
-use kubewasm_e2e::{client, fixture, guest, start_server};
+use kubewasm_e2e::{client, guest, start_server};
 use serde_json::Value;
 
 fn repo() -> PathBuf {
@@ -305,7 +305,7 @@ async fn kustomize_base_renders_and_applies_to_the_embedded_server() {
     // A new handler version: the same ConfigMap changes in place and the Deployment does not
     // (no rollout; the kubelet's `..data` swap brings the file to the running pods).
     std::fs::copy(
-        fixture("rust-test-fixture.wasm"),
+        guest("rust-test-fixture.wasm"),
         base.join("plugins/label-auditor.wasm"),
     )
     .unwrap();
@@ -317,7 +317,7 @@ async fn kustomize_base_renders_and_applies_to_the_embedded_server() {
     let cm2 = cms.get("kubewasm-plugins").await.unwrap();
     assert_eq!(
         cm2.binary_data.unwrap()["label-auditor.wasm"].0,
-        std::fs::read(fixture("rust-test-fixture.wasm")).unwrap()
+        std::fs::read(guest("rust-test-fixture.wasm")).unwrap()
     );
     assert_ne!(cm2.metadata.resource_version, cm.metadata.resource_version);
     let d2 = deployments.get("kubewasm").await.unwrap();

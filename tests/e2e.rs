@@ -269,7 +269,7 @@ async fn hot_swap_loses_nothing_and_a_bad_version_keeps_the_old_one() {
             names
         })
     };
-    install(&fixture(FIXTURE), dir.path(), "swap.wasm");
+    install(&guest(FIXTURE), dir.path(), "swap.wasm");
     let names = writer.await.unwrap();
     t.recorder
         .wait("swap to v2", |r| {
@@ -321,7 +321,7 @@ async fn misbehaving_plugins_are_contained() {
     let server = start_server().await;
     let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
     let dir = plugin_dir();
-    install(&fixture(FIXTURE), dir.path(), "bad.wasm");
+    install(&guest(FIXTURE), dir.path(), "bad.wasm");
     std::fs::write(
         dir.path().join("bad.toml"),
         "deadline-ms = 200\nmemory-limit-mib = 16\n",
@@ -363,7 +363,7 @@ async fn guests_have_no_ambient_capabilities_and_a_scoped_cache() {
     let server = start_server().await;
     let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
     let t = start_host(&server, None, Limits::default()).await;
-    t.host.manager.load_file(&fixture(FIXTURE)).await.unwrap();
+    t.host.manager.load_file(&guest(FIXTURE)).await.unwrap();
     let p = "rust-test-fixture";
     for action in [
         "read-file",
@@ -480,7 +480,7 @@ async fn removing_the_last_plugin_stops_the_informer_and_configmap_volume_swaps_
 
     let v2 = dir.path().join("..2026_11_21_v2");
     std::fs::create_dir(&v2).unwrap();
-    std::fs::copy(fixture(FIXTURE), v2.join("vol.wasm")).unwrap();
+    std::fs::copy(guest(FIXTURE), v2.join("vol.wasm")).unwrap();
     std::os::unix::fs::symlink("..2026_11_21_v2", dir.path().join("..data_tmp")).unwrap();
     std::fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
     t.recorder

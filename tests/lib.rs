@@ -27,24 +27,23 @@ pub fn fixtures_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures")
 }
 
-/// A built example component; panics with the build command when it is missing.
+/// A built component by file name: an example from [`dist_dir`] (`rust-configmap-logger.wasm`)
+/// or a test fixture from [`fixtures_dir`] (`rust-test-fixture.wasm`); panics with the build
+/// commands when neither holds it. The one place tests locate guests.
 pub fn guest(file: &str) -> PathBuf {
-    built(dist_dir().join(file), "bash guest-examples/build.sh")
-}
-
-/// A built test fixture (e.g. `rust-test-fixture.wasm`); panics with the build command when it
-/// is missing.
-pub fn fixture(file: &str) -> PathBuf {
-    built(fixtures_dir().join(file), "bash tests/fixtures/build.sh")
-}
-
-fn built(p: PathBuf, command: &str) -> PathBuf {
+    let fixture = fixtures_dir().join(file);
+    if fixture.is_file() {
+        return fixture;
+    }
+    let example = dist_dir().join(file);
     assert!(
-        p.is_file(),
-        "{} is missing: build it first with `{command}`",
-        p.display()
+        example.is_file(),
+        "{file} is missing from {} and {}: build the examples with `bash guest-examples/build.sh` \
+         and the test fixtures with `bash tests/fixtures/build.sh`",
+        dist_dir().display(),
+        fixtures_dir().display()
     );
-    p
+    example
 }
 
 /// Starts an embedded API server with fast bookmarks and fault endpoints.

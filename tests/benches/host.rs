@@ -114,7 +114,7 @@ async fn small_informer_figures() {
     api.create(&PostParams::default(), &configmap(0))
         .await
         .unwrap();
-    let fixture = fixture("rust-test-fixture.wasm");
+    let fixture = guest("rust-test-fixture.wasm");
     let logger = guest("rust-configmap-logger.wasm");
     let swap_dir = tempfile::tempdir().unwrap();
     let logger_bytes = std::fs::read(&logger).unwrap();
@@ -196,7 +196,7 @@ async fn swap_with_sleeping_v1() {
     };
     install_bytes(manifest(0).as_bytes(), dir.path(), "swap.toml");
     install_bytes(
-        &std::fs::read(fixture("rust-test-fixture.wasm")).unwrap(),
+        &std::fs::read(guest("rust-test-fixture.wasm")).unwrap(),
         dir.path(),
         "swap.wasm",
     );
@@ -270,7 +270,7 @@ async fn main() {
     println!("| --- | --- |");
     small_informer_figures().await;
     swap_with_sleeping_v1().await;
-    let fixture = fixture("rust-test-fixture.wasm");
+    let fixture = guest("rust-test-fixture.wasm");
     let server = start_server().await;
     let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
     let started = Instant::now();

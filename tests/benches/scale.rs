@@ -38,7 +38,7 @@ use kubewasm::informer::{
     SourceObject, json_serialisations,
 };
 use kubewasm::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
-use kubewasm_e2e::{client, fixture};
+use kubewasm_e2e::{client, guest};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
@@ -774,7 +774,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let fixture = fixture("rust-test-fixture.wasm");
+    let fixture = guest("rust-test-fixture.wasm");
     // Compile once into a shared cache so no child's sync includes compiling the guest.
     let cache = tempfile::tempdir().unwrap();
     Runtime::new(
