@@ -8,8 +8,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$here/c/tool/target}"
-cargo build --release --locked --quiet --manifest-path "$here/c/tool/Cargo.toml"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$here/tool/target}"
+cargo build --release --locked --quiet --manifest-path "$here/tool/Cargo.toml"
 tool="$CARGO_TARGET_DIR/release/kubewasm-guest-tool"
 shopt -s nullglob
 components=("$here"/dist/*.wasm "$here"/dist/variants/*.wasm)

@@ -7,7 +7,9 @@
 #   rustup: target wasm32-wasip2                                  (Rust guests)
 #   venv:   <repo>/.toolchains/venv with guest-examples/requirements.txt (componentize-py, wasmtime-py)
 #   npm:    guest-examples/javascript/node_modules from package-lock.json (componentize-js, componentize-qjs)
-#   cargo:  crates of guest-examples/c/tool fetched, so the C build needs no network
+#   cargo:  crates of guest-examples/tool fetched, so the C and Go builds need no network
+# Each step checks first (dpkg-query, rustup, a stamp of the lock file it installed from), so a
+# second run uses no network and takes well under a second.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
@@ -72,8 +74,13 @@ if [[ ! -f "$stamp" ]] || [[ "$(sha256sum <"$js/package-lock.json")" != "$(cat "
 fi
 
 # --- crates for the C build tool --------------------------------------------------------------
-if command -v cargo >/dev/null 2>&1; then
-  (cd "$here/c/tool" && cargo fetch --locked -q)
+stamp="$here/tool/target/.kubewasm-fetched.sha256"
+if command -v cargo >/dev/null 2>&1 &&
+  { [[ ! -f "$stamp" ]] || [[ "$(sha256sum <"$here/tool/Cargo.lock")" != "$(cat "$stamp")" ]]; }; then
+  log "cargo fetch (guest-examples/tool)"
+  (cd "$here/tool" && cargo fetch --locked -q)
+  mkdir -p "$(dirname "$stamp")"
+  sha256sum <"$here/tool/Cargo.lock" >"$stamp"
 fi
 
 log "done"

@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # The main job: builds the example handlers and runs `kubewasm dev --demo` — an embedded API
-# server, the handlers from guest-examples/dist, and a few ConfigMaps changing so they fire —
-# beside the lb-controller example's cloud stand-in, so the acting handler creates, repairs and
-# removes load balancers as demo Services come and go.
+# server, the examples from guest-examples/dist (components and manifests only; test fixtures live
+# in target/fixtures and are never loaded), and a few ConfigMaps changing so they fire — beside
+# the lb-controller example's cloud stand-in, so the acting handler creates, repairs and removes
+# load balancers as demo Services come and go.
+#
+# Starts in seconds when nothing changed: every step skips what is up to date (toolchains, guest
+# builds keyed on their inputs, cargo), the host binary is the one the test command builds
+# (`cargo test --release --workspace --lib --bins --tests`: `cargo run -p kubewasm` would unify
+# features differently and rebuild half the dependency tree), and compiled plugins are cached in
+# target/scenario-cache, shared with scripts/scenarios.sh. Extra arguments go to `kubewasm dev`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash guest-examples/build.sh
+cargo test --release --workspace --lib --bins --tests --no-run --quiet
 out="$(mktemp)"
 python3 guest-examples/rust/lb-controller/cloud.py --port 0 >"$out" &
 cloud=$!
@@ -18,4 +26,5 @@ done
 endpoint="$(sed -n 's/^listening on //p' "$out" | head -1)"
 [[ -n "$endpoint" ]] || { echo "demo: the cloud stand-in did not start" >&2; exit 1; }
 echo "demo: cloud stand-in at $endpoint (try: curl $endpoint/lbs)"
-cargo run --release -p kubewasm -- dev --plugins guest-examples/dist --demo --demo-cloud "$endpoint" "$@"
+target/release/kubewasm dev --plugins guest-examples/dist --cache-dir target/scenario-cache \
+  --demo --demo-cloud "$endpoint" "$@"

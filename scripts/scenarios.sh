@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the scenario files of every guest example through `kubewasm test` (no cluster: the real
-# runtime against an in-process API server on a virtual clock; see guest-examples/scenarios/).
+# runtime against an in-process API server on a virtual clock; see guest-examples/SCENARIOS.md).
 #
 # Uses the release binary the test build makes (target/release/kubewasm, built by
 # `cargo test --release --workspace --lib --bins --tests`; not `cargo run`, which would build
@@ -19,20 +19,26 @@ bin=${KUBEWASM:-target/release/kubewasm}
 cache=${SCENARIO_CACHE_DIR:-target/scenario-cache}
 dist=guest-examples/dist
 
-# component (under dist/) | folder of its scenario files (*.yaml, not recursive)
-runs=(
-  "rust-configmap-logger.wasm|guest-examples/scenarios/configmap-logger"
-  "python-configmap-logger.wasm|guest-examples/scenarios/configmap-logger"
-  "javascript-configmap-logger.wasm|guest-examples/scenarios/configmap-logger"
-  "c-configmap-logger.wasm|guest-examples/scenarios/configmap-logger"
-  "go-configmap-logger.wasm|guest-examples/scenarios/configmap-logger"
-  "rust-label-auditor.wasm|guest-examples/rust/label-auditor/scenarios"
-  "rust-logger-v2.wasm|guest-examples/rust/logger-v2/scenarios"
-  "rust-lb-controller.wasm|guest-examples/rust/lb-controller/scenarios"
-  "python-replicator.wasm|guest-examples/python/replicator/scenarios"
-  "variants/python-replicator-secrets.wasm|guest-examples/python/replicator/scenarios/secrets"
-  "javascript-notifier.wasm|guest-examples/javascript/notifier/scenarios"
-)
+# Every example folder guest-examples/<lang>/<example>/ with a scenarios/ folder is run, by one
+# rule instead of a table:
+#   <example>/scenarios/*.yaml          against dist/<lang>-<example>.wasm
+#   <example>/scenarios/<variant>/*.yaml against dist/variants/<lang>-<example>-<variant>.wasm
+#                                        (a variant build, e.g. python/replicator/scenarios/secrets/)
+runs=()
+for folder in guest-examples/*/*/scenarios guest-examples/*/*/scenarios/*/; do
+  folder=${folder%/}
+  [[ -d "$folder" ]] || continue
+  if [[ "$(basename "$folder")" == scenarios ]]; then
+    example=$(basename "$(dirname "$folder")")
+    lang=$(basename "$(dirname "$(dirname "$folder")")")
+    runs+=("$lang-$example.wasm|$folder")
+  else
+    variant=$(basename "$folder")
+    example=$(basename "$(dirname "$(dirname "$folder")")")
+    lang=$(basename "$(dirname "$(dirname "$(dirname "$folder")")")")
+    runs+=("variants/$lang-$example-$variant.wasm|$folder")
+  fi
+done
 
 # Scenario files a component must not run yet, each with the reason (printed as SKIP).
 # (None today; an entry reads ["COMPONENT.wasm|FILE.yaml"]="reason".)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The test command: installs every toolchain the tests need, builds every guest example from
-# source, then runs the whole test suite (unit, scenario, API-server, end-to-end) and every
-# example's scenario files through `kubewasm test` (scripts/scenarios.sh).
+# source (guest-examples/dist/) and the test fixtures (tests/fixtures/ into target/fixtures/),
+# then runs the whole test suite (unit, scenario, API-server, end-to-end) and every example's
+# scenario files through `kubewasm test` (scripts/scenarios.sh). Builds skip what is up to date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash guest-examples/build.sh
+bash tests/fixtures/build.sh
 cargo test --release --workspace --lib --bins --tests
 bash scripts/scenarios.sh

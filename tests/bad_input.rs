@@ -32,7 +32,7 @@ struct LoadCase {
 }
 
 fn fixture_variant(v: &str) -> PathBuf {
-    guest(&format!("fixtures/rust-fixture-describe-{v}.wasm"))
+    guest(&format!("rust-fixture-describe-{v}.wasm"))
 }
 
 fn load_cases() -> Vec<LoadCase> {
@@ -219,7 +219,7 @@ fn load_cases() -> Vec<LoadCase> {
         // A 0.2.0 plugin asking for writes, Events and HTTP nobody granted.
         LoadCase {
             name: "asks-beyond-grants",
-            files: Files::Guest(guest("fixtures/rust-logger-v2-asks.wasm"), None),
+            files: Files::Guest(guest("rust-logger-v2-asks.wasm"), None),
             expect: &[
                 "not granted: patch, apply v1 Service in namespace default",
                 "not granted: record Events",

@@ -97,11 +97,11 @@ async fn projections_cut_what_the_guest_sees_and_are_made_once_per_version() {
     // one `metadata-only`, one whole-object 0.2.0 and one 0.1.0 plugin.
     let dir = tempfile::tempdir().unwrap();
     let fields_b = dir.path().join("fields-b.wasm");
-    std::fs::copy(guest("fixtures/rust-logger-v2-fields.wasm"), &fields_b).unwrap();
+    std::fs::copy(guest("rust-logger-v2-fields.wasm"), &fields_b).unwrap();
     for path in [
-        guest("fixtures/rust-logger-v2-fields.wasm"),
+        guest("rust-logger-v2-fields.wasm"),
         fields_b,
-        guest("fixtures/rust-logger-v2-metadata-only.wasm"),
+        guest("rust-logger-v2-metadata-only.wasm"),
         guest(LOGGER_V2),
         guest(LOGGER),
     ] {

@@ -2,7 +2,8 @@
 //! and the real `kubectl` applies it to the embedded API server — server-side dry run first
 //! (nothing stored), then for real, then a changed handler updates the plugins ConfigMap in place
 //! without touching the Deployment (the hot-reload path). Skipped with a notice without kubectl;
-//! needs the Rust guests (`bash guest-examples/build.sh rust`).
+//! needs the Rust guests (`bash guest-examples/build.sh rust`) and the test fixtures
+//! (`bash tests/fixtures/build.sh`).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

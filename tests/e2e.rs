@@ -331,6 +331,15 @@ async fn misbehaving_plugins_are_contained() {
     .unwrap();
     install(&guest(LOGGER), dir.path(), "good.wasm");
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
+    // The good plugin past its initial list before the misbehaving objects come: one created
+    // earlier would be part of that list (init=true, as in client-go), and the test would race
+    // the replay.
+    create(&api, "first", &[]).await;
+    t.logs
+        .wait_for("good", "its initial list", |l| {
+            l.iter().any(|x| x.starts_with("add default/first "))
+        })
+        .await;
 
     for action in ["trap", "loop", "oom"] {
         let rv = create(&api, action, &[("kubewasm.io/action", action)]).await;

@@ -18,20 +18,34 @@ use tokio::sync::{Notify, broadcast};
 /// Upper bound for any awaited condition: a failure guard, never a synchronisation device.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
-/// Directory the guest build scripts write components to.
+/// Directory the example build scripts write components to (`bash guest-examples/build.sh`).
 pub fn dist_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dist")
 }
 
-/// A built guest component; panics with the build command when it is missing.
+/// Directory the test fixtures are built into (`bash tests/fixtures/build.sh`): guests that
+/// exist only for the tests, never examples.
+pub fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures")
+}
+
+/// A built component by file name: an example from [`dist_dir`] (`rust-configmap-logger.wasm`)
+/// or a test fixture from [`fixtures_dir`] (`rust-test-fixture.wasm`); panics with the build
+/// commands when neither holds it. The one place tests locate guests.
 pub fn guest(file: &str) -> PathBuf {
-    let p = dist_dir().join(file);
+    let fixture = fixtures_dir().join(file);
+    if fixture.is_file() {
+        return fixture;
+    }
+    let example = dist_dir().join(file);
     assert!(
-        p.is_file(),
-        "{} is missing: build the guests first with `bash guest-examples/build.sh`",
-        p.display()
+        example.is_file(),
+        "{file} is missing from {} and {}: build the examples with `bash guest-examples/build.sh` \
+         and the test fixtures with `bash tests/fixtures/build.sh`",
+        dist_dir().display(),
+        fixtures_dir().display()
     );
-    p
+    example
 }
 
 /// Starts an embedded API server with fast bookmarks and fault endpoints.

@@ -11,7 +11,7 @@
 //! memory and stack displace what the kernel's network path had in cache. It is printed as the
 //! slowdown, beside the no-op call's own time.
 //!
-//! Run `guest-examples/rust/build.sh`, then `cargo bench -p kubewasm --bench http`.
+//! Run `bash tests/fixtures/build.sh`, then `cargo bench -p kubewasm --bench http`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -99,9 +99,9 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() -> anyhow::Result<()> {
-    let dist = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dist");
-    let wasm = std::fs::read(dist.join("rust-http-fixture.wasm")).map_err(|e| {
-        anyhow::anyhow!("{e}: build the guests first (guest-examples/rust/build.sh)")
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures");
+    let wasm = std::fs::read(fixtures.join("rust-http-fixture.wasm")).map_err(|e| {
+        anyhow::anyhow!("{e}: build the test fixtures first (bash tests/fixtures/build.sh)")
     })?;
     let addr = serve();
     let rt = Runtime::new(RuntimeConfig::default(), RuntimeMetrics::unregistered())?;

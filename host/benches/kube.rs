@@ -6,7 +6,7 @@
 //! `Patch::Apply` of the same object from the host's runtime. Ratio guest ÷ native, measured in
 //! one run, interleaved (goal ≤ 1.3).
 //!
-//! Run `guest-examples/rust/build.sh`, then `cargo bench -p kubewasm --bench kube`.
+//! Run `bash guest-examples/build.sh rust`, then `cargo bench -p kubewasm --bench kube`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -70,7 +70,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 fn main() -> anyhow::Result<()> {
     let dist = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dist");
     let wasm = std::fs::read(dist.join("rust-logger-v2.wasm")).map_err(|e| {
-        anyhow::anyhow!("{e}: build the guests first (guest-examples/rust/build.sh)")
+        anyhow::anyhow!("{e}: build the guests first (bash guest-examples/build.sh rust)")
     })?;
     // The host's runtime: the API server, the kube client and every request of the plugin.
     let host = tokio::runtime::Builder::new_multi_thread()

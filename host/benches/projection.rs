@@ -4,7 +4,7 @@
 //! alternating rounds; plus the one-off cost of making the projected copy, which every plugin
 //! of the projection shares.
 //!
-//! Run `guest-examples/rust/build.sh`, then `cargo bench -p kubewasm --bench projection`.
+//! Run `bash tests/fixtures/build.sh`, then `cargo bench -p kubewasm --bench projection`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -82,18 +82,15 @@ fn per_call(
 }
 
 fn main() -> anyhow::Result<()> {
-    let dist = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dist");
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures");
     let rt = Runtime::new(RuntimeConfig::default(), RuntimeMetrics::unregistered())?;
     let exec = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let load = |file: &str| -> anyhow::Result<HandlerInstance> {
-        let path = dist.join(file);
+        let path = fixtures.join(file);
         let wasm = std::fs::read(&path).map_err(|e| {
-            anyhow::anyhow!(
-                "{}: {e}; run guest-examples/rust/build.sh first",
-                path.display()
-            )
+            anyhow::anyhow!("{}: {e}; run tests/fixtures/build.sh first", path.display())
         })?;
         let compiled = rt.compile(&wasm)?;
         Ok(exec.block_on(rt.instantiate(&compiled, file, Limits::default(), Arc::new(NoCache)))?)

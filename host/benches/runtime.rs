@@ -1,7 +1,7 @@
 //! Micro-benchmark of the WASM runtime alone (no informers): compile, cached load,
 //! instantiation, per-call cost of the no-op path, idle memory per instance.
 //!
-//! Run `guest-examples/rust/build.sh`, then `cargo bench -p kubewasm --bench runtime`.
+//! Run `bash tests/fixtures/build.sh`, then `cargo bench -p kubewasm --bench runtime`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -71,13 +71,10 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() -> anyhow::Result<()> {
-    let dist = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dist");
-    let path = dist.join("rust-test-fixture.wasm");
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures");
+    let path = fixtures.join("rust-test-fixture.wasm");
     let wasm = std::fs::read(&path).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: {e}; run guest-examples/rust/build.sh first",
-            path.display()
-        )
+        anyhow::anyhow!("{}: {e}; run tests/fixtures/build.sh first", path.display())
     })?;
     println!("guest: {} ({} KiB)", path.display(), wasm.len() / 1024);
 
@@ -200,7 +197,7 @@ fn main() -> anyhow::Result<()> {
         after.saturating_sub(before)
     );
     drop(instances);
-    deadline_overshoot(&rt, &exec, &dist)?;
+    deadline_overshoot(&rt, &exec, &fixtures)?;
     Ok(())
 }
 
@@ -209,9 +206,9 @@ fn main() -> anyhow::Result<()> {
 fn deadline_overshoot(
     rt: &Runtime,
     exec: &tokio::runtime::Runtime,
-    dist: &std::path::Path,
+    fixtures: &std::path::Path,
 ) -> anyhow::Result<()> {
-    let fixture = rt.compile(&std::fs::read(dist.join("rust-test-fixture.wasm"))?)?;
+    let fixture = rt.compile(&std::fs::read(fixtures.join("rust-test-fixture.wasm"))?)?;
     let deadline = Duration::from_millis(100);
     let limits = Limits {
         deadline,

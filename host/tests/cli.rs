@@ -13,8 +13,16 @@ fn kubewasm() -> Command {
     c
 }
 
+/// The examples' components and manifests (`bash guest-examples/build.sh`).
 fn dist() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dist")
+}
+
+/// A test fixture (`bash tests/fixtures/build.sh`), never an example.
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/fixtures")
+        .join(name)
 }
 
 #[test]
@@ -34,38 +42,15 @@ fn check_prints_describe_of_every_example() {
             "{lang}-configmap-logger.wasm is built"
         );
     }
-    // Examples that act ship the manifest granting what they ask for; they are checked with it
-    // beside them, as they are installed (`NAME.wasm` + `NAME.toml`).
-    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples");
-    let manifests = [
-        (
-            "rust-lb-controller.wasm",
-            "rust/lb-controller/lb-controller.toml",
-        ),
-        (
-            "python-replicator.wasm",
-            "python/replicator/replicator.toml",
-        ),
-        (
-            "javascript-notifier.wasm",
-            "javascript/notifier/notifier.toml",
-        ),
-    ];
-    let installed = tempfile::tempdir().unwrap();
+    // Every example ships the manifest granting what it asks for; build.sh installs it beside
+    // the component (`NAME.wasm` + `NAME.toml`), where `check` reads it, as a user installs it.
     for f in files {
-        let name = f.file_name().unwrap().to_string_lossy().into_owned();
-        let target = match manifests.iter().find(|(n, _)| *n == name) {
-            Some((_, manifest)) => {
-                let manifest = examples.join(manifest);
-                let stem = manifest.file_stem().unwrap().to_string_lossy().into_owned();
-                let wasm = installed.path().join(format!("{stem}.wasm"));
-                std::fs::copy(&f, &wasm).unwrap();
-                std::fs::copy(&manifest, installed.path().join(format!("{stem}.toml"))).unwrap();
-                wasm
-            }
-            None => f.clone(),
-        };
-        let out = kubewasm().arg("check").arg(&target).output().unwrap();
+        assert!(
+            f.with_extension("toml").is_file(),
+            "{}: no manifest beside it",
+            f.display()
+        );
+        let out = kubewasm().arg("check").arg(&f).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -87,10 +72,14 @@ fn check_prints_describe_of_every_example() {
                 .is_empty(),
             "{stdout}"
         );
-        let v2 = ["rust-logger-v2.wasm", "rust-http-fixture.wasm"]
-            .iter()
-            .chain(manifests.iter().map(|(n, _)| n))
-            .any(|n| f.file_name().unwrap() == *n);
+        let v2 = [
+            "rust-logger-v2.wasm",
+            "rust-lb-controller.wasm",
+            "python-replicator.wasm",
+            "javascript-notifier.wasm",
+        ]
+        .iter()
+        .any(|n| f.file_name().unwrap() == *n);
         assert_eq!(v["world"], if v2 { "0.2.0" } else { "0.1.0" }, "{stdout}");
         if f.file_name()
             .unwrap()
@@ -166,7 +155,7 @@ fn sigterm_stops_a_host_whose_handler_sleeps_in_a_call() {
     let plugins = dir.path().join("plugins");
     std::fs::create_dir(&plugins).unwrap();
     std::fs::copy(
-        dist().join("rust-test-fixture.wasm"),
+        fixture("rust-test-fixture.wasm"),
         plugins.join("sleeper.wasm"),
     )
     .unwrap();
@@ -243,11 +232,8 @@ fn sigterm_stops_a_host_whose_handler_sleeps_in_a_call() {
     rt.block_on(server.shutdown());
 }
 
-fn fixture(name: &str) -> PathBuf {
-    dist().join("fixtures").join(name)
-}
-
-/// A plugins directory holding `files` (copied from `guest-examples/dist`) and manifests.
+/// A plugins directory holding `files` (copied from `guest-examples/dist` or the fixtures) and
+/// manifests.
 fn plugins_dir(files: &[(&str, PathBuf)], manifests: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for (name, src) in files {
@@ -584,10 +570,14 @@ fn rbac_output_applies_with_kubectl() {
 }
 
 /// Runs `kubewasm test HANDLER SCENARIO [args]`; returns (exit code, stdout, stderr).
-fn run_scenario(handler: &str, scenario: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+fn run_scenario(
+    handler: &std::path::Path,
+    scenario: &std::path::Path,
+    args: &[&str],
+) -> (i32, String, String) {
     let out = kubewasm()
         .arg("test")
-        .arg(dist().join(handler))
+        .arg(handler)
         .arg(scenario)
         .args(args)
         .output()
@@ -656,7 +646,7 @@ fn test_runs_scenarios_and_shows_differences() {
     .unwrap();
     let good = dir.path().join("good.yaml");
     std::fs::write(&good, LOGGER_V2_SCENARIO).unwrap();
-    let (code, out, err) = run_scenario("rust-logger-v2.wasm", &good, &[]);
+    let (code, out, err) = run_scenario(&dist().join("rust-logger-v2.wasm"), &good, &[]);
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("PASS"), "{out}");
 
@@ -667,7 +657,7 @@ fn test_runs_scenarios_and_shows_differences() {
         LOGGER_V2_SCENARIO.replace("final-state-unknown: true", "final-state-unknown: false"),
     )
     .unwrap();
-    let (code, out, _) = run_scenario("rust-logger-v2.wasm", &bad, &[]);
+    let (code, out, _) = run_scenario(&dist().join("rust-logger-v2.wasm"), &bad, &[]);
     assert_eq!(code, 1, "{out}");
     let line = LOGGER_V2_SCENARIO
         .lines()
@@ -683,7 +673,11 @@ fn test_runs_scenarios_and_shows_differences() {
         ),
         "{out}"
     );
-    let (code, out, _) = run_scenario("rust-logger-v2.wasm", &bad, &["--format", "junit"]);
+    let (code, out, _) = run_scenario(
+        &dist().join("rust-logger-v2.wasm"),
+        &bad,
+        &["--format", "junit"],
+    );
     assert_eq!(code, 1);
     assert!(
         out.starts_with("<?xml") && out.contains("<failure"),
@@ -700,7 +694,7 @@ fn test_update_writes_the_transcript_back_as_expectations() {
         "objects:\n  - {apiVersion: v1, kind: ConfigMap, metadata: {namespace: default, name: a, labels: {kubewasm.io/action: trap}}}\nsteps:\n  - delete: v1/ConfigMap default/a\n",
     )
     .unwrap();
-    let (code, out, err) = run_scenario("rust-test-fixture.wasm", &path, &["--update"]);
+    let (code, out, err) = run_scenario(&fixture("rust-test-fixture.wasm"), &path, &["--update"]);
     assert_eq!(code, 0, "{out}\n{err}");
     let text = std::fs::read_to_string(&path).unwrap();
     // The implied start became a step of its own; a trap is a result like any other.
@@ -715,7 +709,7 @@ fn test_update_writes_the_transcript_back_as_expectations() {
         text.contains("{call: on-delete, object: v1/ConfigMap default/a, final-state-unknown: false, result: ok"),
         "{text}"
     );
-    let (code, out, _) = run_scenario("rust-test-fixture.wasm", &path, &[]);
+    let (code, out, _) = run_scenario(&fixture("rust-test-fixture.wasm"), &path, &[]);
     assert_eq!(code, 0, "the updated file passes as it is:\n{out}");
 }
 
@@ -757,7 +751,7 @@ fn test_refuses_bad_scenarios_naming_file_and_line() {
     for (i, (handler, text, line, needle)) in cases.into_iter().enumerate() {
         let path = dir.path().join(format!("case{i}.yaml"));
         std::fs::write(&path, text).unwrap();
-        let (code, out, err) = run_scenario(handler, &path, &[]);
+        let (code, out, err) = run_scenario(&dist().join(handler), &path, &[]);
         let all = format!("{out}{err}");
         assert_eq!(code, 2, "case {i}: {all}");
         assert!(
@@ -867,7 +861,7 @@ fn new_templates_build_check_and_pass_their_scenario() {
         let mut build = Command::new("bash");
         // The C examples' build made the tool already (scripts/test.sh): no second build.
         let tool = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../guest-examples/c/tool/target/release/kubewasm-guest-tool");
+            .join("../guest-examples/tool/target/release/kubewasm-guest-tool");
         if tool.is_file() && std::env::var_os("KUBEWASM_GUEST_TOOL").is_none() {
             build.env("KUBEWASM_GUEST_TOOL", &tool);
         }

@@ -8,7 +8,6 @@
 //! host adds (canonical ABI lowering of both objects, epoch deadline, store limiter) and nothing
 //! else: the bench modes never log.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -304,7 +303,7 @@ fn fmt_call(c: &CallCost) -> String {
 }
 
 fn main() -> anyhow::Result<()> {
-    let dist = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dist");
+    let dist = kubewasm_e2e::dist_dir();
     let mut columns: Vec<(&str, Measured)> = Vec::new();
     for &(title, file) in GUESTS {
         let path = dist.join(file);

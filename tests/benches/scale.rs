@@ -5,7 +5,7 @@
 //! Pod-sized objects (~5 KiB served, ~2.5 KiB of it a realistic `managedFields` block).
 //! Every system runs in its own child process (this binary re-executed with `SCALE_CHILD` set),
 //! so RSS is per system: kubewasm is the real host with one silent plugin
-//! (`guest-examples/dist/rust-test-fixture.wasm`), kube-runtime is `reflector(watcher(..))` over
+//! (`target/fixtures/rust-test-fixture.wasm`), kube-runtime is `reflector(watcher(..))` over
 //! typed `ConfigMap`s, once holding the objects as served and once with `managedFields` dropped
 //! before its store (the API server records them on every write; kubewasm strips them by
 //! default, so the second is like for like). Runs alternate between systems; the table shows

@@ -1,5 +1,6 @@
-//! Runtime tests against the real Rust guests in `guest-examples/dist/` (built by
-//! `guest-examples/rust/build.sh`).
+//! Runtime tests against the real Rust guests: examples in `guest-examples/dist/` (built by
+//! `bash guest-examples/build.sh rust`) and test fixtures in `target/fixtures/` (built by
+//! `bash tests/fixtures/build.sh`).
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -44,13 +45,23 @@ impl InstantiateBlocking for Runtime {
     }
 }
 
+/// The component `rust-NAME.wasm`: a test fixture (`test-fixture`, `http-fixture`) from
+/// `target/fixtures/`, an example from `guest-examples/dist/`.
 fn guest_bytes(name: &str) -> Vec<u8> {
+    let (dir, build) = if name.ends_with("-fixture") {
+        ("../target/fixtures", "bash tests/fixtures/build.sh")
+    } else {
+        (
+            "../guest-examples/dist",
+            "bash guest-examples/build.sh rust",
+        )
+    };
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../guest-examples/dist")
+        .join(dir)
         .join(format!("rust-{name}.wasm"));
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
-            "cannot read {} ({e}); build the guests first: guest-examples/rust/build.sh",
+            "cannot read {} ({e}); build it first: {build}",
             path.display()
         )
     })

@@ -6,7 +6,7 @@
 #   4. kubewasm-guest-tool checks the component against the world
 # Needs clang-19, lld-19, libclang-rt-19-dev-wasm32 and wasi-libc (guest-examples/install-toolchains.sh),
 # and kubewasm-guest-tool: KUBEWASM_GUEST_TOOL, else on PATH, else built with cargo from
-# KUBEWASM_REPO/guest-examples/c/tool (into its target/, or KUBEWASM_TOOL_TARGET_DIR).
+# KUBEWASM_REPO/guest-examples/tool (into its target/, or KUBEWASM_TOOL_TARGET_DIR).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 name="{{name}}"
@@ -16,13 +16,13 @@ command -v "$cc" >/dev/null || { echo "$cc not found: run guest-examples/install
 
 tool="${KUBEWASM_GUEST_TOOL:-$(command -v kubewasm-guest-tool || true)}"
 if [[ -z "$tool" ]]; then
-  if [[ -z "$repo" || ! -f "$repo/guest-examples/c/tool/Cargo.toml" ]]; then
+  if [[ -z "$repo" || ! -f "$repo/guest-examples/tool/Cargo.toml" ]]; then
     echo "kubewasm-guest-tool not found: set KUBEWASM_GUEST_TOOL, put it on PATH, or set KUBEWASM_REPO" >&2
-    echo "  to a kubewasm checkout (it is built from guest-examples/c/tool on first use)" >&2
+    echo "  to a kubewasm checkout (it is built from guest-examples/tool on first use)" >&2
     exit 1
   fi
-  tool_target="${KUBEWASM_TOOL_TARGET_DIR:-$repo/guest-examples/c/tool/target}"
-  cargo build --release --locked --quiet --manifest-path "$repo/guest-examples/c/tool/Cargo.toml" --target-dir "$tool_target"
+  tool_target="${KUBEWASM_TOOL_TARGET_DIR:-$repo/guest-examples/tool/target}"
+  cargo build --release --locked --quiet --manifest-path "$repo/guest-examples/tool/Cargo.toml" --target-dir "$tool_target"
   tool="$tool_target/release/kubewasm-guest-tool"
 fi
 
