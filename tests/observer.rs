@@ -102,7 +102,7 @@ async fn a_host_built_with_an_observer_shows_it_every_kind_of_guest_activity() {
     let dir = tempfile::tempdir().unwrap();
     // logger-v2 asking for Events and an HTTP origin; `kubewasm dev`'s policy grants them.
     std::fs::copy(
-        guest("fixtures/rust-logger-v2-asks.wasm"),
+        guest("rust-logger-v2-asks.wasm"),
         dir.path().join("observed.wasm"),
     )
     .unwrap();
