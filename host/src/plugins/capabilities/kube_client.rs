@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use kube::api::ApiResource;
 use kube::discovery::Scope;
 use kubewasm_apimachinery::validation::{
-    validate_api_version, validate_dns1123_label, validate_kind,
+    ValidationError, validate_api_version, validate_dns1123_label, validate_kind,
 };
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -482,7 +482,7 @@ fn validate_subresource(s: &str) -> Result<(), String> {
 
 /// Validates a target's strings; the error names the field and why, not the value.
 fn validate_ref(t: &ObjectRef) -> Result<(), ApiError> {
-    let field = |name: &str, r: Result<(), String>| {
+    let field = |name: &str, r: Result<(), ValidationError>| {
         r.map_err(|why| bad_request(format!("invalid {name}: {why}")))
     };
     field("apiVersion", validate_api_version(&t.api_version))?;

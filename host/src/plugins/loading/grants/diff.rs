@@ -35,10 +35,10 @@ impl Asks {
                 format!("permission {i}: {field} {}: {why}", Quoted(value))
             };
             validate_api_version(&p.api_version)
-                .map_err(|e| bad("api-version", &p.api_version, e))?;
-            validate_kind(&p.kind).map_err(|e| bad("kind", &p.kind, e))?;
+                .map_err(|e| bad("api-version", &p.api_version, e.to_string()))?;
+            validate_kind(&p.kind).map_err(|e| bad("kind", &p.kind, e.to_string()))?;
             if let Some(ns) = &p.namespace {
-                validate_dns1123_label(ns).map_err(|e| bad("namespace", ns, e))?;
+                validate_dns1123_label(ns).map_err(|e| bad("namespace", ns, e.to_string()))?;
             }
             if p.verbs.is_empty() {
                 return Err(format!("permission {i}: no verbs"));
