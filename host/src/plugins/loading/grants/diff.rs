@@ -240,12 +240,9 @@ pub(super) struct Quoted<'a>(pub(super) &'a str);
 
 impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut end = self.0.len().min(128);
-        while !self.0.is_char_boundary(end) {
-            end -= 1;
-        }
-        write!(f, "{:?}", &self.0[..end])?;
-        if end < self.0.len() {
+        let shown = crate::text::truncate(self.0, 128);
+        write!(f, "{shown:?}")?;
+        if shown.len() < self.0.len() {
             write!(f, "…")?;
         }
         Ok(())
