@@ -23,9 +23,109 @@ fn shaped(s: &str, first: fn(u8) -> bool, inner: fn(u8) -> bool, last: fn(u8) ->
     }
 }
 
-fn too_long(s: &str, max: usize) -> Result<(), String> {
+/// Why a name, label, apiVersion or kind was refused. The message says which rule the value
+/// breaks, never the value itself (callers add which field and value it was), except for the
+/// part of a compound value that failed (`prefix "Bad_"`), which the `In*` variants name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValidationError {
+    /// Longer than the rule allows.
+    #[error("must be no more than {max} characters")]
+    TooLong {
+        /// The most bytes (all ASCII, so characters) the rule allows.
+        max: usize,
+    },
+    /// Not a DNS-1123 label.
+    #[error(
+        "must be a lowercase RFC 1123 label: lowercase letters, digits and '-', \
+         starting and ending with a letter or digit (e.g. 'my-name' or '123-abc')"
+    )]
+    Dns1123Label,
+    /// Not a DNS-1123 subdomain.
+    #[error(
+        "must be a lowercase RFC 1123 subdomain: dot-separated parts of lowercase \
+         letters, digits and '-', each starting and ending with a letter or digit \
+         (e.g. 'example.com')"
+    )]
+    Dns1123Subdomain,
+    /// Not a DNS-1035 label.
+    #[error(
+        "must be an RFC 1035 label: lowercase letters, digits and '-', starting with a \
+         letter and ending with a letter or digit (e.g. 'v1' or 'v1beta2')"
+    )]
+    Dns1035Label,
+    /// A label key with `/` but nothing before it.
+    #[error("the prefix before '/' must not be empty")]
+    EmptyPrefix,
+    /// A label key whose prefix is not a DNS-1123 subdomain.
+    #[error("prefix {prefix:?}: {source}")]
+    InPrefix {
+        /// The prefix as given.
+        prefix: String,
+        /// What is wrong with it.
+        #[source]
+        source: Box<ValidationError>,
+    },
+    /// A label key with nothing after its `/` (or an empty key).
+    #[error("the name part must not be empty")]
+    EmptyNamePart,
+    /// A label key whose name part is too long.
+    #[error("the name part must be no more than {max} characters")]
+    NamePartTooLong {
+        /// The most characters the name part may have.
+        max: usize,
+    },
+    /// A label key whose name part has characters or ends the rule refuses.
+    #[error(
+        "the name part must consist of alphanumeric characters, '-', '_' or '.', \
+         starting and ending with an alphanumeric character (e.g. 'MyName', \
+         'my.name' or 'example.com/my-name')"
+    )]
+    NamePart,
+    /// Not a label value.
+    #[error(
+        "must be empty or consist of alphanumeric characters, '-', '_' or '.', starting \
+         and ending with an alphanumeric character (e.g. 'MyValue' or 'my_value')"
+    )]
+    LabelValue,
+    /// An apiVersion with `/` but nothing before it.
+    #[error("the group before '/' must not be empty")]
+    EmptyGroup,
+    /// An apiVersion whose group is not a DNS-1123 subdomain.
+    #[error("group {group:?}: {source}")]
+    InGroup {
+        /// The group as given.
+        group: String,
+        /// What is wrong with it.
+        #[source]
+        source: Box<ValidationError>,
+    },
+    /// An apiVersion whose version is not a DNS-1035 label.
+    #[error("version {version:?}: {source}")]
+    InVersion {
+        /// The version as given.
+        version: String,
+        /// What is wrong with it.
+        #[source]
+        source: Box<ValidationError>,
+    },
+    /// Not a kind.
+    #[error(
+        "must start with a letter and consist of letters, digits and '-', ending with a \
+         letter or digit (e.g. 'ConfigMap')"
+    )]
+    Kind,
+}
+
+impl From<ValidationError> for String {
+    fn from(e: ValidationError) -> Self {
+        e.to_string()
+    }
+}
+
+fn too_long(s: &str, max: usize) -> Result<(), ValidationError> {
     if s.len() > max {
-        Err(format!("must be no more than {max} characters"))
+        Err(ValidationError::TooLong { max })
     } else {
         Ok(())
     }
@@ -33,39 +133,31 @@ fn too_long(s: &str, max: usize) -> Result<(), String> {
 
 /// RFC 1123 label: namespaces and most object names. At most 63 characters of `[a-z0-9-]`,
 /// starting and ending with `[a-z0-9]`.
-pub fn validate_dns1123_label(s: &str) -> Result<(), String> {
+pub fn validate_dns1123_label(s: &str) -> Result<(), ValidationError> {
     too_long(s, DNS1123_LABEL_MAX_LEN)?;
     if shaped(s, lower_alnum, |c| lower_alnum(c) || c == b'-', lower_alnum) {
         Ok(())
     } else {
-        Err(
-            "must be a lowercase RFC 1123 label: lowercase letters, digits and '-', \
-             starting and ending with a letter or digit (e.g. 'my-name' or '123-abc')"
-                .into(),
-        )
+        Err(ValidationError::Dns1123Label)
     }
 }
 
-/// RFC 1123 subdomain: API groups and label-key prefixes. At most 253 characters; dot-separated
-/// parts, each made of `[a-z0-9-]` and starting and ending with `[a-z0-9]`.
-pub fn validate_dns1123_subdomain(s: &str) -> Result<(), String> {
+/// RFC 1123 subdomain: object names, API groups and label-key prefixes. At most 253
+/// characters; dot-separated parts, each made of `[a-z0-9-]` and starting and ending with
+/// `[a-z0-9]` (so no empty part: `a..b` is refused, as by the API server).
+pub fn validate_dns1123_subdomain(s: &str) -> Result<(), ValidationError> {
     too_long(s, DNS1123_SUBDOMAIN_MAX_LEN)?;
     let part_ok = |p: &str| shaped(p, lower_alnum, |c| lower_alnum(c) || c == b'-', lower_alnum);
     if s.split('.').all(part_ok) {
         Ok(())
     } else {
-        Err(
-            "must be a lowercase RFC 1123 subdomain: dot-separated parts of lowercase \
-             letters, digits and '-', each starting and ending with a letter or digit \
-             (e.g. 'example.com')"
-                .into(),
-        )
+        Err(ValidationError::Dns1123Subdomain)
     }
 }
 
 /// RFC 1035 label: API version names. At most 63 characters of `[a-z0-9-]`, starting with a
 /// letter and ending with a letter or digit.
-pub fn validate_dns1035_label(s: &str) -> Result<(), String> {
+pub fn validate_dns1035_label(s: &str) -> Result<(), ValidationError> {
     too_long(s, DNS1123_LABEL_MAX_LEN)?;
     if shaped(
         s,
@@ -75,11 +167,7 @@ pub fn validate_dns1035_label(s: &str) -> Result<(), String> {
     ) {
         Ok(())
     } else {
-        Err(
-            "must be an RFC 1035 label: lowercase letters, digits and '-', starting with a \
-             letter and ending with a letter or digit (e.g. 'v1' or 'v1beta2')"
-                .into(),
-        )
+        Err(ValidationError::Dns1035Label)
     }
 }
 
@@ -97,69 +185,72 @@ fn label_word(s: &str) -> bool {
 /// A label (or annotation) key, i.e. a qualified name: an optional DNS-1123 subdomain prefix
 /// and `/`, then a name of at most 63 characters of `[-A-Za-z0-9_.]` starting and ending with
 /// an alphanumeric character.
-pub fn validate_label_key(s: &str) -> Result<(), String> {
+pub fn validate_label_key(s: &str) -> Result<(), ValidationError> {
     let (prefix, name) = match s.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, s),
     };
     if let Some(p) = prefix {
         if p.is_empty() {
-            return Err("the prefix before '/' must not be empty".into());
+            return Err(ValidationError::EmptyPrefix);
         }
-        validate_dns1123_subdomain(p).map_err(|e| format!("prefix {p:?}: {e}"))?;
+        validate_dns1123_subdomain(p).map_err(|e| ValidationError::InPrefix {
+            prefix: p.into(),
+            source: Box::new(e),
+        })?;
     }
     if name.is_empty() {
-        return Err("the name part must not be empty".into());
+        return Err(ValidationError::EmptyNamePart);
     }
     if name.len() > LABEL_VALUE_MAX_LEN {
-        return Err(format!(
-            "the name part must be no more than {LABEL_VALUE_MAX_LEN} characters"
-        ));
+        return Err(ValidationError::NamePartTooLong {
+            max: LABEL_VALUE_MAX_LEN,
+        });
     }
     if !label_word(name) {
-        return Err(
-            "the name part must consist of alphanumeric characters, '-', '_' or '.', \
-                    starting and ending with an alphanumeric character (e.g. 'MyName', \
-                    'my.name' or 'example.com/my-name')"
-                .into(),
-        );
+        return Err(ValidationError::NamePart);
     }
     Ok(())
 }
 
 /// A label value: empty, or at most 63 characters of `[-A-Za-z0-9_.]` starting and ending with
 /// an alphanumeric character.
-pub fn validate_label_value(s: &str) -> Result<(), String> {
+pub fn validate_label_value(s: &str) -> Result<(), ValidationError> {
     too_long(s, LABEL_VALUE_MAX_LEN)?;
     if s.is_empty() || label_word(s) {
         Ok(())
     } else {
-        Err(
-            "must be empty or consist of alphanumeric characters, '-', '_' or '.', starting \
-             and ending with an alphanumeric character (e.g. 'MyValue' or 'my_value')"
-                .into(),
-        )
+        Err(ValidationError::LabelValue)
     }
 }
 
 /// An `apiVersion`: `version` for the core group (`v1`) or `group/version`, where the group is
 /// a DNS-1123 subdomain and the version a DNS-1035 label.
-pub fn validate_api_version(s: &str) -> Result<(), String> {
+pub fn validate_api_version(s: &str) -> Result<(), ValidationError> {
+    let version = |v: &str| {
+        validate_dns1035_label(v).map_err(|e| ValidationError::InVersion {
+            version: v.into(),
+            source: Box::new(e),
+        })
+    };
     match s.split_once('/') {
-        Some((group, version)) => {
+        Some((group, v)) => {
             if group.is_empty() {
-                return Err("the group before '/' must not be empty".into());
+                return Err(ValidationError::EmptyGroup);
             }
-            validate_dns1123_subdomain(group).map_err(|e| format!("group {group:?}: {e}"))?;
-            validate_dns1035_label(version).map_err(|e| format!("version {version:?}: {e}"))
+            validate_dns1123_subdomain(group).map_err(|e| ValidationError::InGroup {
+                group: group.into(),
+                source: Box::new(e),
+            })?;
+            version(v)
         }
-        None => validate_dns1035_label(s).map_err(|e| format!("version {s:?}: {e}")),
+        None => version(s),
     }
 }
 
 /// A `kind`: as the API server requires of CustomResourceDefinitions, a DNS-1035 label once
 /// lowercased (so `ConfigMap`, not `config_map` or `Config Map`).
-pub fn validate_kind(s: &str) -> Result<(), String> {
+pub fn validate_kind(s: &str) -> Result<(), ValidationError> {
     too_long(s, DNS1123_LABEL_MAX_LEN)?;
     if shaped(
         s,
@@ -169,11 +260,7 @@ pub fn validate_kind(s: &str) -> Result<(), String> {
     ) {
         Ok(())
     } else {
-        Err(
-            "must start with a letter and consist of letters, digits and '-', ending with a \
-             letter or digit (e.g. 'ConfigMap')"
-                .into(),
-        )
+        Err(ValidationError::Kind)
     }
 }
 
@@ -181,7 +268,7 @@ pub fn validate_kind(s: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    type Check = fn(&str) -> Result<(), String>;
+    type Check = fn(&str) -> Result<(), ValidationError>;
 
     #[test]
     fn syntax_rules() {
@@ -279,10 +366,32 @@ mod tests {
     #[test]
     fn reasons_name_the_rule() {
         let e = validate_dns1123_label(&"a".repeat(64)).unwrap_err();
-        assert!(e.contains("63"), "{e}");
+        assert_eq!(e.to_string(), "must be no more than 63 characters");
         let e = validate_api_version("Apps/v1").unwrap_err();
-        assert!(e.contains("group \"Apps\""), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "group \"Apps\": must be a lowercase RFC 1123 subdomain: dot-separated parts of \
+             lowercase letters, digits and '-', each starting and ending with a letter or digit \
+             (e.g. 'example.com')"
+        );
+        assert!(matches!(
+            &e,
+            ValidationError::InGroup { group, source }
+                if group == "Apps" && **source == ValidationError::Dns1123Subdomain
+        ));
+        let inner = std::error::Error::source(&e).expect("the group's own reason");
+        assert_eq!(
+            inner.to_string(),
+            ValidationError::Dns1123Subdomain.to_string()
+        );
         let e = validate_label_key("Bad_/x").unwrap_err();
-        assert!(e.contains("prefix"), "{e}");
+        assert!(e.to_string().starts_with("prefix \"Bad_\": "), "{e}");
+        let e = validate_label_key("a/-x").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the name part must consist of alphanumeric characters, '-', '_' or '.', starting \
+             and ending with an alphanumeric character (e.g. 'MyName', 'my.name' or \
+             'example.com/my-name')"
+        );
     }
 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use kubewasm_apimachinery::validation::validate_dns1123_subdomain;
 use rand::Rng;
 use serde_json::{Map, Value, json};
 
@@ -114,17 +115,6 @@ fn random_suffix() -> String {
     (0..5)
         .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
         .collect()
-}
-
-/// A lowercase RFC 1123 subdomain (object names, qualified-name prefixes).
-pub(crate) fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 /// Run a write through the store (or, for dry runs, only compute it).
@@ -298,7 +288,7 @@ fn create_owned(
             "Required value: name or generateName is required",
         ));
     }
-    if !given.is_empty() && !valid_name(&given) {
+    if !given.is_empty() && validate_dns1123_subdomain(&given).is_err() {
         return Err(ApiError::invalid(
             &rt.kind,
             &given,

@@ -499,7 +499,7 @@ fn selectors(rt: &ResourceType, q: &Query) -> ApiResult<Selectors> {
     let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or(""))
         .map_err(ApiError::bad_request)?;
     let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), &rt.kind)
-        .map_err(ApiError::bad_request)?;
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(Selectors { labels, fields })
 }
 

@@ -2,7 +2,7 @@
 //! `kubewasm-apimachinery` rules (the informer uses the same ones); this module adds only the
 //! server's policy of which fields each kind can be selected on.
 
-use kubewasm_apimachinery::{FieldOp, FieldRequirement};
+use kubewasm_apimachinery::{FieldOp, FieldRequirement, SelectorError};
 use serde_json::Value;
 
 pub use kubewasm_apimachinery::LabelSelector;
@@ -34,21 +34,37 @@ fn field_supported(kind: &str, field: &str) -> bool {
     }
 }
 
+/// Why a request's `fieldSelector` was refused (a 400 either way).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldSelectorError {
+    /// The string does not parse.
+    #[error("invalid field selector: {0}")]
+    Syntax(#[source] SelectorError),
+    /// It parses, but names a field the kind cannot be selected on.
+    #[error("field label not supported: {field}")]
+    Unsupported {
+        /// The first unsupported field.
+        field: String,
+    },
+}
+
 /// A `fieldSelector` restricted to the fields the kind supports.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FieldSelector(kubewasm_apimachinery::FieldSelector);
 
 impl FieldSelector {
     /// Parses `s` for objects of `kind`; an unsupported field is a 400, as on a real server.
-    pub fn parse(s: &str, kind: &str) -> Result<FieldSelector, String> {
-        let sel = kubewasm_apimachinery::FieldSelector::parse(s)
-            .map_err(|e| format!("invalid field selector: {e}"))?;
+    pub fn parse(s: &str, kind: &str) -> Result<FieldSelector, FieldSelectorError> {
+        let sel =
+            kubewasm_apimachinery::FieldSelector::parse(s).map_err(FieldSelectorError::Syntax)?;
         if let Some(t) = sel
             .requirements()
             .iter()
             .find(|t| !field_supported(kind, &t.field))
         {
-            return Err(format!("field label not supported: {}", t.field));
+            return Err(FieldSelectorError::Unsupported {
+                field: t.field.clone(),
+            });
         }
         Ok(FieldSelector(sel))
     }
@@ -117,14 +133,14 @@ mod tests {
         assert!(sel("", "status.phase=Running", "Pod").matches(&o));
         assert!(sel("", "", "Pod").is_empty());
         assert_eq!(
-            FieldSelector::parse("status.phase=Running", "ConfigMap").unwrap_err(),
+            FieldSelector::parse("status.phase=Running", "ConfigMap")
+                .unwrap_err()
+                .to_string(),
             "field label not supported: status.phase"
         );
-        assert!(
-            FieldSelector::parse("metadata.name=a,b", "ConfigMap")
-                .unwrap_err()
-                .starts_with("invalid field selector")
-        );
+        let e = FieldSelector::parse("metadata.name=a,b", "ConfigMap").unwrap_err();
+        assert!(e.to_string().starts_with("invalid field selector: "), "{e}");
+        assert!(std::error::Error::source(&e).is_some());
         let mut f = FieldSelector::parse("", "Pod").unwrap();
         assert_eq!(f.name(), None);
         f.push_name("x");

@@ -404,3 +404,37 @@ async fn dry_run_answers_as_if_written_and_changes_nothing() {
     }
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_names_are_dns_subdomains() {
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client(&server), "default");
+    for name in ["a.b", "a-1.example.com", "0"] {
+        cms.create(
+            &PostParams::default(),
+            &obj(json!({"metadata": {"name": name}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name:?}: {e}"));
+    }
+    // An empty part between dots is refused as by a real server, not only a bad first or
+    // last character.
+    for name in ["a..b", ".a", "a.", "a.-b", "A", "a_b"] {
+        let (status, message) = code(
+            cms.create(
+                &PostParams::default(),
+                &obj(json!({"metadata": {"name": name}})),
+            )
+            .await
+            .unwrap_err(),
+        );
+        assert_eq!(status, 422, "{name:?}");
+        assert!(
+            message.contains(&format!(
+                "metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must"
+            )),
+            "{name:?}: {message}"
+        );
+    }
+    server.shutdown().await;
+}

@@ -24,6 +24,7 @@ pub mod plugins;
 pub mod runtime;
 #[cfg(feature = "scenario")]
 pub mod scenario;
+mod text;
 pub mod workqueue;
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Event rules: the `events.k8s.io/v1` API is strict (who reported, what happened, when, and a
 //! series that only counts up) while core v1 keeps the legacy rules.
 
+use kubewasm_apimachinery::validation::{ValidationError, validate_label_key};
 use serde_json::{Value, json};
 
 use super::Cause;
@@ -254,38 +255,25 @@ fn series(obj: &Value) -> Vec<Cause> {
     causes
 }
 
-/// Kubernetes "qualified name": `[DNS-subdomain-prefix/]name`, name ≤ 63 of `[A-Za-z0-9_.-]`, alphanumeric
-/// at both ends.
+/// Kubernetes "qualified name" (`[DNS-subdomain-prefix/]name`), the rule of label keys, with the
+/// API server's wording for each way it is broken.
 fn qualified_name(s: &str) -> Result<(), String> {
-    let (prefix, name) = match s.split('/').collect::<Vec<_>>().as_slice() {
-        [name] => (None, *name),
-        [prefix, name] => (Some(*prefix), *name),
-        _ => {
-            return Err(
+    validate_label_key(s).map_err(|e| {
+        match e {
+            ValidationError::EmptyPrefix | ValidationError::InPrefix { .. } => {
+                "prefix part must be a lowercase RFC 1123 subdomain"
+            }
+            _ if s.matches('/').count() > 1 => {
                 "a qualified name must consist of alphanumeric characters, '-', '_' or '.', \
                  with an optional DNS subdomain prefix and '/'"
-                    .into(),
-            );
+            }
+            _ => {
+                "name part must consist of at most 63 alphanumeric characters, '-', '_' or '.', \
+                 starting and ending with an alphanumeric character"
+            }
         }
-    };
-    if let Some(p) = prefix
-        && !crate::ops::valid_name(p)
-    {
-        return Err("prefix part must be a lowercase RFC 1123 subdomain".into());
-    }
-    let body_ok = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    let ends_ok = name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if name.is_empty() || name.len() > 63 || !body_ok || !ends_ok {
-        return Err(
-            "name part must consist of at most 63 alphanumeric characters, '-', '_' or '.', \
-             starting and ending with an alphanumeric character"
-                .into(),
-        );
-    }
-    Ok(())
+        .into()
+    })
 }
 
 #[cfg(test)]
@@ -347,5 +335,19 @@ mod tests {
         assert!(qualified_name("kubelet").is_ok());
         assert!(qualified_name("-x").is_err());
         assert!(qualified_name("Upper.Prefix/x").is_err());
+        assert_eq!(
+            qualified_name("a..b/x").unwrap_err(),
+            "prefix part must be a lowercase RFC 1123 subdomain"
+        );
+        assert!(
+            qualified_name("a/b/c")
+                .unwrap_err()
+                .starts_with("a qualified name")
+        );
+        assert!(
+            qualified_name(&"x".repeat(64))
+                .unwrap_err()
+                .starts_with("name part")
+        );
     }
 }

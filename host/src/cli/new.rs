@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use kubewasm_apimachinery::validation::{
-    validate_api_version, validate_dns1123_label, validate_kind,
+    ValidationError, validate_api_version, validate_dns1123_label, validate_kind,
 };
 use serde_json::{Value, json};
 
@@ -56,22 +56,47 @@ pub struct Resource {
     pub kind: String,
 }
 
-fn parse_name(s: &str) -> Result<String, String> {
+fn parse_name(s: &str) -> Result<String, ValidationError> {
     validate_dns1123_label(s)?;
     Ok(s.to_string())
 }
 
-fn parse_resource(s: &str) -> Result<Resource, String> {
-    let (api_version, kind) = s
-        .rsplit_once('/')
-        .ok_or("expected [GROUP/]VERSION/KIND, e.g. v1/ConfigMap or apps/v1/Deployment")?;
-    validate_api_version(api_version).map_err(|e| format!("apiVersion {api_version:?}: {e}"))?;
-    validate_kind(kind).map_err(|e| format!("kind {kind:?}: {e}"))?;
+/// Why a `--resource` value was refused.
+#[derive(Debug, thiserror::Error)]
+enum BadResource {
+    #[error("expected [GROUP/]VERSION/KIND, e.g. v1/ConfigMap or apps/v1/Deployment")]
+    Shape,
+    #[error("apiVersion {api_version:?}: {source}")]
+    ApiVersion {
+        api_version: String,
+        #[source]
+        source: ValidationError,
+    },
+    #[error("kind {kind:?}: {source}")]
+    Kind {
+        kind: String,
+        #[source]
+        source: ValidationError,
+    },
+    #[error(
+        "kind {kind:?}: kinds are CamelCase, starting with an uppercase letter (e.g. ConfigMap)"
+    )]
+    NotCamelCase { kind: String },
+}
+
+fn parse_resource(s: &str) -> Result<Resource, BadResource> {
+    let (api_version, kind) = s.rsplit_once('/').ok_or(BadResource::Shape)?;
+    validate_api_version(api_version).map_err(|source| BadResource::ApiVersion {
+        api_version: api_version.into(),
+        source,
+    })?;
+    validate_kind(kind).map_err(|source| BadResource::Kind {
+        kind: kind.into(),
+        source,
+    })?;
     // A lowercase kind would pass the syntax check but never match what the server serves.
     if !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
-        return Err(format!(
-            "kind {kind:?}: kinds are CamelCase, starting with an uppercase letter (e.g. ConfigMap)"
-        ));
+        return Err(BadResource::NotCamelCase { kind: kind.into() });
     }
     Ok(Resource {
         api_version: api_version.to_string(),

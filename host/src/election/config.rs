@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use kubewasm_apimachinery::validation::validate_dns1123_subdomain;
+
 /// Lease duration of controller-runtime (and kube-controller-manager).
 pub(super) const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 /// Renew deadline of controller-runtime.
@@ -48,7 +50,7 @@ impl ElectionConfig {
             ("--leader-election-id", &self.lease_name),
             ("--leader-election-namespace", &self.namespace),
         ] {
-            if !is_dns_subdomain(value) {
+            if validate_dns1123_subdomain(value).is_err() {
                 anyhow::bail!(
                     "{what} {value:?} is not a valid object name (lower-case alphanumerics, '-' and '.', at most 253)"
                 );
@@ -79,15 +81,6 @@ impl ElectionConfig {
         }
         Ok(())
     }
-}
-
-fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 /// `hostname_random`, as controller-runtime builds it: the pod name says which replica leads,
@@ -123,13 +116,15 @@ mod tests {
         let mut bad = c.clone();
         bad.retry_period = bad.renew_deadline;
         assert!(bad.validate().is_err());
-        let mut bad = c;
-        bad.lease_name = "Not/A/Name".into();
-        assert!(
-            bad.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("--leader-election-id")
-        );
+        for name in ["Not/A/Name", "a..b", ".a", "a.", ""] {
+            let mut bad = c.clone();
+            bad.lease_name = name.into();
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(e.contains("--leader-election-id"), "{name:?}: {e}");
+            let mut bad = c.clone();
+            bad.namespace = name.into();
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(e.contains("--leader-election-namespace"), "{name:?}: {e}");
+        }
     }
 }

@@ -1,9 +1,9 @@
 //! The identity of a shared informer, and the checks that make it safe to turn into requests.
 
 use kubewasm_apimachinery::validation::{
-    validate_api_version, validate_dns1123_label, validate_kind,
+    ValidationError, validate_api_version, validate_dns1123_label, validate_kind,
 };
-use kubewasm_apimachinery::{FieldSelector, LabelSelector};
+use kubewasm_apimachinery::{FieldSelector, LabelSelector, SelectorError};
 
 /// Longest selector accepted. Kubernetes sets no limit of its own; this bounds what a
 /// subscription can make the host hold and send, far above any practical selector.
@@ -37,17 +37,32 @@ pub struct InvalidKey {
     /// The refused value (cut to its first 256 bytes, as it is meant for logs).
     pub value: String,
     /// Which rule it breaks.
-    pub reason: String,
+    #[source]
+    pub reason: KeyRule,
+}
+
+/// The rule an [`InvalidKey`] field breaks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KeyRule {
+    /// apiVersion, kind or namespace syntax.
+    #[error(transparent)]
+    Syntax(#[from] ValidationError),
+    /// A selector that does not parse.
+    #[error(transparent)]
+    Selector(#[from] SelectorError),
+    /// A selector longer than [`MAX_SELECTOR_LEN`].
+    #[error("longer than {max} bytes")]
+    TooLong {
+        /// The most bytes allowed.
+        max: usize,
+    },
 }
 
 impl InvalidKey {
-    fn new(field: &'static str, value: &str, reason: impl Into<String>) -> Self {
+    fn new(field: &'static str, value: &str, reason: impl Into<KeyRule>) -> Self {
         let value = if value.len() > MAX_REPORTED_VALUE {
-            let mut cut = MAX_REPORTED_VALUE;
-            while !value.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            format!("{}… ({} bytes)", &value[..cut], value.len())
+            let cut = crate::text::truncate(value, MAX_REPORTED_VALUE);
+            format!("{cut}… ({} bytes)", value.len())
         } else {
             value.to_string()
         };
@@ -94,9 +109,13 @@ impl InformerKey {
     /// [`MAX_SELECTOR_LEN`] bytes). A key that passes can be put in a request path and query
     /// without changing its meaning. The first bad field is reported.
     pub fn validate(&self) -> Result<(), InvalidKey> {
-        let check = |field, value: &str, r: Result<(), String>| {
+        fn check<E: Into<KeyRule>>(
+            field: &'static str,
+            value: &str,
+            r: Result<(), E>,
+        ) -> Result<(), InvalidKey> {
             r.map_err(|reason| InvalidKey::new(field, value, reason))
-        };
+        }
         check(
             "api-version",
             &self.api_version,
@@ -108,26 +127,20 @@ impl InformerKey {
         }
         let bounded = |s: &str| {
             if s.len() > MAX_SELECTOR_LEN {
-                Err(format!("longer than {MAX_SELECTOR_LEN} bytes"))
+                Err(KeyRule::TooLong {
+                    max: MAX_SELECTOR_LEN,
+                })
             } else {
                 Ok(())
             }
         };
         if let Some(s) = &self.label_selector {
             check("label-selector", s, bounded(s))?;
-            check(
-                "label-selector",
-                s,
-                LabelSelector::parse(s).map(drop).map_err(String::from),
-            )?;
+            check("label-selector", s, LabelSelector::parse(s).map(drop))?;
         }
         if let Some(s) = &self.field_selector {
             check("field-selector", s, bounded(s))?;
-            check(
-                "field-selector",
-                s,
-                FieldSelector::parse(s).map(drop).map_err(String::from),
-            )?;
+            check("field-selector", s, FieldSelector::parse(s).map(drop))?;
         }
         Ok(())
     }
@@ -223,5 +236,13 @@ mod tests {
             .unwrap_err();
         assert!(e.value.len() < 300, "{}", e.value);
         assert!(e.value.ends_with(&format!("({} bytes)", huge.len())));
+        let e = InformerKey::new("Apps/v1", "Pod").validate().unwrap_err();
+        assert!(
+            matches!(
+                e.reason,
+                KeyRule::Syntax(ValidationError::InGroup { ref group, .. }) if group == "Apps"
+            ),
+            "{e:?}"
+        );
     }
 }

@@ -35,7 +35,7 @@ pub use delta_fifo::{DeletedFinalStateUnknown, Delta, DeltaFifo, DeltaObject, De
 pub use error::InformerError;
 pub use factory::{HandlerRegistration, InformerFactory, SyncProbe};
 pub use indexer::{IndexError, IndexFunc, Indexer, NAMESPACE_INDEX};
-pub use key::{InformerKey, InvalidKey, MAX_SELECTOR_LEN};
+pub use key::{InformerKey, InvalidKey, KeyRule, MAX_SELECTOR_LEN};
 pub use kube_source::{KubeListerWatcher, KubeSourceFactory, resolve_kind, resource_path};
 pub use kubewasm_apimachinery::LabelSelector;
 pub use list_watch::{

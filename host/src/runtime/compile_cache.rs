@@ -140,7 +140,7 @@ impl DiskCache {
         };
         let meta = file.metadata().map_err(Refused::Io)?;
         if !meta.is_file() {
-            return Err(Refused::Untrusted("not a regular file".into()));
+            return Err(Refused::Untrusted(Untrusted::NotAFile));
         }
         check_owner_and_mode(&meta, self.uid).map_err(Refused::Untrusted)?;
         let mut bytes = Vec::with_capacity(meta.len() as usize);
@@ -180,7 +180,7 @@ impl DiskCache {
 /// Why an artifact was not read.
 enum Refused {
     /// Others could have written it (the reason says how).
-    Untrusted(String),
+    Untrusted(Untrusted),
     Io(std::io::Error),
 }
 
@@ -190,54 +190,120 @@ fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// Why the cache directory or an artifact is not trusted: who else could have written it, or
+/// why that could not be ruled out.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Untrusted {
+    /// The directory's metadata could not be read.
+    #[error("cannot inspect it: {0}")]
+    Inspect(#[source] std::io::Error),
+    /// The cache path is something else than a directory.
+    #[error("not a directory")]
+    NotADirectory,
+    /// An artifact is something else than a regular file.
+    #[error("not a regular file")]
+    NotAFile,
+    /// The directory's absolute or canonical path could not be found.
+    #[error("cannot resolve it: {0}")]
+    Resolve(#[source] std::io::Error),
+    /// A directory above it could not be inspected.
+    #[error("cannot inspect its parent {}: {source}", .parent.display())]
+    InspectParent {
+        /// The directory above.
+        parent: PathBuf,
+        /// Why it could not be inspected.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A directory above it belongs to another user.
+    #[error(
+        "its parent {} is owned by uid {owner}, neither this process's uid {uid} nor root",
+        .parent.display()
+    )]
+    ParentOwner {
+        /// The directory above.
+        parent: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// This process's effective uid.
+        uid: u32,
+    },
+    /// A directory above it others may write without the sticky bit (so they could rename
+    /// the cache directory away and put their own in its place).
+    #[error(
+        "its parent {} is writable by group or others (mode {mode:04o}) without the sticky bit",
+        .parent.display()
+    )]
+    ParentWritable {
+        /// The directory above.
+        parent: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// It belongs to another user.
+    #[error("owned by uid {owner}, not by this process's uid {uid}")]
+    Owner {
+        /// Its owner.
+        owner: u32,
+        /// This process's effective uid.
+        uid: u32,
+    },
+    /// Group or others may write it.
+    #[error("writable by group or others (mode {mode:04o}; fix with chmod go-w)")]
+    Writable {
+        /// Its permission bits.
+        mode: u32,
+    },
+}
+
 /// `Err(reason)` unless `dir` and every directory above it are safe from other users (rules in
 /// the module doc).
-pub(crate) fn check_directory(dir: &Path, uid: u32) -> Result<(), String> {
-    let meta = std::fs::metadata(dir).map_err(|e| format!("cannot inspect it: {e}"))?;
+pub(crate) fn check_directory(dir: &Path, uid: u32) -> Result<(), Untrusted> {
+    let meta = std::fs::metadata(dir).map_err(Untrusted::Inspect)?;
     if !meta.is_dir() {
-        return Err("not a directory".into());
+        return Err(Untrusted::NotADirectory);
     }
     check_owner_and_mode(&meta, uid)?;
-    let given = std::path::absolute(dir).map_err(|e| format!("cannot resolve it: {e}"))?;
-    let resolved = std::fs::canonicalize(dir).map_err(|e| format!("cannot resolve it: {e}"))?;
+    let given = std::path::absolute(dir).map_err(Untrusted::Resolve)?;
+    let resolved = std::fs::canonicalize(dir).map_err(Untrusted::Resolve)?;
     for parent in given
         .ancestors()
         .skip(1)
         .chain(resolved.ancestors().skip(1))
     {
-        let meta = std::fs::metadata(parent)
-            .map_err(|e| format!("cannot inspect its parent {}: {e}", parent.display()))?;
+        let meta = std::fs::metadata(parent).map_err(|source| Untrusted::InspectParent {
+            parent: parent.to_path_buf(),
+            source,
+        })?;
         if meta.uid() != uid && meta.uid() != 0 {
-            return Err(format!(
-                "its parent {} is owned by uid {}, neither this process's uid {uid} nor root",
-                parent.display(),
-                meta.uid()
-            ));
+            return Err(Untrusted::ParentOwner {
+                parent: parent.to_path_buf(),
+                owner: meta.uid(),
+                uid,
+            });
         }
         if meta.mode() & GROUP_OTHER_WRITE != 0 && meta.mode() & STICKY == 0 {
-            return Err(format!(
-                "its parent {} is writable by group or others (mode {:04o}) without the sticky bit",
-                parent.display(),
-                meta.mode() & 0o7777
-            ));
+            return Err(Untrusted::ParentWritable {
+                parent: parent.to_path_buf(),
+                mode: meta.mode() & 0o7777,
+            });
         }
     }
     Ok(())
 }
 
 /// The rule for the cache directory and each artifact: ours, and only ours to write.
-fn check_owner_and_mode(meta: &Metadata, uid: u32) -> Result<(), String> {
+fn check_owner_and_mode(meta: &Metadata, uid: u32) -> Result<(), Untrusted> {
     if meta.uid() != uid {
-        return Err(format!(
-            "owned by uid {}, not by this process's uid {uid}",
-            meta.uid()
-        ));
+        return Err(Untrusted::Owner {
+            owner: meta.uid(),
+            uid,
+        });
     }
     if meta.mode() & GROUP_OTHER_WRITE != 0 {
-        return Err(format!(
-            "writable by group or others (mode {:04o}; fix with chmod go-w)",
-            meta.mode() & 0o7777
-        ));
+        return Err(Untrusted::Writable {
+            mode: meta.mode() & 0o7777,
+        });
     }
     Ok(())
 }

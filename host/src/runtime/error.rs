@@ -15,9 +15,13 @@ pub enum RuntimeError {
     /// A component that wasmtime could not validate or compile.
     #[error("cannot compile component: {0}")]
     Compile(String),
-    /// Creating an instance failed (its start code trapped, limits too small, pool exhausted).
+    /// Creating an instance failed (its start code trapped, limits too small).
     #[error("cannot instantiate handler: {0}")]
     Instantiate(String),
+    /// Every instance slot of the pooling allocator is taken; the same request may succeed once
+    /// an instance is dropped.
+    #[error("cannot instantiate handler: {0}")]
+    PoolExhausted(String),
     /// The compile cache directory could not be used.
     #[error("compile cache I/O error: {0}")]
     Io(#[from] std::io::Error),
@@ -35,6 +39,13 @@ pub enum CallError {
     OutOfMemory,
     /// A fresh instance for this call could not be created.
     Instantiate(String),
+    /// A fresh instance could not be created because the pooling allocator has no free slot
+    /// (wasmtime's `PoolConcurrencyLimitError`): a matter of load, not of the handler, so the
+    /// caller may retry later. `message` is wasmtime's, naming the limit and what ran out.
+    PoolExhausted {
+        /// wasmtime's description, e.g. `maximum concurrent limit of 16 for memories reached`.
+        message: String,
+    },
 }
 
 impl fmt::Display for CallError {
@@ -43,7 +54,9 @@ impl fmt::Display for CallError {
             Self::Trap(msg) => write!(f, "guest trapped: {msg}"),
             Self::DeadlineExceeded => f.write_str("call exceeded its deadline"),
             Self::OutOfMemory => f.write_str("guest exceeded its memory cap"),
-            Self::Instantiate(msg) => write!(f, "cannot instantiate handler: {msg}"),
+            Self::Instantiate(msg) | Self::PoolExhausted { message: msg } => {
+                write!(f, "cannot instantiate handler: {msg}")
+            }
         }
     }
 }
@@ -57,7 +70,8 @@ impl CallError {
             Self::Trap(_) => "trap",
             Self::DeadlineExceeded => "deadline",
             Self::OutOfMemory => "oom",
-            Self::Instantiate(_) => "instantiate",
+            // Still an instantiation failure to metrics and logs, as before it had a variant.
+            Self::Instantiate(_) | Self::PoolExhausted { .. } => "instantiate",
         }
     }
 }

@@ -265,6 +265,7 @@ impl Runtime {
         let mut instance = self.handler_instance(compiled, plugin_name, limits, cache)?;
         instance.start().await.map_err(|e| match e {
             CallError::Instantiate(msg) => RuntimeError::Instantiate(msg),
+            CallError::PoolExhausted { message } => RuntimeError::PoolExhausted(message),
             other => RuntimeError::Instantiate(other.to_string()),
         })?;
         Ok(instance)

@@ -272,6 +272,9 @@ impl HandlerInstance {
                 self.runtime.inner.metrics.instantiated(&self.plugin);
                 return Ok(Live { store, handler });
             }
+            Ok(Err(e)) if is_pool_exhausted(&e) => CallError::PoolExhausted {
+                message: e.root_cause().to_string(),
+            },
             Ok(Err(e)) => CallError::Instantiate(describe_failure(&e, store.data()).to_string()),
             Err(overrun) => CallError::Instantiate(format!(
                 "start-up code ran past the {}",
@@ -382,6 +385,13 @@ fn arm_yield(store: &mut Store<StoreState>, limits: Limits) -> Arc<CallBudget> {
     });
     store.set_epoch_deadline(1);
     budget
+}
+
+/// Whether instantiation failed for want of a free slot in the pooling allocator (a table, memory,
+/// stack or instance), whatever context wasmtime wrapped around it.
+fn is_pool_exhausted(e: &wasmtime::Error) -> bool {
+    e.chain()
+        .any(|c| c.is::<wasmtime::PoolConcurrencyLimitError>())
 }
 
 /// Maps a wasmtime error to the caller-facing cause.

@@ -589,6 +589,41 @@ fn memory_cap_above_the_ceiling_is_refused() {
     );
 }
 
+#[test]
+fn a_full_pool_is_its_own_error_and_passes() {
+    let config = RuntimeConfig {
+        max_instances: 1,
+        ..Default::default()
+    };
+    let runtime = Runtime::new(config, RuntimeMetrics::unregistered()).unwrap();
+    let compiled = runtime.compile(&guest_bytes("test-fixture")).unwrap();
+    let first = runtime
+        .instantiate_blocking(&compiled, "first", Limits::default(), Arc::new(FakeCache))
+        .unwrap();
+    let err = runtime
+        .instantiate_blocking(&compiled, "second", Limits::default(), Arc::new(FakeCache))
+        .err()
+        .expect("the only slot is taken");
+    assert!(
+        matches!(err, RuntimeError::PoolExhausted(ref m) if m.contains("concurrent limit")),
+        "{err:?}"
+    );
+    // Logs read as before the variant existed.
+    assert!(
+        err.to_string()
+            .starts_with("cannot instantiate handler: maximum concurrent limit of"),
+        "{err}"
+    );
+    let mut probe = runtime
+        .handler_instance(&compiled, "probe", Limits::default(), Arc::new(FakeCache))
+        .unwrap();
+    let err = block(probe.start()).unwrap_err();
+    assert!(matches!(err, CallError::PoolExhausted { .. }), "{err:?}");
+    assert_eq!(err.cause(), "instantiate");
+    drop(first);
+    block(probe.start()).expect("a slot is free again");
+}
+
 // ---------- validation ----------
 
 #[test]
@@ -821,7 +856,9 @@ fn compile_cache_in_a_directory_others_can_write_is_not_used() {
     assert!(!compile_afresh(&config, &wasm).0);
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
-    let reason = compile_cache::check_directory(&cache, uid).unwrap_err();
+    let reason = compile_cache::check_directory(&cache, uid)
+        .unwrap_err()
+        .to_string();
     assert!(
         reason.contains(&format!("its parent {}", root.path().display()))
             && reason.contains("without the sticky bit"),
@@ -832,7 +869,9 @@ fn compile_cache_in_a_directory_others_can_write_is_not_used() {
     set_mode(root.path(), 0o700);
 
     // A directory owned by someone else is refused too (the check itself, for any uid).
-    let reason = compile_cache::check_directory(&cache, 4242).unwrap_err();
+    let reason = compile_cache::check_directory(&cache, 4242)
+        .unwrap_err()
+        .to_string();
     assert!(
         reason.contains("not by this process's uid 4242"),
         "{reason}"

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::transcript::{Entry, EntryKind};
+use super::transcript::{Entry, EntryKind, ExpectationError};
 
 /// A scenario as read from its file.
 #[derive(Debug, Clone)]
@@ -76,12 +76,8 @@ impl std::fmt::Display for ObjectKey {
 
 impl ObjectKey {
     /// Parses a reference; the error says what the form is.
-    pub fn parse(text: &str) -> Result<ObjectKey, String> {
-        let bad = || {
-            format!(
-                "object reference {text:?} is not APIVERSION/KIND NAMESPACE/NAME or APIVERSION/KIND NAME (e.g. \"v1/ConfigMap default/a\")"
-            )
-        };
+    pub fn parse(text: &str) -> Result<ObjectKey, BadObjectKey> {
+        let bad = || BadObjectKey(text.to_string());
         let (type_part, name_part) = text.trim().split_once(' ').ok_or_else(bad)?;
         let (api_version, kind) = type_part.rsplit_once('/').ok_or_else(bad)?;
         let name_part = name_part.trim();
@@ -201,10 +197,96 @@ pub struct Step {
     pub index: Option<usize>,
 }
 
-/// A scenario that cannot be run: the message names the file and line.
+/// A scenario that cannot be run: the message names the file and, when known, the line.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ScenarioError(pub String);
+pub struct ScenarioError {
+    /// The scenario file.
+    pub path: PathBuf,
+    /// 1-based line of the part at fault; 0 when it is the file as a whole.
+    pub line: usize,
+    /// What is wrong.
+    #[source]
+    pub problem: Problem,
+}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.path.display())?;
+        if self.line > 0 {
+            write!(f, ":{}", self.line)?;
+        }
+        write!(f, ": {}", self.problem)
+    }
+}
+
+/// What is wrong with a scenario file.
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    /// The file could not be read.
+    #[error("cannot read: {0}")]
+    Read(#[source] std::io::Error),
+    /// Not YAML, or not the scenario schema (serde_yaml's message, without its position).
+    #[error("{0}")]
+    Syntax(String),
+    /// An object reference that is not `APIVERSION/KIND [NAMESPACE/]NAME`.
+    #[error(transparent)]
+    ObjectKey(#[from] BadObjectKey),
+    /// A duration that is not like `1m30s`.
+    #[error(transparent)]
+    Duration(#[from] BadDuration),
+    /// A value with no JSON form.
+    #[error("not representable as JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// An object without the fields that identify it.
+    #[error(
+        "an object needs apiVersion, kind and metadata.name (and metadata.namespace when namespaced)"
+    )]
+    Unidentified,
+    /// A patch type other than merge, json or strategic.
+    #[error("patch type {0:?} is not merge, json or strategic")]
+    PatchType(String),
+    /// A stub URL that is not HTTP(S).
+    #[error("stub url {0:?} must start with http:// or https://")]
+    StubUrl(String),
+    /// A stub body that could not be written as JSON text.
+    #[error(transparent)]
+    StubBody(serde_json::Error),
+    /// A refused expectation.
+    #[error(transparent)]
+    Expectation(#[from] ExpectationError),
+    /// A step without an action.
+    #[error(
+        "step has no action: give one of start, apply, patch, delete, advance, relist, restart, swap, lose-leadership, gain-leadership, http"
+    )]
+    NoAction,
+    /// A step with several actions.
+    #[error("step has more than one action: split it into one step per action")]
+    ManyActions,
+    /// A `start` after the first step.
+    #[error("start must be the first step (restart reloads a running handler)")]
+    LateStart,
+    /// An `on-synced` expectation for a handler without that export.
+    #[error(
+        "the expectation names on-synced, which {} does not export (a kubewasm:handler@0.1.0 component)",
+        .handler.display()
+    )]
+    NoOnSynced {
+        /// The handler file.
+        handler: PathBuf,
+    },
+}
+
+/// An object reference that is not `APIVERSION/KIND NAMESPACE/NAME` or `APIVERSION/KIND NAME`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "object reference {0:?} is not APIVERSION/KIND NAMESPACE/NAME or APIVERSION/KIND NAME (e.g. \"v1/ConfigMap default/a\")"
+)]
+pub struct BadObjectKey(pub String);
+
+/// A duration that is not like `500ms`, `30s`, `5m`, `1h` or `1m30s`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("duration {0:?} is not like 500ms, 30s, 5m, 1h or 1m30s")]
+pub struct BadDuration(pub String);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -306,26 +388,27 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 
 /// Reads and checks a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ScenarioError(format!("{}: cannot read: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        path: path.to_path_buf(),
+        line: 0,
+        problem: Problem::Read(e),
+    })?;
     parse(path, &text)
 }
 
 /// Parses and checks scenario `text` read from `path`.
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
-    let at = |line: usize, msg: String| {
-        if line > 0 {
-            ScenarioError(format!("{}:{line}: {msg}", path.display()))
-        } else {
-            ScenarioError(format!("{}: {msg}", path.display()))
-        }
+    let at = |line: usize, problem: Problem| ScenarioError {
+        path: path.to_path_buf(),
+        line,
+        problem,
     };
     let doc: Doc = serde_yaml::from_str(text).map_err(|e| {
         let line = e.location().map_or(0, |l| l.line());
         let msg = e.to_string();
         // serde_yaml appends " at line N column M"; the prefix says it already.
         let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
-        at(line, msg)
+        at(line, Problem::Syntax(msg))
     })?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let lines = Lines::new(text);
@@ -352,11 +435,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         }
         if let Some(d) = &s.delete {
             actions.push(Action::Delete(
-                ObjectKey::parse(d).map_err(|m| at(line, m))?,
+                ObjectKey::parse(d).map_err(|m| at(line, m.into()))?,
             ));
         }
         if let Some(a) = &s.advance {
-            actions.push(Action::Advance(duration(a).map_err(|m| at(line, m))?));
+            actions.push(Action::Advance(
+                duration(a).map_err(|m| at(line, m.into()))?,
+            ));
         }
         if let Some(r) = &s.relist {
             let apply = r
@@ -376,7 +461,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 .iter()
                 .map(|d| ObjectKey::parse(d))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|m| at(line, m))?;
+                .map_err(|m| at(line, m.into()))?;
             actions.push(Action::Relist {
                 apply,
                 patch,
@@ -400,14 +485,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         }
         let action = match actions.len() {
             1 => actions.pop().expect("one action"),
-            0 => return Err(at(line, "step has no action: give one of start, apply, patch, delete, advance, relist, restart, swap, lose-leadership, gain-leadership, http".into())),
-            _ => return Err(at(line, "step has more than one action: split it into one step per action".into())),
+            0 => return Err(at(line, Problem::NoAction)),
+            _ => return Err(at(line, Problem::ManyActions)),
         };
         if matches!(action, Action::Start) && !steps.is_empty() {
-            return Err(at(
-                line,
-                "start must be the first step (restart reloads a running handler)".into(),
-            ));
+            return Err(at(line, Problem::LateStart));
         }
         let expect = match &s.expect {
             None => None,
@@ -415,7 +497,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 let mut out = Vec::new();
                 for (j, e) in list.iter().enumerate() {
                     let eline = lines.nested(line, "expect", j);
-                    out.push(Entry::expectation(e).map_err(|m| at(eline, m))?);
+                    out.push(Entry::expectation(e).map_err(|m| at(eline, m.into()))?);
                 }
                 Some(out)
             }
@@ -431,7 +513,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             .iter()
             .map(|a| ObjectKey::parse(a))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|m| at(line, m))?;
+            .map_err(|m| at(line, m.into()))?;
         steps.push(Step {
             action,
             expect,
@@ -475,12 +557,13 @@ impl Scenario {
         for step in &self.steps {
             for e in step.expect.iter().flatten() {
                 if e.kind == EntryKind::Call && e.str("call") == Some("on-synced") {
-                    return Err(ScenarioError(format!(
-                        "{}:{}: the expectation names on-synced, which {} does not export (a kubewasm:handler@0.1.0 component)",
-                        self.path.display(),
-                        step.line,
-                        handler.display()
-                    )));
+                    return Err(ScenarioError {
+                        path: self.path.clone(),
+                        line: step.line,
+                        problem: Problem::NoOnSynced {
+                            handler: handler.to_path_buf(),
+                        },
+                    });
                 }
             }
         }
@@ -488,12 +571,10 @@ impl Scenario {
     }
 }
 
-fn patch_spec(p: &PatchDoc) -> Result<PatchSpec, String> {
+fn patch_spec(p: &PatchDoc) -> Result<PatchSpec, Problem> {
     let patch_type = p.patch_type.clone().unwrap_or_else(|| "merge".into());
     if !["merge", "json", "strategic"].contains(&patch_type.as_str()) {
-        return Err(format!(
-            "patch type {patch_type:?} is not merge, json or strategic"
-        ));
+        return Err(Problem::PatchType(patch_type));
     }
     Ok(PatchSpec {
         object: ObjectKey::parse(&p.object)?,
@@ -503,34 +584,28 @@ fn patch_spec(p: &PatchDoc) -> Result<PatchSpec, String> {
     })
 }
 
-fn to_json(v: &serde_yaml::Value) -> Result<Value, String> {
-    serde_json::to_value(v).map_err(|e| format!("not representable as JSON: {e}"))
+fn to_json(v: &serde_yaml::Value) -> Result<Value, Problem> {
+    serde_json::to_value(v).map_err(Problem::NotJson)
 }
 
-fn object(v: &serde_yaml::Value) -> Result<Value, String> {
+fn object(v: &serde_yaml::Value) -> Result<Value, Problem> {
     let json = to_json(v)?;
     if ObjectKey::of(&json).is_none() {
-        return Err(
-            "an object needs apiVersion, kind and metadata.name (and metadata.namespace when namespaced)"
-                .into(),
-        );
+        return Err(Problem::Unidentified);
     }
     Ok(json)
 }
 
-fn stubs(list: &[StubDoc]) -> Result<Vec<Stub>, String> {
+fn stubs(list: &[StubDoc]) -> Result<Vec<Stub>, Problem> {
     list.iter()
         .map(|s| {
             if !(s.url.starts_with("http://") || s.url.starts_with("https://")) {
-                return Err(format!(
-                    "stub url {:?} must start with http:// or https://",
-                    s.url
-                ));
+                return Err(Problem::StubUrl(s.url.clone()));
             }
             let body = match &s.body {
                 None => String::new(),
                 Some(serde_yaml::Value::String(t)) => t.clone(),
-                Some(v) => serde_json::to_string(&to_json(v)?).map_err(|e| e.to_string())?,
+                Some(v) => serde_json::to_string(&to_json(v)?).map_err(Problem::StubBody)?,
             };
             let mut headers: Vec<(String, String)> = s.headers.clone().into_iter().collect();
             if matches!(&s.body, Some(v) if !v.is_string())
@@ -553,8 +628,8 @@ fn stubs(list: &[StubDoc]) -> Result<Vec<Stub>, String> {
 }
 
 /// `500ms`, `30s`, `5m`, `1h`, or a combination (`1m30s`).
-pub fn duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("duration {text:?} is not like 500ms, 30s, 5m, 1h or 1m30s");
+pub fn duration(text: &str) -> Result<Duration, BadDuration> {
+    let bad = || BadDuration(text.to_string());
     let mut total = Duration::ZERO;
     let mut rest = text.trim();
     if rest.is_empty() {
@@ -735,6 +810,20 @@ mod tests {
         let text = "steps:\n  - start: {}\n    expect:\n      - {call: on-add, object: v1/ConfigMap default/a}\n      - {call: on-create}\n";
         let e = parse(Path::new("s.yaml"), text).unwrap_err().to_string();
         assert!(e.starts_with("s.yaml:5:"), "{e}");
+        let e = parse(Path::new("s.yaml"), "steps:\n  - delete: ConfigMap a\n").unwrap_err();
+        assert!(matches!(e.problem, Problem::ObjectKey(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "s.yaml:2: object reference \"ConfigMap a\" is not APIVERSION/KIND NAMESPACE/NAME or \
+             APIVERSION/KIND NAME (e.g. \"v1/ConfigMap default/a\")"
+        );
+        let e = load(Path::new("/nonexistent/s.yaml")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("/nonexistent/s.yaml: cannot read: "),
+            "{e}"
+        );
+        assert!(std::error::Error::source(&e).is_some());
     }
 
     #[test]

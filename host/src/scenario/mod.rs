@@ -18,9 +18,10 @@ mod report;
 mod transcript;
 
 pub use file::{
-    Action, ObjectKey, PatchSpec, Scenario, ScenarioError, Step, Stub, duration, load, parse,
+    Action, BadDuration, BadObjectKey, ObjectKey, PatchSpec, Problem, Scenario, ScenarioError,
+    Step, Stub, duration, load, parse,
 };
 pub use harness::{RunConfig, RunOutcome, SETTLE_PATIENCE, StepOutcome, run};
 pub use recorder::Recorder;
-pub use report::{FileResult, junit, text, updated};
-pub use transcript::{Entry, EntryKind, compare, flow, subset};
+pub use report::{FileResult, UpdateError, junit, text, updated};
+pub use transcript::{Entry, EntryKind, ExpectationError, compare, flow, subset};

@@ -127,13 +127,26 @@ pub fn junit(handler: &str, results: &[FileResult<'_>]) -> String {
     out
 }
 
+/// Why a scenario's text could not be rewritten with its transcript.
+#[derive(Debug, thiserror::Error)]
+pub enum UpdateError {
+    /// The text no longer parses as YAML, or the result cannot be written as YAML.
+    #[error(transparent)]
+    Yaml(#[from] serde_yaml::Error),
+    /// The document is not a map.
+    #[error("the scenario is not a map")]
+    NotAMap,
+    /// `steps` is there but not a list.
+    #[error("steps is not a list")]
+    StepsNotAList,
+}
+
 /// The scenario's text with every step's `expect` replaced by its actual transcript (an
 /// implied start becomes an explicit first step). The inputs are kept; comments are not (the
 /// file is written anew from its parsed form).
-pub fn updated(scenario: &Scenario, outcome: &RunOutcome) -> Result<String, String> {
-    let mut doc: serde_yaml::Value =
-        serde_yaml::from_str(&scenario.text).map_err(|e| e.to_string())?;
-    let map = doc.as_mapping_mut().ok_or("the scenario is not a map")?;
+pub fn updated(scenario: &Scenario, outcome: &RunOutcome) -> Result<String, UpdateError> {
+    let mut doc: serde_yaml::Value = serde_yaml::from_str(&scenario.text)?;
+    let map = doc.as_mapping_mut().ok_or(UpdateError::NotAMap)?;
     let steps_key = serde_yaml::Value::from("steps");
     if !map.contains_key(&steps_key) {
         map.insert(steps_key.clone(), serde_yaml::Value::Sequence(Vec::new()));
@@ -141,7 +154,7 @@ pub fn updated(scenario: &Scenario, outcome: &RunOutcome) -> Result<String, Stri
     let steps = map
         .get_mut(&steps_key)
         .and_then(serde_yaml::Value::as_sequence_mut)
-        .ok_or("steps is not a list")?;
+        .ok_or(UpdateError::StepsNotAList)?;
     let mut rendered = Vec::new();
     let mut placeholder = |entries: &[super::transcript::Entry]| {
         serde_yaml::Value::Sequence(
@@ -175,7 +188,7 @@ pub fn updated(scenario: &Scenario, outcome: &RunOutcome) -> Result<String, Stri
         start.insert("expect".into(), expect);
         steps.insert(0, serde_yaml::Value::Mapping(start));
     }
-    let mut text = serde_yaml::to_string(&doc).map_err(|e| e.to_string())?;
+    let mut text = serde_yaml::to_string(&doc)?;
     for (i, r) in rendered.iter().enumerate().rev() {
         text = text.replace(&format!("KUBEWASM_ENTRY_{i}_"), r);
     }

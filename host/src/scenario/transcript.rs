@@ -3,6 +3,71 @@
 
 use serde_json::Value;
 
+/// Why an expectation in a scenario file was refused; the message says what to write instead.
+#[derive(Debug, thiserror::Error)]
+pub enum ExpectationError {
+    /// Not a YAML map.
+    #[error("an expectation is a map such as {{call: on-add, object: v1/ConfigMap default/a}}")]
+    NotAMap,
+    /// A key that is not a string.
+    #[error("expectation keys are strings")]
+    KeyNotAString,
+    /// A value with no JSON form.
+    #[error("{key}: {source}")]
+    Value {
+        /// Its key.
+        key: String,
+        /// Why it has no JSON form.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// None of the keys that name a kind.
+    #[error("an expectation names its kind: one of the keys call, write, event, http, log")]
+    NoKind,
+    /// A key the kind does not have.
+    #[error("unknown key {key:?} in a {kind} expectation (known: {known})")]
+    UnknownKey {
+        /// The key given.
+        key: String,
+        /// The expectation's kind.
+        kind: &'static str,
+        /// The keys it has, comma-separated.
+        known: String,
+    },
+    /// A value outside the key's fixed set.
+    #[error("{key}: {value:?} is not one of {allowed}")]
+    NotOneOf {
+        /// The key.
+        key: &'static str,
+        /// The value given.
+        value: Value,
+        /// The values allowed, comma-separated.
+        allowed: String,
+    },
+    /// A call `result` that is not one of the outcomes.
+    #[error("result {value:?} is not one of {allowed}")]
+    NotAResult {
+        /// The value given.
+        value: Value,
+        /// The outcomes, comma-separated.
+        allowed: String,
+    },
+    /// A call flag the call does not have.
+    #[error("{call} has no flag {flag}")]
+    NoSuchFlag {
+        /// The call, e.g. `on-add`.
+        call: String,
+        /// The flag given.
+        flag: &'static str,
+    },
+    /// A `message` that is not a string.
+    #[error("message is a regular expression (a string)")]
+    MessageNotAString,
+    /// A `message` that is not a valid regular expression.
+    #[error("message: {0}")]
+    MessageRegex(#[source] regex::Error),
+}
+
 /// The five kinds of entries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum EntryKind {
@@ -111,28 +176,25 @@ impl Entry {
     }
 
     /// An expectation from a scenario file, checked against the kind's keys and values.
-    pub fn expectation(v: &serde_yaml::Value) -> Result<Entry, String> {
+    pub fn expectation(v: &serde_yaml::Value) -> Result<Entry, ExpectationError> {
         let serde_yaml::Value::Mapping(map) = v else {
-            return Err(
-                "an expectation is a map such as {call: on-add, object: v1/ConfigMap default/a}"
-                    .into(),
-            );
+            return Err(ExpectationError::NotAMap);
         };
         let mut fields = Vec::new();
         for (k, v) in map {
             let Some(k) = k.as_str() else {
-                return Err("expectation keys are strings".into());
+                return Err(ExpectationError::KeyNotAString);
             };
-            let v = serde_json::to_value(v).map_err(|e| format!("{k}: {e}"))?;
+            let v = serde_json::to_value(v).map_err(|source| ExpectationError::Value {
+                key: k.to_string(),
+                source,
+            })?;
             fields.push((k.to_string(), v));
         }
         let kind = EntryKind::ALL
             .into_iter()
             .find(|k| fields.iter().any(|(f, _)| f == k.key()))
-            .ok_or_else(|| {
-                "an expectation names its kind: one of the keys call, write, event, http, log"
-                    .to_string()
-            })?;
+            .ok_or(ExpectationError::NoKind)?;
         let (keys, values) = kind.schema();
         let own = fields
             .iter()
@@ -142,21 +204,20 @@ impl Entry {
         fields.insert(0, own);
         for (k, _) in &fields[1..] {
             if !keys.contains(&k.as_str()) {
-                return Err(format!(
-                    "unknown key {k:?} in a {} expectation (known: {})",
-                    kind.key(),
-                    keys.join(", ")
-                ));
+                return Err(ExpectationError::UnknownKey {
+                    key: k.clone(),
+                    kind: kind.key(),
+                    known: keys.join(", "),
+                });
             }
         }
         let main = fields[0].1.as_str().unwrap_or_default();
         if !values.is_empty() && !values.contains(&main) {
-            return Err(format!(
-                "{}: {:?} is not one of {}",
-                kind.key(),
-                fields[0].1,
-                values.join(", ")
-            ));
+            return Err(ExpectationError::NotOneOf {
+                key: kind.key(),
+                value: fields[0].1.clone(),
+                allowed: values.join(", "),
+            });
         }
         if kind == EntryKind::Call {
             let flag = match main {
@@ -167,22 +228,26 @@ impl Entry {
             };
             for f in ["is-in-initial-list", "is-sync", "final-state-unknown"] {
                 if Some(f) != flag && fields.iter().any(|(k, _)| k == f) {
-                    return Err(format!("{main} has no flag {f}"));
+                    return Err(ExpectationError::NoSuchFlag {
+                        call: main.to_string(),
+                        flag: f,
+                    });
                 }
             }
             if let Some(r) = fields.iter().find(|(k, _)| k == "result") {
                 let ok = ["ok", "retry", "fatal", "trap"];
                 if !r.1.as_str().is_some_and(|r| ok.contains(&r)) {
-                    return Err(format!("result {:?} is not one of {}", r.1, ok.join(", ")));
+                    return Err(ExpectationError::NotAResult {
+                        value: r.1.clone(),
+                        allowed: ok.join(", "),
+                    });
                 }
             }
         }
         for (k, v) in &fields {
             if k == "message" {
-                let pattern = v
-                    .as_str()
-                    .ok_or("message is a regular expression (a string)")?;
-                regex::Regex::new(pattern).map_err(|e| format!("message: {e}"))?;
+                let pattern = v.as_str().ok_or(ExpectationError::MessageNotAString)?;
+                regex::Regex::new(pattern).map_err(ExpectationError::MessageRegex)?;
             }
         }
         Ok(Entry { kind, fields })
@@ -432,12 +497,24 @@ mod tests {
 
     #[test]
     fn bad_expectations_are_refused() {
-        let bad = |t: &str| Entry::expectation(&serde_yaml::from_str(t).unwrap()).unwrap_err();
+        let bad = |t: &str| {
+            Entry::expectation(&serde_yaml::from_str(t).unwrap())
+                .unwrap_err()
+                .to_string()
+        };
         assert!(bad("{call: on-create}").contains("not one of"));
         assert!(bad("{call: on-add, is-sync: true}").contains("no flag"));
         assert!(bad("{write: apply, colour: red}").contains("unknown key"));
         assert!(bad("{object: x}").contains("names its kind"));
-        assert!(bad("{log: info, message: '('}").contains("message"));
+        assert!(bad("{log: info, message: '('}").starts_with("message: "));
+        assert!(
+            bad("{call: on-add, result: maybe}")
+                .starts_with("result String(\"maybe\") is not one of ok, retry, fatal, trap")
+        );
+        assert_eq!(
+            bad("[1]"),
+            "an expectation is a map such as {call: on-add, object: v1/ConfigMap default/a}"
+        );
     }
 
     #[test]

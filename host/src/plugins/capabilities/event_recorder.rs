@@ -160,13 +160,7 @@ impl EventRecorder {
             return Err("action");
         }
         let mut note = e.note;
-        if note.len() > MAX_NOTE {
-            let mut cut = MAX_NOTE;
-            while !note.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            note.truncate(cut);
-        }
+        note.truncate(crate::text::truncate(&note, MAX_NOTE).len());
         // Events of cluster-scoped objects live in `default`, as client-go puts them.
         let namespace = o.namespace.clone().unwrap_or_else(|| "default".into());
         let mut regarding = json!({

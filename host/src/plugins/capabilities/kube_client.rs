@@ -17,12 +17,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::api::ApiResource;
+use kube::core::Request;
+use kube::core::params::{DeleteParams, GetParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::discovery::Scope;
 use kubewasm_apimachinery::validation::{
-    validate_api_version, validate_dns1123_label, validate_kind,
+    ValidationError, validate_api_version, validate_dns1123_label, validate_kind,
 };
 use parking_lot::Mutex;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::event_recorder::EventRecorder;
 use crate::informer::{InformerError, KubeObject, resolve_kind, resource_path};
@@ -237,14 +240,23 @@ struct Prepared {
     /// `None` for a create without a name (`generateName`).
     name: Option<String>,
     subresource: Option<String>,
-    method: http::Method,
-    content_type: Option<&'static str>,
-    body: Vec<u8>,
-    /// Delete only if the object still has this uid.
-    uid_precondition: Option<String>,
-    field_manager: bool,
-    force: bool,
+    op: Op,
     guest_dry_run: bool,
+}
+
+/// What a prepared call does, with the body it sends (checked to be JSON).
+enum Op {
+    Get,
+    Create(Vec<u8>),
+    /// Server-side apply of a whole object; `force` takes over fields other managers own.
+    Apply {
+        body: Box<RawValue>,
+        force: bool,
+    },
+    Patch(PatchType, Box<RawValue>),
+    Replace(Vec<u8>),
+    /// Delete, only if the object still has this uid when one is given.
+    Delete(Option<String>),
 }
 
 impl Inner {
@@ -330,6 +342,8 @@ impl Inner {
             }
             _ => {}
         }
+        // Building the request takes the operation (and its body) out of `p`.
+        let deletes = matches!(p.op, Op::Delete(_));
         let request = self.request(p, &ar)?;
         let sent = tokio::time::timeout_at(deadline, self.ctx.client.request_text(request)).await;
         let text = match sent {
@@ -355,7 +369,7 @@ impl Inner {
                 ));
             }
         };
-        if p.method == http::Method::DELETE {
+        if deletes {
             return Ok(None);
         }
         let t = &p.target;
@@ -370,56 +384,14 @@ impl Inner {
         Ok(Some(Arc::new(obj) as Arc<dyn GuestObject>))
     }
 
-    /// The HTTP request for a prepared call against resource `ar`; takes the body out of `p`
-    /// rather than copying up to `MAX_WRITE_BYTES`.
+    /// The HTTP request for a prepared call against resource `ar`.
     fn request(
         &self,
         p: &mut Prepared,
         ar: &ApiResource,
     ) -> Result<http::Request<Vec<u8>>, ApiError> {
-        let mut path = resource_path(
-            ar,
-            p.target.namespace.as_deref(),
-            p.name.as_deref(),
-            p.subresource.as_deref(),
-        );
-        // Every value below is fixed text or a validated plugin name: nothing needs escaping.
-        let mut query = Vec::new();
-        if p.field_manager {
-            query.push(format!("fieldManager=kubewasm:{}", self.plugin));
-        }
-        if p.force {
-            query.push("force=true".to_string());
-        }
-        let dry_run = self.dry_run || p.guest_dry_run;
-        if dry_run && p.method != http::Method::DELETE && p.method != http::Method::GET {
-            query.push("dryRun=All".to_string());
-        }
-        if !query.is_empty() {
-            path.push('?');
-            path.push_str(&query.join("&"));
-        }
-        let body = if p.method == http::Method::DELETE {
-            let mut options = serde_json::json!({"apiVersion": "v1", "kind": "DeleteOptions"});
-            if dry_run {
-                options["dryRun"] = serde_json::json!(["All"]);
-            }
-            if let Some(uid) = &p.uid_precondition {
-                options["preconditions"] = serde_json::json!({ "uid": uid });
-            }
-            serde_json::to_vec(&options).unwrap_or_default()
-        } else {
-            std::mem::take(&mut p.body)
-        };
-        let mut builder = http::Request::builder().method(p.method.clone()).uri(path);
-        if let Some(ct) = p.content_type {
-            builder = builder.header(http::header::CONTENT_TYPE, ct);
-        } else if p.method == http::Method::DELETE {
-            builder = builder.header(http::header::CONTENT_TYPE, "application/json");
-        }
-        builder
-            .body(body)
-            .map_err(|e| bad_request(format!("cannot build the request: {e}")))
+        let collection = resource_path(ar, p.target.namespace.as_deref(), None, None);
+        build_request(p, &collection, &self.plugin, self.dry_run)
     }
 
     fn count(&self, verb: &'static str, code: u16, started: Instant) {
@@ -438,6 +410,79 @@ impl Inner {
             })
             .observe(started.elapsed().as_secs_f64());
     }
+}
+
+/// The HTTP request for `p` on the collection at `collection` (as [`resource_path`] gives it),
+/// built by kube's [`Request`]: it writes the path, the query (`fieldManager`, `force`,
+/// `dryRun`) and `DeleteOptions` as kube-rs does for its own calls. Writes carry the field manager
+/// `kubewasm:<plugin>`; `host_dry_run` (or the guest's own option) makes them `dryRun=All`.
+/// Takes the body out of `p` rather than copying up to `MAX_WRITE_BYTES`.
+fn build_request(
+    p: &mut Prepared,
+    collection: &str,
+    plugin: &str,
+    host_dry_run: bool,
+) -> Result<http::Request<Vec<u8>>, ApiError> {
+    let r = Request::new(collection);
+    let dry_run = host_dry_run || p.guest_dry_run;
+    let field_manager = Some(format!("kubewasm:{plugin}"));
+    let post = PostParams {
+        dry_run,
+        field_manager: field_manager.clone(),
+    };
+    let patch_params = |force| PatchParams {
+        dry_run,
+        force,
+        field_manager: field_manager.clone(),
+        field_validation: None,
+    };
+    // Every name reaching here passed `validate_name`; only a create may have none.
+    let name = p.name.as_deref().unwrap_or_default();
+    let sub = p.subresource.as_deref();
+    let built = match std::mem::replace(&mut p.op, Op::Get) {
+        Op::Get => r.get(name, &GetParams::default()),
+        Op::Create(body) => r.create(&post, body),
+        Op::Apply { body, force } => r.patch(name, &patch_params(force), &Patch::Apply(&*body)),
+        Op::Patch(patch_type, body) => {
+            // kube's `Patch::Json` wants the operations parsed into json-patch's types; the
+            // guest's text goes to the server as written (the server judges the operations),
+            // so it is built as a merge patch and relabelled.
+            let patch = match patch_type {
+                PatchType::Merge | PatchType::Json => Patch::Merge(&*body),
+                PatchType::Strategic => Patch::Strategic(&*body),
+            };
+            let params = patch_params(false);
+            let request = match sub {
+                Some(sub) => r.patch_subresource(sub, name, &params, &patch),
+                None => r.patch(name, &params, &patch),
+            };
+            request.map(|mut request| {
+                if patch_type == PatchType::Json {
+                    request.headers_mut().insert(
+                        http::header::CONTENT_TYPE,
+                        http::HeaderValue::from_static("application/json-patch+json"),
+                    );
+                }
+                request
+            })
+        }
+        Op::Replace(body) => match sub {
+            Some(sub) => r.replace_subresource(sub, name, &post, body),
+            None => r.replace(name, &post, body),
+        },
+        Op::Delete(uid) => {
+            let params = DeleteParams {
+                dry_run,
+                preconditions: uid.map(|uid| Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            r.delete(name, &params)
+        }
+    };
+    built.map_err(|e| bad_request(format!("cannot build the request: {e}")))
 }
 
 /// `namespace/name` or `name`.
@@ -482,7 +527,7 @@ fn validate_subresource(s: &str) -> Result<(), String> {
 
 /// Validates a target's strings; the error names the field and why, not the value.
 fn validate_ref(t: &ObjectRef) -> Result<(), ApiError> {
-    let field = |name: &str, r: Result<(), String>| {
+    let field = |name: &str, r: Result<(), ValidationError>| {
         r.map_err(|why| bad_request(format!("invalid {name}: {why}")))
     };
     field("apiVersion", validate_api_version(&t.api_version))?;
@@ -530,17 +575,15 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
             .map_err(|why| bad_request(format!("invalid subresource: {why}"))),
         None => Ok(()),
     };
-    let base = |target: ObjectRef, name: Option<String>, method: http::Method| Prepared {
+    let raw = |json: String, what: &str| {
+        RawValue::from_string(json).map_err(|e| bad_request(format!("invalid JSON in {what}: {e}")))
+    };
+    let base = |target: ObjectRef, name: Option<String>, op: Op| Prepared {
         verb,
         target,
         name,
         subresource: None,
-        method,
-        content_type: None,
-        body: Vec::new(),
-        uid_precondition: None,
-        field_manager: false,
-        force: false,
+        op,
         guest_dry_run: false,
     };
     let p = match call {
@@ -548,7 +591,7 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
             validate_ref(&target)?;
             check_name(&target.name)?;
             let name = Some(target.name.clone());
-            base(target, name, http::Method::GET)
+            base(target, name, Op::Get)
         }
         KubeCall::Create { json, opts } => {
             let (target, name) = body_target(&json)?;
@@ -557,11 +600,8 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
                 check_name(n)?;
             }
             Prepared {
-                content_type: Some("application/json"),
-                body: json.into_bytes(),
-                field_manager: true,
                 guest_dry_run: opts.dry_run,
-                ..base(target, None, http::Method::POST)
+                ..base(target, None, Op::Create(json.into_bytes()))
             }
         }
         KubeCall::Apply { json, opts } => {
@@ -569,13 +609,13 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
             validate_ref(&target)?;
             let name = name.ok_or_else(|| bad_request("apply needs metadata.name".into()))?;
             check_name(&name)?;
-            Prepared {
-                content_type: Some("application/apply-patch+yaml"),
-                body: json.into_bytes(),
-                field_manager: true,
+            let op = Op::Apply {
+                body: raw(json, "object")?,
                 force: opts.force,
+            };
+            Prepared {
                 guest_dry_run: opts.dry_run,
-                ..base(target, Some(name), http::Method::PATCH)
+                ..base(target, Some(name), op)
             }
         }
         KubeCall::Patch {
@@ -588,20 +628,12 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
             validate_ref(&target)?;
             check_name(&target.name)?;
             check_sub(&subresource)?;
-            serde_json::from_str::<serde::de::IgnoredAny>(&patch)
-                .map_err(|e| bad_request(format!("invalid JSON in patch: {e}")))?;
+            let op = Op::Patch(patch_type, raw(patch, "patch")?);
             let name = Some(target.name.clone());
             Prepared {
                 subresource,
-                content_type: Some(match patch_type {
-                    PatchType::Merge => "application/merge-patch+json",
-                    PatchType::Json => "application/json-patch+json",
-                    PatchType::Strategic => "application/strategic-merge-patch+json",
-                }),
-                body: patch.into_bytes(),
-                field_manager: true,
                 guest_dry_run: opts.dry_run,
-                ..base(target, name, http::Method::PATCH)
+                ..base(target, name, op)
             }
         }
         KubeCall::Replace {
@@ -616,11 +648,8 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
             check_sub(&subresource)?;
             Prepared {
                 subresource,
-                content_type: Some("application/json"),
-                body: json.into_bytes(),
-                field_manager: true,
                 guest_dry_run: opts.dry_run,
-                ..base(target, Some(name), http::Method::PUT)
+                ..base(target, Some(name), Op::Replace(json.into_bytes()))
             }
         }
         KubeCall::Delete {
@@ -638,10 +667,7 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
             {
                 return Err(bad_request("invalid uid precondition: too long".into()));
             }
-            Prepared {
-                uid_precondition,
-                ..base(target, name, http::Method::DELETE)
-            }
+            base(target, name, Op::Delete(uid_precondition))
         }
     };
     Ok(p)
@@ -689,38 +715,174 @@ mod tests {
         assert_eq!(prepare(bad_ns).err().map(|e| e.code), Some(400));
     }
 
+    /// The request `call` becomes for plugin `p` on the ConfigMaps or Services of `default`.
+    fn built(call: KubeCall, host_dry_run: bool) -> http::Request<Vec<u8>> {
+        let mut p = prepare(call).unwrap();
+        let collection = format!(
+            "/api/v1/namespaces/default/{}",
+            p.target.kind.to_lowercase() + "s"
+        );
+        build_request(&mut p, &collection, "p", host_dry_run).unwrap()
+    }
+
+    fn summary(r: &http::Request<Vec<u8>>) -> (String, String, Option<&str>) {
+        (
+            r.method().to_string(),
+            r.uri().to_string(),
+            r.headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+        )
+    }
+
     #[test]
-    fn verbs_map_to_methods_and_content_types() {
+    fn verbs_map_to_requests() {
         let target = ObjectRef {
             api_version: "v1".into(),
             kind: "Service".into(),
             namespace: Some("default".into()),
             name: "web".into(),
         };
-        let p = prepare(KubeCall::Patch {
-            target: target.clone(),
+        let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"default","name":"c"}}"#;
+        let dry = WriteOptions {
+            dry_run: true,
+            force: false,
+        };
+
+        let r = built(KubeCall::Get(target.clone()), true);
+        assert_eq!(
+            summary(&r),
+            (
+                "GET".into(),
+                "/api/v1/namespaces/default/services/web".into(),
+                None
+            )
+        );
+
+        let r = built(
+            KubeCall::Create {
+                json: cm.into(),
+                opts: WriteOptions::default(),
+            },
+            false,
+        );
+        assert_eq!(
+            summary(&r),
+            (
+                "POST".into(),
+                "/api/v1/namespaces/default/configmaps?&fieldManager=kubewasm%3Ap".into(),
+                Some("application/json")
+            )
+        );
+        assert_eq!(r.body().as_slice(), cm.as_bytes());
+
+        let r = built(
+            KubeCall::Apply {
+                json: cm.into(),
+                opts: WriteOptions {
+                    dry_run: false,
+                    force: true,
+                },
+            },
+            true,
+        );
+        assert_eq!(
+            summary(&r),
+            (
+                "PATCH".into(),
+                "/api/v1/namespaces/default/configmaps/c?&dryRun=All&force=true&fieldManager=kubewasm%3Ap"
+                    .into(),
+                Some("application/apply-patch+yaml")
+            )
+        );
+        assert_eq!(r.body().as_slice(), cm.as_bytes(), "sent as written");
+
+        for (patch_type, content_type) in [
+            (PatchType::Merge, "application/merge-patch+json"),
+            (PatchType::Json, "application/json-patch+json"),
+            (
+                PatchType::Strategic,
+                "application/strategic-merge-patch+json",
+            ),
+        ] {
+            let patch = r#"[{"op":"add","path":"/status","value":{}}]"#;
+            let r = built(
+                KubeCall::Patch {
+                    target: target.clone(),
+                    patch_type,
+                    patch: patch.into(),
+                    subresource: Some("status".into()),
+                    opts: dry,
+                },
+                false,
+            );
+            assert_eq!(
+                summary(&r),
+                (
+                    "PATCH".into(),
+                    "/api/v1/namespaces/default/services/web/status?&dryRun=All&fieldManager=kubewasm%3Ap"
+                        .into(),
+                    Some(content_type)
+                )
+            );
+            assert_eq!(r.body().as_slice(), patch.as_bytes());
+        }
+
+        let r = built(
+            KubeCall::Replace {
+                json: cm.into(),
+                subresource: None,
+                opts: WriteOptions::default(),
+            },
+            false,
+        );
+        assert_eq!(
+            summary(&r),
+            (
+                "PUT".into(),
+                "/api/v1/namespaces/default/configmaps/c?&fieldManager=kubewasm%3Ap".into(),
+                Some("application/json")
+            )
+        );
+
+        let r = built(
+            KubeCall::Delete {
+                target,
+                uid_precondition: Some("u-1".into()),
+            },
+            true,
+        );
+        assert_eq!(r.method(), http::Method::DELETE);
+        assert_eq!(r.uri().path(), "/api/v1/namespaces/default/services/web");
+        let options: Value = serde_json::from_slice(r.body()).unwrap();
+        assert_eq!(
+            options,
+            serde_json::json!({"dryRun": ["All"], "preconditions": {"uid": "u-1"}})
+        );
+    }
+
+    #[test]
+    fn bodies_that_are_not_json_are_400_before_any_request() {
+        let target = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Service".into(),
+            namespace: Some("default".into()),
+            name: "web".into(),
+        };
+        let e = prepare(KubeCall::Patch {
+            target,
             patch_type: PatchType::Merge,
-            patch: "{}".into(),
-            subresource: Some("status".into()),
+            patch: "{".into(),
+            subresource: None,
             opts: WriteOptions::default(),
         })
+        .err()
         .unwrap();
-        assert_eq!(
-            (p.method, p.content_type),
-            (http::Method::PATCH, Some("application/merge-patch+json"))
+        assert_eq!(e.code, 400);
+        assert!(
+            e.message.starts_with("invalid JSON in patch: "),
+            "{}",
+            e.message
         );
-        let p = prepare(KubeCall::Apply {
-            json: r#"{"apiVersion":"v1","kind":"Service","metadata":{"namespace":"default","name":"web"}}"#.into(),
-            opts: WriteOptions { dry_run: false, force: true },
-        })
-        .unwrap();
-        assert!(p.force && p.field_manager);
-        assert_eq!(p.content_type, Some("application/apply-patch+yaml"));
-        let p = prepare(KubeCall::Delete {
-            target,
-            uid_precondition: Some("u-1".into()),
-        })
-        .unwrap();
-        assert_eq!(p.method, http::Method::DELETE);
     }
 }

@@ -285,11 +285,7 @@ fn array_index(token: &str) -> Option<usize> {
 
 /// A guest string shown in an error, cut to 64 bytes.
 fn cut(s: &str) -> &str {
-    let mut end = s.len().min(64);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    crate::text::truncate(s, 64)
 }
 
 #[cfg(test)]

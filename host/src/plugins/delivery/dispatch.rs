@@ -602,7 +602,9 @@ impl Dispatcher {
                     CallError::Trap(_) => self.handles.trap_errors.inc(),
                     CallError::DeadlineExceeded => self.handles.deadline_errors.inc(),
                     CallError::OutOfMemory => self.handles.oom_errors.inc(),
-                    CallError::Instantiate(_) => self.handles.instantiate_errors.inc(),
+                    CallError::Instantiate(_) | CallError::PoolExhausted { .. } => {
+                        self.handles.instantiate_errors.inc()
+                    }
                 };
                 tracing::error!(plugin = %self.plugin, key, call = ?kind, error = %err, "handler failed; instance discarded, a fresh one serves the next call");
                 CallOutcome::Failed(err.to_string())

@@ -125,8 +125,8 @@ fn describe_ungated(
             _ = closing.cancelled() => Err(busy("the host is shutting down".into())),
             r = async {
                 probe.start().await.map_err(|e| match e {
-                    crate::runtime::CallError::Instantiate(m) if is_pool_exhausted(&m) => {
-                        busy(format!("no free instance slot: {m}"))
+                    crate::runtime::CallError::PoolExhausted { message } => {
+                        busy(format!("no free instance slot: {message}"))
                     }
                     e => invalid(format!("cannot instantiate: {e}")),
                 })?;
@@ -195,12 +195,6 @@ pub fn describe_file(
         policy,
         &CancellationToken::new(),
     )
-}
-
-/// Whether an instantiation failed because the pooling allocator had no free slot (transient:
-/// a slot frees up when another plugin or a swap finishes).
-fn is_pool_exhausted(message: &str) -> bool {
-    message.contains("concurrent") && message.contains("limit")
 }
 
 /// The informer a subscription needs; equal subscriptions share one informer and one watch.

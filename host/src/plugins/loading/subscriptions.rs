@@ -113,11 +113,7 @@ pub(crate) fn validate_subscriptions(
 
 /// Guest strings shown in errors are cut, so a 1 MB "kind" does not become a 1 MB log line.
 fn truncate(s: &str) -> &str {
-    let mut end = s.len().min(64);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    crate::text::truncate(s, 64)
 }
 
 #[cfg(test)]

@@ -35,10 +35,10 @@ impl Asks {
                 format!("permission {i}: {field} {}: {why}", Quoted(value))
             };
             validate_api_version(&p.api_version)
-                .map_err(|e| bad("api-version", &p.api_version, e))?;
-            validate_kind(&p.kind).map_err(|e| bad("kind", &p.kind, e))?;
+                .map_err(|e| bad("api-version", &p.api_version, e.to_string()))?;
+            validate_kind(&p.kind).map_err(|e| bad("kind", &p.kind, e.to_string()))?;
             if let Some(ns) = &p.namespace {
-                validate_dns1123_label(ns).map_err(|e| bad("namespace", ns, e))?;
+                validate_dns1123_label(ns).map_err(|e| bad("namespace", ns, e.to_string()))?;
             }
             if p.verbs.is_empty() {
                 return Err(format!("permission {i}: no verbs"));
@@ -240,12 +240,9 @@ pub(super) struct Quoted<'a>(pub(super) &'a str);
 
 impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut end = self.0.len().min(128);
-        while !self.0.is_char_boundary(end) {
-            end -= 1;
-        }
-        write!(f, "{:?}", &self.0[..end])?;
-        if end < self.0.len() {
+        let shown = crate::text::truncate(self.0, 128);
+        write!(f, "{shown:?}")?;
+        if shown.len() < self.0.len() {
             write!(f, "…")?;
         }
         Ok(())

@@ -85,7 +85,7 @@ impl OriginPattern {
                     if below.parse::<IpAddr>().is_ok() {
                         return Err(bad("a wildcard covers DNS names, not IP addresses"));
                     }
-                    validate_dns1123_subdomain(below).map_err(|e| bad(&e))?;
+                    validate_dns1123_subdomain(below).map_err(|e| bad(&e.to_string()))?;
                     HostPattern::Below(below.to_string())
                 }
                 None => {
