@@ -65,3 +65,29 @@ skipped() {
   local out
   for out in "$@"; do echo "up to date $out"; done
 }
+
+# rust_example NAME: builds the Rust example crate NAME (a member of guest-examples/rust's cargo
+# workspace) for wasm32-wasip2 into dist/rust-NAME.wasm, with NAME.toml beside it; skipped,
+# without even asking cargo, when the crate, the workspace's manifest, lock file and profile,
+# the WIT and the compiler are unchanged. Honours CARGO_TARGET_DIR (default: <repo>/target).
+rust_example() {
+  local name="$1"
+  local here="$repo/guest-examples/rust/$name"
+  local target_dir="${CARGO_TARGET_DIR:-$repo/target}"
+  local dist="$repo/guest-examples/dist"
+  local out="$dist/rust-$name.wasm" key
+  install_file "$here/$name.toml" "$dist/rust-$name.toml"
+  key="$(inputs_key "$here" "$here/../Cargo.toml" "$here/../Cargo.lock" "$repo/wit" -- "$(rustc --version)")"
+  if up_to_date "$key" "$out"; then
+    skipped "$out"
+    return 0
+  fi
+  if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
+    rustup target add wasm32-wasip2
+  fi
+  cargo build --release --target wasm32-wasip2 --quiet \
+    --manifest-path "$here/../Cargo.toml" --target-dir "$target_dir" -p "$name"
+  install_file "$target_dir/wasm32-wasip2/release/${name//-/_}.wasm" "$out"
+  record_key "$key" "$out"
+  built "$out"
+}
