@@ -220,7 +220,6 @@ pub(crate) struct PluginFiles {
     pub(crate) digest: [u8; 32],
 }
 
-/// Reads the wasm file and its manifest and hashes both: a manifest edit is a new version too.
 /// A plugin's name is its file stem, and it labels metrics, logs and `/plugins`: it must be
 /// readable and unambiguous. Two files whose names are not UTF-8 would otherwise both become
 /// the same lossily decoded name (`bad\u{FFFD}`) and replace each other.
@@ -250,6 +249,8 @@ pub(crate) fn check_file_name(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Reads the wasm file (size-capped) and its manifest and hashes both: a manifest edit is a new
+/// version too.
 pub(crate) fn read_plugin(path: &Path) -> Result<PluginFiles, LoadError> {
     let read_err = |source| LoadError::Read {
         path: path.to_path_buf(),

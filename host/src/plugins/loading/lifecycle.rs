@@ -148,9 +148,7 @@ impl Active {
         if let Some(d) = self.delivery {
             d.stop().await;
         }
-        for r in self.standby {
-            r.remove().await;
-        }
+        release(self.standby).await;
     }
 }
 
