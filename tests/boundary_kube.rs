@@ -1,0 +1,1 @@
+//! Grant-boundary attacks, `kube-…` family: the attack-fixture guest (tests/fixtures/rust/attack-fixture) against the real host and API server.
