@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::plugins::{GrantError, GrantPolicy, LoadError, describe_file, plugin_name};
+use crate::plugins::{GrantError, GrantPolicy, LoadError, OwnObjects, describe_file, plugin_name};
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
 
 /// Arguments of `kubewasm check`.
@@ -74,6 +74,16 @@ fn check_one(
         Err(GrantError::Missing(m)) => m,
         _ => Vec::new(),
     };
+    // With deploy/'s names: `check` runs without a cluster, so it cannot know another's.
+    let own = OwnObjects::default();
+    let never_writable: Vec<String> = own
+        .covered_by(&described.grants)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    if let Some(warning) = own.warning(&described.grants) {
+        eprintln!("warning: {name}: {warning}");
+    }
     let json = serde_json::to_string_pretty(&serde_json::json!({
         "file": file,
         "plugin": name,
@@ -82,6 +92,7 @@ fn check_one(
         "granted": &*described.grants,
         "missing": missing.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "grant_with": grant_with,
+        "never_writable": never_writable,
     }))?;
     Ok((json, described.grant_error(&name, file)))
 }

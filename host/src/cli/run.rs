@@ -10,7 +10,7 @@ use super::default_cache_dir;
 use super::logging::LogFormat;
 use crate::host::{Host, HostBuilder};
 use crate::informer::ReflectorConfig;
-use crate::plugins::GrantPolicy;
+use crate::plugins::{DEFAULT_PLUGINS_CONFIGMAP, GrantPolicy, OwnObjects};
 use crate::runtime::{Limits, RuntimeConfig};
 
 /// Flags shared by every subcommand that runs a host.
@@ -67,6 +67,14 @@ pub struct HostArgs {
     /// and refuse every outbound HTTP request but GET and HEAD.
     #[arg(long)]
     pub dry_run: bool,
+    /// Namespace of the host's own objects, which no plugin may write (default: the
+    /// client's namespace; in a pod, the pod's own).
+    #[arg(long)]
+    pub host_namespace: Option<String>,
+    /// ConfigMap (in the host's namespace) the plugins are deployed from; no plugin may write
+    /// it, so none can rewrite its own grants.
+    #[arg(long, default_value = DEFAULT_PLUGINS_CONFIGMAP)]
+    pub plugins_configmap: String,
 }
 
 impl HostArgs {
@@ -77,6 +85,7 @@ impl HostArgs {
         plugins_dir: PathBuf,
     ) -> anyhow::Result<HostBuilder> {
         let election = self.election_config(&client)?;
+        let own_objects = self.own_objects(&client, election.as_ref())?;
         let grants = GrantPolicy::operator(self.default_grants.as_deref())
             .map_err(|e| anyhow::anyhow!("--default-grants: {e}"))?;
         Ok(HostBuilder::new(client)
@@ -95,6 +104,7 @@ impl HostArgs {
                 ..Limits::default()
             })
             .grants(grants)
+            .own_objects(own_objects)
             .dry_run(self.dry_run)
             .metrics_addr(parse_addr(
                 "--metrics-bind-address",
@@ -110,6 +120,40 @@ impl HostArgs {
 }
 
 impl HostArgs {
+    /// The host's own objects: the plugins ConfigMap and the RBAC in its namespace, and the
+    /// Lease it elects with (or would, with `--leader-elect`).
+    pub fn own_objects(
+        &self,
+        client: &kube::Client,
+        election: Option<&crate::election::ElectionConfig>,
+    ) -> anyhow::Result<OwnObjects> {
+        let namespace = self
+            .host_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        for (flag, value) in [
+            ("--host-namespace", &namespace),
+            ("--plugins-configmap", &self.plugins_configmap),
+        ] {
+            if kubewasm_apimachinery::validation::validate_dns1123_subdomain(value).is_err() {
+                anyhow::bail!("{flag} {value:?} is not a valid object name");
+            }
+        }
+        let lease_namespace = self
+            .leader_election_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let lease = match election {
+            Some(e) => (e.namespace.clone(), e.lease_name.clone()),
+            None => (lease_namespace, self.leader_election_id.clone()),
+        };
+        Ok(OwnObjects::new(
+            &namespace,
+            &self.plugins_configmap,
+            (&lease.0, &lease.1),
+        ))
+    }
+
     /// The leader election these flags ask for (`None` without `--leader-elect`), validated.
     pub fn election_config(
         &self,

@@ -12,7 +12,8 @@ use super::running::Host;
 use crate::election::{ElectionConfig, ElectionMetrics, LeaderElector};
 use crate::informer::{InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig};
 use crate::plugins::{
-    ClusterContext, DeliveryMode, GrantPolicy, ManagerConfig, PluginManager, PluginMetrics,
+    ClusterContext, DeliveryMode, GrantPolicy, ManagerConfig, OwnObjects, PluginManager,
+    PluginMetrics,
 };
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics, SharedObserver};
 
@@ -31,6 +32,7 @@ pub struct HostBuilder {
     informers: ReflectorConfig,
     limits: Limits,
     grants: GrantPolicy,
+    own_objects: OwnObjects,
     dry_run: bool,
     metrics_addr: Option<SocketAddr>,
     health_addr: Option<SocketAddr>,
@@ -51,6 +53,7 @@ impl HostBuilder {
             informers: ReflectorConfig::default(),
             limits: Limits::default(),
             grants: GrantPolicy::default(),
+            own_objects: OwnObjects::default(),
             dry_run: false,
             metrics_addr: None,
             health_addr: None,
@@ -92,6 +95,12 @@ impl HostBuilder {
     /// How each plugin's grants are decided.
     pub fn grants(mut self, grants: GrantPolicy) -> Self {
         self.grants = grants;
+        self
+    }
+
+    /// The host's own objects, which no plugin may write (default: `deploy/`'s names).
+    pub fn own_objects(mut self, own_objects: OwnObjects) -> Self {
+        self.own_objects = own_objects;
         self
     }
 
@@ -181,11 +190,12 @@ impl HostBuilder {
             }
             _ => (None, self.leadership),
         };
-        let cluster = ClusterContext::new(
+        let cluster = ClusterContext::with_own_objects(
             self.client.clone(),
             self.dry_run,
             plugin_metrics.clone(),
             runtime.observer().cloned(),
+            self.own_objects,
         );
         if self.dry_run {
             tracing::warn!(

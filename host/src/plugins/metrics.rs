@@ -79,6 +79,8 @@ pub struct PluginMetrics {
     pub kube_requests: Family<KubeRequestLabels, Counter>,
     /// Duration of one `kube` call, rate-limit wait included.
     pub kube_request_seconds: Family<VerbLabels, Histogram>,
+    /// `kube` calls the plugin's read or write bucket delayed or refused (429).
+    pub kube_rate_limited: Family<RateLimitLabels, Counter>,
     /// Events recorded (created or counted into a series), by type.
     pub events_recorded: Family<EventLabels, Counter>,
     /// Events not recorded, by reason.
@@ -104,6 +106,17 @@ pub struct KubeRequestLabels {
     pub code: String,
 }
 
+/// Labels of rate-limited `kube` calls.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RateLimitLabels {
+    /// Plugin name (the file stem).
+    pub plugin: String,
+    /// `read` (`kube.get`) or `write`.
+    pub class: &'static str,
+    /// `delayed` (waited for a token) or `refused` (429).
+    pub outcome: &'static str,
+}
+
 /// Labels of per-verb latency series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct VerbLabels {
@@ -127,7 +140,8 @@ pub struct EventLabels {
 pub struct EventDropLabels {
     /// Plugin name (the file stem).
     pub plugin: String,
-    /// `not_granted`, `invalid`, `rate_limited`, `backlog` or `failed`.
+    /// `not_granted`, `outside_grants` (about an object or into a namespace the grants do not
+    /// cover), `invalid`, `rate_limited`, `backlog` or `failed`.
     pub reason: &'static str,
 }
 
@@ -212,6 +226,11 @@ impl PluginMetrics {
             m.kube_request_seconds.clone(),
         );
         r.register(
+            "kube_rate_limited",
+            "Kubernetes API calls of handlers delayed or refused by the plugin's read or write rate limit",
+            m.kube_rate_limited.clone(),
+        );
+        r.register(
             "events",
             "Events recorded by handlers, by type",
             m.events_recorded.clone(),
@@ -258,6 +277,7 @@ impl PluginMetrics {
             kube_request_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.000_1, 4.0, 10))
             }),
+            kube_rate_limited: Family::default(),
             events_recorded: Family::default(),
             events_dropped: Family::default(),
             projections_cached: Gauge::default(),

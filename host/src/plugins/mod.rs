@@ -36,11 +36,12 @@ pub use events::PluginEvent;
 pub use loading::describe::{DescribedPlugin, describe_file, plugin_name};
 pub use loading::error::LoadError;
 pub use loading::grants::{
-    GrantError, GrantPolicy, GrantSource, Grants, GrantsTable, Missing, OriginPattern, READ_VERBS,
-    Verb, WriteGrant,
+    DEFAULT_PLUGINS_CONFIGMAP, GrantError, GrantPolicy, GrantSource, Grants, GrantsTable, Missing,
+    NEVER_GRANTED_SUBRESOURCES,
+    OriginPattern, OwnObject, OwnObjects, OwnScope, READ_VERBS, Verb, WriteGrant,
 };
 pub use loading::lifecycle::{LoadOutcome, ManagerConfig, PluginManager, PluginStatus};
 pub use loading::manifest::{Manifest, ManifestError};
 pub use loading::subscriptions::SubscriptionPlan;
 pub use loading::watcher::{DirectoryWatcher, is_plugin_file};
-pub use metrics::{EventDropLabels, PluginMetrics};
+pub use metrics::{EventDropLabels, PluginMetrics, RateLimitLabels};

@@ -7,17 +7,23 @@
 //! object. Each plugin has a token bucket ([`EVENT_QPS`], [`EVENT_BURST`]); what it cannot
 //! afford, what is not granted and what is malformed is dropped and counted in
 //! `kubewasm_plugin_events_dropped_total{reason}`. No Event text reaches the host's log.
+//!
+//! Events stay inside the grants: the `regarding` object must be one the plugin may read (kind
+//! and namespace), and the namespace the Event is written to (the object's, `default` for a
+//! cluster-scoped one) one its grants cover; anything else is refused as `outside_grants`, so
+//! a plugin cannot write a note about Secret `admin-token` into `kube-system`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use kubewasm_apimachinery::validation::{
-    validate_api_version, validate_dns1123_label, validate_kind,
+    validate_api_version, validate_dns1123_label, validate_dns1123_subdomain, validate_kind,
 };
 use serde_json::{Value, json};
 
 use super::kube_client::ClusterContext;
+use crate::plugins::loading::grants::Grants;
 use crate::plugins::metrics::{EventDropLabels, EventLabels};
 use crate::runtime::{EventCall, EventType};
 use crate::workqueue::BucketRateLimiter;
@@ -44,7 +50,7 @@ const MAX_NOTE: usize = 1024;
 pub(crate) struct EventRecorder {
     plugin: Arc<str>,
     ctx: Arc<ClusterContext>,
-    granted: bool,
+    grants: Arc<Grants>,
     limiter: BucketRateLimiter,
     /// `None` when not granted: nothing to drain.
     backlog: Option<tokio::sync::mpsc::Sender<Pending>>,
@@ -76,16 +82,15 @@ struct Series {
 }
 
 impl EventRecorder {
-    /// A recorder for `plugin`; `granted` is its `events` grant, `dry_run` sends with
-    /// `dryRun=All`.
+    /// A recorder for `plugin` acting within `grants`; `dry_run` sends with `dryRun=All`.
     pub(crate) fn new(
         plugin: &str,
         ctx: Arc<ClusterContext>,
-        granted: bool,
+        grants: Arc<Grants>,
         dry_run: bool,
     ) -> Self {
         let plugin: Arc<str> = plugin.into();
-        let backlog = granted.then(|| {
+        let backlog = grants.events().then(|| {
             let (tx, rx) = tokio::sync::mpsc::channel(EVENT_BACKLOG);
             let writer = Writer {
                 plugin: plugin.clone(),
@@ -99,15 +104,29 @@ impl EventRecorder {
         EventRecorder {
             plugin,
             ctx,
-            granted,
+            grants,
             limiter: BucketRateLimiter::new(EVENT_QPS, EVENT_BURST),
             backlog,
         }
     }
 
+    /// Whether the grants let the plugin record `event` at all (its `events` grant, the
+    /// object it is about and the namespace it would land in).
+    pub(crate) fn permits(&self, event: &EventCall) -> bool {
+        let o = &event.regarding.object;
+        self.grants
+            .allows_event_about(
+                &o.api_version,
+                &o.kind,
+                o.namespace.as_deref(),
+                event_namespace(o.namespace.as_deref()),
+            )
+            .is_ok()
+    }
+
     /// Queues `event`, or drops and counts it.
     pub(crate) fn emit(&self, event: EventCall) {
-        if !self.granted {
+        if !self.grants.events() {
             tracing::debug!(target: TARGET, plugin = &*self.plugin, "event dropped: not granted");
             return self.drop_event("not_granted");
         }
@@ -118,6 +137,21 @@ impl EventRecorder {
                 return self.drop_event("invalid");
             }
         };
+        let r = &pending.key.regarding;
+        if let Err(why) = self.grants.allows_event_about(
+            &r.0,
+            &r.1,
+            r.2.as_deref(),
+            &pending.namespace,
+        ) {
+            // Kind and namespaces only: they are what the grants are about, and no text of
+            // the Event reaches the log.
+            tracing::warn!(target: TARGET, plugin = &*self.plugin, why,
+                kind = %r.1, regarding_namespace = r.2.as_deref().unwrap_or(""),
+                event_namespace = %pending.namespace,
+                "event refused: outside the plugin's grants"); // guest-caused line
+            return self.drop_event("outside_grants");
+        }
         if !self.limiter.try_acquire() {
             return self.drop_event("rate_limited");
         }
@@ -147,9 +181,7 @@ impl EventRecorder {
             validate_dns1123_label(ns).map_err(|_| "regarding.namespace")?;
         }
         let short = |s: &str, max: usize| !s.is_empty() && s.len() <= max;
-        if !short(&o.name, 253) || o.name.contains('/') {
-            return Err("regarding.name");
-        }
+        validate_dns1123_subdomain(&o.name).map_err(|_| "regarding.name")?;
         if e.regarding.uid.len() > 128 || e.regarding.resource_version.len() > 128 {
             return Err("regarding.uid");
         }
@@ -161,8 +193,7 @@ impl EventRecorder {
         }
         let mut note = e.note;
         note.truncate(crate::text::truncate(&note, MAX_NOTE).len());
-        // Events of cluster-scoped objects live in `default`, as client-go puts them.
-        let namespace = o.namespace.clone().unwrap_or_else(|| "default".into());
+        let namespace = event_namespace(o.namespace.as_deref()).to_string();
         let mut regarding = json!({
             "apiVersion": o.api_version, "kind": o.kind, "name": o.name,
         });
@@ -330,6 +361,12 @@ impl Writer {
         .map_err(|_| kube::Error::Service("timed out".into()))?
         .map(drop)
     }
+}
+
+/// The namespace an Event about an object in `regarding` (`None`: cluster-scoped) is written
+/// to: the object's own, and `default` for cluster-scoped objects, as client-go puts them.
+fn event_namespace(regarding: Option<&str>) -> &str {
+    regarding.unwrap_or("default")
 }
 
 /// Now as a Kubernetes `MicroTime`.

@@ -3,10 +3,14 @@
 //!
 //! Every call is checked in this order, and the first failure answers the guest without
 //! anything reaching the API server: the guest's strings (apiVersion, kind, namespace, name,
-//! subresource, JSON) are validated; the grant for the verb, kind and namespace is looked up
-//! (403 `Forbidden` when missing); a write takes a token from the plugin's bucket
-//! (`write-qps`, `write-burst`), waiting for one if that fits the call's timeout and answering
-//! 429 otherwise. Then the kind is resolved through discovery (cached), and the request is sent
+//! subresource, JSON) are validated, names and namespaces by Kubernetes' own syntax (so no
+//! `:`, which the API server would read as proxy syntax); the grant for the verb, kind,
+//! namespace and subresource is looked up (403 `Forbidden` when missing; `exec`, `attach`,
+//! `portforward` and `proxy` are never granted); a write to one of the host's own objects is
+//! refused (403, see `OwnObjects`); a write takes a token from the plugin's write bucket
+//! (`write-qps`, `write-burst`) and a `get` one from its read bucket (`read-qps`,
+//! `read-burst`), waiting for one if that fits in half the call's timeout and answering 429
+//! otherwise. Then the kind is resolved through discovery (cached), and the request is sent
 //! on the host's runtime with a timeout of [`KUBE_CALL_TIMEOUT`]. Writes carry the field
 //! manager `kubewasm:<plugin>` and, in dry-run mode (host `--dry-run`, manifest `dry-run`, or the
 //! guest's own option), `dryRun=All`. Each write is logged once (plugin, verb, object, code) and
@@ -21,7 +25,8 @@ use kube::core::Request;
 use kube::core::params::{DeleteParams, GetParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::discovery::Scope;
 use kubewasm_apimachinery::validation::{
-    ValidationError, validate_api_version, validate_dns1123_label, validate_kind,
+    ValidationError, validate_api_version, validate_dns1123_label, validate_dns1123_subdomain,
+    validate_kind,
 };
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -29,8 +34,8 @@ use serde_json::value::RawValue;
 
 use super::event_recorder::EventRecorder;
 use crate::informer::{InformerError, KubeObject, resolve_kind, resource_path};
-use crate::plugins::loading::grants::Grants;
-use crate::plugins::metrics::{KubeRequestLabels, PluginMetrics, VerbLabels};
+use crate::plugins::loading::grants::{Grants, NEVER_GRANTED_SUBRESOURCES, OwnObjects};
+use crate::plugins::metrics::{KubeRequestLabels, PluginMetrics, RateLimitLabels, VerbLabels};
 use crate::runtime::{
     ApiError, ClusterAccess, EventCall, GuestObject, KubeCall, KubeFuture, KubeResult, ObjectRef,
     PatchType, SharedObserver,
@@ -56,6 +61,8 @@ pub struct ClusterContext {
     instance: String,
     /// Sees every call and Event as the guest made it (`kubewasm test` records them).
     observer: Option<SharedObserver>,
+    /// What no plugin may write, whatever its grants.
+    own_objects: OwnObjects,
 }
 
 impl ClusterContext {
@@ -66,6 +73,18 @@ impl ClusterContext {
         dry_run: bool,
         metrics: PluginMetrics,
         observer: Option<SharedObserver>,
+    ) -> Arc<Self> {
+        Self::with_own_objects(client, dry_run, metrics, observer, OwnObjects::default())
+    }
+
+    /// Like [`ClusterContext::new`], for a host whose own objects (plugins ConfigMap, Lease,
+    /// RBAC) are `own_objects` rather than `deploy/`'s.
+    pub fn with_own_objects(
+        client: kube::Client,
+        dry_run: bool,
+        metrics: PluginMetrics,
+        observer: Option<SharedObserver>,
+        own_objects: OwnObjects,
     ) -> Arc<Self> {
         let instance = std::env::var("POD_NAME")
             .or_else(|_| std::env::var("HOSTNAME"))
@@ -80,7 +99,13 @@ impl ClusterContext {
             metrics,
             instance,
             observer,
+            own_objects,
         })
+    }
+
+    /// What no plugin may write.
+    pub fn own_objects(&self) -> &OwnObjects {
+        &self.own_objects
     }
 
     /// Whether every write of every plugin is a dry run.
@@ -146,7 +171,7 @@ fn bad_request(message: String) -> ApiError {
     api_error(400, "BadRequest", message)
 }
 
-/// One plugin version's client: its grants, its write bucket and its Event recorder.
+/// One plugin version's client: its grants, its read and write buckets and its Event recorder.
 pub struct PluginClient {
     inner: Arc<Inner>,
     events: EventRecorder,
@@ -157,6 +182,7 @@ struct Inner {
     ctx: Arc<ClusterContext>,
     grants: Arc<Grants>,
     writes: BucketRateLimiter,
+    reads: BucketRateLimiter,
     dry_run: bool,
 }
 
@@ -164,11 +190,12 @@ impl PluginClient {
     /// A client for `plugin` acting within `grants`.
     pub fn new(plugin: &str, ctx: Arc<ClusterContext>, grants: Arc<Grants>) -> Self {
         let dry_run = ctx.dry_run || grants.dry_run();
-        let events = EventRecorder::new(plugin, ctx.clone(), grants.events(), dry_run);
+        let events = EventRecorder::new(plugin, ctx.clone(), grants.clone(), dry_run);
         PluginClient {
             inner: Arc::new(Inner {
                 plugin: plugin.into(),
                 writes: BucketRateLimiter::new(grants.write_qps(), grants.write_burst()),
+                reads: BucketRateLimiter::new(grants.read_qps(), grants.read_burst()),
                 ctx,
                 grants,
                 dry_run,
@@ -216,7 +243,7 @@ impl ClusterAccess for PluginClient {
     fn emit(&self, event: EventCall) {
         // What is not granted is dropped by the recorder and never written: not observed.
         if let Some(o) = &self.inner.ctx.observer
-            && self.inner.grants.events()
+            && self.events.permits(&event)
         {
             o.event(&self.inner.plugin, &event);
         }
@@ -294,37 +321,72 @@ impl Inner {
     async fn checked(&self, p: &mut Prepared) -> KubeResult {
         let t = &p.target;
         let ns = t.namespace.as_deref();
+        let sub = p.subresource.as_deref();
+        if let Some(s) = sub.filter(|s| NEVER_GRANTED_SUBRESOURCES.contains(s)) {
+            return Err(api_error(
+                403,
+                "Forbidden",
+                format!(
+                    "refused: plugin {} may never {} subresource {s} of {}: exec, attach, \
+                     portforward and proxy are never granted",
+                    self.plugin, p.verb, t.kind
+                ),
+            ));
+        }
         let granted = if p.verb == "get" {
             self.grants.allows_read(&t.api_version, &t.kind, ns)
         } else {
             self.grants
-                .allows_write(&t.api_version, &t.kind, ns, p.verb)
+                .allows_write_at(&t.api_version, &t.kind, ns, p.verb, sub)
         };
         if !granted {
             let place = ns.map_or("cluster-wide".to_string(), |n| format!("in namespace {n}"));
+            let sub = sub.map_or(String::new(), |s| format!(" (subresource {s})"));
             return Err(ApiError::not_granted(
                 &self.plugin,
-                &format!("{} {} of {} {place}", p.verb, t.kind, t.api_version),
+                &format!("{} {} of {} {place}{sub}", p.verb, t.kind, t.api_version),
+            ));
+        }
+        if p.verb != "get"
+            && let Some(own) = p.name.as_deref().and_then(|name| {
+                self.ctx
+                    .own_objects
+                    .find(&t.api_version, &t.kind, ns, name)
+            })
+        {
+            return Err(api_error(
+                403,
+                "Forbidden",
+                format!(
+                    "refused: plugin {} may not {} {own}: it is one of the host's own objects, \
+                     which no grant covers",
+                    self.plugin, p.verb
+                ),
             ));
         }
         let deadline = tokio::time::Instant::now() + KUBE_CALL_TIMEOUT;
-        if p.verb != "get" {
-            let Some(wait) = self.writes.reserve_within(KUBE_CALL_TIMEOUT / 2) else {
-                return Err(api_error(
-                    429,
-                    "TooManyRequests",
-                    format!(
-                        "client-side rate limit: plugin {} writes more than {} per second (burst {})",
-                        self.plugin,
-                        self.grants.write_qps(),
-                        self.grants.write_burst()
-                    ),
-                ));
-            };
-            // A zero sleep would still wait for the timer wheel's next millisecond tick.
-            if !wait.is_zero() {
-                tokio::time::sleep(wait).await;
-            }
+        let (bucket, class, what, qps, burst) = if p.verb == "get" {
+            let g = &self.grants;
+            (&self.reads, "read", "reads", g.read_qps(), g.read_burst())
+        } else {
+            let g = &self.grants;
+            (&self.writes, "write", "writes", g.write_qps(), g.write_burst())
+        };
+        let Some(wait) = bucket.reserve_within(KUBE_CALL_TIMEOUT / 2) else {
+            self.rate_limited(class, "refused");
+            return Err(api_error(
+                429,
+                "TooManyRequests",
+                format!(
+                    "client-side rate limit: plugin {} {what} more than {qps} per second (burst {burst})",
+                    self.plugin,
+                ),
+            ));
+        };
+        // A zero sleep would still wait for the timer wheel's next millisecond tick.
+        if !wait.is_zero() {
+            self.rate_limited(class, "delayed");
+            tokio::time::sleep(wait).await;
         }
         let (ar, namespaced) = self.ctx.resolve(&t.api_version, &t.kind).await?;
         match (namespaced, ns) {
@@ -392,6 +454,19 @@ impl Inner {
     ) -> Result<http::Request<Vec<u8>>, ApiError> {
         let collection = resource_path(ar, p.target.namespace.as_deref(), None, None);
         build_request(p, &collection, &self.plugin, self.dry_run)
+    }
+
+    /// Counts a call its bucket delayed or refused; `class` is `read` or `write`.
+    fn rate_limited(&self, class: &'static str, outcome: &'static str) {
+        self.ctx
+            .metrics()
+            .kube_rate_limited
+            .get_or_create(&RateLimitLabels {
+                plugin: self.plugin.to_string(),
+                class,
+                outcome,
+            })
+            .inc();
     }
 
     fn count(&self, verb: &'static str, code: u16, started: Instant) {
@@ -493,29 +568,14 @@ fn object_key(t: &ObjectRef) -> String {
     }
 }
 
-/// Most bytes of an object name: a DNS subdomain's limit, the longest any kind allows.
-const MAX_NAME_LEN: usize = 253;
+/// Longest uid precondition accepted (a uid is 36 characters; room for other formats).
+const MAX_UID_LEN: usize = 253;
 
-/// The rule the API server applies to every name that goes into a path, made stricter so a
-/// name can go into a URL and a log unescaped: printable ASCII without `/`, `%`, `?`, `#`,
-/// whitespace or quotes, not `.` or `..`.
+/// Kubernetes' name syntax for the objects a guest names: a DNS-1123 subdomain, the rule of
+/// nearly every kind. It keeps out everything that could escape a path or a log (`/`, `%`,
+/// `..`, spaces) and `:`, which the API server reads as proxy syntax (`http:web:80`).
 fn validate_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("must not be empty".into());
-    }
-    if name.len() > MAX_NAME_LEN {
-        return Err(format!("longer than {MAX_NAME_LEN} bytes"));
-    }
-    if name == "." || name == ".." {
-        return Err("may not be '.' or '..'".into());
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !c.is_ascii_graphic() || "/%?#\"'\\".contains(*c))
-    {
-        return Err(format!("may not contain {c:?}"));
-    }
-    Ok(())
+    validate_dns1123_subdomain(name).map_err(|e| e.to_string())
 }
 
 fn validate_subresource(s: &str) -> Result<(), String> {
@@ -663,7 +723,7 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
             // is bounded like a name.
             if uid_precondition
                 .as_ref()
-                .is_some_and(|uid| uid.len() > MAX_NAME_LEN)
+                .is_some_and(|uid| uid.len() > MAX_UID_LEN)
             {
                 return Err(bad_request("invalid uid precondition: too long".into()));
             }
@@ -679,11 +739,25 @@ mod tests {
     use crate::runtime::WriteOptions;
 
     #[test]
-    fn names_that_could_escape_a_path_or_a_log_are_refused() {
-        for bad in ["", ".", "..", "a/b", "a%2f", "a b", "a\nb", "a?x", "é"] {
+    fn names_that_could_escape_a_path_or_a_log_or_proxy_are_refused() {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "a%2f",
+            "a b",
+            "a\nb",
+            "a?x",
+            "é",
+            "http:web:80",
+            "web:80",
+            "system:controller",
+            "Web",
+        ] {
             assert!(validate_name(bad).is_err(), "{bad:?}");
         }
-        for good in ["web", "system:controller", "a.b-c_1"] {
+        for good in ["web", "a.b-c1", "kubewasm-plugins.17a3f"] {
             assert!(validate_name(good).is_ok(), "{good:?}");
         }
         assert!(validate_name(&"a".repeat(254)).is_err());

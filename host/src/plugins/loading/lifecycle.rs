@@ -849,6 +849,9 @@ impl PluginManager {
         grants: &Arc<Grants>,
     ) -> HandlerInstance {
         let cluster = self.inner.cluster.as_ref();
+        if let Some(warning) = cluster.and_then(|c| c.own_objects().warning(grants)) {
+            tracing::warn!(plugin = %name, "{warning}");
+        }
         let mut http = HttpPolicy::new(grants.clone());
         http.dry_run = grants.dry_run() || cluster.is_some_and(|c| c.dry_run());
         let instance = instance.with_http_policy(http);

@@ -32,6 +32,12 @@ pub struct Manifest {
     /// Writes allowed in a burst (token bucket size; default
     /// [`DEFAULT_WRITE_BURST`](super::grants::DEFAULT_WRITE_BURST)).
     pub write_burst: Option<u32>,
+    /// Sustained `kube.get` calls per second (token bucket rate; default
+    /// [`DEFAULT_READ_QPS`](super::grants::DEFAULT_READ_QPS)).
+    pub read_qps: Option<f64>,
+    /// `kube.get` calls allowed in a burst (token bucket size; default
+    /// [`DEFAULT_READ_BURST`](super::grants::DEFAULT_READ_BURST)).
+    pub read_burst: Option<u32>,
     /// Send every write with `dryRun=All` and refuse non-GET HTTP.
     pub dry_run: Option<bool>,
     /// What the plugin is granted; without it, the host's default grants apply.
@@ -111,19 +117,23 @@ impl Manifest {
                 "max-queued must be between 1 and {MAX_MAX_QUEUED}, got {q}"
             )));
         }
-        if let Some(q) = m.write_qps
-            && !(q > 0.0 && q <= MAX_WRITE_QPS)
-        {
-            return Err(invalid(format!(
-                "write-qps must be above 0 and at most {MAX_WRITE_QPS}, got {q}"
-            )));
+        for (key, qps) in [("write-qps", m.write_qps), ("read-qps", m.read_qps)] {
+            if let Some(q) = qps
+                && !(q > 0.0 && q <= MAX_WRITE_QPS)
+            {
+                return Err(invalid(format!(
+                    "{key} must be above 0 and at most {MAX_WRITE_QPS}, got {q}"
+                )));
+            }
         }
-        if let Some(b) = m.write_burst
-            && !(1..=MAX_WRITE_BURST).contains(&b)
-        {
-            return Err(invalid(format!(
-                "write-burst must be between 1 and {MAX_WRITE_BURST}, got {b}"
-            )));
+        for (key, burst) in [("write-burst", m.write_burst), ("read-burst", m.read_burst)] {
+            if let Some(b) = burst
+                && !(1..=MAX_WRITE_BURST).contains(&b)
+            {
+                return Err(invalid(format!(
+                    "{key} must be between 1 and {MAX_WRITE_BURST}, got {b}"
+                )));
+            }
         }
         Ok(m)
     }
@@ -197,11 +207,16 @@ mod tests {
         assert!(m.grants.unwrap().events);
         let m = Manifest::parse(Path::new("x.toml"), "write-qps = 0.5\n").unwrap();
         assert_eq!(m.write_qps, Some(0.5));
+        let m = Manifest::parse(Path::new("x.toml"), "read-qps = 2\nread-burst = 3\n").unwrap();
+        assert_eq!((m.read_qps, m.read_burst), (Some(2.0), Some(3)));
         for bad in [
             "write-qps = 0",
             "write-qps = -1",
             "write-burst = 0",
             "write-qps = nan",
+            "read-qps = 0",
+            "read-qps = inf",
+            "read-burst = 0",
         ] {
             assert!(Manifest::parse(Path::new("a.toml"), bad).is_err(), "{bad}");
         }

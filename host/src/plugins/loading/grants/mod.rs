@@ -29,7 +29,13 @@
 //! `patch` (`kube.patch`), `delete` (`kube.delete`) and `apply` (`kube.apply`, server-side
 //! apply). `apply` is its own grant because it may create the object; in RBAC it needs both
 //! `patch` and `create` (see `kubewasm rbac`). Reads (`get`, `list`, `watch`) are covered by
-//! `watch`. A write grant also covers the kind's subresources (`status`).
+//! `watch`. A write grant covers the object and its `status`; any other subresource must be
+//! named, `subresources = ["scale"]`. `exec`, `attach`, `portforward` and `proxy` are never
+//! granted (a manifest naming them does not load), whatever the kind.
+//!
+//! Events: an Event's `regarding` object must be one the plugin may read (its kind and
+//! namespace under `watch`), and the namespace the Event is written to must be one some grant
+//! covers (a cluster-scoped object's Events go to `default`).
 //!
 //! HTTP origins: `scheme://host[:port]`, scheme `http` or `https`, no path, query, fragment or
 //! user info; an omitted port means the scheme's default (80 or 443). `https://*.example.com`
@@ -40,7 +46,8 @@
 //! Writes are also rate limited per plugin by a token bucket, `write-qps` (default
 //! [`DEFAULT_WRITE_QPS`]) and `write-burst` (default [`DEFAULT_WRITE_BURST`]) in `NAME.toml`,
 //! the defaults of client-go's client rate limiter; `dry-run = true` sends every write as a
-//! dry run.
+//! dry run. `kube.get` has its own bucket, `read-qps` (default [`DEFAULT_READ_QPS`]) and
+//! `read-burst` (default [`DEFAULT_READ_BURST`]); reads from the guest's cache are free.
 
 use serde::Serialize;
 
@@ -49,11 +56,13 @@ use crate::runtime::{Permission, PluginInfo};
 
 mod diff;
 mod origin;
+mod own_objects;
 mod policy;
 mod schema;
 
 pub use diff::*;
 pub use origin::*;
+pub use own_objects::*;
 pub use policy::*;
 pub use schema::*;
 
@@ -67,6 +76,8 @@ pub struct Grants {
     http: Vec<OriginPattern>,
     write_qps: f64,
     write_burst: u32,
+    read_qps: f64,
+    read_burst: u32,
     dry_run: bool,
     source: GrantSource,
 }
@@ -81,6 +92,8 @@ impl Grants {
             http: table.http,
             write_qps: DEFAULT_WRITE_QPS,
             write_burst: DEFAULT_WRITE_BURST,
+            read_qps: DEFAULT_READ_QPS,
+            read_burst: DEFAULT_READ_BURST,
             dry_run: false,
             source,
         }
@@ -151,16 +164,19 @@ impl Grants {
                     kind,
                     verbs,
                     namespaces: namespaces(&p.namespace),
+                    subresources: Vec::new(),
                 });
             }
         }
         Grants::from_table(table, GrantSource::EverythingAsked)
     }
 
-    /// Applies the manifest's write rate and dry-run settings.
+    /// Applies the manifest's read and write rates and dry-run settings.
     fn with_manifest_settings(mut self, manifest: &Manifest) -> Grants {
         self.write_qps = manifest.write_qps.unwrap_or(DEFAULT_WRITE_QPS);
         self.write_burst = manifest.write_burst.unwrap_or(DEFAULT_WRITE_BURST);
+        self.read_qps = manifest.read_qps.unwrap_or(DEFAULT_READ_QPS);
+        self.read_burst = manifest.read_burst.unwrap_or(DEFAULT_READ_BURST);
         self.dry_run = manifest.dry_run.unwrap_or(false);
         self
     }
@@ -182,11 +198,29 @@ impl Grants {
         namespace: Option<&str>,
         verb: &str,
     ) -> bool {
+        self.allows_write_at(api_version, kind, namespace, verb, None)
+    }
+
+    /// Like [`Grants::allows_write`], for a write to `subresource` of the object (`None` is
+    /// the object itself): `status` comes with every write grant, any other subresource only
+    /// where the grant names it, and [`NEVER_GRANTED_SUBRESOURCES`] never.
+    pub fn allows_write_at(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        verb: &str,
+        subresource: Option<&str>,
+    ) -> bool {
         let Some(verb) = Verb::parse(verb) else {
             return false;
         };
+        if subresource.is_some_and(|s| NEVER_GRANTED_SUBRESOURCES.contains(&s)) {
+            return false;
+        }
         self.write.iter().any(|g| {
             g.verbs.0.contains(&verb)
+                && g.covers_subresource(subresource)
                 && covers_resource(
                     &g.api_version,
                     &g.kind,
@@ -199,6 +233,34 @@ impl Grants {
     /// May the plugin record Events?
     pub fn events(&self) -> bool {
         self.events
+    }
+
+    /// May the plugin record an Event about `kind` of `api_version` in `namespace` (`None`:
+    /// cluster-scoped), written into `event_namespace`? The object must be one it may read,
+    /// and the Event's namespace one some grant covers; `Err` says which rule failed.
+    pub fn allows_event_about(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        event_namespace: &str,
+    ) -> Result<(), &'static str> {
+        if !self.events {
+            return Err("no events grant");
+        }
+        if !self.allows_read(api_version, kind, namespace) {
+            return Err("regarding object outside the watch grants");
+        }
+        let namespaces = self
+            .watch
+            .iter()
+            .map(|g| &g.namespaces)
+            .chain(self.write.iter().map(|g| &g.namespaces));
+        let mut namespaces = namespaces;
+        if !namespaces.any(|n| covers_namespace(n, Some(event_namespace))) {
+            return Err("event namespace outside the grants");
+        }
+        Ok(())
     }
 
     /// May the plugin send an HTTP request to `scheme://host:port`? `host` is lowercase; an
@@ -215,6 +277,16 @@ impl Grants {
     /// Writes allowed at once (token bucket size).
     pub fn write_burst(&self) -> u32 {
         self.write_burst
+    }
+
+    /// Sustained `kube.get` calls per second (token bucket refill rate).
+    pub fn read_qps(&self) -> f64 {
+        self.read_qps
+    }
+
+    /// `kube.get` calls allowed at once (token bucket size).
+    pub fn read_burst(&self) -> u32 {
+        self.read_burst
     }
 
     /// Whether every write is sent as a dry run (`dryRun=All`), and non-GET HTTP refused.

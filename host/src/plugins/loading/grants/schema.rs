@@ -12,6 +12,16 @@ use super::*;
 pub(crate) const DEFAULT_WRITE_QPS: f64 = 5.0;
 /// Default burst of writes of one plugin (client-go's default client burst).
 pub(crate) const DEFAULT_WRITE_BURST: u32 = 10;
+/// Default sustained `kube.get` calls per second of one plugin: reads cost the API server as
+/// much as writes, and every plugin shares the host's ServiceAccount (and so its API Priority
+/// and Fairness budget) with the informers and the leader election.
+pub(crate) const DEFAULT_READ_QPS: f64 = 20.0;
+/// Default burst of `kube.get` calls of one plugin.
+pub(crate) const DEFAULT_READ_BURST: u32 = 40;
+/// Subresources no grant ever covers: each runs code in, or reaches through to, something
+/// other than the object (`exec`, `attach`, `portforward` into containers, `proxy` to pods,
+/// services and nodes), which no handler needs and RBAC alone would have to stop.
+pub const NEVER_GRANTED_SUBRESOURCES: [&str; 4] = ["exec", "attach", "portforward", "proxy"];
 /// Most permissions one `describe()` may ask for.
 pub(crate) const MAX_PERMISSIONS: usize = 64;
 /// Most HTTP origins one `describe()` may ask for.
@@ -203,6 +213,35 @@ impl TryFrom<Vec<Verb>> for VerbList {
     }
 }
 
+/// A subresource a write grant names beyond the object and `status` (`scale`, `resize`, …).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct SubresourceName(pub(super) String);
+
+impl TryFrom<String> for SubresourceName {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        if NEVER_GRANTED_SUBRESOURCES.contains(&s.as_str()) {
+            return Err(format!(
+                "subresource {s:?} is never granted to a plugin (exec, attach, portforward \
+                 and proxy reach into containers or through to other endpoints)"
+            ));
+        }
+        if s.is_empty() || s.len() > 63 || !s.bytes().all(|b| b.is_ascii_lowercase()) {
+            return Err(format!(
+                "subresource {s:?}: must be 1-63 lowercase letters (e.g. scale)"
+            ));
+        }
+        Ok(Self(s))
+    }
+}
+
+impl From<SubresourceName> for String {
+    fn from(n: SubresourceName) -> String {
+        n.0
+    }
+}
+
 /// Leave a namespace list out (every namespace) or name the namespaces.
 pub(super) fn covers_namespace(list: &Option<NamespaceList>, namespace: Option<&str>) -> bool {
     match list {
@@ -265,6 +304,20 @@ pub struct WriteGrant {
     /// The namespaces covered; every namespace (and cluster scope) when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<NamespaceList>,
+    /// Subresources the verbs also reach beyond the object and `status` (which every write
+    /// grant covers); never one of [`NEVER_GRANTED_SUBRESOURCES`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subresources: Vec<SubresourceName>,
+}
+
+impl WriteGrant {
+    /// Whether a write to `subresource` (`None`: the object itself) falls under this grant.
+    pub(super) fn covers_subresource(&self, subresource: Option<&str>) -> bool {
+        match subresource {
+            None | Some("status") => true,
+            Some(s) => self.subresources.iter().any(|g| g.0 == s),
+        }
+    }
 }
 
 /// The `[grants]` table as written in `NAME.toml` or a `--default-grants` file.
