@@ -236,6 +236,23 @@ fn load_cases() -> Vec<LoadCase> {
             ),
             expect: &["grants-bad-origin.toml", "line 2", "no path"],
         },
+        LoadCase {
+            name: "grants-never-granted-subresource",
+            files: with(
+                LOGGER,
+                "[grants]\nwrite = [{ api-version = \"v1\", kind = \"Pod\", verbs = [\"patch\"], subresources = [\"scale\", \"exec\"] }]\n",
+            ),
+            expect: &[
+                "grants-never-granted-subresource.toml",
+                "line 2",
+                "subresource \"exec\" is never granted",
+            ],
+        },
+        LoadCase {
+            name: "manifest-read-qps",
+            files: with(LOGGER, "read-qps = 0\n"),
+            expect: &["manifest-read-qps.toml", "read-qps must be above 0"],
+        },
     ]
 }
 

@@ -141,7 +141,13 @@ pub struct Stats {
     pub writes: u64,
     /// Per resource plural: (lists, watches).
     pub per_resource: HashMap<String, (u64, u64)>,
+    /// `METHOD path` of the last [`RECENT_REQUESTS`] requests, oldest first: tests assert
+    /// that a request a client should have refused never arrived.
+    pub recent: Vec<String>,
 }
+
+/// Requests [`Stats::recent`] remembers.
+pub const RECENT_REQUESTS: usize = 4096;
 
 impl Stats {
     /// Lists of one resource (by plural, e.g. `configmaps`).
@@ -162,6 +168,7 @@ pub(crate) struct Counters {
     watches: AtomicU64,
     writes: AtomicU64,
     per_resource: Mutex<HashMap<String, (u64, u64)>>,
+    recent: Mutex<std::collections::VecDeque<String>>,
 }
 
 impl Counters {
@@ -183,6 +190,14 @@ impl Counters {
             .1 += 1;
     }
 
+    pub(crate) fn request(&self, method: &str, path: &str) {
+        let mut recent = self.recent.lock();
+        if recent.len() >= RECENT_REQUESTS {
+            recent.pop_front();
+        }
+        recent.push_back(format!("{method} {path}"));
+    }
+
     pub(crate) fn write(&self) {
         self.writes.fetch_add(1, Ordering::Relaxed);
     }
@@ -193,6 +208,7 @@ impl Counters {
             watches: self.watches.load(Ordering::Relaxed),
             writes: self.writes.load(Ordering::Relaxed),
             per_resource: self.per_resource.lock().clone(),
+            recent: self.recent.lock().iter().cloned().collect(),
         }
     }
 }

@@ -33,7 +33,7 @@ use std::time::Duration;
 use anyhow::bail;
 use parking_lot::RwLock;
 
-pub use faults::{Faults, Stats};
+pub use faults::{Faults, RECENT_REQUESTS, Stats};
 pub use partition::PartitionProxy;
 
 use faults::Counters;

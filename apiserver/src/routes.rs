@@ -83,6 +83,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     if path.starts_with("/_kubewasm/") {
         return fault_endpoint(&app, &req, &path);
     }
+    app.counters.request(req.method().as_str(), &path);
     let latency = app.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;

@@ -37,8 +37,8 @@ pub use loading::describe::{DescribedPlugin, describe_file, plugin_name};
 pub use loading::error::LoadError;
 pub use loading::grants::{
     DEFAULT_PLUGINS_CONFIGMAP, GrantError, GrantPolicy, GrantSource, Grants, GrantsTable, Missing,
-    NEVER_GRANTED_SUBRESOURCES,
-    OriginPattern, OwnObject, OwnObjects, OwnScope, READ_VERBS, Verb, WriteGrant,
+    NEVER_GRANTED_SUBRESOURCES, OriginPattern, OwnObject, OwnObjects, OwnScope, READ_VERBS, Verb,
+    WriteGrant,
 };
 pub use loading::lifecycle::{LoadOutcome, ManagerConfig, PluginManager, PluginStatus};
 pub use loading::manifest::{Manifest, ManifestError};

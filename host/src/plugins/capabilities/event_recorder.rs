@@ -138,12 +138,10 @@ impl EventRecorder {
             }
         };
         let r = &pending.key.regarding;
-        if let Err(why) = self.grants.allows_event_about(
-            &r.0,
-            &r.1,
-            r.2.as_deref(),
-            &pending.namespace,
-        ) {
+        if let Err(why) =
+            self.grants
+                .allows_event_about(&r.0, &r.1, r.2.as_deref(), &pending.namespace)
+        {
             // Kind and namespaces only: they are what the grants are about, and no text of
             // the Event reaches the log.
             tracing::warn!(target: TARGET, plugin = &*self.plugin, why,

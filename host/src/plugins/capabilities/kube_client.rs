@@ -348,11 +348,10 @@ impl Inner {
             ));
         }
         if p.verb != "get"
-            && let Some(own) = p.name.as_deref().and_then(|name| {
-                self.ctx
-                    .own_objects
-                    .find(&t.api_version, &t.kind, ns, name)
-            })
+            && let Some(own) = p
+                .name
+                .as_deref()
+                .and_then(|name| self.ctx.own_objects.find(&t.api_version, &t.kind, ns, name))
         {
             return Err(api_error(
                 403,
@@ -370,7 +369,13 @@ impl Inner {
             (&self.reads, "read", "reads", g.read_qps(), g.read_burst())
         } else {
             let g = &self.grants;
-            (&self.writes, "write", "writes", g.write_qps(), g.write_burst())
+            (
+                &self.writes,
+                "write",
+                "writes",
+                g.write_qps(),
+                g.write_burst(),
+            )
         };
         let Some(wait) = bucket.reserve_within(KUBE_CALL_TIMEOUT / 2) else {
             self.rate_limited(class, "refused");

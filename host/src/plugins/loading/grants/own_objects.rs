@@ -14,15 +14,15 @@ use serde::Serialize;
 use super::{Grants, Verb};
 
 /// Namespace `deploy/` installs the host into.
-pub const DEFAULT_HOST_NAMESPACE: &str = "kubewasm";
+pub(crate) const DEFAULT_HOST_NAMESPACE: &str = "kubewasm";
 /// ConfigMap `deploy/` ships the plugins in (`configMapGenerator` in `kustomization.yaml`).
 pub const DEFAULT_PLUGINS_CONFIGMAP: &str = "kubewasm-plugins";
 /// Name of the host's ServiceAccount, Deployment and default Lease in `deploy/`.
-pub const HOST_NAME: &str = "kubewasm";
+pub(crate) const HOST_NAME: &str = "kubewasm";
 /// The Role and RoleBinding of `deploy/rbac.yaml` (leader election, the host's Events).
-pub const LEADER_ELECTION_RBAC: &str = "kubewasm-leader-election";
+pub(crate) const LEADER_ELECTION_RBAC: &str = "kubewasm-leader-election";
 /// The (Cluster)Roles and bindings `kubewasm rbac` prints by default (`--name`).
-pub const PLUGINS_RBAC: &str = "kubewasm-plugins";
+pub(crate) const PLUGINS_RBAC: &str = "kubewasm-plugins";
 
 /// Where an own object lives.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -208,24 +208,49 @@ mod tests {
     #[test]
     fn own_objects_match_by_group_kind_namespace_and_name() {
         let own = OwnObjects::new("ops", "plugins", ("ops", "lead"));
-        assert!(own.find("v1", "ConfigMap", Some("ops"), "plugins").is_some());
-        assert!(own.find("v1", "ConfigMap", Some("other"), "plugins").is_none());
-        assert!(own.find("v1", "ConfigMap", Some("ops"), "plugins-2").is_none());
+        assert!(
+            own.find("v1", "ConfigMap", Some("ops"), "plugins")
+                .is_some()
+        );
+        assert!(
+            own.find("v1", "ConfigMap", Some("other"), "plugins")
+                .is_none()
+        );
+        assert!(
+            own.find("v1", "ConfigMap", Some("ops"), "plugins-2")
+                .is_none()
+        );
         assert!(
             own.find("coordination.k8s.io/v1beta1", "Lease", Some("ops"), "lead")
                 .is_some(),
             "any version of the group"
         );
-        assert!(own.find("example.com/v1", "Lease", Some("ops"), "lead").is_none());
         assert!(
-            own.find("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", None, PLUGINS_RBAC)
-                .is_some()
+            own.find("example.com/v1", "Lease", Some("ops"), "lead")
+                .is_none()
         );
         assert!(
-            own.find("rbac.authorization.k8s.io/v1", "Role", Some("web"), PLUGINS_RBAC)
+            own.find(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRoleBinding",
+                None,
+                PLUGINS_RBAC
+            )
+            .is_some()
+        );
+        assert!(
+            own.find(
+                "rbac.authorization.k8s.io/v1",
+                "Role",
+                Some("web"),
+                PLUGINS_RBAC
+            )
+            .is_some()
+        );
+        assert!(
+            own.find("v1", "ServiceAccount", Some("ops"), HOST_NAME)
                 .is_some()
         );
-        assert!(own.find("v1", "ServiceAccount", Some("ops"), HOST_NAME).is_some());
         assert_eq!(
             own.find("v1", "ConfigMap", Some("ops"), "plugins")
                 .unwrap()
