@@ -498,6 +498,91 @@ mod tests {
     }
 
     #[test]
+    fn subresources_beyond_status_are_granted_by_name_and_some_never() {
+        let g = grants(
+            "[grants]\nwrite = [{ api-version = \"apps/v1\", kind = \"Deployment\", verbs = [\"patch\", \"update\"], subresources = [\"scale\"] }, \
+             { api-version = \"v1\", kind = \"Pod\", verbs = [\"patch\"] }]",
+        );
+        let d = |sub| g.allows_write_at("apps/v1", "Deployment", Some("web"), "patch", sub);
+        assert!(d(None));
+        assert!(d(Some("status")), "status comes with every write grant");
+        assert!(d(Some("scale")));
+        assert!(!d(Some("rollback")));
+        let pod = |sub| g.allows_write_at("v1", "Pod", Some("web"), "patch", sub);
+        assert!(pod(None) && pod(Some("status")));
+        for sub in [
+            "ephemeralcontainers",
+            "resize",
+            "proxy",
+            "exec",
+            "attach",
+            "portforward",
+        ] {
+            assert!(!pod(Some(sub)), "{sub}");
+        }
+        for sub in NEVER_GRANTED_SUBRESOURCES {
+            let err = table(&format!(
+                "[grants]\nwrite = [{{ api-version = \"v1\", kind = \"*\", verbs = [\"patch\"], subresources = [\"{sub}\"] }}]"
+            ))
+            .unwrap_err();
+            assert!(err.contains("is never granted to a plugin"), "{sub}: {err}");
+        }
+        let err = table(
+            "[grants]\nwrite = [{ api-version = \"v1\", kind = \"Pod\", verbs = [\"patch\"], subresources = [\"Scale/x\"] }]",
+        )
+        .unwrap_err();
+        assert!(err.contains("lowercase letters"), "{err}");
+    }
+
+    #[test]
+    fn events_only_about_readable_objects_into_granted_namespaces() {
+        let g = grants(
+            "[grants]\nwatch = [{ api-version = \"v1\", kind = \"ConfigMap\", namespaces = [\"attack\"] }]\nevents = true",
+        );
+        assert_eq!(
+            g.allows_event_about("v1", "ConfigMap", Some("attack"), "attack"),
+            Ok(())
+        );
+        assert!(
+            g.allows_event_about("v1", "Secret", Some("kube-system"), "kube-system")
+                .is_err()
+        );
+        assert!(
+            g.allows_event_about("v1", "ConfigMap", Some("default"), "default")
+                .is_err()
+        );
+        assert!(g.allows_event_about("v1", "Node", None, "default").is_err());
+        let nodes = grants(
+            "[grants]\nwatch = [{ api-version = \"v1\", kind = \"Node\" }, { api-version = \"v1\", kind = \"ConfigMap\", namespaces = [\"attack\"] }]\nevents = true",
+        );
+        assert_eq!(
+            nodes.allows_event_about("v1", "Node", None, "default"),
+            Ok(())
+        );
+        let elsewhere = grants(
+            "[grants]\nwatch = [{ api-version = \"v1\", kind = \"ConfigMap\", namespaces = [\"attack\"] }]\nevents = true",
+        );
+        assert_eq!(
+            elsewhere.allows_event_about("v1", "ConfigMap", Some("attack"), "default"),
+            Err("event namespace outside the grants")
+        );
+        assert_eq!(
+            Grants::builtin_default().allows_event_about("v1", "ConfigMap", Some("a"), "a"),
+            Err("no events grant")
+        );
+    }
+
+    #[test]
+    fn reads_have_their_own_rate() {
+        let g = Grants::builtin_default();
+        assert_eq!((g.read_qps(), g.read_burst()), (20.0, 40));
+        let m = Manifest::parse(Path::new("p.toml"), "read-qps = 2\nread-burst = 3\n").unwrap();
+        let g = GrantPolicy::default().grants_for(&m, Path::new("p.toml"), &info(Vec::new()));
+        assert_eq!((g.read_qps(), g.read_burst()), (2.0, 3));
+        assert_eq!(g.write_qps(), DEFAULT_WRITE_QPS);
+    }
+
+    #[test]
     fn apply_needs_patch_and_create_in_rbac() {
         assert_eq!(Verb::Apply.rbac_verbs(), &["create", "patch"]);
         assert_eq!(Verb::Update.rbac_verbs(), &["update"]);
