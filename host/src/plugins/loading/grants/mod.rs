@@ -36,11 +36,20 @@
 //! matches one or more labels below `example.com` (`a.example.com`, `a.b.example.com`), never
 //! `example.com` itself (list it too) and never an IP address. `:*` matches any port
 //! (`http://127.0.0.1:*`). IPv6 literals are written in brackets (`http://[::1]:8080`).
+//! A CIDR (`http://10.0.0.0/8:*`, `http://[fc00::]/7:*`) grants every address of a network.
+//! A grant by DNS name reaches public addresses only; internal ones (loopback, link-local,
+//! private networks, the cluster's API service) need an origin naming the address, a CIDR
+//! holding it, or the table form `{ origin = "http://svc.ns.svc:8080", private = true }`;
+//! cloud metadata addresses need an origin naming that very address. `http-max-inflight`
+//! (default [`DEFAULT_HTTP_MAX_INFLIGHT`](crate::runtime::DEFAULT_HTTP_MAX_INFLIGHT)) bounds
+//! the requests the plugin may have open at once.
 //!
 //! Writes are also rate limited per plugin by a token bucket, `write-qps` (default
 //! [`DEFAULT_WRITE_QPS`]) and `write-burst` (default [`DEFAULT_WRITE_BURST`]) in `NAME.toml`,
 //! the defaults of client-go's client rate limiter; `dry-run = true` sends every write as a
 //! dry run.
+
+use std::net::IpAddr;
 
 use serde::Serialize;
 
@@ -68,6 +77,7 @@ pub struct Grants {
     write_qps: f64,
     write_burst: u32,
     dry_run: bool,
+    http_max_inflight: usize,
     source: GrantSource,
 }
 
@@ -82,6 +92,7 @@ impl Grants {
             write_qps: DEFAULT_WRITE_QPS,
             write_burst: DEFAULT_WRITE_BURST,
             dry_run: false,
+            http_max_inflight: crate::runtime::DEFAULT_HTTP_MAX_INFLIGHT,
             source,
         }
     }
@@ -162,6 +173,9 @@ impl Grants {
         self.write_qps = manifest.write_qps.unwrap_or(DEFAULT_WRITE_QPS);
         self.write_burst = manifest.write_burst.unwrap_or(DEFAULT_WRITE_BURST);
         self.dry_run = manifest.dry_run.unwrap_or(false);
+        self.http_max_inflight = manifest
+            .http_max_inflight
+            .unwrap_or(crate::runtime::DEFAULT_HTTP_MAX_INFLIGHT);
         self
     }
 
@@ -205,6 +219,26 @@ impl Grants {
     /// IP literal comes without brackets. The sender checks the resolved address too.
     pub fn allows_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
         self.http.iter().any(|o| o.matches(scheme, host, port))
+    }
+
+    /// Whether an origin granted by address reaches `addr`: one naming it exactly, or (unless
+    /// `exact`) a CIDR holding it.
+    pub fn allows_address(&self, scheme: &str, addr: IpAddr, port: u16, exact: bool) -> bool {
+        self.http
+            .iter()
+            .any(|o| o.reaches_address(scheme, addr, port, exact))
+    }
+
+    /// Whether a grant marked `private` covers `scheme://host:port`.
+    pub fn private_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
+        self.http
+            .iter()
+            .any(|o| o.private() && o.matches(scheme, host, port))
+    }
+
+    /// Most outgoing HTTP requests the plugin may have open at once (`http-max-inflight`).
+    pub fn http_max_inflight(&self) -> usize {
+        self.http_max_inflight
     }
 
     /// Sustained writes per second (token bucket refill rate).
@@ -293,6 +327,14 @@ impl Grants {
 impl crate::runtime::HttpGate for Grants {
     fn allows_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
         Grants::allows_origin(self, scheme, host, port)
+    }
+
+    fn allows_address(&self, scheme: &str, addr: IpAddr, port: u16, exact: bool) -> bool {
+        Grants::allows_address(self, scheme, addr, port, exact)
+    }
+
+    fn private_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
+        Grants::private_origin(self, scheme, host, port)
     }
 }
 
