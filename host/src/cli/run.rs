@@ -236,16 +236,35 @@ pub async fn client_config(
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = client_config(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
     tracing::info!(server = %config.cluster_url, "connecting to the API server");
+    let api_addresses = api_server_addresses(&config.cluster_url).await;
     let client = kube::Client::try_from(config)?;
     let host = args
         .host
         .host_builder(client, args.plugins)?
+        .cluster_api_addresses(api_addresses)
         .start()
         .await?;
     log_endpoints(&host);
     super::wait_for_signal().await;
     super::shutdown_or_second_signal(host.shutdown()).await;
     Ok(())
+}
+
+/// The addresses of the API server at `url`, which plugins may reach only through a grant that
+/// names them (empty if its name does not resolve now).
+async fn api_server_addresses(url: &http::Uri) -> Vec<std::net::IpAddr> {
+    let Some(host) = url.host() else {
+        return Vec::new();
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = host.parse() {
+        return vec![ip];
+    }
+    let port = url.port_u16().unwrap_or(443);
+    match tokio::net::lookup_host((host, port)).await {
+        Ok(found) => found.map(|a| a.ip()).collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// Says where the endpoints are, once.

@@ -80,6 +80,13 @@ impl HostBuilder {
         self
     }
 
+    /// Addresses of the API server the host talks to: plugins reach them only through a grant
+    /// that names them (call it after [`HostBuilder::runtime`], which replaces them).
+    pub fn cluster_api_addresses(mut self, addrs: Vec<std::net::IpAddr>) -> Self {
+        self.runtime.cluster_api_addresses.extend(addrs);
+        self
+    }
+
     /// Informer settings (keeping `managedFields`, relist backoff).
     pub fn informers(mut self, config: ReflectorConfig) -> Self {
         self.informers = config;

@@ -14,6 +14,7 @@ use super::bindings::{v1, v2};
 use super::compile_cache::DiskCache;
 use super::engine::{build_engine, spawn_epoch_ticker};
 use super::error::{CallError, RuntimeError};
+use super::http_bounds::OpenCount;
 use super::instance::HandlerInstance;
 use super::limits::Limits;
 use super::metrics::RuntimeMetrics;
@@ -38,6 +39,16 @@ pub struct RuntimeConfig {
     pub observer: Option<SharedObserver>,
     /// Answers every granted outbound HTTP request instead of the network (`kubewasm test`).
     pub http_stub: Option<Arc<dyn super::HttpStub>>,
+    /// Outgoing HTTP requests all plugins together may have open; `None` derives it from the
+    /// soft file-descriptor limit ([`default_host_connections`](super::default_host_connections)).
+    pub max_outgoing_connections: Option<usize>,
+    /// Addresses of the cluster's own API service, which a plugin reaches only through a grant
+    /// that names them (see `http_address.rs`); `KUBERNETES_SERVICE_HOST` is added when it is an
+    /// address.
+    pub cluster_api_addresses: Vec<std::net::IpAddr>,
+    /// Answers name lookups of outgoing requests before the system resolver (tests point
+    /// names at chosen addresses with it); every answer is still checked.
+    pub resolver: Option<Arc<dyn super::Resolver>>,
 }
 
 impl Default for RuntimeConfig {
@@ -48,6 +59,9 @@ impl Default for RuntimeConfig {
             max_instances: 256,
             observer: None,
             http_stub: None,
+            max_outgoing_connections: None,
+            cluster_api_addresses: Vec::new(),
+            resolver: None,
         }
     }
 }
@@ -59,6 +73,8 @@ impl fmt::Debug for RuntimeConfig {
             .field("max_memory_bytes", &self.max_memory_bytes)
             .field("max_instances", &self.max_instances)
             .field("http_stub", &self.http_stub.as_ref().map(|_| "<stub>"))
+            .field("max_outgoing_connections", &self.max_outgoing_connections)
+            .field("cluster_api_addresses", &self.cluster_api_addresses)
             .finish()
     }
 }
@@ -79,6 +95,10 @@ pub(crate) struct RuntimeInner {
     /// plugins from one file, a re-drop, a swap back) shares one copy of the machine code
     /// instead of mapping another.
     pub recent: parking_lot::Mutex<std::collections::VecDeque<CompiledHandler>>,
+    /// The host-wide count of open outgoing HTTP requests.
+    pub connections: OpenCount,
+    /// [`RuntimeConfig::cluster_api_addresses`] with `KUBERNETES_SERVICE_HOST`.
+    pub cluster_api: Arc<[std::net::IpAddr]>,
 }
 
 /// How many compiled handlers stay shared in memory after their last plugin is gone.
@@ -140,6 +160,12 @@ impl Runtime {
                 engine,
                 linker,
                 disk_cache,
+                connections: OpenCount::new(
+                    config
+                        .max_outgoing_connections
+                        .unwrap_or_else(super::default_host_connections),
+                ),
+                cluster_api: cluster_api_addresses(&config),
                 config,
                 metrics,
                 recent: parking_lot::Mutex::new(std::collections::VecDeque::new()),
@@ -283,4 +309,16 @@ fn link_v2_imports(linker: &mut Linker<StoreState>) -> anyhow::Result<()> {
     events::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     Ok(())
+}
+
+/// The configured API service addresses, and the in-cluster one from the environment.
+fn cluster_api_addresses(config: &RuntimeConfig) -> Arc<[std::net::IpAddr]> {
+    let mut addrs = config.cluster_api_addresses.clone();
+    if let Some(ip) = std::env::var("KUBERNETES_SERVICE_HOST")
+        .ok()
+        .and_then(|h| h.parse().ok())
+    {
+        addrs.push(ip);
+    }
+    addrs.into()
 }

@@ -1,25 +1,25 @@
 //! [`HostWait`] and [`CallBudget`]: the rule that decides when a call has used up its time.
 //!
 //! A guest's deadline is a budget of *guest* time: wall-clock time since the call began, minus
-//! the time the host spent waiting on an external system for it (an outbound HTTP exchange, a
-//! Kubernetes API call). Such waits have their own timeouts; counting them against the guest
-//! would make a slow peer look like a runaway guest. A second, plain wall-clock bound
-//! ([`Limits::wall_limit`](super::Limits::wall_limit)) ends the call however long its host
-//! calls take.
+//! the time the guest spent blocked in a host call that waits on an external system for it (an
+//! outbound HTTP exchange, a Kubernetes API call). Such waits have their own timeouts; counting
+//! them against the guest would make a slow peer look like a runaway guest. A second, plain
+//! wall-clock bound ([`Limits::wall_limit`](super::Limits::wall_limit)) ends the call however
+//! long its host calls take.
 //!
-//! What counts as host wait: time during which at least one [`HostWaitGuard`] is alive, except
-//! the time the guest's own code runs meanwhile (a guest may send a request and then compute
-//! instead of blocking on it). The epoch callback sees the guest run: each tick it runs while a
-//! guard is alive is charged back to guest time, at most one tick per callback, so the error
-//! is at most one [`EPOCH_TICK`](super::EPOCH_TICK) per resumption. Sleeping in WASI
-//! (`sleep`, a clock pollable) is guest time: nothing holds a guard for it.
+//! What counts as host wait, exactly: time during which the guest is inside a host call (the
+//! store's call hook says when it enters and leaves one, see [`HostWait::entered_host`]) *and*
+//! a wait is open. Two kinds of wait exist: a [`HostWaitGuard`] (a request until its response
+//! headers, a `kube` call), open while its task waits; and a *blocked read*
+//! ([`HostWait::blocked`]), opened by a response body that had no data for the guest and
+//! closed the moment the guest runs again, so a non-blocking `read()` that returns at once
+//! closes its account at once. Time the guest's own code runs is never host wait, nor is a
+//! WASI `sleep` or clock pollable while no wait is open.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-
-use super::engine::EPOCH_TICK;
 
 /// Per-store account of the time the host spends waiting on external systems for the guest.
 /// Clones share the account; a store's host calls each [`enter`](HostWait::enter) it.
@@ -30,10 +30,29 @@ pub(crate) struct HostWait(Arc<Mutex<WaitState>>);
 struct WaitState {
     /// Guards alive.
     open: u32,
-    /// When `open` last went from 0 to 1.
+    /// A response body found no data for the guest since it last left a host call.
+    blocked: bool,
+    /// The guest is inside a host call.
+    in_host: bool,
+    /// When the current counted interval began (`None`: not counting).
     since: Option<Instant>,
     /// Closed intervals so far.
     total: Duration,
+}
+
+impl WaitState {
+    /// Opens or closes the counted interval after a change of state.
+    fn update(&mut self, now: Instant) {
+        let counting = self.in_host && (self.open > 0 || self.blocked);
+        match (counting, self.since) {
+            (true, None) => self.since = Some(now),
+            (false, Some(since)) => {
+                self.total += now.saturating_duration_since(since);
+                self.since = None;
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Keeps its [`HostWait`] in the waiting state while alive; `Send`, so it can live in the task
@@ -44,24 +63,39 @@ impl HostWait {
     /// Starts counting host-wait time (nested and concurrent guards count once).
     pub(crate) fn enter(&self) -> HostWaitGuard {
         let mut s = self.0.lock();
-        if s.open == 0 {
-            s.since = Some(Instant::now());
-        }
         s.open += 1;
+        s.update(Instant::now());
         HostWaitGuard(self.clone())
+    }
+
+    /// A response body had no data for the guest: the guest waits on the peer until it next
+    /// runs (a non-blocking read returns at once, so its wait ends at once).
+    pub(crate) fn blocked(&self) {
+        let mut s = self.0.lock();
+        if !s.blocked {
+            s.blocked = true;
+            s.update(Instant::now());
+        }
+    }
+
+    /// The store's call hook: the guest entered (`true`) or left (`false`) a host call.
+    /// Leaving one ends every blocked read: the guest runs again.
+    pub(crate) fn entered_host(&self, entered: bool) {
+        let mut s = self.0.lock();
+        s.in_host = entered;
+        if !entered {
+            s.blocked = false;
+        }
+        s.update(Instant::now());
     }
 
     /// Host-wait time so far, the open interval (if any) up to `now` included.
     fn total_at(&self, now: Instant) -> Duration {
         let s = self.0.lock();
         match s.since {
-            Some(since) if s.open > 0 => s.total + now.saturating_duration_since(since),
-            _ => s.total,
+            Some(since) => s.total + now.saturating_duration_since(since),
+            None => s.total,
         }
-    }
-
-    fn is_waiting(&self) -> bool {
-        self.0.lock().open > 0
     }
 }
 
@@ -69,11 +103,7 @@ impl Drop for HostWaitGuard {
     fn drop(&mut self) {
         let mut s = self.0.0.lock();
         s.open -= 1;
-        if s.open == 0
-            && let Some(since) = s.since.take()
-        {
-            s.total += since.elapsed();
-        }
+        s.update(Instant::now());
     }
 }
 
@@ -94,8 +124,6 @@ pub(crate) struct CallBudget {
     wall_limit: Duration,
     wait: HostWait,
     waited_before: Duration,
-    /// Guest run time that overlapped host waits, and the last epoch callback.
-    overlap: Mutex<(Duration, Instant)>,
 }
 
 impl CallBudget {
@@ -108,7 +136,6 @@ impl CallBudget {
             wall_limit: wall_limit.max(deadline),
             wait: wait.clone(),
             waited_before: wait.total_at(now),
-            overlap: Mutex::new((Duration::ZERO, now)),
         })
     }
 
@@ -116,7 +143,7 @@ impl CallBudget {
     fn guest_time(&self, now: Instant) -> Duration {
         let elapsed = now.saturating_duration_since(self.started);
         let waited = self.wait.total_at(now).saturating_sub(self.waited_before);
-        elapsed.saturating_sub(waited) + self.overlap.lock().0
+        elapsed.saturating_sub(waited)
     }
 
     /// `Ok(d)`: the budget cannot run out before `d` from `now` (it may last longer, if host
@@ -140,17 +167,6 @@ impl CallBudget {
         Ok(wall_left.min(guest_left))
     }
 
-    /// Called from the epoch callback, i.e. while guest code runs: charges the time since the
-    /// previous callback (at most one tick) back to the guest if a host wait is open.
-    pub(super) fn guest_ran(&self, now: Instant) {
-        let mut o = self.overlap.lock();
-        let (charged, last) = &mut *o;
-        if self.wait.is_waiting() {
-            *charged += now.saturating_duration_since(*last).min(EPOCH_TICK);
-        }
-        *last = now;
-    }
-
     /// Resolves when the budget has run out (for the caller's side: a guest blocked in a host
     /// call never reaches the epoch callback).
     pub(super) async fn exhausted(&self) -> Overrun {
@@ -172,6 +188,7 @@ mod tests {
         let wait = HostWait::default();
         let budget = CallBudget::start(&wait, Duration::from_secs(1), Duration::from_secs(3));
         let t0 = budget.started;
+        wait.entered_host(true);
         {
             let _g = wait.enter();
             let _nested = wait.enter();
@@ -184,7 +201,7 @@ mod tests {
                 Err(Overrun::WallLimit)
             );
         }
-        assert!(!wait.is_waiting());
+        wait.entered_host(false);
         // After the wait closed, guest time runs again.
         let later = Instant::now() + Duration::from_millis(1500);
         assert!(budget.guest_time(later) >= Duration::from_millis(1400));
@@ -206,25 +223,50 @@ mod tests {
     }
 
     #[test]
-    fn guest_code_running_during_a_wait_is_charged_to_the_guest() {
+    fn a_wait_open_while_the_guest_runs_its_own_code_is_guest_time() {
         let wait = HostWait::default();
         let budget = CallBudget::start(&wait, Duration::from_millis(50), Duration::from_secs(30));
+        // A request in flight (its task holds the guard) while the guest computes.
         let _g = wait.enter();
-        let t0 = budget.started;
-        for i in 1..=10 {
-            budget.guest_ran(t0 + EPOCH_TICK * i);
-        }
         assert_eq!(
-            budget.check(t0 + EPOCH_TICK * 10),
+            budget.check(budget.started + Duration::from_millis(50)),
             Err(Overrun::Deadline),
-            "ten ticks of computing while a request is in flight use the guest's 50 ms"
+            "computing while a request is in flight uses the guest's 50 ms"
         );
+    }
+
+    #[test]
+    fn a_read_that_returns_at_once_closes_its_account_at_once() {
+        let wait = HostWait::default();
+        let budget = CallBudget::start(&wait, Duration::from_millis(50), Duration::from_secs(30));
+        // A non-blocking read on a stalled body: blocked, and back in the guest at once.
+        wait.entered_host(true);
+        wait.blocked();
+        wait.entered_host(false);
+        // Then a sleep: a host call with no wait open.
+        wait.entered_host(true);
+        assert_eq!(
+            budget.check(budget.started + Duration::from_millis(60)),
+            Err(Overrun::Deadline),
+            "the sleep after the read is guest time"
+        );
+        // While blocked in a read, the time is the peer's.
+        wait.blocked();
+        std::thread::sleep(Duration::from_millis(5));
+        let during = wait.total_at(Instant::now());
+        assert!(during >= Duration::from_millis(5), "{during:?}");
+        wait.entered_host(false);
+        let after = wait.total_at(Instant::now());
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(wait.total_at(Instant::now()), after, "closed when the guest runs");
     }
 
     #[test]
     fn an_earlier_calls_waits_do_not_count_for_this_one() {
         let wait = HostWait::default();
+        wait.entered_host(true);
         drop(wait.enter());
+        wait.entered_host(false);
         let budget = CallBudget::start(&wait, Duration::from_millis(500), Duration::from_secs(30));
         assert_eq!(
             budget.check(budget.started + Duration::from_millis(500)),

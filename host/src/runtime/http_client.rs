@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, WasiBody};
 
-use super::host_wait::{HostWait, HostWaitGuard};
+use super::host_wait::HostWait;
 use super::http_policy::Origin;
 
 /// Per-step timeouts of one exchange (see [`HttpPolicy::timeout`](super::HttpPolicy::timeout)).
@@ -180,7 +180,7 @@ impl Sent {
                 between_bytes,
                 timer: Box::pin(tokio::time::sleep(between_bytes)),
                 wait,
-                waiting: None,
+                waiting: false,
                 ended: false,
                 on_end: Some(Box::new(on_end)),
             }
@@ -238,7 +238,8 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, Error> {
 }
 
 /// The response body as the guest reads it: at most `max` bytes, at most `between_bytes`
-/// between pieces while someone waits for one, and a host wait while the guest waits for data.
+/// between pieces while someone waits for one, and a blocked read ([`HostWait::blocked`]) each
+/// time the guest finds no data, which ends when the guest runs again.
 struct CappedBody {
     incoming: Incoming,
     received: u64,
@@ -246,8 +247,8 @@ struct CappedBody {
     between_bytes: Duration,
     timer: Pin<Box<tokio::time::Sleep>>,
     wait: HostWait,
-    /// Held from a poll that found no data to the next one that found some.
-    waiting: Option<HostWaitGuard>,
+    /// The between-bytes timer runs: a poll found no data and none came since.
+    waiting: bool,
     ended: bool,
     on_end: Option<OnBodyEnd>,
 }
@@ -255,7 +256,7 @@ struct CappedBody {
 impl CappedBody {
     fn end(&mut self, how: BodyEnd) {
         self.ended = true;
-        self.waiting = None;
+        self.waiting = false;
         if let Some(f) = self.on_end.take() {
             f(how);
         }
@@ -284,7 +285,7 @@ impl Body for CappedBody {
                 Poll::Ready(Some(Err(Error::Hyper(e))))
             }
             Poll::Ready(Some(Ok(frame))) => {
-                this.waiting = None;
+                this.waiting = false;
                 if let Some(data) = frame.data_ref() {
                     this.received += data.len() as u64;
                     if this.received > this.max {
@@ -297,8 +298,9 @@ impl Body for CappedBody {
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Pending => {
-                if this.waiting.is_none() {
-                    this.waiting = Some(this.wait.enter());
+                this.wait.blocked();
+                if !this.waiting {
+                    this.waiting = true;
                     let at = tokio::time::Instant::now() + this.between_bytes;
                     this.timer.as_mut().reset(at);
                 }

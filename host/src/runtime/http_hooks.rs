@@ -6,11 +6,19 @@
 //! 1. the request URI must name an origin (`http` or `https`, a host, no user info);
 //! 2. the plugin's [`HttpGate`](super::HttpGate) must grant that origin (`HTTP-request-denied`);
 //! 3. in dry run only GET and HEAD go out (`internal-error("… (dry run) …")`);
-//! 4. the host name is resolved here, and every address is checked
-//!    ([`Origin::may_reach`]): loopback, link-local and the like only when granted by address
+//! 4. the request takes a place among the plugin's `http-max-inflight` and the host's open
+//!    requests ([`ConnectionPermit`]), or fails with `internal-error("connection limit
+//!    reached: …")`; the place is held until its connection closes;
+//! 5. the host name is resolved here, and every address is checked
+//!    ([`Origin::may_reach`]): internal and metadata addresses only when the grant names them
 //!    (`destination-IP-prohibited` if no address is left); the connection goes to a checked
 //!    address, so a second lookup cannot answer differently;
-//! 5. [`http_client::send`] sends it, with per-step timeouts and a response-size cap.
+//! 6. [`http_client::send`] sends it, with per-step timeouts and a response-size cap.
+//!
+//! Nothing a call started outlives it: when the call returns, every request it sent that is
+//! still connecting or waiting is failed and every connection it opened is closed (their
+//! resources stay in the guest's table, failed), so a guest cannot carry connections from one
+//! call to the next.
 //!
 //! Logs name the plugin, the origin (scheme, host and port of a parsed URI, never path, query,
 //! headers or bodies) and the result. Each exchange is counted once, when it ends.
@@ -20,10 +28,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
+use prometheus_client::metrics::gauge::Gauge;
+use tokio_util::sync::CancellationToken;
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::host_wait::HostWait;
+use super::http_bounds::{ConnectionPermit, OpenCount};
 use super::http_client::{self, BodyEnd, Exchange, Timeouts};
 use super::http_policy::{BadUri, HttpPolicy, Origin};
 use super::metrics::RuntimeMetrics;
@@ -38,6 +49,10 @@ pub(crate) struct HttpHooks {
     wait: HostWait,
     metrics: RuntimeMetrics,
     observer: Option<SharedObserver>,
+    open_gauge: Gauge,
+    /// Cancelled when the current call ends; replaced only after a call that sent a request.
+    call: CancellationToken,
+    sent_this_call: bool,
 }
 
 impl HttpHooks {
@@ -49,11 +64,23 @@ impl HttpHooks {
         observer: Option<SharedObserver>,
     ) -> Self {
         Self {
+            open_gauge: metrics.http_open_gauge(&plugin),
             plugin,
             policy,
             wait,
             metrics,
             observer,
+            call: CancellationToken::new(),
+            sent_this_call: false,
+        }
+    }
+
+    /// The call (or start-up) ended: fails its requests still under way and closes its
+    /// connections.
+    pub(crate) fn end_call(&mut self) {
+        if std::mem::take(&mut self.sent_this_call) {
+            self.call.cancel();
+            self.call = CancellationToken::new();
         }
     }
 }
@@ -67,6 +94,8 @@ struct Outbound {
     policy: HttpPolicy,
     wait: HostWait,
     metrics: RuntimeMetrics,
+    open_gauge: Gauge,
+    call: CancellationToken,
     started: Instant,
 }
 
@@ -123,6 +152,27 @@ impl Outbound {
                 Err(e) => Err(self.refused(&label, "error", e)),
             };
         }
+        let unbounded;
+        let host = match &self.policy.host_connections {
+            Some(h) => h,
+            None => {
+                unbounded = OpenCount::new(usize::MAX);
+                &unbounded
+            }
+        };
+        let permit = match ConnectionPermit::take(self.policy.inflight(), host, &self.open_gauge) {
+            Ok(p) => p,
+            Err(refused) => {
+                let plugin = &*self.plugin;
+                let msg = refused.message();
+                // guest-caused line
+                tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
+                    "outbound HTTP request refused: {msg}");
+                self.metrics.http_refused(plugin, refused.bound());
+                self.metrics.http_request(plugin, &label, "limit");
+                return Err(Error::InternalError(Some(msg)));
+            }
+        };
         let policy = &self.policy;
         let options = options.unwrap_or_default();
         let timeouts = Timeouts {
@@ -133,22 +183,33 @@ impl Outbound {
         // From here on the guest waits for the network: until the response headers (the body
         // has its own account, see `http_client::CappedBody`).
         let waiting = self.wait.enter();
-        let addrs = match tokio::time::timeout(timeouts.connect, resolve(&origin)).await {
+        let lookup = resolve(&origin, policy.resolver.as_deref());
+        let addrs = match tokio::time::timeout(timeouts.connect, lookup).await {
             Err(_) => return Err(self.refused(&label, "timeout", Error::DnsTimeout)),
             Ok(Err(e)) => return Err(self.refused(&label, "dns", e)),
             Ok(Ok(addrs)) => addrs,
         };
+        let mut refused = Vec::new();
         let allowed: Vec<SocketAddr> = addrs
             .iter()
             .copied()
-            .filter(|a| origin.may_reach(a.ip(), &*policy.gate))
+            .filter(
+                |a| match origin.may_reach(a.ip(), &*policy.gate, &policy.cluster_api) {
+                    Ok(()) => true,
+                    Err(class) => {
+                        refused.push(format!("{} ({class})", a.ip()));
+                        false
+                    }
+                },
+            )
             .collect();
         if allowed.is_empty() {
             let plugin = &*self.plugin;
+            let refused = refused.join(", ");
+            // guest-caused line
             tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
-                addresses = ?addrs.iter().map(|a| a.ip()).collect::<Vec<_>>(),
-                "outbound HTTP request denied: the host resolves only to local addresses \
-                 that are not granted by address");
+                "outbound HTTP request denied: {} resolves only to internal addresses the grant \
+                 does not name: {refused}", origin.host);
             self.metrics.http_request(plugin, &label, "ip_denied");
             return Err(Error::DestinationIpProhibited);
         }
@@ -172,7 +233,8 @@ impl Outbound {
                 self.metrics
                     .http_latency(plugin, self.started.elapsed().as_secs_f64());
                 let (metrics, plugin) = (self.metrics.clone(), self.plugin.clone());
-                Ok(exchange.finish(move |how: BodyEnd| {
+                let call = self.call.clone();
+                let (response, io) = exchange.finish(move |how: BodyEnd| {
                     let code = match how {
                         BodyEnd::Done => status.to_string(),
                         failed => {
@@ -183,7 +245,18 @@ impl Outbound {
                         }
                     };
                     metrics.http_request(&plugin, &label, &code);
-                }))
+                });
+                // The connection lives in `io`: it closes when the exchange is done or the
+                // call that sent it ends, and gives its place back then.
+                let io = async move {
+                    let _permit = permit;
+                    tokio::select! {
+                        biased;
+                        () = call.cancelled() => Ok(()),
+                        r = Box::into_pin(io) => r,
+                    }
+                };
+                Ok((response, Box::new(io)))
             }
             Err(e) => {
                 let code = error_kind(&e);
@@ -200,20 +273,37 @@ impl WasiHttpHooks for HttpHooks {
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> SendFuture {
+        self.sent_this_call = true;
+        let call = self.call.clone();
+        let seen = self
+            .observer
+            .is_some()
+            .then(|| (request.method().to_string(), request.uri().to_string()));
         let send = Outbound {
             plugin: self.plugin.clone(),
             policy: self.policy.clone(),
             wait: self.wait.clone(),
             metrics: self.metrics.clone(),
+            open_gauge: self.open_gauge.clone(),
+            call: call.clone(),
             started: Instant::now(),
         };
+        let run = async move {
+            tokio::select! {
+                biased;
+                () = call.cancelled() => Err(Error::InternalError(Some(
+                    "the handler call that sent this request has ended".to_owned(),
+                ))),
+                r = send.run(request, options) => r,
+            }
+        };
         let Some(observer) = self.observer.clone() else {
-            return Box::new(send.run(request, options));
+            return Box::new(run);
         };
         let plugin = self.plugin.clone();
-        let (method, url) = (request.method().to_string(), request.uri().to_string());
+        let (method, url) = seen.unwrap_or_default();
         Box::new(async move {
-            let sent = send.run(request, options).await;
+            let sent = run.await;
             let result = match &sent {
                 Ok(exchange) => Ok(exchange.0.status().as_u16()),
                 Err(e) => Err(observed_code(e)),
@@ -249,10 +339,23 @@ impl WasiHttpHooks for HttpHooks {
     }
 }
 
-/// The addresses of `origin`: its literal address, or what the system resolver answers.
-async fn resolve(origin: &Origin) -> Result<Vec<SocketAddr>, Error> {
+/// The addresses of `origin`: its literal address, or what `resolver` or else the system
+/// resolver answers.
+async fn resolve(
+    origin: &Origin,
+    resolver: Option<&dyn super::Resolver>,
+) -> Result<Vec<SocketAddr>, Error> {
     if let Some(ip) = origin.ip {
         return Ok(vec![SocketAddr::new(ip, origin.port)]);
+    }
+    if let Some(found) = resolver.and_then(|r| r.resolve(&origin.host)) {
+        if found.is_empty() {
+            return Err(Error::DestinationNotFound);
+        }
+        return Ok(found
+            .into_iter()
+            .map(|ip| SocketAddr::new(unmap(ip), origin.port))
+            .collect());
     }
     let found: Vec<SocketAddr> = tokio::net::lookup_host((origin.host.as_str(), origin.port))
         .await

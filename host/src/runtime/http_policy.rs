@@ -3,16 +3,39 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
+
+use super::http_address::{AddressClass, canonical, classify};
+use super::http_bounds::{DEFAULT_HTTP_MAX_INFLIGHT, OpenCount};
 
 /// Decides which HTTP origins a plugin may reach; implemented by the plugins layer from the operator's grants.
 pub trait HttpGate: Send + Sync + 'static {
     /// `scheme` is "http" or "https", `host` lowercase (IP literals without brackets), `port` explicit or the scheme default.
     fn allows_origin(&self, scheme: &str, host: &str, port: u16) -> bool;
+
+    /// Whether an origin granted by address reaches `addr` (canonical, IPv4 as IPv4) on `port`:
+    /// only an origin naming that very address when `exact`, also a CIDR holding it otherwise.
+    fn allows_address(&self, scheme: &str, addr: IpAddr, port: u16, exact: bool) -> bool {
+        let _ = exact;
+        self.allows_origin(scheme, &addr.to_string(), port)
+    }
+
+    /// Whether the grant of `scheme://host:port` is marked `private`: its name may resolve to
+    /// internal addresses (not metadata ones).
+    fn private_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
+        let _ = (scheme, host, port);
+        false
+    }
+}
+
+/// Answers the name lookups of outgoing requests before the system resolver does.
+pub trait Resolver: Send + Sync + 'static {
+    /// The addresses of `host`, or `None` to ask the system resolver.
+    fn resolve(&self, host: &str) -> Option<Vec<IpAddr>>;
 }
 
 /// The gate of a plugin without HTTP grants.
@@ -48,6 +71,18 @@ pub struct HttpPolicy {
     pub dry_run: bool,
     /// Answer granted requests from this stub instead of the network (`kubewasm test`).
     pub stub: Option<Arc<dyn super::HttpStub>>,
+    /// Most requests the plugin (all its instances) may have open at once, from before the
+    /// DNS lookup until the connection closes; over it a request fails with
+    /// `internal-error("connection limit reached: …")`.
+    pub max_inflight: usize,
+    /// Answers name lookups before the system resolver (set from the runtime's configuration).
+    pub resolver: Option<Arc<dyn Resolver>>,
+    /// The host-wide count of open requests (set by the runtime).
+    pub(crate) host_connections: Option<OpenCount>,
+    /// Addresses of the cluster's API service (set by the runtime).
+    pub(crate) cluster_api: Arc<[IpAddr]>,
+    /// This plugin's count of open requests, made at first use with `max_inflight`.
+    inflight: Arc<OnceLock<OpenCount>>,
     origin_labels: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -61,8 +96,19 @@ impl HttpPolicy {
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             dry_run: false,
             stub: None,
+            max_inflight: DEFAULT_HTTP_MAX_INFLIGHT,
+            resolver: None,
+            host_connections: None,
+            cluster_api: Arc::from([]),
+            inflight: Arc::default(),
             origin_labels: Arc::default(),
         }
+    }
+
+    /// The plugin's count of open requests.
+    pub(crate) fn inflight(&self) -> &OpenCount {
+        self.inflight
+            .get_or_init(|| OpenCount::new(self.max_inflight.max(1)))
     }
 
     /// No origin granted: every request fails with `HTTP-request-denied`.
@@ -95,6 +141,7 @@ impl fmt::Debug for HttpPolicy {
             .field("timeout", &self.timeout)
             .field("max_response_bytes", &self.max_response_bytes)
             .field("dry_run", &self.dry_run)
+            .field("max_inflight", &self.max_inflight)
             .finish_non_exhaustive()
     }
 }
@@ -173,13 +220,30 @@ impl Origin {
     }
 
     /// Whether `gate` lets this origin's requests reach `addr`, one of the addresses its host
-    /// resolved to. Addresses that reach the host itself or its link (loopback, link-local
-    /// including the cloud metadata endpoint 169.254.169.254, unspecified, multicast,
-    /// broadcast, and their IPv6 spellings) need the origin granted by that very address, so a
-    /// granted DNS name cannot be pointed at them (DNS rebinding, `localhost`).
-    pub(crate) fn may_reach(&self, addr: IpAddr, gate: &dyn HttpGate) -> bool {
+    /// resolved to; `Err` names the class of address refused. Public addresses: always.
+    /// Internal ones (the host itself, its link, private networks, the cluster's API service,
+    /// see [`classify`]): only through an origin granted by that address or a CIDR holding it,
+    /// or a grant marked `private`. Metadata addresses: only through an origin granted by that
+    /// very address. So a granted DNS name cannot be pointed at them (DNS rebinding,
+    /// `localhost`).
+    pub(crate) fn may_reach(
+        &self,
+        addr: IpAddr,
+        gate: &dyn HttpGate,
+        cluster_api: &[IpAddr],
+    ) -> Result<(), AddressClass> {
+        let class = classify(addr, cluster_api);
         let addr = canonical(addr);
-        !is_local(addr) || gate.allows_origin(self.scheme(), &addr.to_string(), self.port)
+        let scheme = self.scheme();
+        let allowed = match class {
+            AddressClass::Public => true,
+            AddressClass::Metadata => gate.allows_address(scheme, addr, self.port, true),
+            AddressClass::Internal(_) => {
+                gate.allows_address(scheme, addr, self.port, false)
+                    || gate.private_origin(scheme, &self.host, self.port)
+            }
+        };
+        if allowed { Ok(()) } else { Err(class) }
     }
 
     /// The value of the `Host` header: the host, bracketed if IPv6, with the port unless it is
@@ -205,49 +269,6 @@ impl fmt::Display for Origin {
             _ => write!(f, "{}://{}:{}", self.scheme(), self.host, self.port),
         }
     }
-}
-
-/// IPv4 addresses written as IPv6 (mapped `::ffff:a.b.c.d`, compatible `::a.b.c.d`, NAT64
-/// `64:ff9b::a.b.c.d`) as the IPv4 address they reach.
-fn canonical(addr: IpAddr) -> IpAddr {
-    let IpAddr::V6(v6) = addr else { return addr };
-    if let Some(v4) = v6.to_ipv4_mapped() {
-        return IpAddr::V4(v4);
-    }
-    let s = v6.segments();
-    let embedded = Ipv4Addr::from(u128::from(v6) as u32);
-    let compatible = s[..6] == [0; 6] && !v6.is_loopback() && !v6.is_unspecified();
-    let nat64 = s[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
-    if compatible || nat64 {
-        IpAddr::V4(embedded)
-    } else {
-        addr
-    }
-}
-
-/// Loopback, link-local, unspecified, multicast or broadcast.
-fn is_local(addr: IpAddr) -> bool {
-    match addr {
-        IpAddr::V4(v4) => {
-            v4.is_loopback()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_multicast()
-                || v4.is_broadcast()
-                // "This network" (0.0.0.0/8) reaches the host itself on Linux.
-                || v4.octets()[0] == 0
-        }
-        IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || is_unicast_link_local(v6)
-        }
-    }
-}
-
-fn is_unicast_link_local(v6: Ipv6Addr) -> bool {
-    v6.segments()[0] & 0xffc0 == 0xfe80
 }
 
 #[cfg(test)]
@@ -280,6 +301,71 @@ mod tests {
         assert_eq!(origin("http://user:pw@a/"), Err(BadUri::Host));
     }
 
+    /// Grants by address (exact) or by 10.0.0.0/8, and names marked private.
+    struct Wide {
+        exact: &'static [&'static str],
+        private: &'static [&'static str],
+    }
+
+    impl HttpGate for Wide {
+        fn allows_origin(&self, _: &str, _: &str, _: u16) -> bool {
+            true
+        }
+        fn allows_address(&self, _: &str, addr: IpAddr, _: u16, exact: bool) -> bool {
+            let text = addr.to_string();
+            self.exact.contains(&text.as_str())
+                || (!exact && matches!(addr, IpAddr::V4(v4) if v4.octets()[0] == 10))
+        }
+        fn private_origin(&self, _: &str, host: &str, _: u16) -> bool {
+            self.private.contains(&host)
+        }
+    }
+
+    #[test]
+    fn internal_addresses_need_an_address_a_cidr_or_private_and_metadata_its_address() {
+        let gate = Wide {
+            exact: &["169.254.169.254", "192.168.1.1"],
+            private: &["svc.ns.svc"],
+        };
+        let api: Vec<IpAddr> = vec!["10.96.0.1".parse().unwrap()];
+        let by_name = origin("http://x.example.test/").unwrap();
+        let reach = |o: &Origin, a: &str| o.may_reach(a.parse().unwrap(), &gate, &api);
+        assert_eq!(reach(&by_name, "93.184.215.14"), Ok(()));
+        assert_eq!(reach(&by_name, "10.1.2.3"), Ok(()), "by CIDR");
+        assert_eq!(reach(&by_name, "::ffff:10.1.2.3"), Ok(()), "mapped, by CIDR");
+        assert_eq!(reach(&by_name, "10.96.0.1"), Ok(()), "the API service, by CIDR");
+        assert_eq!(reach(&by_name, "192.168.1.1"), Ok(()), "by address");
+        assert_eq!(reach(&by_name, "169.254.169.254"), Ok(()), "metadata by address");
+        for (addr, class) in [
+            ("172.16.0.1", AddressClass::Internal("private (RFC 1918)")),
+            ("fc00::1", AddressClass::Internal("unique local (fc00::/7)")),
+            ("100.64.0.1", AddressClass::Internal("shared address space (100.64.0.0/10)")),
+            ("fd00:ec2::254", AddressClass::Metadata),
+            ("100.100.100.200", AddressClass::Metadata),
+            ("168.63.129.16", AddressClass::Metadata),
+            ("64:ff9b:1::a9fe:a9fd", AddressClass::Metadata),
+        ] {
+            assert_eq!(reach(&by_name, addr), Err(class), "{addr}");
+        }
+        let private = origin("http://svc.ns.svc/").unwrap();
+        assert_eq!(reach(&private, "172.16.0.1"), Ok(()));
+        assert_eq!(reach(&private, "fc00::1"), Ok(()));
+        assert_eq!(reach(&private, "127.0.0.1"), Ok(()));
+        assert_eq!(
+            reach(&private, "fd00:ec2::254"),
+            Err(AddressClass::Metadata),
+            "private never covers metadata"
+        );
+        let cidr_only = Wide {
+            exact: &[],
+            private: &[],
+        };
+        assert_eq!(
+            by_name.may_reach("10.0.0.1".parse().unwrap(), &cidr_only, &api),
+            Ok(())
+        );
+    }
+
     #[test]
     fn local_addresses_need_a_grant_by_address() {
         let by_name = Grants(&["http://localhost:80", "http://metadata:80"]);
@@ -297,14 +383,14 @@ mod tests {
             "255.255.255.255",
             "64:ff9b::7f00:1",
         ] {
-            assert!(!o.may_reach(addr.parse().unwrap(), &by_name), "{addr}");
+            assert!(o.may_reach(addr.parse().unwrap(), &by_name, &[]).is_err(), "{addr}");
         }
-        assert!(o.may_reach("93.184.215.14".parse().unwrap(), &by_name));
-        assert!(o.may_reach("10.0.0.7".parse().unwrap(), &by_name));
+        assert!(o.may_reach("93.184.215.14".parse().unwrap(), &by_name, &[]).is_ok());
+        assert!(o.may_reach("10.0.0.7".parse().unwrap(), &by_name, &[]).is_err());
         let by_address = Grants(&["http://localhost:80", "http://127.0.0.1:80"]);
-        assert!(o.may_reach("127.0.0.1".parse().unwrap(), &by_address));
-        assert!(o.may_reach("::ffff:127.0.0.1".parse().unwrap(), &by_address));
-        assert!(!o.may_reach("::1".parse().unwrap(), &by_address));
+        assert!(o.may_reach("127.0.0.1".parse().unwrap(), &by_address, &[]).is_ok());
+        assert!(o.may_reach("::ffff:127.0.0.1".parse().unwrap(), &by_address, &[]).is_ok());
+        assert!(o.may_reach("::1".parse().unwrap(), &by_address, &[]).is_err());
     }
 
     #[test]

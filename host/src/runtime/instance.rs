@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime::{CallHook, Store, Trap, UpdateDeadline};
 
 use super::bindings::{v1, v2};
 use super::cluster::{ClusterAccess, NoClusterAccess};
@@ -96,6 +96,12 @@ impl HandlerInstance {
     pub fn with_http_policy(mut self, mut policy: HttpPolicy) -> Self {
         if policy.stub.is_none() {
             policy.stub = self.runtime.inner.config.http_stub.clone();
+        }
+        let inner = &self.runtime.inner;
+        policy.host_connections = Some(inner.connections.clone());
+        policy.cluster_api = inner.cluster_api.clone();
+        if policy.resolver.is_none() {
+            policy.resolver = inner.config.resolver.clone();
         }
         self.http = policy;
         self
@@ -258,6 +264,14 @@ impl HandlerInstance {
         );
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
+        store.call_hook(|store, hook| {
+            match hook {
+                CallHook::CallingHost => store.data().host_wait().entered_host(true),
+                CallHook::ReturningFromHost => store.data().host_wait().entered_host(false),
+                CallHook::CallingWasm | CallHook::ReturningFromWasm => {}
+            }
+            Ok(())
+        });
         let budget = arm_yield(&mut store, self.limits);
         let instantiate = async {
             match &self.compiled.pre {
@@ -266,6 +280,7 @@ impl HandlerInstance {
             }
         };
         let result = within(&budget, instantiate).await;
+        store.data_mut().http_hooks.end_call();
         store.data().output.flush();
         let err = match result {
             Ok(Ok(handler)) => {
@@ -300,6 +315,7 @@ impl HandlerInstance {
         live.store.data_mut().limiter.cap_hit = false;
         let budget = arm_yield(&mut live.store, self.limits);
         let result = within(&budget, f(&live.handler, &mut live.store)).await;
+        live.store.data_mut().http_hooks.end_call();
         live.store.data().output.flush();
         let (err, detail) = match result {
             Ok(Ok(value)) => {
@@ -369,15 +385,13 @@ async fn within<F: Future>(budget: &CallBudget, f: F) -> Result<F::Output, Overr
 /// the guest never leaves wasm code. Checking the budget here, rather than only through the
 /// caller's timer, stops a busy loop at the first tick after the deadline however late the
 /// executor would fire that timer; `yield_now` (not a plain self-wake) lets tokio poll its timer
-/// driver before resuming the guest, which a blocked host call's deadline relies on. The tick
-/// also tells the budget that guest code is running (see [`CallBudget::guest_ran`]).
+/// driver before resuming the guest, which a blocked host call's deadline relies on. The store's call hook tells the instance's [`HostWait`](super::host_wait::HostWait) when the
+/// guest enters and leaves host calls, so only time blocked in one can be host wait.
 fn arm_yield(store: &mut Store<StoreState>, limits: Limits) -> Arc<CallBudget> {
     let budget = CallBudget::start(store.data().host_wait(), limits.deadline, limits.wall_limit);
     let ticks = budget.clone();
     store.epoch_deadline_callback(move |_| {
-        let now = Instant::now();
-        ticks.guest_ran(now);
-        Ok(if ticks.check(now).is_err() {
+        Ok(if ticks.check(Instant::now()).is_err() {
             UpdateDeadline::Interrupt
         } else {
             UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))

@@ -5,6 +5,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -29,6 +30,13 @@ struct HttpLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabels {
+    plugin: String,
+    /// The bound that refused: `plugin` (`http-max-inflight`) or `host` (host-wide).
+    bound: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CompileLabels {
     result: &'static str,
 }
@@ -42,6 +50,8 @@ pub struct RuntimeMetrics {
     guest_log_dropped: Family<PluginLabels, Counter>,
     http_requests: Family<HttpLabels, Counter>,
     http_seconds: Family<PluginLabels, Histogram>,
+    http_open: Family<PluginLabels, Gauge>,
+    http_refused: Family<RefusalLabels, Counter>,
 }
 
 impl Default for RuntimeMetrics {
@@ -56,6 +66,8 @@ impl Default for RuntimeMetrics {
             http_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.001, 2.0, 16))
             }),
+            http_open: Family::default(),
+            http_refused: Family::default(),
         }
     }
 }
@@ -95,6 +107,17 @@ impl RuntimeMetrics {
             "kubewasm_plugin_http_request_duration_seconds",
             "Time from a plugin's HTTP request until its response headers (or its failure)",
             m.http_seconds.clone(),
+        );
+        registry.register(
+            "kubewasm_plugin_http_open_connections",
+            "Outgoing HTTP requests of a plugin open now (connecting, waiting or streaming a body)",
+            m.http_open.clone(),
+        );
+        registry.register(
+            "kubewasm_plugin_http_connections_refused",
+            "Outgoing HTTP requests refused for want of a connection, by bound: plugin \
+             (http-max-inflight) or host (the host-wide bound)",
+            m.http_refused.clone(),
         );
         m
     }
@@ -152,6 +175,40 @@ impl RuntimeMetrics {
                 plugin: plugin.to_owned(),
             })
             .observe(seconds);
+    }
+
+    /// The open-connections gauge of `plugin`, looked up once per instance.
+    pub(crate) fn http_open_gauge(&self, plugin: &str) -> Gauge {
+        self.http_open
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .clone()
+    }
+
+    /// Counts a request refused by `bound` (`plugin` or `host`).
+    pub(crate) fn http_refused(&self, plugin: &str, bound: &'static str) {
+        self.http_refused
+            .get_or_create(&RefusalLabels {
+                plugin: plugin.to_owned(),
+                bound,
+            })
+            .inc();
+    }
+
+    /// Outgoing requests of `plugin` open now (tests and diagnostics).
+    pub fn http_open_connections(&self, plugin: &str) -> i64 {
+        self.http_open_gauge(plugin).get()
+    }
+
+    /// Requests of `plugin` refused by `bound` (`plugin` or `host`) so far.
+    pub fn http_connections_refused(&self, plugin: &str, bound: &'static str) -> u64 {
+        self.http_refused
+            .get_or_create(&RefusalLabels {
+                plugin: plugin.to_owned(),
+                bound,
+            })
+            .get()
     }
 
     /// Outbound HTTP exchanges of `plugin` to `origin` that ended with `code` (tests).

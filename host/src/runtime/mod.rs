@@ -16,6 +16,8 @@ mod guest_log;
 mod handle;
 mod host_imports;
 mod host_wait;
+mod http_address;
+mod http_bounds;
 mod http_client;
 mod http_hooks;
 mod http_policy;
@@ -39,7 +41,10 @@ pub use cluster::{
 pub use engine::EPOCH_TICK;
 pub use error::{CallError, RuntimeError};
 pub use handle::{CompiledHandler, Runtime, RuntimeConfig};
-pub use http_policy::{DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, HttpGate, HttpPolicy};
+pub use http_bounds::{DEFAULT_HTTP_MAX_INFLIGHT, default_host_connections};
+pub use http_policy::{
+    DEFAULT_HTTP_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, HttpGate, HttpPolicy, Resolver,
+};
 pub use http_stub::{HttpStub, StubRequest, StubResponse};
 pub use instance::HandlerInstance;
 pub use limits::Limits;

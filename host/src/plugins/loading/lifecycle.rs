@@ -854,6 +854,7 @@ impl PluginManager {
         }
         let mut http = HttpPolicy::new(grants.clone());
         http.dry_run = grants.dry_run() || cluster.is_some_and(|c| c.dry_run());
+        http.max_inflight = grants.http_max_inflight();
         let instance = instance.with_http_policy(http);
         match cluster {
             Some(ctx) => instance.with_cluster(Arc::new(PluginClient::new(

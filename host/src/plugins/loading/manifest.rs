@@ -40,6 +40,9 @@ pub struct Manifest {
     pub read_burst: Option<u32>,
     /// Send every write with `dryRun=All` and refuse non-GET HTTP.
     pub dry_run: Option<bool>,
+    /// Outgoing HTTP requests the plugin may have open at once (default
+    /// [`DEFAULT_HTTP_MAX_INFLIGHT`](crate::runtime::DEFAULT_HTTP_MAX_INFLIGHT)).
+    pub http_max_inflight: Option<usize>,
     /// What the plugin is granted; without it, the host's default grants apply.
     pub grants: Option<super::grants::GrantsTable>,
 }
@@ -71,6 +74,8 @@ const MAX_MEMORY_MIB: u64 = 4096;
 const MAX_MAX_QUEUED: usize = 10_000_000;
 const MAX_WRITE_QPS: f64 = 10_000.0;
 const MAX_WRITE_BURST: u32 = 100_000;
+/// Past this a plugin's open requests would take a large share of the host-wide bound.
+const MAX_HTTP_MAX_INFLIGHT: usize = 1024;
 
 impl Manifest {
     /// The manifest path that belongs to a plugin file (`foo.wasm` → `foo.toml`).
@@ -135,6 +140,13 @@ impl Manifest {
                 )));
             }
         }
+        if let Some(n) = m.http_max_inflight
+            && !(1..=MAX_HTTP_MAX_INFLIGHT).contains(&n)
+        {
+            return Err(invalid(format!(
+                "http-max-inflight must be between 1 and {MAX_HTTP_MAX_INFLIGHT}, got {n}"
+            )));
+        }
         Ok(m)
     }
 
@@ -177,6 +189,16 @@ mod tests {
         let l = m.limits(Limits::default());
         assert_eq!(l.deadline, Duration::from_millis(250));
         assert_eq!(l.memory_bytes, 16 << 20);
+    }
+
+    #[test]
+    fn http_max_inflight_is_bounded() {
+        let m = Manifest::parse(Path::new("x.toml"), "http-max-inflight = 4\n").unwrap();
+        assert_eq!(m.http_max_inflight, Some(4));
+        for bad in ["http-max-inflight = 0", "http-max-inflight = 5000"] {
+            let err = Manifest::parse(Path::new("x.toml"), bad).unwrap_err();
+            assert!(err.to_string().contains("http-max-inflight must be"), "{err}");
+        }
     }
 
     #[test]

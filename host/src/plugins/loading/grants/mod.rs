@@ -42,12 +42,21 @@
 //! matches one or more labels below `example.com` (`a.example.com`, `a.b.example.com`), never
 //! `example.com` itself (list it too) and never an IP address. `:*` matches any port
 //! (`http://127.0.0.1:*`). IPv6 literals are written in brackets (`http://[::1]:8080`).
+//! A CIDR (`http://10.0.0.0/8:*`, `http://[fc00::]/7:*`) grants every address of a network.
+//! A grant by DNS name reaches public addresses only; internal ones (loopback, link-local,
+//! private networks, the cluster's API service) need an origin naming the address, a CIDR
+//! holding it, or the table form `{ origin = "http://svc.ns.svc:8080", private = true }`;
+//! cloud metadata addresses need an origin naming that very address. `http-max-inflight`
+//! (default [`DEFAULT_HTTP_MAX_INFLIGHT`](crate::runtime::DEFAULT_HTTP_MAX_INFLIGHT)) bounds
+//! the requests the plugin may have open at once.
 //!
 //! Writes are also rate limited per plugin by a token bucket, `write-qps` (default
 //! [`DEFAULT_WRITE_QPS`]) and `write-burst` (default [`DEFAULT_WRITE_BURST`]) in `NAME.toml`,
 //! the defaults of client-go's client rate limiter; `dry-run = true` sends every write as a
 //! dry run. `kube.get` has its own bucket, `read-qps` (default [`DEFAULT_READ_QPS`]) and
 //! `read-burst` (default [`DEFAULT_READ_BURST`]); reads from the guest's cache are free.
+
+use std::net::IpAddr;
 
 use serde::Serialize;
 
@@ -79,6 +88,7 @@ pub struct Grants {
     read_qps: f64,
     read_burst: u32,
     dry_run: bool,
+    http_max_inflight: usize,
     source: GrantSource,
 }
 
@@ -95,6 +105,7 @@ impl Grants {
             read_qps: DEFAULT_READ_QPS,
             read_burst: DEFAULT_READ_BURST,
             dry_run: false,
+            http_max_inflight: crate::runtime::DEFAULT_HTTP_MAX_INFLIGHT,
             source,
         }
     }
@@ -178,6 +189,9 @@ impl Grants {
         self.read_qps = manifest.read_qps.unwrap_or(DEFAULT_READ_QPS);
         self.read_burst = manifest.read_burst.unwrap_or(DEFAULT_READ_BURST);
         self.dry_run = manifest.dry_run.unwrap_or(false);
+        self.http_max_inflight = manifest
+            .http_max_inflight
+            .unwrap_or(crate::runtime::DEFAULT_HTTP_MAX_INFLIGHT);
         self
     }
 
@@ -267,6 +281,26 @@ impl Grants {
     /// IP literal comes without brackets. The sender checks the resolved address too.
     pub fn allows_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
         self.http.iter().any(|o| o.matches(scheme, host, port))
+    }
+
+    /// Whether an origin granted by address reaches `addr`: one naming it exactly, or (unless
+    /// `exact`) a CIDR holding it.
+    pub fn allows_address(&self, scheme: &str, addr: IpAddr, port: u16, exact: bool) -> bool {
+        self.http
+            .iter()
+            .any(|o| o.reaches_address(scheme, addr, port, exact))
+    }
+
+    /// Whether a grant marked `private` covers `scheme://host:port`.
+    pub fn private_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
+        self.http
+            .iter()
+            .any(|o| o.private() && o.matches(scheme, host, port))
+    }
+
+    /// Most outgoing HTTP requests the plugin may have open at once (`http-max-inflight`).
+    pub fn http_max_inflight(&self) -> usize {
+        self.http_max_inflight
     }
 
     /// Sustained writes per second (token bucket refill rate).
@@ -365,6 +399,14 @@ impl Grants {
 impl crate::runtime::HttpGate for Grants {
     fn allows_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
         Grants::allows_origin(self, scheme, host, port)
+    }
+
+    fn allows_address(&self, scheme: &str, addr: IpAddr, port: u16, exact: bool) -> bool {
+        Grants::allows_address(self, scheme, addr, port, exact)
+    }
+
+    fn private_origin(&self, scheme: &str, host: &str, port: u16) -> bool {
+        Grants::private_origin(self, scheme, host, port)
     }
 }
 
