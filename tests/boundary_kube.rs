@@ -497,6 +497,16 @@ write = [{ api-version = "*", kind = "*", verbs = ["create", "update", "patch", 
             "ConfigMap kubewasm/kubewasm-plugins",
         ),
         (
+            "create plugins configmap",
+            "create",
+            "ConfigMap kubewasm/kubewasm-plugins",
+        ),
+        (
+            "delete plugins configmap",
+            "delete",
+            "ConfigMap kubewasm/kubewasm-plugins",
+        ),
+        (
             "patch plugins configmap",
             "patch",
             "ConfigMap kubewasm/kubewasm-plugins",
@@ -549,7 +559,7 @@ write = [{ api-version = "*", kind = "*", verbs = ["create", "update", "patch", 
         )
         .await;
     assert_eq!(
-        answer(&lines[lines.len() - 9..], "apply plugins configmap"),
+        answer(&lines[lines.len() - 11..], "apply plugins configmap"),
         "ok"
     );
     a.good_plugin_works("after-own-objects").await;
