@@ -337,6 +337,7 @@ async fn kube_get_floods_meet_the_plugins_read_limit_and_cache_reads_stay_free()
         .attack("attack", "kube-read-flood", &data, "kube-read-flood ok=")
         .await;
     let s = summary(&lines);
+    eprintln!("attack (read-qps 0.1, burst 5): {s}");
     let (ok, throttled, elapsed_ms) = (
         figure(&s, "ok"),
         figure(&s, "throttled"),
@@ -377,6 +378,7 @@ async fn kube_get_floods_meet_the_plugins_read_limit_and_cache_reads_stay_free()
         .attack("steady", "kube-read-flood", &data, "kube-read-flood ok=")
         .await;
     let s = summary(&lines);
+    eprintln!("steady (read-qps 20, burst 2): {s}");
     assert_eq!((figure(&s, "ok"), figure(&s, "throttled")), (n, 0), "{s}");
     // 28 calls past the burst at 20/s: a token bucket can only make this slower.
     assert!(figure(&s, "elapsed_ms") >= 1_350, "{s}");
@@ -495,6 +497,16 @@ write = [{ api-version = "*", kind = "*", verbs = ["create", "update", "patch", 
             "ConfigMap kubewasm/kubewasm-plugins",
         ),
         (
+            "create plugins configmap",
+            "create",
+            "ConfigMap kubewasm/kubewasm-plugins",
+        ),
+        (
+            "delete plugins configmap",
+            "delete",
+            "ConfigMap kubewasm/kubewasm-plugins",
+        ),
+        (
             "patch plugins configmap",
             "patch",
             "ConfigMap kubewasm/kubewasm-plugins",
@@ -547,7 +559,7 @@ write = [{ api-version = "*", kind = "*", verbs = ["create", "update", "patch", 
         )
         .await;
     assert_eq!(
-        answer(&lines[lines.len() - 9..], "apply plugins configmap"),
+        answer(&lines[lines.len() - 11..], "apply plugins configmap"),
         "ok"
     );
     a.good_plugin_works("after-own-objects").await;

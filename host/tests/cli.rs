@@ -314,6 +314,38 @@ fn check_lists_what_a_plugin_asks_for_beyond_its_grants_and_fails() {
 }
 
 #[test]
+fn check_warns_when_a_grant_covers_the_hosts_own_objects() {
+    let dir = plugins_dir(
+        &[("wide", dist().join("rust-configmap-logger.wasm"))],
+        &[(
+            "wide",
+            "[grants]\nwatch = [{ api-version = \"v1\", kind = \"ConfigMap\" }]\n\
+             write = [{ api-version = \"v1\", kind = \"ConfigMap\", verbs = [\"apply\"] }]\n",
+        )],
+    );
+    let out = kubewasm()
+        .arg("check")
+        .arg(dir.path().join("wide.wasm"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    // A warning, not an error: the grant loads, and the host refuses those writes at the call.
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        v["never_writable"],
+        serde_json::json!(["ConfigMap kubewasm/kubewasm-plugins"])
+    );
+    assert!(
+        stderr.contains("warning: wide: the write grants cover the host's own ConfigMap kubewasm/kubewasm-plugins: writes to them will always be refused"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn check_refuses_a_secrets_subscription_unless_granted() {
     let dir = plugins_dir(&[("s", fixture("rust-fixture-describe-secrets.wasm"))], &[]);
     let run = |extra: &[&str]| {

@@ -347,10 +347,11 @@ impl Inner {
                 &format!("{} {} of {} {place}{sub}", p.verb, t.kind, t.api_version),
             ));
         }
+        // The body's name for a create too (`p.name` is `None` there): empty only for
+        // `generateName`, which cannot pick an existing object.
         if p.verb != "get"
-            && let Some(own) = p
-                .name
-                .as_deref()
+            && let Some(own) = Some(t.name.as_str())
+                .filter(|n| !n.is_empty())
                 .and_then(|name| self.ctx.own_objects.find(&t.api_version, &t.kind, ns, name))
         {
             return Err(api_error(
@@ -364,18 +365,12 @@ impl Inner {
             ));
         }
         let deadline = tokio::time::Instant::now() + KUBE_CALL_TIMEOUT;
+        let g = &self.grants;
         let (bucket, class, what, qps, burst) = if p.verb == "get" {
-            let g = &self.grants;
             (&self.reads, "read", "reads", g.read_qps(), g.read_burst())
         } else {
-            let g = &self.grants;
-            (
-                &self.writes,
-                "write",
-                "writes",
-                g.write_qps(),
-                g.write_burst(),
-            )
+            let writes = (g.write_qps(), g.write_burst());
+            (&self.writes, "write", "writes", writes.0, writes.1)
         };
         let Some(wait) = bucket.reserve_within(KUBE_CALL_TIMEOUT / 2) else {
             self.rate_limited(class, "refused");
