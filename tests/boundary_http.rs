@@ -164,6 +164,9 @@ async fn held_connections_are_bounded_and_die_with_their_call_under_a_low_fd_lim
         );
         assert!(out.status.success(), "child failed:\n{text}");
         assert!(text.contains("1 passed"), "the child ran the test:\n{text}");
+        for line in text.lines().filter(|l| l.starts_with("fds: ")) {
+            println!("{line}");
+        }
         return;
     }
     let limit = libc::rlimit {
@@ -232,7 +235,7 @@ async fn held_connections_are_bounded_and_die_with_their_call_under_a_low_fd_lim
     }
     let refused = metric(
         &t,
-        "kubewasm_plugin_http_connections_refused",
+        "kubewasm_plugin_http_connections_refused_total",
         "plugin=\"attack\",bound=\"plugin\"",
     );
     assert!(refused >= 2900.0, "refusals counted: {refused}");
@@ -350,14 +353,14 @@ async fn a_granted_name_reaches_internal_addresses_only_when_the_grant_names_the
         let got = lines.iter().find(|x| x.starts_with(&line)).unwrap();
         let want = match *expect {
             "reached" => "reached status=200",
-            _ => "error DestinationIpProhibited",
+            _ => "error ErrorCode::DestinationIpProhibited",
         };
         assert!(got.ends_with(want), "{name} ({addr}): {got}");
         if *expect == "refused" {
             let origin = format!("http://{name}.attack.test:{port}");
             let denied = metric(
                 &t,
-                "kubewasm_plugin_http_requests",
+                "kubewasm_plugin_http_requests_total",
                 &format!("plugin=\"wild\",origin=\"{origin}\",code=\"ip_denied\""),
             );
             assert_eq!(denied, 1.0, "{name}: counted as ip_denied for the plugin and origin");
@@ -366,7 +369,7 @@ async fn a_granted_name_reaches_internal_addresses_only_when_the_grant_names_the
 
     for (host, want) in [
         ("svc.private.test", "reached status=200"),
-        ("svc.public.test", "error DestinationIpProhibited"),
+        ("svc.public.test", "error ErrorCode::DestinationIpProhibited"),
     ] {
         let target = format!("http://{host}:{port}/ok");
         create_data(&api, host, &[("attack", "http-internal"), ("target", &target)]).await;
