@@ -253,6 +253,30 @@ fn load_cases() -> Vec<LoadCase> {
             files: with(LOGGER, "read-qps = 0\n"),
             expect: &["manifest-read-qps.toml", "read-qps must be above 0"],
         },
+        LoadCase {
+            name: "manifest-http-inflight",
+            files: with(LOGGER, "http-max-inflight = 0\n"),
+            expect: &[
+                "manifest-http-inflight.toml",
+                "http-max-inflight must be between 1 and 1024, got 0",
+            ],
+        },
+        LoadCase {
+            name: "grants-cidr-host-bits",
+            files: with(LOGGER, "[grants]\nhttp = [\"http://10.0.0.1/8:*\"]\n"),
+            expect: &[
+                "grants-cidr-host-bits.toml",
+                "10.0.0.1/8 has host bits set (the network is 10.0.0.0/8)",
+            ],
+        },
+        LoadCase {
+            name: "grants-private-address",
+            files: with(
+                LOGGER,
+                "[grants]\nhttp = [{ origin = \"http://10.0.0.0/8:*\", private = true }]\n",
+            ),
+            expect: &["grants-private-address.toml", "`private` is for DNS names"],
+        },
     ]
 }
 

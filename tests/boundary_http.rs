@@ -164,6 +164,9 @@ async fn held_connections_are_bounded_and_die_with_their_call_under_a_low_fd_lim
         );
         assert!(out.status.success(), "child failed:\n{text}");
         assert!(text.contains("1 passed"), "the child ran the test:\n{text}");
+        for line in text.lines().filter(|l| l.starts_with("fds: ")) {
+            println!("{line}");
+        }
         return;
     }
     let limit = libc::rlimit {
@@ -205,7 +208,11 @@ async fn held_connections_are_bounded_and_die_with_their_call_under_a_low_fd_lim
     create_data(
         &api,
         "hold",
-        &[("attack", "http-hold"), ("target", &target), ("count", "3000")],
+        &[
+            ("attack", "http-hold"),
+            ("target", &target),
+            ("count", "3000"),
+        ],
     )
     .await;
     let lines = t
@@ -220,19 +227,25 @@ async fn held_connections_are_bounded_and_die_with_their_call_under_a_low_fd_lim
         .unwrap();
     assert!(
         report.contains("sent 3000")
-            && report.contains("connection limit reached: http-max-inflight (32) requests already open"),
+            && report
+                .contains("connection limit reached: http-max-inflight (32) requests already open"),
         "{report}"
     );
     let took = started.elapsed();
     // The call is over: every connection it opened is closed, and the gauge says so.
     let deadline = Instant::now() + PATIENCE;
-    while metric(&t, "kubewasm_plugin_http_open_connections", "plugin=\"attack\"") != 0.0 {
+    while metric(
+        &t,
+        "kubewasm_plugin_http_open_connections",
+        "plugin=\"attack\"",
+    ) != 0.0
+    {
         assert!(Instant::now() < deadline, "connections still open");
         tokio::task::yield_now().await;
     }
     let refused = metric(
         &t,
-        "kubewasm_plugin_http_connections_refused",
+        "kubewasm_plugin_http_connections_refused_total",
         "plugin=\"attack\",bound=\"plugin\"",
     );
     assert!(refused >= 2900.0, "refusals counted: {refused}");
@@ -300,7 +313,10 @@ async fn a_granted_name_reaches_internal_addresses_only_when_the_grant_names_the
         .iter()
         .map(|(n, a, _)| (format!("{n}.attack.test"), vec![a.parse().unwrap()]))
         .collect();
-    zone.insert("svc.private.test".into(), vec!["127.0.0.1".parse().unwrap()]);
+    zone.insert(
+        "svc.private.test".into(),
+        vec!["127.0.0.1".parse().unwrap()],
+    );
     zone.insert("svc.public.test".into(), vec!["127.0.0.1".parse().unwrap()]);
     let config = RuntimeConfig {
         resolver: Some(Arc::new(Zone(zone))),
@@ -337,8 +353,12 @@ async fn a_granted_name_reaches_internal_addresses_only_when_the_grant_names_the
     let port = peer.port();
     for (name, _, _) in &names {
         let target = format!("http://{name}.attack.test:{port}/ok");
-        create_data(&api, &format!("to-{name}"), &[("attack", "http-internal"), ("target", &target)])
-            .await;
+        create_data(
+            &api,
+            &format!("to-{name}"),
+            &[("attack", "http-internal"), ("target", &target)],
+        )
+        .await;
     }
     for (name, addr, expect) in &names {
         let target = format!("http://{name}.attack.test:{port}/ok");
@@ -350,26 +370,37 @@ async fn a_granted_name_reaches_internal_addresses_only_when_the_grant_names_the
         let got = lines.iter().find(|x| x.starts_with(&line)).unwrap();
         let want = match *expect {
             "reached" => "reached status=200",
-            _ => "error DestinationIpProhibited",
+            _ => "error ErrorCode::DestinationIpProhibited",
         };
         assert!(got.ends_with(want), "{name} ({addr}): {got}");
         if *expect == "refused" {
             let origin = format!("http://{name}.attack.test:{port}");
             let denied = metric(
                 &t,
-                "kubewasm_plugin_http_requests",
+                "kubewasm_plugin_http_requests_total",
                 &format!("plugin=\"wild\",origin=\"{origin}\",code=\"ip_denied\""),
             );
-            assert_eq!(denied, 1.0, "{name}: counted as ip_denied for the plugin and origin");
+            assert_eq!(
+                denied, 1.0,
+                "{name}: counted as ip_denied for the plugin and origin"
+            );
         }
     }
 
     for (host, want) in [
         ("svc.private.test", "reached status=200"),
-        ("svc.public.test", "error DestinationIpProhibited"),
+        (
+            "svc.public.test",
+            "error ErrorCode::DestinationIpProhibited",
+        ),
     ] {
         let target = format!("http://{host}:{port}/ok");
-        create_data(&api, host, &[("attack", "http-internal"), ("target", &target)]).await;
+        create_data(
+            &api,
+            host,
+            &[("attack", "http-internal"), ("target", &target)],
+        )
+        .await;
         let line = format!("attack: http-internal {target}: {want}");
         t.logs.wait_line("named", &line).await;
     }
@@ -406,7 +437,11 @@ async fn a_non_blocking_read_on_a_stalled_body_does_not_stop_the_deadline() {
     create_data(
         &api,
         "evade",
-        &[("attack", "http-evade"), ("target", &target), ("sleep-ms", "8000")],
+        &[
+            ("attack", "http-evade"),
+            ("target", &target),
+            ("sleep-ms", "8000"),
+        ],
     )
     .await;
     t.recorder

@@ -258,7 +258,11 @@ mod tests {
         wait.entered_host(false);
         let after = wait.total_at(Instant::now());
         std::thread::sleep(Duration::from_millis(5));
-        assert_eq!(wait.total_at(Instant::now()), after, "closed when the guest runs");
+        assert_eq!(
+            wait.total_at(Instant::now()),
+            after,
+            "closed when the guest runs"
+        );
     }
 
     #[test]

@@ -160,6 +160,9 @@ mod tests {
     #[test]
     fn the_host_bound_is_a_share_of_the_fd_limit() {
         let n = default_host_connections();
-        assert!((MIN_HOST_CONNECTIONS..=MAX_HOST_CONNECTIONS).contains(&n), "{n}");
+        assert!(
+            (MIN_HOST_CONNECTIONS..=MAX_HOST_CONNECTIONS).contains(&n),
+            "{n}"
+        );
     }
 }

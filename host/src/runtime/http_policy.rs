@@ -332,14 +332,29 @@ mod tests {
         let reach = |o: &Origin, a: &str| o.may_reach(a.parse().unwrap(), &gate, &api);
         assert_eq!(reach(&by_name, "93.184.215.14"), Ok(()));
         assert_eq!(reach(&by_name, "10.1.2.3"), Ok(()), "by CIDR");
-        assert_eq!(reach(&by_name, "::ffff:10.1.2.3"), Ok(()), "mapped, by CIDR");
-        assert_eq!(reach(&by_name, "10.96.0.1"), Ok(()), "the API service, by CIDR");
+        assert_eq!(
+            reach(&by_name, "::ffff:10.1.2.3"),
+            Ok(()),
+            "mapped, by CIDR"
+        );
+        assert_eq!(
+            reach(&by_name, "10.96.0.1"),
+            Ok(()),
+            "the API service, by CIDR"
+        );
         assert_eq!(reach(&by_name, "192.168.1.1"), Ok(()), "by address");
-        assert_eq!(reach(&by_name, "169.254.169.254"), Ok(()), "metadata by address");
+        assert_eq!(
+            reach(&by_name, "169.254.169.254"),
+            Ok(()),
+            "metadata by address"
+        );
         for (addr, class) in [
             ("172.16.0.1", AddressClass::Internal("private (RFC 1918)")),
             ("fc00::1", AddressClass::Internal("unique local (fc00::/7)")),
-            ("100.64.0.1", AddressClass::Internal("shared address space (100.64.0.0/10)")),
+            (
+                "100.64.0.1",
+                AddressClass::Internal("shared address space (100.64.0.0/10)"),
+            ),
             ("fd00:ec2::254", AddressClass::Metadata),
             ("100.100.100.200", AddressClass::Metadata),
             ("168.63.129.16", AddressClass::Metadata),
@@ -383,14 +398,32 @@ mod tests {
             "255.255.255.255",
             "64:ff9b::7f00:1",
         ] {
-            assert!(o.may_reach(addr.parse().unwrap(), &by_name, &[]).is_err(), "{addr}");
+            assert!(
+                o.may_reach(addr.parse().unwrap(), &by_name, &[]).is_err(),
+                "{addr}"
+            );
         }
-        assert!(o.may_reach("93.184.215.14".parse().unwrap(), &by_name, &[]).is_ok());
-        assert!(o.may_reach("10.0.0.7".parse().unwrap(), &by_name, &[]).is_err());
+        assert!(
+            o.may_reach("93.184.215.14".parse().unwrap(), &by_name, &[])
+                .is_ok()
+        );
+        assert!(
+            o.may_reach("10.0.0.7".parse().unwrap(), &by_name, &[])
+                .is_err()
+        );
         let by_address = Grants(&["http://localhost:80", "http://127.0.0.1:80"]);
-        assert!(o.may_reach("127.0.0.1".parse().unwrap(), &by_address, &[]).is_ok());
-        assert!(o.may_reach("::ffff:127.0.0.1".parse().unwrap(), &by_address, &[]).is_ok());
-        assert!(o.may_reach("::1".parse().unwrap(), &by_address, &[]).is_err());
+        assert!(
+            o.may_reach("127.0.0.1".parse().unwrap(), &by_address, &[])
+                .is_ok()
+        );
+        assert!(
+            o.may_reach("::ffff:127.0.0.1".parse().unwrap(), &by_address, &[])
+                .is_ok()
+        );
+        assert!(
+            o.may_reach("::1".parse().unwrap(), &by_address, &[])
+                .is_err()
+        );
     }
 
     #[test]

@@ -100,7 +100,7 @@ impl RuntimeMetrics {
         registry.register(
             "kubewasm_plugin_http_requests",
             "Outbound HTTP requests of plugins by origin and result: the status code, or denied, \
-             ip_denied, dry_run, invalid, timeout, too_large, connect, tls or error",
+             ip_denied, limit, dry_run, invalid, timeout, too_large, connect, tls or error",
             m.http_requests.clone(),
         );
         registry.register(

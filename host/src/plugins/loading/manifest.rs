@@ -197,7 +197,10 @@ mod tests {
         assert_eq!(m.http_max_inflight, Some(4));
         for bad in ["http-max-inflight = 0", "http-max-inflight = 5000"] {
             let err = Manifest::parse(Path::new("x.toml"), bad).unwrap_err();
-            assert!(err.to_string().contains("http-max-inflight must be"), "{err}");
+            assert!(
+                err.to_string().contains("http-max-inflight must be"),
+                "{err}"
+            );
         }
     }
 

@@ -359,7 +359,10 @@ mod tests {
         assert_eq!(v6.to_string(), "https://[fc00::]/7:8443");
         assert!(v6.matches("https", "fd12::1", 8443));
         assert!(!v6.matches("https", "fd12::1", 443));
-        assert_eq!(p("http://192.168.0.0/16").to_string(), "http://192.168.0.0/16");
+        assert_eq!(
+            p("http://192.168.0.0/16").to_string(),
+            "http://192.168.0.0/16"
+        );
         assert!(net.covers(&p("http://10.2.0.0/16:80")));
         assert!(net.covers(&p("http://10.2.3.4:80")));
         assert!(!p("http://10.2.0.0/16:*").covers(&net));
