@@ -6,7 +6,9 @@
 //! [`SERIES_WINDOW`] of the first one counts up that Event's `series` instead of creating a new
 //! object. Each plugin has a token bucket ([`EVENT_QPS`], [`EVENT_BURST`]); what it cannot
 //! afford, what is not granted and what is malformed is dropped and counted in
-//! `kubewasm_plugin_events_dropped_total{reason}`. No Event text reaches the host's log.
+//! `kubewasm_plugin_events_dropped_total{reason}`. No Event text reaches the host's log, and
+//! every line about a dropped or refused Event takes a token of the plugin's
+//! [`GuestCausedLog`] first.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::kube_client::ClusterContext;
 use crate::plugins::metrics::{EventDropLabels, EventLabels};
-use crate::runtime::{EventCall, EventType};
+use crate::runtime::{EventCall, EventType, GuestCausedLog};
 use crate::workqueue::BucketRateLimiter;
 
 /// Repeats within this window of an Event's first occurrence join its series (client-go's
@@ -43,6 +45,7 @@ const MAX_NOTE: usize = 1024;
 /// Records one plugin's Events.
 pub(crate) struct EventRecorder {
     plugin: Arc<str>,
+    lines: GuestCausedLog,
     ctx: Arc<ClusterContext>,
     granted: bool,
     limiter: BucketRateLimiter,
@@ -77,18 +80,20 @@ struct Series {
 
 impl EventRecorder {
     /// A recorder for `plugin`; `granted` is its `events` grant, `dry_run` sends with
-    /// `dryRun=All`.
+    /// `dryRun=All`, `lines` bounds the lines about its dropped Events.
     pub(crate) fn new(
         plugin: &str,
         ctx: Arc<ClusterContext>,
         granted: bool,
         dry_run: bool,
+        lines: GuestCausedLog,
     ) -> Self {
         let plugin: Arc<str> = plugin.into();
         let backlog = granted.then(|| {
             let (tx, rx) = tokio::sync::mpsc::channel(EVENT_BACKLOG);
             let writer = Writer {
                 plugin: plugin.clone(),
+                lines: lines.clone(),
                 ctx: ctx.clone(),
                 dry_run,
                 series: HashMap::new(),
@@ -98,6 +103,7 @@ impl EventRecorder {
         });
         EventRecorder {
             plugin,
+            lines,
             ctx,
             granted,
             limiter: BucketRateLimiter::new(EVENT_QPS, EVENT_BURST),
@@ -108,13 +114,17 @@ impl EventRecorder {
     /// Queues `event`, or drops and counts it.
     pub(crate) fn emit(&self, event: EventCall) {
         if !self.granted {
-            tracing::debug!(target: TARGET, plugin = &*self.plugin, "event dropped: not granted");
+            if tracing::enabled!(target: TARGET, tracing::Level::DEBUG) && self.lines.admit() {
+                tracing::debug!(target: TARGET, plugin = &*self.plugin, "event dropped: not granted");
+            }
             return self.drop_event("not_granted");
         }
         let pending = match self.prepare(event) {
             Ok(p) => p,
             Err(why) => {
-                tracing::warn!(target: TARGET, plugin = &*self.plugin, why, "event dropped: invalid");
+                if self.lines.admit() {
+                    tracing::warn!(target: TARGET, plugin = &*self.plugin, why, "event dropped: invalid");
+                }
                 return self.drop_event("invalid");
             }
         };
@@ -212,6 +222,7 @@ impl EventRecorder {
 /// Drains one plugin's backlog in order, so repeats of one Event never race its creation.
 struct Writer {
     plugin: Arc<str>,
+    lines: GuestCausedLog,
     ctx: Arc<ClusterContext>,
     dry_run: bool,
     series: HashMap<SeriesKey, Series>,
@@ -224,8 +235,10 @@ impl Writer {
             match self.write(p).await {
                 Ok(()) => self.counted("recorded", event_type),
                 Err(e) => {
-                    tracing::warn!(target: TARGET, plugin = &*self.plugin, error = %e,
-                        "event not recorded: the API server refused it");
+                    if self.lines.admit() {
+                        tracing::warn!(target: TARGET, plugin = &*self.plugin, error = %e,
+                            "event not recorded: the API server refused it");
+                    }
                     self.counted("failed", event_type);
                 }
             }

@@ -47,7 +47,9 @@ use crate::plugins::delivery::leadership::WarmCache;
 use crate::plugins::delivery::state::{PluginState, StateEvent};
 use crate::plugins::events::PluginEvent;
 use crate::plugins::metrics::{LoadLabels, PluginMetrics};
-use crate::runtime::{HandlerInstance, HttpPolicy, Limits, PluginInfo, Runtime, SharedObserver};
+use crate::runtime::{
+    GuestCausedLog, HandlerInstance, HttpPolicy, Limits, PluginInfo, Runtime, SharedObserver,
+};
 
 /// What a successful [`PluginManager::load_file`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -830,7 +832,15 @@ impl PluginManager {
                 path: path.to_path_buf(),
                 message: e.to_string(),
             })?;
-        let instance = self.grant(instance, name, &described.grants);
+        // One budget for the host lines this plugin causes, shared by its instances and
+        // capabilities.
+        let lines = GuestCausedLog::new(name, self.inner.runtime.metrics());
+        let instance = self.grant(
+            instance.with_guest_caused_log(lines.clone()),
+            name,
+            &described.grants,
+            lines,
+        );
         Ok(Prepared {
             instance,
             grants: described.grants,
@@ -847,16 +857,18 @@ impl PluginManager {
         instance: HandlerInstance,
         name: &str,
         grants: &Arc<Grants>,
+        lines: GuestCausedLog,
     ) -> HandlerInstance {
         let cluster = self.inner.cluster.as_ref();
         let mut http = HttpPolicy::new(grants.clone());
         http.dry_run = grants.dry_run() || cluster.is_some_and(|c| c.dry_run());
         let instance = instance.with_http_policy(http);
         match cluster {
-            Some(ctx) => instance.with_cluster(Arc::new(PluginClient::new(
+            Some(ctx) => instance.with_cluster(Arc::new(PluginClient::with_guest_caused_log(
                 name,
                 ctx.clone(),
                 grants.clone(),
+                lines,
             ))),
             None => instance,
         }
