@@ -3,13 +3,20 @@
 //! what the guest did ([`GuestCausedLog`](super::GuestCausedLog)). A token bucket per plugin;
 //! a line without a token is dropped before any work is spent on it and counted, and each
 //! episode of drops is announced by one warning (plus one line with the count when lines flow
-//! again), so a guest in a loop costs the log a bounded number of lines per second.
+//! again), so a guest in a loop costs the log a bounded number of lines per second. An episode
+//! ends only after [`QUIET`] without a drop: a flood that the refill lets a line through now and
+//! then stays one episode, not one per token.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
+use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
+use tokio::time::Instant;
 
 use crate::workqueue::BucketRateLimiter;
+
+/// How long lines must pass without a drop before an episode of drops is over.
+pub(crate) const QUIET: Duration = Duration::from_secs(1);
 
 /// Target of the host's announcements about dropped lines.
 const RUNTIME_TARGET: &str = "kubewasm::runtime";
@@ -31,9 +38,17 @@ pub(crate) struct LineBudget {
     plugin: std::sync::Arc<str>,
     kind: &'static BudgetKind,
     bucket: BucketRateLimiter,
-    /// Lines dropped in the current episode; 0 while lines flow.
-    dropping: AtomicU64,
+    episode: Mutex<Episode>,
     dropped_total: Counter,
+}
+
+/// The current episode of drops.
+#[derive(Default)]
+struct Episode {
+    /// Lines dropped in it; 0 when there is none.
+    dropped: u64,
+    /// When the last of them was dropped.
+    last_drop: Option<Instant>,
 }
 
 impl LineBudget {
@@ -47,7 +62,7 @@ impl LineBudget {
             plugin,
             kind,
             bucket: BucketRateLimiter::new(kind.per_second.into(), kind.burst),
-            dropping: AtomicU64::new(0),
+            episode: Mutex::new(Episode::default()),
             dropped_total,
         }
     }
@@ -66,16 +81,23 @@ impl LineBudget {
             per_second,
             burst,
         } = *self.kind;
+        let now = Instant::now();
         if self.bucket.try_acquire() {
-            let dropped = self.dropping.swap(0, Ordering::Relaxed);
-            if dropped > 0 {
+            let mut e = self.episode.lock();
+            if e.dropped > 0 && e.last_drop.is_none_or(|t| now - t >= QUIET) {
+                let dropped = std::mem::take(&mut e.dropped);
+                drop(e);
                 tracing::info!(target: RUNTIME_TARGET, plugin, dropped,
                     "{what} is within its rate again; {dropped} lines were dropped");
             }
             return true;
         }
         self.dropped_total.inc();
-        if self.dropping.fetch_add(1, Ordering::Relaxed) == 0 {
+        let mut e = self.episode.lock();
+        e.last_drop = Some(now);
+        e.dropped += 1;
+        if e.dropped == 1 {
+            drop(e);
             tracing::warn!(target: RUNTIME_TARGET, plugin,
                 "{what} exceeds {per_second} lines/s (bursts of {burst}); dropping its lines \
                  until it slows down, counted in {metric}");
