@@ -47,11 +47,13 @@ use serde::Serialize;
 use super::manifest::Manifest;
 use crate::runtime::{Permission, PluginInfo};
 
+mod change;
 mod diff;
 mod origin;
 mod policy;
 mod schema;
 
+pub use change::*;
 pub use diff::*;
 pub use origin::*;
 pub use policy::*;
@@ -151,6 +153,7 @@ impl Grants {
                     kind,
                     verbs,
                     namespaces: namespaces(&p.namespace),
+                    subresources: Vec::new(),
                 });
             }
         }
@@ -230,6 +233,16 @@ impl Grants {
     /// The `write` entries, for `kubewasm rbac`.
     pub fn write_grants(&self) -> &[WriteGrant] {
         &self.write
+    }
+
+    /// The `watch` entries, for `kubewasm rbac`.
+    pub fn watch_grants(&self) -> &[ResourceGrant] {
+        &self.watch
+    }
+
+    /// The granted HTTP origins, for the grant changes a swap logs.
+    pub fn http_origins(&self) -> &[OriginPattern] {
+        &self.http
     }
 
     /// Checks `info` (after subscription validation) against these grants: every subscription

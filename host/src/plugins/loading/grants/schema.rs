@@ -107,6 +107,11 @@ impl From<ApiVersionPattern> for String {
 }
 
 impl ApiVersionPattern {
+    /// The pattern as written (`v1`, `apps/*`, `*`).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
     pub(super) fn matches(&self, api_version: &str) -> bool {
         if self.0 == "*" {
             return true;
@@ -136,6 +141,13 @@ impl TryFrom<String> for KindPattern {
 impl From<KindPattern> for String {
     fn from(p: KindPattern) -> String {
         p.0
+    }
+}
+
+impl KindPattern {
+    /// The kind, or `*`.
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
@@ -182,6 +194,13 @@ impl TryFrom<Vec<NamespaceName>> for NamespaceList {
     }
 }
 
+impl NamespaceList {
+    /// The namespaces, as written.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|n| n.0.as_str())
+    }
+}
+
 /// A non-empty set of write verbs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "Vec<Verb>")]
@@ -200,6 +219,13 @@ impl TryFrom<Vec<Verb>> for VerbList {
         v.sort();
         v.dedup();
         Ok(Self(v))
+    }
+}
+
+impl VerbList {
+    /// The verbs, sorted, without repeats.
+    pub fn verbs(&self) -> &[Verb] {
+        &self.0
     }
 }
 
@@ -265,6 +291,36 @@ pub struct WriteGrant {
     /// The namespaces covered; every namespace (and cluster scope) when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<NamespaceList>,
+    /// Subresources granted besides `status` (`scale`, say); `kubewasm rbac` prints a rule for
+    /// each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subresources: Vec<SubresourceName>,
+}
+
+/// A subresource named in a write grant: a lowercase DNS-1123 label (`scale`), never a path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct SubresourceName(pub(super) String);
+
+impl TryFrom<String> for SubresourceName {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        validate_dns1123_label(&s).map_err(|e| format!("subresource {s:?}: {e}"))?;
+        Ok(Self(s))
+    }
+}
+
+impl From<SubresourceName> for String {
+    fn from(n: SubresourceName) -> String {
+        n.0
+    }
+}
+
+impl SubresourceName {
+    /// The subresource's name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 /// The `[grants]` table as written in `NAME.toml` or a `--default-grants` file.
