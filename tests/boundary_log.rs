@@ -7,6 +7,7 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
+use kubewasm::plugins::PluginEvent;
 use kubewasm::runtime::{HOST_LINE_BURST, HOST_LINES_PER_SECOND, Limits};
 use kubewasm_e2e::*;
 
@@ -26,7 +27,9 @@ async fn launch(api: &Api<ConfigMap>, name: &str, attack: &str, params: &[(&str,
         "data": data,
     }))
     .unwrap();
-    api.create(&PostParams::default(), &cm).await.expect("create");
+    api.create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
 }
 
 /// Announcements of the drop rule (`line_budget.rs`) rather than lines it limits.
@@ -67,7 +70,8 @@ async fn refusals_in_a_loop_cannot_flood_the_host_log() {
         // The neighbour sees the same object while the flood runs.
         t.logs
             .wait_for(good, attack, |l| {
-                l.iter().any(|x| x.starts_with(&format!("add default/{attack} ")))
+                l.iter()
+                    .any(|x| x.starts_with(&format!("add default/{attack} ")))
             })
             .await;
     }
@@ -107,10 +111,15 @@ async fn refusals_in_a_loop_cannot_flood_the_host_log() {
         "{warnings:#?}"
     );
     assert!(
-        warnings[0].message.contains("kubewasm_runtime_host_log_dropped_total"),
+        warnings[0]
+            .message
+            .contains("kubewasm_runtime_host_log_dropped_total"),
         "{warnings:#?}"
     );
-    assert!(announcements.len() <= 2 * attacks.len(), "{announcements:#?}");
+    assert!(
+        announcements.len() <= 2 * attacks.len(),
+        "{announcements:#?}"
+    );
 
     // The neighbour lost nothing: none of its lines were dropped, and it still serves.
     assert_eq!(t.host.runtime.metrics().host_log_dropped(good), 0);
@@ -122,4 +131,152 @@ async fn refusals_in_a_loop_cannot_flood_the_host_log() {
         })
         .await;
     t.host.shutdown().await;
+}
+
+/// The grants of the running version of `plugin`, as `/plugins` shows them.
+async fn grants_of(t: &TestHost, plugin: &str) -> String {
+    let status = t.host.manager.status().await;
+    let s = status
+        .iter()
+        .find(|s| s.name == plugin)
+        .expect("plugin known");
+    serde_json::to_string(&s.grants).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grant_changes_are_logged_and_a_removed_manifest_never_falls_back_to_the_default() {
+    let server = start_server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
+    let dir = plugin_dir();
+    let (plugin, good) = ("log-granted", "log-granted-neighbour");
+    let manifest = dir.path().join(format!("{plugin}.toml"));
+    // Narrower than the default grants (which read every kind but Secrets): ConfigMaps only.
+    let narrow = "[grants]\nwatch = [{ api-version = \"v1\", kind = \"ConfigMap\" }]\n";
+    let wide = format!("{narrow}http = [\"http://127.0.0.1:9\"]\n");
+    std::fs::write(&manifest, narrow).unwrap();
+    install(&guest(ATTACK), dir.path(), &format!("{plugin}.wasm"));
+    install(&guest(LOGGER), dir.path(), &format!("{good}.wasm"));
+    let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
+    let swaps = |t: &TestHost| {
+        t.recorder
+            .events()
+            .iter()
+            .filter(|e| matches!(e, PluginEvent::Swapped { plugin: p, .. } if p == plugin))
+            .count()
+    };
+    let run_probe = async |name: &str| {
+        let params = [
+            ("api-version", "v1"),
+            ("kind", "Namespace"),
+            ("name", "default"),
+        ];
+        launch(&api, name, "log-read-probe", &params).await;
+        let lines = t
+            .logs
+            .wait_for(plugin, name, |l| {
+                l.iter()
+                    .filter(|x| x.starts_with("attack: log-read-probe"))
+                    .count()
+                    >= probe_count(name)
+            })
+            .await;
+        lines
+            .iter()
+            .rfind(|x| x.starts_with("attack: log-read-probe"))
+            .unwrap()
+            .clone()
+    };
+    // The manifest's grants refuse a Namespace read.
+    assert_eq!(
+        run_probe("probe-1").await,
+        "attack: log-read-probe code=403"
+    );
+
+    // Widening `http` is a swap that says what was added, naming the plugin.
+    std::fs::write(&manifest, &wide).unwrap();
+    t.recorder
+        .wait("the widened version swapped in", |r| {
+            r.events()
+                .iter()
+                .any(|e| matches!(e, PluginEvent::Swapped { plugin: p, .. } if p == plugin))
+        })
+        .await;
+    let changed = host_lines()
+        .wait_for(plugin, "the grant change", |l| {
+            l.iter().any(|x| x.message.starts_with("grants changed"))
+        })
+        .await;
+    let line = changed
+        .iter()
+        .find(|x| x.message.starts_with("grants changed"))
+        .unwrap();
+    assert_eq!(line.level, "WARN", "a widening is a warning: {line:?}");
+    assert!(
+        line.message
+            .contains("added: http \"http://127.0.0.1:9\"; removed: nothing"),
+        "{line:?}"
+    );
+
+    // Deleting the manifest keeps the running version and its grants, and says why.
+    let granted_before = grants_of(&t, plugin).await;
+    std::fs::remove_file(&manifest).unwrap();
+    t.recorder
+        .wait("the missing manifest reported", |r| {
+            r.events().iter().any(|e| {
+                matches!(e, PluginEvent::LoadFailed { plugin: p, error, .. }
+                    if p == plugin && error.contains(&format!("{plugin}.toml"))
+                        && error.contains("manifest missing"))
+            })
+        })
+        .await;
+    assert_eq!(grants_of(&t, plugin).await, granted_before);
+    assert_eq!(swaps(&t), 1, "no version without the manifest");
+    // Still delivering, still refused what the default grants would allow.
+    assert_eq!(
+        run_probe("probe-2").await,
+        "attack: log-read-probe code=403"
+    );
+
+    // Restoring a manifest loads again; narrowing is said too.
+    std::fs::write(&manifest, narrow).unwrap();
+    t.recorder
+        .wait("the restored manifest swapped in", |r| {
+            r.events()
+                .iter()
+                .filter(|e| matches!(e, PluginEvent::Swapped { plugin: p, .. } if p == plugin))
+                .count()
+                == 2
+        })
+        .await;
+    let narrowed = host_lines()
+        .wait_for(plugin, "the narrowing", |l| {
+            l.iter().any(|x| x.message.starts_with("grants narrowed"))
+        })
+        .await;
+    assert!(
+        narrowed.iter().any(|x| x.level == "INFO"
+            && x.message
+                .contains("added: nothing; removed: http \"http://127.0.0.1:9\"")),
+        "{narrowed:?}"
+    );
+    assert_eq!(
+        run_probe("probe-3").await,
+        "attack: log-read-probe code=403"
+    );
+
+    // The neighbour saw every probe.
+    t.logs
+        .wait_for(good, "every probe", |l| {
+            (1..=3).all(|i| {
+                l.iter()
+                    .any(|x| x.starts_with(&format!("add default/probe-{i} ")))
+            })
+        })
+        .await;
+    t.host.shutdown().await;
+}
+
+/// How many probe reports a probe called `name` (`probe-N`) waits for.
+fn probe_count(name: &str) -> usize {
+    name.rsplit('-').next().unwrap().parse().unwrap()
 }

@@ -117,7 +117,8 @@ impl Needs {
                 .flat_map(|v| v.rbac_verbs())
                 .copied()
                 .collect();
-            let subresources = std::iter::once("status").chain(w.subresources.iter().map(|s| s.as_str()));
+            let subresources =
+                std::iter::once("status").chain(w.subresources.iter().map(|s| s.as_str()));
             let subresources: Vec<&str> = subresources.collect();
             for scope in scopes(&w.namespaces) {
                 self.add(scope, &group, &resource, &verbs);
@@ -167,7 +168,11 @@ fn rule_target(api_version: &str, kind: &str) -> (String, String) {
         return (group, "*".to_string());
     }
     // The plural does not depend on the version; `group/*` has none to give.
-    let version = api_version.rsplit('/').next().filter(|v| *v != "*").unwrap_or("v1");
+    let version = api_version
+        .rsplit('/')
+        .next()
+        .filter(|v| *v != "*")
+        .unwrap_or("v1");
     let gv = if group.is_empty() || group == "*" {
         version.to_string()
     } else {
@@ -365,10 +370,7 @@ mod tests {
                 }
                 "RoleBinding" | "ClusterRoleBinding" => {
                     assert_eq!(doc["subjects"][0]["name"].as_str(), Some("kubewasm"));
-                    bindings.insert((
-                        doc["roleRef"]["kind"].as_str().unwrap().to_string(),
-                        scope,
-                    ));
+                    bindings.insert((doc["roleRef"]["kind"].as_str().unwrap().to_string(), scope));
                 }
                 other => panic!("unexpected document {other}"),
             }
@@ -394,7 +396,13 @@ mod tests {
                 Some(l) => l.names().map(|n| Some(n.to_string())).collect(),
             }
         };
-        let resource = |kind: &str| if kind == "*" { "*".to_string() } else { plural(kind) };
+        let resource = |kind: &str| {
+            if kind == "*" {
+                "*".to_string()
+            } else {
+                plural(kind)
+            }
+        };
         let mut out = BTreeSet::new();
         let mut event_scopes = BTreeSet::new();
         for w in g.watch_grants() {
@@ -448,7 +456,12 @@ mod tests {
                     continue;
                 }
                 for v in ["create", "patch"] {
-                    out.insert((scope.clone(), "events.k8s.io".into(), "events".into(), v.into()));
+                    out.insert((
+                        scope.clone(),
+                        "events.k8s.io".into(),
+                        "events".into(),
+                        v.into(),
+                    ));
                 }
             }
         }
@@ -501,10 +514,16 @@ mod tests {
             let printed = printed(body, &args);
             let allowed = granted(&g, &plural);
             for t in &printed {
-                assert!(within(t, &allowed), "{t:?} is wider than every grant of\n{m}\n{yaml}");
+                assert!(
+                    within(t, &allowed),
+                    "{t:?} is wider than every grant of\n{m}\n{yaml}"
+                );
             }
             for t in &allowed {
-                assert!(printed.contains(t), "{t:?} granted but not printed for\n{m}\n{yaml}");
+                assert!(
+                    printed.contains(t),
+                    "{t:?} granted but not printed for\n{m}\n{yaml}"
+                );
             }
             assert_eq!(
                 needs.notes.is_empty(),

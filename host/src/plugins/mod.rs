@@ -36,8 +36,8 @@ pub use events::PluginEvent;
 pub use loading::describe::{DescribedPlugin, describe_file, plugin_name};
 pub use loading::error::LoadError;
 pub use loading::grants::{
-    GrantChange, GrantError, GrantPolicy, GrantSource, Grants, GrantsTable, Missing,
-    NamespaceList, OriginPattern, READ_VERBS, ResourceGrant, Verb, WriteGrant,
+    GrantChange, GrantError, GrantPolicy, GrantSource, Grants, GrantsTable, Missing, NamespaceList,
+    OriginPattern, READ_VERBS, ResourceGrant, Verb, WriteGrant,
 };
 pub use loading::lifecycle::{LoadOutcome, ManagerConfig, PluginManager, PluginStatus};
 pub use loading::manifest::{Manifest, ManifestError};
