@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Copies the example handlers the kustomization ships (deploy/kustomization.yaml,
-# configMapGenerator) from guest-examples/dist/ into deploy/plugins/, or into DIR.
+# configMapGenerator) from guest-examples/dist/ into deploy/plugins/, or into DIR (with their
+# committed manifests, deploy/plugins/NAME.toml).
 # Build them first: bash guest-examples/build.sh rust
 # Usage: sync-plugins.sh [DIR]
 set -euo pipefail
@@ -15,5 +16,8 @@ for name in configmap-logger label-auditor; do
     exit 1
   fi
   cp "$src" "$out/$name.wasm"
+  if [[ "$(cd "$out" && pwd)" != "$here/plugins" ]]; then
+    cp "$here/plugins/$name.toml" "$out/$name.toml"
+  fi
 done
 echo "sync-plugins: copied configmap-logger.wasm and label-auditor.wasm to $out"

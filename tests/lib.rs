@@ -50,7 +50,7 @@ pub fn guest(file: &str) -> PathBuf {
 
 /// Starts an embedded API server with fast bookmarks and fault endpoints.
 pub async fn start_server() -> apiserver::ApiServer {
-    kubewasm::cli::logging::init_for_tests();
+    init_logging();
     apiserver::ApiServer::start(apiserver::Config {
         bookmark_interval: Duration::from_millis(500),
         ..apiserver::Config::default()
@@ -355,4 +355,130 @@ pub async fn start_host_with(
         recorder,
         logs,
     }
+}
+
+/// One line the host wrote about a plugin (an event with a `plugin` field at INFO or above),
+/// guest output excluded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostLine {
+    /// Plugin name.
+    pub plugin: String,
+    /// `INFO`, `WARN` or `ERROR`.
+    pub level: String,
+    /// The event's target.
+    pub target: String,
+    /// The message.
+    pub message: String,
+}
+
+/// Every host line about a plugin this test binary wrote, as a tracing layer saw it: how tests
+/// count what a guest made the host log (guest lines have [`GuestLogs`]). Process-wide: tests
+/// filter by their plugins' names.
+#[derive(Clone, Default)]
+pub struct HostLines {
+    lines: Arc<Mutex<Vec<HostLine>>>,
+    changed: Arc<Notify>,
+}
+
+static HOST_LINES: std::sync::OnceLock<HostLines> = std::sync::OnceLock::new();
+
+/// The process's [`HostLines`] (empty until [`start_server`] installed the layer).
+pub fn host_lines() -> HostLines {
+    HOST_LINES.get_or_init(HostLines::default).clone()
+}
+
+impl HostLines {
+    /// Lines about `plugin`, in order.
+    pub fn of(&self, plugin: &str) -> Vec<HostLine> {
+        self.lines
+            .lock()
+            .iter()
+            .filter(|l| l.plugin == plugin)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until `pred` holds for the lines about `plugin`; panics after [`PATIENCE`].
+    pub async fn wait_for(
+        &self,
+        plugin: &str,
+        what: &str,
+        pred: impl Fn(&[HostLine]) -> bool,
+    ) -> Vec<HostLine> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let notified = self.changed.notified();
+            let lines = self.of(plugin);
+            if pred(&lines) {
+                return lines;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let last: Vec<_> = lines.iter().rev().take(20).collect();
+                panic!("timed out waiting for host lines about {plugin}: {what}; last: {last:#?}");
+            }
+        }
+    }
+}
+
+/// Picks the `plugin` field and the message out of an event.
+#[derive(Default)]
+struct LineVisitor {
+    plugin: Option<String>,
+    message: String,
+}
+
+impl tracing::field::Visit for LineVisitor {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        match field.name() {
+            "plugin" => self.plugin = Some(value.to_string()),
+            "message" => self.message = value.to_string(),
+            _ => {}
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            // `plugin = %name` arrives as Display wrapped in Debug: no quotes.
+            "plugin" => self.plugin = Some(format!("{value:?}")),
+            "message" => self.message = format!("{value:?}"),
+            _ => {}
+        }
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for HostLines {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let meta = event.metadata();
+        if meta.target() == "kubewasm::guest" {
+            return;
+        }
+        let mut v = LineVisitor::default();
+        event.record(&mut v);
+        let Some(plugin) = v.plugin else { return };
+        self.lines.lock().push(HostLine {
+            plugin,
+            level: meta.level().to_string(),
+            target: meta.target().to_string(),
+            message: v.message,
+        });
+        self.changed.notify_waiters();
+    }
+}
+
+/// The test binary's subscriber: `RUST_LOG` (default `warn`) to the harness's captured output,
+/// as `kubewasm::cli::logging::init_for_tests` does, and every INFO-or-above host line about a
+/// plugin into [`host_lines`].
+fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{EnvFilter, Layer as _};
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_test_writer()
+                .with_filter(filter),
+        )
+        .with(host_lines().with_filter(tracing_subscriber::filter::LevelFilter::INFO))
+        .try_init();
 }

@@ -1,15 +1,24 @@
 //! `kubewasm rbac DIR`: the Kubernetes RBAC the host's ServiceAccount needs for the plugins in
 //! a directory, as YAML for `kubectl apply -f -`.
 //!
-//! Each plugin is described exactly as the host loads it (manifest, `describe()`, grants).
-//! What it needs: `get`, `list`, `watch` on every subscription; the read verbs of its
-//! permissions; for its write permissions (all granted, or it would not load) the RBAC verbs
-//! of each write (`apply` needs `create` and `patch`), `patch` and `update` also on the
-//! `status` subresource (a write grant covers it); `create` and `patch` on `events.k8s.io`
-//! Events when it records Events (in any namespace: an Event lives beside the object it is
-//! about). Whatever names a namespace goes into a Role and RoleBinding there; the rest into one
-//! ClusterRole and ClusterRoleBinding. Resource names are derived from kinds the way kube-rs
-//! does without discovery (`Service` → `services`); check irregular plurals of custom kinds.
+//! Each plugin is described exactly as the host loads it (manifest, `describe()`, grants), and
+//! its RBAC is derived from its **grants**, the operator's intent, not from what `describe()`
+//! asks: every verb, kind, namespace and subresource granted, nothing more.
+//!
+//! - a `watch` entry gives `get`, `list`, `watch`;
+//! - a `write` entry gives the RBAC verbs of each of its verbs ([`Verb::rbac_verbs`]: `apply`
+//!   needs `create` and `patch`); its `patch` and `update` (the calls that take a subresource)
+//!   also on `status` and on every subresource it names (`subresources = ["scale"]`);
+//! - `events = true` gives `create` and `patch` on `events.k8s.io` Events in the namespaces the
+//!   plugin's other grants name (an Event is recorded only there), cluster-wide only when one
+//!   of them covers every namespace.
+//!
+//! `api-version = "apps/*"` becomes API group `apps`, `*` every group; `kind = "*"` becomes
+//! resource `*`. RBAC has no exceptions, so a wildcard kind also covers Secrets there (the host
+//! itself still refuses them to the plugin); a note on stderr says so. An entry with
+//! `namespaces` goes into a Role and RoleBinding in each; the rest into one ClusterRole and
+//! ClusterRoleBinding. Resource names are derived from kinds the way kube-rs does without
+//! discovery (`Service` → `services`); check irregular plurals of custom kinds.
 //!
 //! A plugin that would not load (invalid, or asking for more than it is granted) contributes
 //! nothing and is reported on stderr; the exit status is then 1, after the YAML of the others.
@@ -24,7 +33,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, GroupVersionKind};
 
 use crate::plugins::{
-    DescribedPlugin, GrantPolicy, READ_VERBS, Verb, describe_file, is_plugin_file, plugin_name,
+    DescribedPlugin, GrantPolicy, Grants, READ_VERBS, Verb, describe_file, is_plugin_file,
+    plugin_name,
 };
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
 
@@ -56,6 +66,8 @@ type Rules = BTreeMap<(String, String), BTreeSet<&'static str>>;
 struct Needs {
     scopes: BTreeMap<Option<String>, Rules>,
     plugins: Vec<String>,
+    /// What the operator should know about the rules (printed on stderr).
+    notes: Vec<String>,
 }
 
 impl Needs {
@@ -68,36 +80,105 @@ impl Needs {
             .extend(verbs);
     }
 
-    /// Adds `plugin`'s subscriptions, permissions and Events.
+    /// Adds what `plugin`'s grants allow.
     fn add_plugin(&mut self, name: &str, plugin: &DescribedPlugin) {
         self.plugins.push(name.to_string());
-        for s in &plugin.info.subscriptions {
-            let (group, resource) = resource_of(&s.api_version, &s.kind);
-            self.add(s.namespace.as_deref(), &group, &resource, &READ_VERBS);
-        }
-        for p in &plugin.info.permissions {
-            let (group, resource) = resource_of(&p.api_version, &p.kind);
-            let ns = p.namespace.as_deref();
-            for v in &p.verbs {
-                if let Some(read) = READ_VERBS.iter().find(|r| **r == v.as_str()) {
-                    self.add(ns, &group, &resource, &[read]);
-                } else if let Some(write) = Verb::parse(v) {
-                    self.add(ns, &group, &resource, write.rbac_verbs());
-                    if matches!(write, Verb::Patch | Verb::Update) {
-                        self.add(
-                            ns,
-                            &group,
-                            &format!("{resource}/status"),
-                            write.rbac_verbs(),
-                        );
-                    }
-                }
+        self.add_grants(name, &plugin.grants);
+    }
+
+    /// Adds one rule per grant entry, namespace and verb (see the module doc).
+    fn add_grants(&mut self, name: &str, grants: &Grants) {
+        // Where the plugin's Events may go: every namespace a grant names, or everywhere.
+        let mut event_scopes: BTreeSet<Option<&str>> = BTreeSet::new();
+        let mut wildcard = false;
+        for w in grants.watch_grants() {
+            let (group, resource) = rule_target(w.api_version.as_str(), w.kind.as_str());
+            wildcard |= resource == "*";
+            for scope in scopes(&w.namespaces) {
+                self.add(scope, &group, &resource, &READ_VERBS);
+                event_scopes.insert(scope);
             }
         }
-        if plugin.info.events {
-            self.add(None, "events.k8s.io", "events", &["create", "patch"]);
+        for w in grants.write_grants() {
+            let (group, resource) = rule_target(w.api_version.as_str(), w.kind.as_str());
+            wildcard |= resource == "*";
+            let verbs: Vec<&'static str> = w
+                .verbs
+                .verbs()
+                .iter()
+                .flat_map(|v| v.rbac_verbs())
+                .copied()
+                .collect();
+            let sub_verbs: Vec<&'static str> = w
+                .verbs
+                .verbs()
+                .iter()
+                .filter(|v| matches!(v, Verb::Patch | Verb::Update))
+                .flat_map(|v| v.rbac_verbs())
+                .copied()
+                .collect();
+            let subresources =
+                std::iter::once("status").chain(w.subresources.iter().map(|s| s.as_str()));
+            let subresources: Vec<&str> = subresources.collect();
+            for scope in scopes(&w.namespaces) {
+                self.add(scope, &group, &resource, &verbs);
+                if !sub_verbs.is_empty() {
+                    for sub in &subresources {
+                        self.add(scope, &group, &format!("{resource}/{sub}"), &sub_verbs);
+                    }
+                }
+                event_scopes.insert(scope);
+            }
+        }
+        if grants.events() {
+            let everywhere = event_scopes.contains(&None);
+            for scope in event_scopes {
+                if everywhere && scope.is_some() {
+                    continue;
+                }
+                self.add(scope, "events.k8s.io", "events", &["create", "patch"]);
+            }
+        }
+        if wildcard {
+            self.notes.push(format!(
+                "{name}: kind = \"*\" is resource \"*\" in RBAC, which includes Secrets (RBAC \
+                 has no exceptions); the host still refuses Secrets to the plugin. Name the kinds \
+                 for a least-privilege ServiceAccount."
+            ));
         }
     }
+}
+
+/// The scopes of an entry's namespaces: each named one, or `None` (cluster-wide).
+fn scopes(namespaces: &Option<crate::plugins::NamespaceList>) -> Vec<Option<&str>> {
+    match namespaces {
+        None => vec![None],
+        Some(l) => l.names().map(Some).collect(),
+    }
+}
+
+/// The API group and resource of a grant's `api-version` and `kind` patterns: `*` stays `*`,
+/// `group/*` is the group (RBAC has no versions).
+fn rule_target(api_version: &str, kind: &str) -> (String, String) {
+    let group = match api_version {
+        "*" => "*".to_string(),
+        v => v.split_once('/').map_or("", |(g, _)| g).to_string(),
+    };
+    if kind == "*" {
+        return (group, "*".to_string());
+    }
+    // The plural does not depend on the version; `group/*` has none to give.
+    let version = api_version
+        .rsplit('/')
+        .next()
+        .filter(|v| *v != "*")
+        .unwrap_or("v1");
+    let gv = if group.is_empty() || group == "*" {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    (group, resource_of(&gv, kind).1)
 }
 
 /// The API group and resource (plural) of a kind, without asking a server.
@@ -204,6 +285,9 @@ pub fn rbac(args: RbacArgs) -> anyhow::Result<()> {
             }
         }
     }
+    for note in &needs.notes {
+        eprintln!("note: {note}");
+    }
     print!("{}", render(&needs, &args)?);
     if failed > 0 {
         anyhow::bail!(
@@ -241,5 +325,221 @@ mod tests {
             resource_of("networking.k8s.io/v1", "Ingress"),
             ("networking.k8s.io".into(), "ingresses".into())
         );
+    }
+
+    /// One printed or required permission: scope (`None` cluster-wide), group, resource, verb.
+    type Tuple = (Option<String>, String, String, String);
+
+    fn grants(toml_text: &str) -> Grants {
+        #[derive(serde::Deserialize)]
+        struct File {
+            grants: crate::plugins::GrantsTable,
+        }
+        let f: File = toml::from_str(toml_text).unwrap();
+        Grants::from_table(f.grants, crate::plugins::GrantSource::BuiltIn)
+    }
+
+    /// The rules of the printed YAML, parsed back, with each binding checked to bind them.
+    fn printed(yaml: &str, args: &RbacArgs) -> BTreeSet<Tuple> {
+        let mut out = BTreeSet::new();
+        let mut roles = BTreeSet::new();
+        let mut bindings = BTreeSet::new();
+        for doc in yaml.split("\n---\n") {
+            let doc: serde_yaml::Value = serde_yaml::from_str(doc).unwrap();
+            let kind = doc["kind"].as_str().unwrap().to_string();
+            let scope = doc["metadata"]["namespace"].as_str().map(str::to_string);
+            assert_eq!(doc["metadata"]["name"].as_str(), Some(args.name.as_str()));
+            match kind.as_str() {
+                "Role" | "ClusterRole" => {
+                    assert_eq!(kind == "Role", scope.is_some(), "{doc:?}");
+                    roles.insert((kind.clone(), scope.clone()));
+                    for rule in doc["rules"].as_sequence().unwrap() {
+                        for group in rule["apiGroups"].as_sequence().unwrap() {
+                            for resource in rule["resources"].as_sequence().unwrap() {
+                                for verb in rule["verbs"].as_sequence().unwrap() {
+                                    out.insert((
+                                        scope.clone(),
+                                        group.as_str().unwrap().to_string(),
+                                        resource.as_str().unwrap().to_string(),
+                                        verb.as_str().unwrap().to_string(),
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                }
+                "RoleBinding" | "ClusterRoleBinding" => {
+                    assert_eq!(doc["subjects"][0]["name"].as_str(), Some("kubewasm"));
+                    bindings.insert((doc["roleRef"]["kind"].as_str().unwrap().to_string(), scope));
+                }
+                other => panic!("unexpected document {other}"),
+            }
+        }
+        assert_eq!(roles, bindings, "every role is bound, nothing else is");
+        out
+    }
+
+    /// Whether the grants' `api-version` pattern `pattern` is API group `group` in RBAC.
+    fn group_of(pattern: &str) -> String {
+        match pattern {
+            "*" => "*".into(),
+            p => p.split_once('/').map_or("", |(g, _)| g).into(),
+        }
+    }
+
+    /// Everything `g` grants, spelled as RBAC tuples, written from the grants reference
+    /// (README *Grants*) rather than from the code under test.
+    fn granted(g: &Grants, plural: &dyn Fn(&str) -> String) -> BTreeSet<Tuple> {
+        let scopes = |ns: &Option<crate::plugins::NamespaceList>| -> Vec<Option<String>> {
+            match ns {
+                None => vec![None],
+                Some(l) => l.names().map(|n| Some(n.to_string())).collect(),
+            }
+        };
+        let resource = |kind: &str| {
+            if kind == "*" {
+                "*".to_string()
+            } else {
+                plural(kind)
+            }
+        };
+        let mut out = BTreeSet::new();
+        let mut event_scopes = BTreeSet::new();
+        for w in g.watch_grants() {
+            for scope in scopes(&w.namespaces) {
+                for verb in ["get", "list", "watch"] {
+                    out.insert((
+                        scope.clone(),
+                        group_of(w.api_version.as_str()),
+                        resource(w.kind.as_str()),
+                        verb.to_string(),
+                    ));
+                }
+                event_scopes.insert(scope);
+            }
+        }
+        for w in g.write_grants() {
+            for scope in scopes(&w.namespaces) {
+                let group = group_of(w.api_version.as_str());
+                let base = resource(w.kind.as_str());
+                for verb in w.verbs.verbs() {
+                    let rbac: &[&str] = match verb {
+                        Verb::Apply => &["create", "patch"],
+                        Verb::Create => &["create"],
+                        Verb::Update => &["update"],
+                        Verb::Patch => &["patch"],
+                        Verb::Delete => &["delete"],
+                    };
+                    for v in rbac {
+                        out.insert((scope.clone(), group.clone(), base.clone(), v.to_string()));
+                    }
+                    if matches!(verb, Verb::Patch | Verb::Update) {
+                        let subs = std::iter::once("status")
+                            .chain(w.subresources.iter().map(|s| s.as_str()));
+                        for sub in subs {
+                            out.insert((
+                                scope.clone(),
+                                group.clone(),
+                                format!("{base}/{sub}"),
+                                rbac[0].to_string(),
+                            ));
+                        }
+                    }
+                }
+                event_scopes.insert(scope);
+            }
+        }
+        if g.events() {
+            let everywhere = event_scopes.contains(&None);
+            for scope in event_scopes {
+                if everywhere && scope.is_some() {
+                    continue;
+                }
+                for v in ["create", "patch"] {
+                    out.insert((
+                        scope.clone(),
+                        "events.k8s.io".into(),
+                        "events".into(),
+                        v.into(),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether printed tuple `t` is within what `g` grants: a printed rule may be no wider than
+    /// some grant (a wildcard rule only where the grant is a wildcard).
+    fn within(t: &Tuple, allowed: &BTreeSet<Tuple>) -> bool {
+        allowed.contains(t)
+    }
+
+    #[test]
+    fn rbac_is_exactly_the_grants() {
+        let args = RbacArgs {
+            dir: PathBuf::new(),
+            service_account: "kubewasm".into(),
+            namespace: "kubewasm".into(),
+            name: "kubewasm-plugins".into(),
+            default_grants: None,
+        };
+        let plural = |kind: &str| resource_of("v1", kind).1;
+        let manifests = [
+            // Plain watch and a write in one namespace, Events scoped to it.
+            "[grants]\nwatch = [{ api-version = \"v1\", kind = \"Service\", namespaces = [\"web\"] }]\n\
+             write = [{ api-version = \"v1\", kind = \"Service\", verbs = [\"patch\", \"apply\"], namespaces = [\"web\"] }]\n\
+             events = true\n",
+            // Wildcard kinds and groups, namespace lists.
+            "[grants]\nwatch = [{ api-version = \"apps/*\", kind = \"*\", namespaces = [\"a\", \"b\"] }, \
+             { api-version = \"*\", kind = \"*\", namespaces = [\"c\"] }]\n\
+             write = [{ api-version = \"apps/v1\", kind = \"*\", verbs = [\"update\"], namespaces = [\"b\"] }]\n\
+             events = true\n",
+            // All namespaces: a ClusterRole, Events cluster-wide; subresources by name.
+            "[grants]\nwatch = [{ api-version = \"apps/v1\", kind = \"Deployment\" }]\n\
+             write = [{ api-version = \"apps/v1\", kind = \"Deployment\", verbs = [\"patch\", \"update\", \"delete\"], \
+             subresources = [\"scale\"] }, { api-version = \"v1\", kind = \"ConfigMap\", verbs = [\"create\"], \
+             namespaces = [\"x\"] }]\nevents = true\n",
+            // A Secret named, a create-only write (no subresource calls), no Events.
+            "[grants]\nwatch = [{ api-version = \"v1\", kind = \"Secret\", namespaces = [\"vault\"] }]\n\
+             write = [{ api-version = \"v1\", kind = \"Secret\", verbs = [\"create\"], namespaces = [\"vault\"] }]\n",
+            // The built-in default's shape.
+            "[grants]\nwatch = [{ api-version = \"*\", kind = \"*\" }]\n",
+        ];
+        for m in manifests {
+            let g = grants(m);
+            let mut needs = Needs::default();
+            needs.add_grants("p", &g);
+            let yaml = render(&needs, &args).unwrap();
+            let body = yaml.split_once('\n').unwrap().1;
+            let printed = printed(body, &args);
+            let allowed = granted(&g, &plural);
+            for t in &printed {
+                assert!(
+                    within(t, &allowed),
+                    "{t:?} is wider than every grant of\n{m}\n{yaml}"
+                );
+            }
+            for t in &allowed {
+                assert!(
+                    printed.contains(t),
+                    "{t:?} granted but not printed for\n{m}\n{yaml}"
+                );
+            }
+            assert_eq!(
+                needs.notes.is_empty(),
+                !m.contains("kind = \"*\""),
+                "a wildcard kind gets its note"
+            );
+        }
+        // Events stay in the namespaces the plugin is granted.
+        let g = grants(manifests[0]);
+        let allowed = granted(&g, &plural);
+        assert!(allowed.contains(&(
+            Some("web".into()),
+            "events.k8s.io".into(),
+            "events".into(),
+            "create".into()
+        )));
+        assert!(!allowed.iter().any(|t| t.0.is_none()), "{allowed:?}");
     }
 }

@@ -36,9 +36,9 @@ pub use events::PluginEvent;
 pub use loading::describe::{DescribedPlugin, describe_file, plugin_name};
 pub use loading::error::LoadError;
 pub use loading::grants::{
-    DEFAULT_PLUGINS_CONFIGMAP, GrantError, GrantPolicy, GrantSource, Grants, GrantsTable, Missing,
-    NEVER_GRANTED_SUBRESOURCES, OriginPattern, OwnObject, OwnObjects, OwnScope, READ_VERBS, Verb,
-    WriteGrant,
+    DEFAULT_PLUGINS_CONFIGMAP, GrantChange, GrantError, GrantPolicy, GrantSource, Grants,
+    GrantsTable, Missing, NEVER_GRANTED_SUBRESOURCES, NamespaceList, OriginPattern, OwnObject,
+    OwnObjects, OwnScope, READ_VERBS, ResourceGrant, Verb, WriteGrant,
 };
 pub use loading::lifecycle::{LoadOutcome, ManagerConfig, PluginManager, PluginStatus};
 pub use loading::manifest::{Manifest, ManifestError};

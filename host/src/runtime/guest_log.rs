@@ -15,23 +15,19 @@
 //!   bursts of [`LOG_BURST`] (a token bucket shared by `log`, stdout and stderr). Lines beyond it
 //!   are dropped before any work is spent on them, counted in
 //!   `kubewasm_runtime_guest_log_dropped_total{plugin}`, and announced by one warning per
-//!   episode (plus one line with the count when output flows again).
+//!   episode (plus one line with the count when output flows again): the rule of
+//!   [`LineBudget`], which the host's own guest-caused lines follow too.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use prometheus_client::metrics::counter::Counter;
-
+use super::line_budget::{BudgetKind, LineBudget};
 use super::metrics::RuntimeMetrics;
 use super::observer::SharedObserver;
 use super::types::GuestLogLevel;
-use crate::workqueue::BucketRateLimiter;
 
 /// Target of every event carrying guest output, so operators can filter it separately.
 pub(crate) const GUEST_TARGET: &str = "kubewasm::guest";
-/// Target of the host's own remarks about guest output (the drop warnings).
-const RUNTIME_TARGET: &str = "kubewasm::runtime";
 
 /// Most bytes of guest text kept per log line, stdout/stderr line or error string (after
 /// escaping, before the truncation marker).
@@ -41,6 +37,13 @@ pub(crate) const LOG_LINES_PER_SECOND: u32 = 200;
 /// Lines a plugin instance may emit at once (e.g. one per object of an initial list) before the
 /// sustained rate applies.
 pub(crate) const LOG_BURST: u32 = 2000;
+
+static GUEST_OUTPUT: BudgetKind = BudgetKind {
+    what: "guest output",
+    metric: "kubewasm_runtime_guest_log_dropped_total",
+    per_second: LOG_LINES_PER_SECOND,
+    burst: LOG_BURST,
+};
 
 /// Caps and escapes a string a guest handed to the host (a `retry`/`fatal` message, say) so it
 /// can be logged and kept: at most [`MAX_GUEST_TEXT`] bytes plus a truncation marker, control
@@ -123,12 +126,8 @@ pub(crate) struct GuestLog {
 }
 
 struct Shared {
-    plugin: Arc<str>,
     observer: Option<SharedObserver>,
-    budget: BucketRateLimiter,
-    /// Lines dropped in the current episode; 0 while output flows.
-    dropping: AtomicU64,
-    dropped_total: Counter,
+    budget: LineBudget,
 }
 
 impl GuestLog {
@@ -140,11 +139,8 @@ impl GuestLog {
         let dropped_total = metrics.guest_log_dropped_counter(&plugin);
         Self {
             shared: Arc::new(Shared {
-                plugin,
                 observer,
-                budget: BucketRateLimiter::new(LOG_LINES_PER_SECOND.into(), LOG_BURST),
-                dropping: AtomicU64::new(0),
-                dropped_total,
+                budget: LineBudget::new(plugin, &GUEST_OUTPUT, dropped_total),
             }),
         }
     }
@@ -156,7 +152,7 @@ impl GuestLog {
 
     /// The plugin these lines are tagged with.
     pub(crate) fn plugin(&self) -> &str {
-        &self.shared.plugin
+        self.shared.budget.plugin()
     }
 
     /// A message from the `log` import; consumed so an oversized one is freed here.
@@ -167,7 +163,7 @@ impl GuestLog {
         let cleaned = clean(&message, 0);
         // Free the guest's copy before anything else runs: only the capped text outlives here.
         drop(message);
-        let plugin = &*self.shared.plugin;
+        let plugin = self.plugin();
         let message = cleaned.as_str();
         match level {
             GuestLogLevel::Trace => tracing::trace!(target: GUEST_TARGET, plugin, "{message}"),
@@ -184,7 +180,7 @@ impl GuestLog {
         if !self.admit() {
             return;
         }
-        let plugin = &*self.shared.plugin;
+        let plugin = self.plugin();
         let line = line.as_str();
         let level = if stderr {
             tracing::warn!(target: GUEST_TARGET, plugin, stream = "stderr", "{line}");
@@ -198,29 +194,12 @@ impl GuestLog {
 
     /// Takes a token from the plugin's budget; drops, counts and announces when there is none.
     fn admit(&self) -> bool {
-        let s = &*self.shared;
-        let plugin = &*s.plugin;
-        if s.budget.try_acquire() {
-            let dropped = s.dropping.swap(0, Ordering::Relaxed);
-            if dropped > 0 {
-                tracing::info!(target: RUNTIME_TARGET, plugin, dropped,
-                    "guest output is within its rate again; {dropped} lines were dropped");
-            }
-            return true;
-        }
-        s.dropped_total.inc();
-        if s.dropping.fetch_add(1, Ordering::Relaxed) == 0 {
-            tracing::warn!(target: RUNTIME_TARGET, plugin,
-                "guest writes more than {LOG_LINES_PER_SECOND} log lines/s (bursts of \
-                 {LOG_BURST}); dropping its lines until it slows down, counted in \
-                 kubewasm_runtime_guest_log_dropped_total");
-        }
-        false
+        self.shared.budget.admit()
     }
 
     fn observe(&self, level: GuestLogLevel, message: &str) {
         if let Some(observer) = &self.shared.observer {
-            observer.log_line(&self.shared.plugin, level, message);
+            observer.log_line(self.plugin(), level, message);
         }
     }
 }
@@ -296,7 +275,7 @@ mod tests {
         capture
             .json_lines()
             .into_iter()
-            .filter(|e| e["target"] == RUNTIME_TARGET && e["level"] == level)
+            .filter(|e| e["target"] == "kubewasm::runtime" && e["level"] == level)
             .collect()
     }
 

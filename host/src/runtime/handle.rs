@@ -173,6 +173,12 @@ impl Runtime {
         })
     }
 
+    /// The runtime's counters, for per-plugin budgets created by the loader
+    /// ([`GuestCausedLog::new`](super::GuestCausedLog::new)).
+    pub fn metrics(&self) -> &RuntimeMetrics {
+        &self.inner.metrics
+    }
+
     /// The shared engine (e.g. for benchmarks comparing raw calls).
     pub fn engine(&self) -> &Engine {
         &self.inner.engine

@@ -87,8 +87,12 @@ impl StoreState {
             KubeCall::Get(_) | KubeCall::Delete { .. } => 0,
         };
         if body > MAX_WRITE_BYTES {
-            tracing::debug!(target: RUNTIME_TARGET, plugin = self.log.plugin(), verb = call.verb(),
-                bytes = body, "kube call refused: body over the request limit");
+            if tracing::enabled!(target: RUNTIME_TARGET, tracing::Level::DEBUG)
+                && self.lines.admit()
+            {
+                tracing::debug!(target: RUNTIME_TARGET, plugin = self.log.plugin(), verb = call.verb(),
+                    bytes = body, "kube call refused: body over the request limit");
+            }
             return Err(convert::v2::api_error(ApiError {
                 code: 413,
                 reason: "RequestEntityTooLarge".into(),

@@ -21,7 +21,9 @@
 //! call to the next.
 //!
 //! Logs name the plugin, the origin (scheme, host and port of a parsed URI, never path, query,
-//! headers or bodies) and the result. Each exchange is counted once, when it ends.
+//! headers or bodies) and the result; a guest can repeat a request at will, so every such line
+//! takes a token from the plugin's [`GuestCausedLog`]. Each exchange is counted once, when it
+//! ends.
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -33,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use super::guest_caused::GuestCausedLog;
 use super::host_wait::HostWait;
 use super::http_bounds::{ConnectionPermit, OpenCount};
 use super::http_client::{self, BodyEnd, Exchange, Timeouts};
@@ -45,6 +48,7 @@ const RUNTIME_TARGET: &str = "kubewasm::runtime";
 /// Per-instance `wasi:http` policy.
 pub(crate) struct HttpHooks {
     plugin: Arc<str>,
+    lines: GuestCausedLog,
     policy: HttpPolicy,
     wait: HostWait,
     metrics: RuntimeMetrics,
@@ -58,6 +62,7 @@ pub(crate) struct HttpHooks {
 impl HttpHooks {
     pub(crate) fn new(
         plugin: Arc<str>,
+        lines: GuestCausedLog,
         policy: HttpPolicy,
         wait: HostWait,
         metrics: RuntimeMetrics,
@@ -66,6 +71,7 @@ impl HttpHooks {
         Self {
             open_gauge: metrics.http_open_gauge(&plugin),
             plugin,
+            lines,
             policy,
             wait,
             metrics,
@@ -91,6 +97,7 @@ type SendFuture = Box<dyn Future<Output = wasmtime_wasi_http::Result<Exchange>> 
 /// One exchange's context, moved into the task wasmtime-wasi-http runs it in.
 struct Outbound {
     plugin: Arc<str>,
+    lines: GuestCausedLog,
     policy: HttpPolicy,
     wait: HostWait,
     metrics: RuntimeMetrics,
@@ -103,7 +110,9 @@ impl Outbound {
     /// Counts a request that ended before its response headers, and logs why.
     fn refused(&self, origin: &str, code: &'static str, error: Error) -> Error {
         let plugin = &*self.plugin;
-        tracing::info!(target: RUNTIME_TARGET, plugin, origin, code, "outbound HTTP request failed: {error}");
+        if self.lines.admit() {
+            tracing::info!(target: RUNTIME_TARGET, plugin, origin, code, "outbound HTTP request failed: {error}");
+        }
         self.metrics.http_request(plugin, origin, code);
         self.metrics
             .http_latency(plugin, self.started.elapsed().as_secs_f64());
@@ -126,8 +135,10 @@ impl Outbound {
         };
         if !origin.granted(&*self.policy.gate) {
             let plugin = &*self.plugin;
-            tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
-                "outbound HTTP request denied: origin not granted");
+            if self.lines.admit() {
+                tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
+                    "outbound HTTP request denied: origin not granted");
+            }
             self.metrics.http_request(plugin, "denied", "denied");
             return Err(Error::HttpRequestDenied);
         }
@@ -165,9 +176,10 @@ impl Outbound {
             Err(refused) => {
                 let plugin = &*self.plugin;
                 let msg = refused.message();
-                // guest-caused line
-                tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
-                    "outbound HTTP request refused: {msg}");
+                if self.lines.admit() {
+                    tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
+                        "outbound HTTP request refused: {msg}");
+                }
                 self.metrics.http_refused(plugin, refused.bound());
                 self.metrics.http_request(plugin, &label, "limit");
                 return Err(Error::InternalError(Some(msg)));
@@ -206,10 +218,11 @@ impl Outbound {
         if allowed.is_empty() {
             let plugin = &*self.plugin;
             let refused = refused.join(", ");
-            // guest-caused line
-            tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
-                "outbound HTTP request denied: {} resolves only to internal addresses the grant \
-                 does not name: {refused}", origin.host);
+            if self.lines.admit() {
+                tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
+                    "outbound HTTP request denied: {} resolves only to internal addresses the \
+                     grant does not name: {refused}", origin.host);
+            }
             self.metrics.http_request(plugin, &label, "ip_denied");
             return Err(Error::DestinationIpProhibited);
         }
@@ -228,19 +241,24 @@ impl Outbound {
             Ok(exchange) => {
                 let status = exchange.status();
                 let plugin = &*self.plugin;
-                tracing::debug!(target: RUNTIME_TARGET, plugin, origin = %origin, status,
-                    "outbound HTTP response");
+                if debug_enabled() && self.lines.admit() {
+                    tracing::debug!(target: RUNTIME_TARGET, plugin, origin = %origin, status,
+                        "outbound HTTP response");
+                }
                 self.metrics
                     .http_latency(plugin, self.started.elapsed().as_secs_f64());
                 let (metrics, plugin) = (self.metrics.clone(), self.plugin.clone());
                 let call = self.call.clone();
+                let lines = self.lines.clone();
                 let (response, io) = exchange.finish(move |how: BodyEnd| {
                     let code = match how {
                         BodyEnd::Done => status.to_string(),
                         failed => {
                             let code = failed.code();
-                            tracing::info!(target: RUNTIME_TARGET, plugin = &*plugin,
-                                origin = %label, status, code, "outbound HTTP response body failed");
+                            if lines.admit() {
+                                tracing::info!(target: RUNTIME_TARGET, plugin = &*plugin,
+                                    origin = %label, status, code, "outbound HTTP response body failed");
+                            }
                             code.to_owned()
                         }
                     };
@@ -281,6 +299,7 @@ impl WasiHttpHooks for HttpHooks {
             .then(|| (request.method().to_string(), request.uri().to_string()));
         let send = Outbound {
             plugin: self.plugin.clone(),
+            lines: self.lines.clone(),
             policy: self.policy.clone(),
             wait: self.wait.clone(),
             metrics: self.metrics.clone(),
@@ -320,7 +339,9 @@ impl WasiHttpHooks for HttpHooks {
 
     // wasmtime-wasi-http's defaults log these at warn level without the plugin's name.
     fn p2_error_from_hyper(&mut self, err: &hyper::Error) -> ErrorCode {
-        tracing::debug!(target: RUNTIME_TARGET, plugin = &*self.plugin, "HTTP error: {err}");
+        if debug_enabled() && self.lines.admit() {
+            tracing::debug!(target: RUNTIME_TARGET, plugin = &*self.plugin, "HTTP error: {err}");
+        }
         if err.is_timeout() {
             ErrorCode::HttpResponseTimeout
         } else {
@@ -329,14 +350,24 @@ impl WasiHttpHooks for HttpHooks {
     }
 
     fn p2_error_from_connect(&mut self, err: &std::io::Error) -> ErrorCode {
-        tracing::debug!(target: RUNTIME_TARGET, plugin = &*self.plugin, "connect error: {err}");
+        if debug_enabled() && self.lines.admit() {
+            tracing::debug!(target: RUNTIME_TARGET, plugin = &*self.plugin, "connect error: {err}");
+        }
         ErrorCode::ConnectionRefused
     }
 
     fn p2_error_from_tls(&mut self, err: &std::io::Error) -> ErrorCode {
-        tracing::debug!(target: RUNTIME_TARGET, plugin = &*self.plugin, "TLS error: {err}");
+        if debug_enabled() && self.lines.admit() {
+            tracing::debug!(target: RUNTIME_TARGET, plugin = &*self.plugin, "TLS error: {err}");
+        }
         ErrorCode::TlsProtocolError
     }
+}
+
+/// Whether debug lines of this module are written at all, so a disabled one takes no token
+/// from the plugin's budget.
+fn debug_enabled() -> bool {
+    tracing::enabled!(target: RUNTIME_TARGET, tracing::Level::DEBUG)
 }
 
 /// The addresses of `origin`: its literal address, or what `resolver` or else the system

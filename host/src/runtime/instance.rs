@@ -10,6 +10,7 @@ use super::bindings::{v1, v2};
 use super::cluster::{ClusterAccess, NoClusterAccess};
 use super::convert;
 use super::error::CallError;
+use super::guest_caused::GuestCausedLog;
 use super::guest_log::GuestLog;
 use super::handle::{CompiledHandler, Runtime};
 use super::host_wait::{CallBudget, Overrun};
@@ -47,6 +48,7 @@ pub struct HandlerInstance {
     cluster: Arc<dyn ClusterAccess>,
     http: HttpPolicy,
     log: GuestLog,
+    lines: GuestCausedLog,
     live: Option<Live>,
     consecutive_failures: u32,
 }
@@ -77,6 +79,7 @@ impl HandlerInstance {
             runtime.inner.config.observer.clone(),
             &runtime.inner.metrics,
         );
+        let lines = GuestCausedLog::new(&plugin, &runtime.inner.metrics);
         Self {
             cluster: Arc::new(NoClusterAccess::new(&plugin)),
             runtime,
@@ -86,6 +89,7 @@ impl HandlerInstance {
             cache,
             http: HttpPolicy::deny_all(),
             log,
+            lines,
             live: None,
             consecutive_failures: 0,
         }
@@ -119,6 +123,20 @@ impl HandlerInstance {
         )
         .with_cluster(self.cluster.clone())
         .with_http_policy(self.http.clone())
+        .with_guest_caused_log(self.lines.clone())
+    }
+
+    /// Makes the host lines this instance's calls cause draw on `lines`, the plugin's one
+    /// budget shared with its other instances and capabilities (by default each instance has
+    /// its own). Applies from the next instantiation.
+    pub fn with_guest_caused_log(mut self, lines: GuestCausedLog) -> Self {
+        self.lines = lines;
+        self
+    }
+
+    /// The plugin's budget for host lines its calls cause (handler errors and retries).
+    pub fn guest_caused_log(&self) -> &GuestCausedLog {
+        &self.lines
     }
 
     /// Sends the handler's `kube` and `events` calls to `cluster` (by default every call is
@@ -256,6 +274,7 @@ impl HandlerInstance {
     async fn instantiate_live(&mut self) -> Result<Live, CallError> {
         let state = StoreState::new(
             self.log.clone(),
+            self.lines.clone(),
             self.limits.memory_bytes,
             self.cache.clone(),
             self.http.clone(),
@@ -361,6 +380,9 @@ impl HandlerInstance {
         self.runtime.inner.metrics.failed(&self.plugin, err.cause());
         let plugin = &*self.plugin;
         let cause = err.cause();
+        if !self.lines.admit() {
+            return;
+        }
         match detail {
             Some(detail) => tracing::warn!(target: RUNTIME_TARGET, plugin, cause, detail,
                 "handler call failed: {err}; instance discarded"),

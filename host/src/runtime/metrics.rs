@@ -1,5 +1,5 @@
 //! Prometheus figures of the runtime: instantiations and discarded instances per plugin,
-//! guest log lines dropped by the rate limit, compile cache effectiveness, plugins' outbound
+//! guest log lines and guest-caused host lines dropped by the rate limits, compile cache effectiveness, plugins' outbound
 //! HTTP requests.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -48,6 +48,7 @@ pub struct RuntimeMetrics {
     failures: Family<FailureLabels, Counter>,
     compiles: Family<CompileLabels, Counter>,
     guest_log_dropped: Family<PluginLabels, Counter>,
+    host_log_dropped: Family<PluginLabels, Counter>,
     http_requests: Family<HttpLabels, Counter>,
     http_seconds: Family<PluginLabels, Histogram>,
     http_open: Family<PluginLabels, Gauge>,
@@ -61,6 +62,7 @@ impl Default for RuntimeMetrics {
             failures: Family::default(),
             compiles: Family::default(),
             guest_log_dropped: Family::default(),
+            host_log_dropped: Family::default(),
             http_requests: Family::default(),
             // 1 ms to about 33 s.
             http_seconds: Family::new_with_constructor(|| {
@@ -96,6 +98,12 @@ impl RuntimeMetrics {
             "kubewasm_runtime_guest_log_dropped",
             "Guest log, stdout and stderr lines dropped by the per-plugin rate limit",
             m.guest_log_dropped.clone(),
+        );
+        registry.register(
+            "kubewasm_runtime_host_log_dropped",
+            "Host log lines caused by a plugin (refusals, retries, failures) dropped by the \
+             per-plugin rate limit",
+            m.host_log_dropped.clone(),
         );
         registry.register(
             "kubewasm_plugin_http_requests",
@@ -147,6 +155,15 @@ impl RuntimeMetrics {
     /// The dropped-lines counter of `plugin`, looked up once per instance rather than per line.
     pub(crate) fn guest_log_dropped_counter(&self, plugin: &str) -> Counter {
         self.guest_log_dropped
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .clone()
+    }
+
+    /// The counter of host lines `plugin` caused that were dropped, looked up once per load.
+    pub(crate) fn host_log_dropped_counter(&self, plugin: &str) -> Counter {
+        self.host_log_dropped
             .get_or_create(&PluginLabels {
                 plugin: plugin.to_owned(),
             })
@@ -245,5 +262,10 @@ impl RuntimeMetrics {
     /// Guest output lines of `plugin` dropped by the rate limit so far.
     pub fn guest_log_dropped(&self, plugin: &str) -> u64 {
         self.guest_log_dropped_counter(plugin).get()
+    }
+
+    /// Host lines caused by `plugin` that its rate limit dropped so far.
+    pub fn host_log_dropped(&self, plugin: &str) -> u64 {
+        self.host_log_dropped_counter(plugin).get()
     }
 }

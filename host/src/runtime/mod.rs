@@ -12,6 +12,7 @@ mod compile_cache;
 mod convert;
 mod engine;
 mod error;
+mod guest_caused;
 mod guest_log;
 mod handle;
 mod host_imports;
@@ -24,6 +25,7 @@ mod http_policy;
 mod http_stub;
 mod instance;
 mod limits;
+mod line_budget;
 mod metrics;
 mod observer;
 mod store;
@@ -40,6 +42,7 @@ pub use cluster::{
 };
 pub use engine::EPOCH_TICK;
 pub use error::{CallError, RuntimeError};
+pub use guest_caused::{GuestCausedLog, HOST_LINE_BURST, HOST_LINES_PER_SECOND};
 pub use handle::{CompiledHandler, Runtime, RuntimeConfig};
 pub use http_bounds::{DEFAULT_HTTP_MAX_INFLIGHT, default_host_connections};
 pub use http_policy::{

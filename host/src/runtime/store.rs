@@ -8,6 +8,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::cluster::ClusterAccess;
+use super::guest_caused::GuestCausedLog;
 use super::guest_log::GuestLog;
 use super::host_wait::HostWait;
 use super::http_hooks::HttpHooks;
@@ -25,6 +26,8 @@ pub(crate) struct StoreState {
     pub table: ResourceTable,
     pub limiter: MemoryLimiter,
     pub log: GuestLog,
+    /// The plugin's budget for host lines its calls cause.
+    pub lines: GuestCausedLog,
     pub output: GuestOutput,
     pub cache: Arc<dyn CacheReader>,
     /// Where `kube` and `events` calls go (0.2.0).
@@ -36,6 +39,7 @@ pub(crate) struct StoreState {
 impl StoreState {
     pub(crate) fn new(
         log: GuestLog,
+        lines: GuestCausedLog,
         memory_cap: u64,
         cache: Arc<dyn CacheReader>,
         http: HttpPolicy,
@@ -49,6 +53,7 @@ impl StoreState {
             http: http_ctx(),
             http_hooks: HttpHooks::new(
                 log.plugin().into(),
+                lines.clone(),
                 http,
                 host_wait.clone(),
                 metrics,
@@ -57,6 +62,7 @@ impl StoreState {
             table: bounded_table(),
             limiter: MemoryLimiter::new(memory_cap),
             log,
+            lines,
             output,
             cache,
             cluster,

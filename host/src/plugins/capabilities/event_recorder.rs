@@ -6,7 +6,9 @@
 //! [`SERIES_WINDOW`] of the first one counts up that Event's `series` instead of creating a new
 //! object. Each plugin has a token bucket ([`EVENT_QPS`], [`EVENT_BURST`]); what it cannot
 //! afford, what is not granted and what is malformed is dropped and counted in
-//! `kubewasm_plugin_events_dropped_total{reason}`. No Event text reaches the host's log.
+//! `kubewasm_plugin_events_dropped_total{reason}`. No Event text reaches the host's log, and
+//! every line about a dropped or refused Event takes a token of the plugin's
+//! [`GuestCausedLog`] first.
 //!
 //! Events stay inside the grants: the `regarding` object must be one the plugin may read (kind
 //! and namespace), and the namespace the Event is written to (the object's, `default` for a
@@ -25,7 +27,7 @@ use serde_json::{Value, json};
 use super::kube_client::ClusterContext;
 use crate::plugins::loading::grants::Grants;
 use crate::plugins::metrics::{EventDropLabels, EventLabels};
-use crate::runtime::{EventCall, EventType};
+use crate::runtime::{EventCall, EventType, GuestCausedLog};
 use crate::workqueue::BucketRateLimiter;
 
 /// Repeats within this window of an Event's first occurrence join its series (client-go's
@@ -49,6 +51,7 @@ const MAX_NOTE: usize = 1024;
 /// Records one plugin's Events.
 pub(crate) struct EventRecorder {
     plugin: Arc<str>,
+    lines: GuestCausedLog,
     ctx: Arc<ClusterContext>,
     grants: Arc<Grants>,
     limiter: BucketRateLimiter,
@@ -82,18 +85,21 @@ struct Series {
 }
 
 impl EventRecorder {
-    /// A recorder for `plugin` acting within `grants`; `dry_run` sends with `dryRun=All`.
+    /// A recorder for `plugin` acting within `grants`; `dry_run` sends with `dryRun=All`,
+    /// `lines` bounds the lines about its dropped Events.
     pub(crate) fn new(
         plugin: &str,
         ctx: Arc<ClusterContext>,
         grants: Arc<Grants>,
         dry_run: bool,
+        lines: GuestCausedLog,
     ) -> Self {
         let plugin: Arc<str> = plugin.into();
         let backlog = grants.events().then(|| {
             let (tx, rx) = tokio::sync::mpsc::channel(EVENT_BACKLOG);
             let writer = Writer {
                 plugin: plugin.clone(),
+                lines: lines.clone(),
                 ctx: ctx.clone(),
                 dry_run,
                 series: HashMap::new(),
@@ -103,6 +109,7 @@ impl EventRecorder {
         });
         EventRecorder {
             plugin,
+            lines,
             ctx,
             grants,
             limiter: BucketRateLimiter::new(EVENT_QPS, EVENT_BURST),
@@ -127,13 +134,17 @@ impl EventRecorder {
     /// Queues `event`, or drops and counts it.
     pub(crate) fn emit(&self, event: EventCall) {
         if !self.grants.events() {
-            tracing::debug!(target: TARGET, plugin = &*self.plugin, "event dropped: not granted");
+            if tracing::enabled!(target: TARGET, tracing::Level::DEBUG) && self.lines.admit() {
+                tracing::debug!(target: TARGET, plugin = &*self.plugin, "event dropped: not granted");
+            }
             return self.drop_event("not_granted");
         }
         let pending = match self.prepare(event) {
             Ok(p) => p,
             Err(why) => {
-                tracing::warn!(target: TARGET, plugin = &*self.plugin, why, "event dropped: invalid");
+                if self.lines.admit() {
+                    tracing::warn!(target: TARGET, plugin = &*self.plugin, why, "event dropped: invalid");
+                }
                 return self.drop_event("invalid");
             }
         };
@@ -144,10 +155,12 @@ impl EventRecorder {
         {
             // Kind and namespaces only: they are what the grants are about, and no text of
             // the Event reaches the log.
-            tracing::warn!(target: TARGET, plugin = &*self.plugin, why,
-                kind = %r.1, regarding_namespace = r.2.as_deref().unwrap_or(""),
-                event_namespace = %pending.namespace,
-                "event refused: outside the plugin's grants"); // guest-caused line
+            if self.lines.admit() {
+                tracing::warn!(target: TARGET, plugin = &*self.plugin, why,
+                    kind = %r.1, regarding_namespace = r.2.as_deref().unwrap_or(""),
+                    event_namespace = %pending.namespace,
+                    "event refused: outside the plugin's grants");
+            }
             return self.drop_event("outside_grants");
         }
         if !self.limiter.try_acquire() {
@@ -241,6 +254,7 @@ impl EventRecorder {
 /// Drains one plugin's backlog in order, so repeats of one Event never race its creation.
 struct Writer {
     plugin: Arc<str>,
+    lines: GuestCausedLog,
     ctx: Arc<ClusterContext>,
     dry_run: bool,
     series: HashMap<SeriesKey, Series>,
@@ -253,8 +267,10 @@ impl Writer {
             match self.write(p).await {
                 Ok(()) => self.counted("recorded", event_type),
                 Err(e) => {
-                    tracing::warn!(target: TARGET, plugin = &*self.plugin, error = %e,
-                        "event not recorded: the API server refused it");
+                    if self.lines.admit() {
+                        tracing::warn!(target: TARGET, plugin = &*self.plugin, error = %e,
+                            "event not recorded: the API server refused it");
+                    }
                     self.counted("failed", event_type);
                 }
             }

@@ -14,7 +14,9 @@
 //! on the host's runtime with a timeout of [`KUBE_CALL_TIMEOUT`]. Writes carry the field
 //! manager `kubewasm:<plugin>` and, in dry-run mode (host `--dry-run`, manifest `dry-run`, or the
 //! guest's own option), `dryRun=All`. Each write is logged once (plugin, verb, object, code) and
-//! counted; object content never reaches a log.
+//! counted; object content never reaches a log. A write that succeeded already paid a token of
+//! the write bucket, which bounds its line; every other line (a refusal, a failed call) takes a
+//! token from the plugin's [`GuestCausedLog`] first.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,8 +39,8 @@ use crate::informer::{InformerError, KubeObject, resolve_kind, resource_path};
 use crate::plugins::loading::grants::{Grants, NEVER_GRANTED_SUBRESOURCES, OwnObjects};
 use crate::plugins::metrics::{KubeRequestLabels, PluginMetrics, RateLimitLabels, VerbLabels};
 use crate::runtime::{
-    ApiError, ClusterAccess, EventCall, GuestObject, KubeCall, KubeFuture, KubeResult, ObjectRef,
-    PatchType, SharedObserver,
+    ApiError, ClusterAccess, EventCall, GuestCausedLog, GuestObject, KubeCall, KubeFuture,
+    KubeResult, ObjectRef, PatchType, RuntimeMetrics, SharedObserver,
 };
 use crate::workqueue::BucketRateLimiter;
 
@@ -179,6 +181,7 @@ pub struct PluginClient {
 
 struct Inner {
     plugin: Arc<str>,
+    lines: GuestCausedLog,
     ctx: Arc<ClusterContext>,
     grants: Arc<Grants>,
     writes: BucketRateLimiter,
@@ -187,13 +190,27 @@ struct Inner {
 }
 
 impl PluginClient {
-    /// A client for `plugin` acting within `grants`.
+    /// A client for `plugin` acting within `grants`, with a line budget of its own (unregistered).
     pub fn new(plugin: &str, ctx: Arc<ClusterContext>, grants: Arc<Grants>) -> Self {
+        let lines = GuestCausedLog::new(plugin, &RuntimeMetrics::unregistered());
+        Self::with_guest_caused_log(plugin, ctx, grants, lines)
+    }
+
+    /// A client for `plugin` acting within `grants` whose refusal lines draw on `lines`, the
+    /// budget the plugin's instances share (how the host builds it).
+    pub fn with_guest_caused_log(
+        plugin: &str,
+        ctx: Arc<ClusterContext>,
+        grants: Arc<Grants>,
+        lines: GuestCausedLog,
+    ) -> Self {
         let dry_run = ctx.dry_run || grants.dry_run();
-        let events = EventRecorder::new(plugin, ctx.clone(), grants.clone(), dry_run);
+        let events =
+            EventRecorder::new(plugin, ctx.clone(), grants.clone(), dry_run, lines.clone());
         PluginClient {
             inner: Arc::new(Inner {
                 plugin: plugin.into(),
+                lines,
                 writes: BucketRateLimiter::new(grants.write_qps(), grants.write_burst()),
                 reads: BucketRateLimiter::new(grants.read_qps(), grants.read_burst()),
                 ctx,
@@ -303,7 +320,13 @@ impl Inner {
             Err(e) => e.code,
         };
         self.count(verb, code, started);
-        if verb != "get" || code == 403 {
+        // A successful write paid a write token; anything else a guest may repeat at will.
+        let logged = if verb != "get" && code < 400 {
+            true
+        } else {
+            (verb != "get" || code == 403) && self.lines.admit()
+        };
+        if logged {
             let t = &prepared.target;
             let dry = if self.dry_run || prepared.guest_dry_run {
                 " (dry run)"

@@ -55,9 +55,20 @@ pub trait Guest {
     fn synced(&mut self) -> impl Future<Output = Result<HandlerOutcome, CallError>> + Send {
         async { Ok(HandlerOutcome::Ok) }
     }
+
+    /// Whether a host line about this guest's call (a retry, a failure) may be written: a guest
+    /// fails or retries as often as it is called, so real instances draw on their plugin's
+    /// [`GuestCausedLog`](crate::runtime::GuestCausedLog).
+    fn admit_line(&self) -> bool {
+        true
+    }
 }
 
 impl Guest for HandlerInstance {
+    fn admit_line(&self) -> bool {
+        self.guest_caused_log().admit()
+    }
+
     async fn deliver(&mut self, n: &Notification) -> Result<HandlerOutcome, CallError> {
         match n {
             Notification::Add { obj, initial } => self.on_add(&**obj, *initial).await,
@@ -451,7 +462,8 @@ impl Dispatcher {
             // Publishing costs a little per call, so only when someone listens.
             let listening = self.observer.is_some() || self.events.receiver_count() > 0;
             let delivered = listening.then(|| Delivered::of(&item.notification));
-            let outcome = self.judge(&qk.key, kind, item.attempts, result, &mut failures);
+            let admit = || guest.admit_line();
+            let outcome = self.judge(&qk.key, kind, item.attempts, result, &mut failures, admit);
             let finish = match outcome {
                 CallOutcome::Retry(_) => Finish::Retry(item),
                 _ => Finish::Done(item),
@@ -525,7 +537,8 @@ impl Dispatcher {
             .call_seconds
             .observe(started.elapsed().as_secs_f64());
         self.handles.calls[CallKind::Synced as usize].inc();
-        let outcome = self.judge("(on-synced)", CallKind::Synced, 0, result, failures);
+        let admit = || guest.admit_line();
+        let outcome = self.judge("(on-synced)", CallKind::Synced, 0, result, failures, admit);
         if matches!(outcome, CallOutcome::Ok) {
             tracing::info!(plugin = %self.plugin, version = self.version, "on-synced handled: the plugin has seen every object");
         }
@@ -569,7 +582,8 @@ impl Dispatcher {
     }
 
     /// Classifies a call's result: counts failures, logs, and tracks failures in a row. `key`
-    /// names the object (already validated by the informer), `attempts` its earlier retries.
+    /// names the object (already validated by the informer), `attempts` its earlier retries;
+    /// `admit` says whether the plugin's budget for guest-caused lines allows the log line.
     fn judge(
         &self,
         key: &str,
@@ -577,6 +591,7 @@ impl Dispatcher {
         attempts: u32,
         result: Result<HandlerOutcome, CallError>,
         failures: &mut u32,
+        admit: impl FnOnce() -> bool,
     ) -> CallOutcome {
         match result {
             Ok(HandlerOutcome::Ok) => {
@@ -586,14 +601,18 @@ impl Dispatcher {
             Ok(HandlerOutcome::Fatal(msg)) => {
                 *failures = 0;
                 self.handles.fatal_errors.inc();
-                tracing::warn!(plugin = %self.plugin, key, call = ?kind, error = %msg, "handler reported a fatal error; not retried");
+                if admit() {
+                    tracing::warn!(plugin = %self.plugin, key, call = ?kind, error = %msg, "handler reported a fatal error; not retried");
+                }
                 CallOutcome::Fatal(msg)
             }
             Ok(HandlerOutcome::Retry(msg)) => {
                 *failures = 0;
                 self.handles.retry_errors.inc();
                 self.handles.retries.inc();
-                tracing::info!(plugin = %self.plugin, key, call = ?kind, attempts = attempts + 1, reason = %msg, "handler asked for a retry (a notification is dropped instead if a newer one for the object is queued)");
+                if admit() {
+                    tracing::info!(plugin = %self.plugin, key, call = ?kind, attempts = attempts + 1, reason = %msg, "handler asked for a retry (a notification is dropped instead if a newer one for the object is queued)");
+                }
                 CallOutcome::Retry(msg)
             }
             Err(err) => {
@@ -606,7 +625,9 @@ impl Dispatcher {
                         self.handles.instantiate_errors.inc()
                     }
                 };
-                tracing::error!(plugin = %self.plugin, key, call = ?kind, error = %err, "handler failed; instance discarded, a fresh one serves the next call");
+                if admit() {
+                    tracing::error!(plugin = %self.plugin, key, call = ?kind, error = %err, "handler failed; instance discarded, a fresh one serves the next call");
+                }
                 CallOutcome::Failed(err.to_string())
             }
         }

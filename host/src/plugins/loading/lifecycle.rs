@@ -34,7 +34,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::describe::{PluginFiles, check_file_name, describe_plugin, plugin_name, read_plugin};
 use super::error::LoadError;
-use super::grants::{GrantPolicy, Grants};
+use super::grants::{GrantChange, GrantPolicy, Grants};
+use super::manifest::Manifest;
 use crate::informer::{
     HandlerRegistration, InformerError, InformerFactory, InformerKey, SyncProbe,
 };
@@ -47,7 +48,9 @@ use crate::plugins::delivery::leadership::WarmCache;
 use crate::plugins::delivery::state::{PluginState, StateEvent};
 use crate::plugins::events::PluginEvent;
 use crate::plugins::metrics::{LoadLabels, PluginMetrics};
-use crate::runtime::{HandlerInstance, HttpPolicy, Limits, PluginInfo, Runtime, SharedObserver};
+use crate::runtime::{
+    GuestCausedLog, HandlerInstance, HttpPolicy, Limits, PluginInfo, Runtime, SharedObserver,
+};
 
 /// What a successful [`PluginManager::load_file`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,6 +137,9 @@ impl Slot {
 struct Active {
     digest: [u8; 32],
     version: u64,
+    /// Whether this version was loaded with a `NAME.toml`: a later version without one is
+    /// refused rather than given the default grants.
+    had_manifest: bool,
     /// What each delivery of this version is made from.
     plan: DeliveryPlan,
     /// [`WarmCache`] listeners holding the informers (leader election only).
@@ -490,6 +496,8 @@ impl PluginManager {
         // Waits only for another operation on this same plugin.
         let mut active = slot.op.lock().await;
         if active.as_ref().is_some_and(|a| a.digest == digest) {
+            // What runs is what the files say again (a restored manifest): no failure stands.
+            self.inner.failed.lock().remove(path);
             return Ok(LoadOutcome::Unchanged);
         }
         slot.step(StateEvent::LoadStarted);
@@ -499,6 +507,17 @@ impl PluginManager {
             }
             e
         };
+        let had_manifest = files.manifest.is_some();
+        if !had_manifest && active.as_ref().is_some_and(|a| a.had_manifest) {
+            // The default grants can be wider than the manifest that went away.
+            return Err(remember(LoadError::Invalid {
+                path: Manifest::path_for(path),
+                message: "manifest missing: the running version was loaded with it and keeps \
+                          running with its grants; restore the manifest (a plugin that had one \
+                          never falls back to the default grants)"
+                    .into(),
+            }));
+        }
         check_file_name(path).map_err(|message| {
             remember(LoadError::Invalid {
                 path: path.to_path_buf(),
@@ -537,6 +556,7 @@ impl PluginManager {
         let new = Active {
             digest,
             version,
+            had_manifest,
             plan,
             standby,
             delivery,
@@ -550,13 +570,16 @@ impl PluginManager {
             }
             None => LoadOutcome::Loaded { version },
         };
-        {
+        let before = {
             let mut v = slot.view.lock();
             v.path = path.to_path_buf();
             v.version = version;
             v.info = Some(prepared.info.clone());
-            v.grants = Some(prepared.grants);
             v.standby_probes = standby_probes;
+            v.grants.replace(prepared.grants.clone())
+        };
+        if let (Some(before), LoadOutcome::Swapped { from, to }) = (before, &outcome) {
+            log_grant_change(name, *from, *to, &before, &prepared.grants);
         }
         self.install(slot, installed);
         drop(active);
@@ -830,7 +853,15 @@ impl PluginManager {
                 path: path.to_path_buf(),
                 message: e.to_string(),
             })?;
-        let instance = self.grant(instance, name, &described.grants);
+        // One budget for the host lines this plugin causes, shared by its instances and
+        // capabilities.
+        let lines = GuestCausedLog::new(name, self.inner.runtime.metrics());
+        let instance = self.grant(
+            instance.with_guest_caused_log(lines.clone()),
+            name,
+            &described.grants,
+            lines,
+        );
         Ok(Prepared {
             instance,
             grants: described.grants,
@@ -847,6 +878,7 @@ impl PluginManager {
         instance: HandlerInstance,
         name: &str,
         grants: &Arc<Grants>,
+        lines: GuestCausedLog,
     ) -> HandlerInstance {
         let cluster = self.inner.cluster.as_ref();
         if let Some(warning) = cluster.and_then(|c| c.own_objects().warning(grants)) {
@@ -857,10 +889,11 @@ impl PluginManager {
         http.max_inflight = grants.http_max_inflight();
         let instance = instance.with_http_policy(http);
         match cluster {
-            Some(ctx) => instance.with_cluster(Arc::new(PluginClient::new(
+            Some(ctx) => instance.with_cluster(Arc::new(PluginClient::with_guest_caused_log(
                 name,
                 ctx.clone(),
                 grants.clone(),
+                lines,
             ))),
             None => instance,
         }
@@ -950,4 +983,18 @@ struct Prepared {
     info: PluginInfo,
     subscriptions: Vec<Attachable>,
     dispatch: DispatchConfig,
+}
+
+/// Says how a swap changed a plugin's grants: a warning when it may do more than before (an
+/// operator should notice a widening), an info line when it may only do less.
+fn log_grant_change(name: &str, from: u64, to: u64, before: &Grants, after: &Grants) {
+    let change = GrantChange::between(before, after);
+    if change.is_empty() {
+        return;
+    }
+    if change.added.is_empty() {
+        tracing::info!(plugin = %name, from, to, "grants narrowed: {change}");
+    } else {
+        tracing::warn!(plugin = %name, from, to, "grants changed: {change}");
+    }
 }

@@ -63,12 +63,14 @@ use serde::Serialize;
 use super::manifest::Manifest;
 use crate::runtime::{Permission, PluginInfo};
 
+mod change;
 mod diff;
 mod origin;
 mod own_objects;
 mod policy;
 mod schema;
 
+pub use change::*;
 pub use diff::*;
 pub use origin::*;
 pub use own_objects::*;
@@ -336,6 +338,16 @@ impl Grants {
     /// The `write` entries, for `kubewasm rbac`.
     pub fn write_grants(&self) -> &[WriteGrant] {
         &self.write
+    }
+
+    /// The `watch` entries, for `kubewasm rbac`.
+    pub fn watch_grants(&self) -> &[ResourceGrant] {
+        &self.watch
+    }
+
+    /// The granted HTTP origins, for the grant changes a swap logs.
+    pub fn http_origins(&self) -> &[OriginPattern] {
+        &self.http
     }
 
     /// Checks `info` (after subscription validation) against these grants: every subscription

@@ -117,6 +117,11 @@ impl From<ApiVersionPattern> for String {
 }
 
 impl ApiVersionPattern {
+    /// The pattern as written (`v1`, `apps/*`, `*`).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
     pub(super) fn matches(&self, api_version: &str) -> bool {
         if self.0 == "*" {
             return true;
@@ -146,6 +151,13 @@ impl TryFrom<String> for KindPattern {
 impl From<KindPattern> for String {
     fn from(p: KindPattern) -> String {
         p.0
+    }
+}
+
+impl KindPattern {
+    /// The kind, or `*`.
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
@@ -192,6 +204,13 @@ impl TryFrom<Vec<NamespaceName>> for NamespaceList {
     }
 }
 
+impl NamespaceList {
+    /// The namespaces, as written.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|n| n.0.as_str())
+    }
+}
+
 /// A non-empty set of write verbs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "Vec<Verb>")]
@@ -213,7 +232,15 @@ impl TryFrom<Vec<Verb>> for VerbList {
     }
 }
 
-/// A subresource a write grant names beyond the object and `status` (`scale`, `resize`, …).
+impl VerbList {
+    /// The verbs, sorted, without repeats.
+    pub fn verbs(&self) -> &[Verb] {
+        &self.0
+    }
+}
+
+/// A subresource a write grant names beyond the object and `status` (`scale`, `resize`, …): a
+/// lowercase DNS-1123 label, never a path, never one of [`NEVER_GRANTED_SUBRESOURCES`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct SubresourceName(pub(super) String);
@@ -227,12 +254,15 @@ impl TryFrom<String> for SubresourceName {
                  and proxy reach into containers or through to other endpoints)"
             ));
         }
-        if s.is_empty() || s.len() > 63 || !s.bytes().all(|b| b.is_ascii_lowercase()) {
-            return Err(format!(
-                "subresource {s:?}: must be 1-63 lowercase letters (e.g. scale)"
-            ));
-        }
+        validate_dns1123_label(&s).map_err(|e| format!("subresource {s:?}: {e}"))?;
         Ok(Self(s))
+    }
+}
+
+impl SubresourceName {
+    /// The subresource's name.
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
@@ -305,7 +335,8 @@ pub struct WriteGrant {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<NamespaceList>,
     /// Subresources the verbs also reach beyond the object and `status` (which every write
-    /// grant covers); never one of [`NEVER_GRANTED_SUBRESOURCES`].
+    /// grant covers); never one of [`NEVER_GRANTED_SUBRESOURCES`]. `kubewasm rbac` prints a rule
+    /// for each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subresources: Vec<SubresourceName>,
 }
