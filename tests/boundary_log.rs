@@ -98,6 +98,12 @@ async fn refusals_in_a_loop_cannot_flood_the_host_log() {
     );
     let dropped = t.host.runtime.metrics().host_log_dropped(flood);
     let total: u32 = attacks.iter().map(|(_, n)| n).sum();
+    eprintln!(
+        "{total} refusals in {elapsed:.2} s: {} host lines written ({refusals} refusal lines, {} \
+         announcements), {dropped} dropped",
+        written.len(),
+        announcements.len()
+    );
     assert_eq!(
         refusals + dropped,
         u64::from(total),
