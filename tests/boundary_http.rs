@@ -164,7 +164,11 @@ async fn held_connections_are_bounded_and_die_with_their_call_under_a_low_fd_lim
         );
         assert!(out.status.success(), "child failed:\n{text}");
         assert!(text.contains("1 passed"), "the child ran the test:\n{text}");
-        for line in text.lines().filter(|l| l.starts_with("fds: ")) {
+        // libtest prints the test's name before its output, on the same line.
+        for line in text
+            .lines()
+            .filter_map(|l| l.find("fds: ").map(|i| &l[i..]))
+        {
             println!("{line}");
         }
         return;
