@@ -104,10 +104,14 @@ fn lines(g: &Grants) -> BTreeSet<String> {
         out.insert("events = true".into());
     }
     for o in g.http_origins() {
-        out.insert(format!("http {:?}", o.to_string()));
+        let private = if o.private() { " (private)" } else { "" };
+        out.insert(format!("http {:?}{private}", o.to_string()));
     }
     out.insert(format!("write-qps = {}", g.write_qps()));
     out.insert(format!("write-burst = {}", g.write_burst()));
+    out.insert(format!("read-qps = {}", g.read_qps()));
+    out.insert(format!("read-burst = {}", g.read_burst()));
+    out.insert(format!("http-max-inflight = {}", g.http_max_inflight()));
     if g.dry_run() {
         out.insert("dry-run = true".into());
     }
