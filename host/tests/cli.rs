@@ -253,6 +253,13 @@ events = true
 http = ["http://127.0.0.1:*"]
 "#;
 
+/// The configmap-logger's manifest as deploy/ ships it: `kubewasm rbac` derives rules from
+/// grants, and without a manifest the default grants read every kind.
+const LOGGER_GRANTED: &str = r#"
+[grants]
+watch = [{ api-version = "v1", kind = "ConfigMap" }]
+"#;
+
 #[test]
 fn check_lists_what_a_plugin_asks_for_beyond_its_grants_and_fails() {
     let dir = plugins_dir(&[("asks", fixture("rust-logger-v2-asks.wasm"))], &[]);
@@ -383,7 +390,7 @@ fn check_refuses_a_secrets_subscription_unless_granted() {
 }
 
 #[test]
-fn rbac_covers_subscriptions_granted_writes_and_events() {
+fn rbac_covers_the_granted_watches_writes_and_events() {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     use serde::Deserialize;
 
@@ -392,7 +399,7 @@ fn rbac_covers_subscriptions_granted_writes_and_events() {
             ("logger", dist().join("rust-configmap-logger.wasm")),
             ("asks", fixture("rust-logger-v2-asks.wasm")),
         ],
-        &[("asks", ASKS_GRANTED)],
+        &[("asks", ASKS_GRANTED), ("logger", LOGGER_GRANTED)],
     );
     let out = kubewasm()
         .args(["rbac", "--service-account", "sa", "--namespace", "ops"])
@@ -457,8 +464,8 @@ fn rbac_covers_subscriptions_granted_writes_and_events() {
     assert_eq!(role.metadata.namespace.as_deref(), Some("default"));
     assert_eq!(
         rules(role.rules),
-        ["/services: create,get,patch", "/services/status: patch"],
-        "apply needs create and patch"
+        ["/services: create,get,list,patch,watch", "/services/status: patch"],
+        "the Service watch grant gives get/list/watch, apply needs create and patch"
     );
 }
 
@@ -469,7 +476,7 @@ fn rbac_reports_a_plugin_that_would_not_load() {
             ("logger", dist().join("rust-configmap-logger.wasm")),
             ("asks", fixture("rust-logger-v2-asks.wasm")),
         ],
-        &[],
+        &[("logger", LOGGER_GRANTED)],
     );
     let out = kubewasm().arg("rbac").arg(dir.path()).output().unwrap();
     assert!(!out.status.success());
