@@ -464,7 +464,10 @@ fn rbac_covers_the_granted_watches_writes_and_events() {
     assert_eq!(role.metadata.namespace.as_deref(), Some("default"));
     assert_eq!(
         rules(role.rules),
-        ["/services: create,get,list,patch,watch", "/services/status: patch"],
+        [
+            "/services: create,get,list,patch,watch",
+            "/services/status: patch"
+        ],
         "the Service watch grant gives get/list/watch, apply needs create and patch"
     );
 }
