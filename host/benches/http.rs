@@ -11,6 +11,11 @@
 //! memory and stack displace what the kernel's network path had in cache. It is printed as the
 //! slowdown, beside the no-op call's own time.
 //!
+//! Last, what the grant boundary adds (issue 20): the same no-op call and guest GET on a second
+//! instance built `without_bounds_for_benchmarks` (no host-wait call hook, no connection
+//! permits, no closing of a call's requests when it ends), alternated in short blocks with the
+//! bounded instance so both see the same machine load; the goal is at most 5 % each.
+//!
 //! Run `bash tests/fixtures/build.sh`, then `cargo bench -p kubewasm --bench http`.
 
 use std::net::SocketAddr;
@@ -27,6 +32,10 @@ use kubewasm::runtime::{
 
 const ROUNDS: usize = 7;
 const PER_ROUND: usize = 200;
+/// The boundary's cost: alternated blocks, short enough that load changes hit both sides.
+const COST_ROUNDS: usize = 201;
+const COST_NOOPS: usize = 200;
+const COST_GETS: usize = 20;
 
 struct Obj {
     json: String,
@@ -112,8 +121,13 @@ fn main() -> anyhow::Result<()> {
     let policy = HttpPolicy::new(Arc::new(Loopback(addr.port())));
     let mut h = rt
         .handler_instance(&compiled, "bench", Limits::default(), Arc::new(NoCache))?
-        .with_http_policy(policy);
+        .with_http_policy(policy.clone());
     exec.block_on(h.start())?;
+    let mut baseline = rt
+        .handler_instance(&compiled, "baseline", Limits::default(), Arc::new(NoCache))?
+        .with_http_policy(policy)
+        .without_bounds_for_benchmarks();
+    exec.block_on(baseline.start())?;
     let obj = Obj {
         json: format!(
             r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"bench"}},"data":{{"url":"http://{addr}/ok"}}}}"#
@@ -180,5 +194,53 @@ fn main() -> anyhow::Result<()> {
         (a.as_secs_f64() - n.as_secs_f64()) * 1e6,
         c.as_secs_f64() * 1e6,
     );
+
+    // The boundary's cost, bounded against baseline instance in alternated blocks.
+    let mut cost: [Vec<Duration>; 4] = Default::default();
+    let per = |started: Instant, n: usize| started.elapsed() / n as u32;
+    for round in 0..COST_ROUNDS {
+        // Each side goes first in every other round, so neither always follows the other.
+        let mut sides = [(0, &mut h), (1, &mut baseline)];
+        if round % 2 == 1 {
+            sides.reverse();
+        }
+        for (side, inst) in sides {
+            let started = Instant::now();
+            for _ in 0..COST_NOOPS {
+                anyhow::ensure!(exec.block_on(inst.on_add(&noop, false))? == HandlerOutcome::Ok);
+            }
+            cost[side].push(per(started, COST_NOOPS));
+            let started = Instant::now();
+            for _ in 0..COST_GETS {
+                anyhow::ensure!(exec.block_on(inst.on_add(&obj, false))? == HandlerOutcome::Ok);
+            }
+            cost[2 + side].push(per(started, COST_GETS));
+        }
+    }
+    // The cost is the median of each round's own ratio: the two blocks of a round ran back to
+    // back, so a change of machine load between rounds cancels out.
+    let ratio = |with: &[Duration], without: &[Duration]| {
+        let mut r: Vec<f64> = with
+            .iter()
+            .zip(without)
+            .map(|(w, o)| w.as_secs_f64() / o.as_secs_f64())
+            .collect();
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    };
+    println!(
+        "grant boundary's cost, {COST_ROUNDS} rounds of alternated blocks (goal <= 5 % each):"
+    );
+    for (what, with, without) in [
+        ("no-op 0.2.0 call", &cost[0], &cost[1]),
+        ("granted GET (whole call)", &cost[2], &cost[3]),
+    ] {
+        println!(
+            "  {what:<25} before {:>8.2} µs  after {:>8.2} µs  (median ratio {:+.1} %)",
+            median(without.clone()).as_secs_f64() * 1e6,
+            median(with.clone()).as_secs_f64() * 1e6,
+            (ratio(with, without) - 1.0) * 100.0
+        );
+    }
     Ok(())
 }

@@ -17,6 +17,7 @@
 //! WASI `sleep` or clock pollable while no wait is open.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -24,7 +25,20 @@ use parking_lot::Mutex;
 /// Per-store account of the time the host spends waiting on external systems for the guest.
 /// Clones share the account; a store's host calls each [`enter`](HostWait::enter) it.
 #[derive(Clone, Default)]
-pub(crate) struct HostWait(Arc<Mutex<WaitState>>);
+pub(crate) struct HostWait(Arc<Shared>);
+
+/// The call hook runs on every host call and most happen with no wait open, so it takes the
+/// lock only while one is: `in_host` and `active` are a store-then-load pair on each side
+/// (sequentially consistent), so either the hook sees a wait just opened or the opener sees the
+/// guest in its host call.
+#[derive(Default)]
+struct Shared {
+    /// The guest is inside a host call.
+    in_host: AtomicBool,
+    /// A wait is open, a read blocked or an interval counting.
+    active: AtomicBool,
+    state: Mutex<WaitState>,
+}
 
 #[derive(Default)]
 struct WaitState {
@@ -32,8 +46,6 @@ struct WaitState {
     open: u32,
     /// A response body found no data for the guest since it last left a host call.
     blocked: bool,
-    /// The guest is inside a host call.
-    in_host: bool,
     /// When the current counted interval began (`None`: not counting).
     since: Option<Instant>,
     /// Closed intervals so far.
@@ -41,17 +53,22 @@ struct WaitState {
 }
 
 impl WaitState {
-    /// Opens or closes the counted interval after a change of state.
-    fn update(&mut self, now: Instant) {
-        let counting = self.in_host && (self.open > 0 || self.blocked);
+    /// Opens or closes the counted interval after a change of state (the clock is read only
+    /// when it does), and says whether the hook still needs the lock.
+    fn update(&mut self, in_host: bool, active: &AtomicBool) {
+        let counting = in_host && (self.open > 0 || self.blocked);
         match (counting, self.since) {
-            (true, None) => self.since = Some(now),
+            (true, None) => self.since = Some(Instant::now()),
             (false, Some(since)) => {
-                self.total += now.saturating_duration_since(since);
+                self.total += Instant::now().saturating_duration_since(since);
                 self.since = None;
             }
             _ => {}
         }
+        active.store(
+            self.open > 0 || self.blocked || self.since.is_some(),
+            SeqCst,
+        );
     }
 }
 
@@ -62,36 +79,41 @@ pub(crate) struct HostWaitGuard(HostWait);
 impl HostWait {
     /// Starts counting host-wait time (nested and concurrent guards count once).
     pub(crate) fn enter(&self) -> HostWaitGuard {
-        let mut s = self.0.lock();
+        let mut s = self.0.state.lock();
         s.open += 1;
-        s.update(Instant::now());
+        self.0.active.store(true, SeqCst);
+        s.update(self.0.in_host.load(SeqCst), &self.0.active);
         HostWaitGuard(self.clone())
     }
 
     /// A response body had no data for the guest: the guest waits on the peer until it next
     /// runs (a non-blocking read returns at once, so its wait ends at once).
     pub(crate) fn blocked(&self) {
-        let mut s = self.0.lock();
+        let mut s = self.0.state.lock();
         if !s.blocked {
             s.blocked = true;
-            s.update(Instant::now());
+            self.0.active.store(true, SeqCst);
+            s.update(self.0.in_host.load(SeqCst), &self.0.active);
         }
     }
 
     /// The store's call hook: the guest entered (`true`) or left (`false`) a host call.
     /// Leaving one ends every blocked read: the guest runs again.
     pub(crate) fn entered_host(&self, entered: bool) {
-        let mut s = self.0.lock();
-        s.in_host = entered;
+        self.0.in_host.store(entered, SeqCst);
+        if !self.0.active.load(SeqCst) {
+            return;
+        }
+        let mut s = self.0.state.lock();
         if !entered {
             s.blocked = false;
         }
-        s.update(Instant::now());
+        s.update(entered, &self.0.active);
     }
 
     /// Host-wait time so far, the open interval (if any) up to `now` included.
     fn total_at(&self, now: Instant) -> Duration {
-        let s = self.0.lock();
+        let s = self.0.state.lock();
         match s.since {
             Some(since) => s.total + now.saturating_duration_since(since),
             None => s.total,
@@ -101,9 +123,10 @@ impl HostWait {
 
 impl Drop for HostWaitGuard {
     fn drop(&mut self) {
-        let mut s = self.0.0.lock();
+        let shared = &self.0.0;
+        let mut s = shared.state.lock();
         s.open -= 1;
-        s.update(Instant::now());
+        s.update(shared.in_host.load(SeqCst), &shared.active);
     }
 }
 

@@ -95,28 +95,31 @@ impl Refused {
 /// One open request's place in both counts and the plugin's gauge; given back on drop.
 pub(crate) struct ConnectionPermit {
     plugin: OpenCount,
-    host: OpenCount,
+    host: Option<OpenCount>,
     gauge: Gauge,
 }
 
 impl ConnectionPermit {
-    /// Takes a place in `plugin` and `host`, or says which was full.
+    /// Takes a place in `plugin` and `host` (if the runtime keeps a host-wide count), or says
+    /// which was full.
     pub(crate) fn take(
         plugin: &OpenCount,
-        host: &OpenCount,
+        host: Option<&OpenCount>,
         gauge: &Gauge,
     ) -> Result<Self, Refused> {
         if !plugin.try_take() {
             return Err(Refused::Plugin(plugin.limit));
         }
-        if !host.try_take() {
+        if let Some(host) = host
+            && !host.try_take()
+        {
             plugin.give_back();
             return Err(Refused::Host(host.limit));
         }
         gauge.inc();
         Ok(Self {
             plugin: plugin.clone(),
-            host: host.clone(),
+            host: host.cloned(),
             gauge: gauge.clone(),
         })
     }
@@ -126,7 +129,9 @@ impl Drop for ConnectionPermit {
     fn drop(&mut self) {
         self.gauge.dec();
         self.plugin.give_back();
-        self.host.give_back();
+        if let Some(host) = &self.host {
+            host.give_back();
+        }
     }
 }
 
@@ -139,22 +144,22 @@ mod tests {
         let host = OpenCount::new(3);
         let (a, b) = (OpenCount::new(2), OpenCount::new(2));
         let gauge = Gauge::default();
-        let a1 = ConnectionPermit::take(&a, &host, &gauge).unwrap();
-        let _a2 = ConnectionPermit::take(&a, &host, &gauge).unwrap();
+        let a1 = ConnectionPermit::take(&a, Some(&host), &gauge).unwrap();
+        let _a2 = ConnectionPermit::take(&a, Some(&host), &gauge).unwrap();
         assert_eq!(
-            ConnectionPermit::take(&a, &host, &gauge).err(),
+            ConnectionPermit::take(&a, Some(&host), &gauge).err(),
             Some(Refused::Plugin(2))
         );
-        let _b1 = ConnectionPermit::take(&b, &host, &gauge).unwrap();
+        let _b1 = ConnectionPermit::take(&b, Some(&host), &gauge).unwrap();
         assert_eq!(
-            ConnectionPermit::take(&b, &host, &gauge).err(),
+            ConnectionPermit::take(&b, Some(&host), &gauge).err(),
             Some(Refused::Host(3)),
             "the host-wide bound holds across plugins"
         );
         assert_eq!(gauge.get(), 3);
         drop(a1);
         assert_eq!(gauge.get(), 2);
-        assert!(ConnectionPermit::take(&b, &host, &gauge).is_ok());
+        assert!(ConnectionPermit::take(&b, Some(&host), &gauge).is_ok());
     }
 
     #[test]

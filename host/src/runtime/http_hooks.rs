@@ -37,7 +37,7 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::guest_caused::GuestCausedLog;
 use super::host_wait::HostWait;
-use super::http_bounds::{ConnectionPermit, OpenCount};
+use super::http_bounds::{ConnectionPermit, Refused};
 use super::http_client::{self, BodyEnd, Exchange, Timeouts};
 use super::http_policy::{BadUri, HttpPolicy, Origin};
 use super::metrics::RuntimeMetrics;
@@ -107,6 +107,15 @@ struct Outbound {
 }
 
 impl Outbound {
+    /// The request's place among the open ones (none for a benchmark baseline).
+    fn permit(&self) -> Result<Option<ConnectionPermit>, Refused> {
+        if !self.policy.bounded {
+            return Ok(None);
+        }
+        let host = self.policy.host_connections.as_ref();
+        ConnectionPermit::take(self.policy.inflight(), host, &self.open_gauge).map(Some)
+    }
+
     /// Counts a request that ended before its response headers, and logs why.
     fn refused(&self, origin: &str, code: &'static str, error: Error) -> Error {
         let plugin = &*self.plugin;
@@ -163,15 +172,7 @@ impl Outbound {
                 Err(e) => Err(self.refused(&label, "error", e)),
             };
         }
-        let unbounded;
-        let host = match &self.policy.host_connections {
-            Some(h) => h,
-            None => {
-                unbounded = OpenCount::new(usize::MAX);
-                &unbounded
-            }
-        };
-        let permit = match ConnectionPermit::take(self.policy.inflight(), host, &self.open_gauge) {
+        let permit = match self.permit() {
             Ok(p) => p,
             Err(refused) => {
                 let plugin = &*self.plugin;
@@ -249,6 +250,7 @@ impl Outbound {
                     .http_latency(plugin, self.started.elapsed().as_secs_f64());
                 let (metrics, plugin) = (self.metrics.clone(), self.plugin.clone());
                 let call = self.call.clone();
+                let bounded = self.policy.bounded;
                 let lines = self.lines.clone();
                 let (response, io) = exchange.finish(move |how: BodyEnd| {
                     let code = match how {
@@ -268,6 +270,9 @@ impl Outbound {
                 // call that sent it ends, and gives its place back then.
                 let io = async move {
                     let _permit = permit;
+                    if !bounded {
+                        return Box::into_pin(io).await;
+                    }
                     tokio::select! {
                         biased;
                         () = call.cancelled() => Ok(()),
@@ -291,7 +296,8 @@ impl WasiHttpHooks for HttpHooks {
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> SendFuture {
-        self.sent_this_call = true;
+        let bounded = self.policy.bounded;
+        self.sent_this_call = bounded;
         let call = self.call.clone();
         let seen = self
             .observer
@@ -308,6 +314,9 @@ impl WasiHttpHooks for HttpHooks {
             started: Instant::now(),
         };
         let run = async move {
+            if !bounded {
+                return send.run(request, options).await;
+            }
             tokio::select! {
                 biased;
                 () = call.cancelled() => Err(Error::InternalError(Some(

@@ -81,6 +81,9 @@ pub struct HttpPolicy {
     pub(crate) host_connections: Option<OpenCount>,
     /// Addresses of the cluster's API service (set by the runtime).
     pub(crate) cluster_api: Arc<[IpAddr]>,
+    /// Whether requests take connection permits and end with their call; `false` only for a
+    /// benchmark's baseline (see `HandlerInstance::without_bounds_for_benchmarks`).
+    pub(crate) bounded: bool,
     /// This plugin's count of open requests, made at first use with `max_inflight`.
     inflight: Arc<OnceLock<OpenCount>>,
     origin_labels: Arc<Mutex<HashSet<String>>>,
@@ -100,6 +103,7 @@ impl HttpPolicy {
             resolver: None,
             host_connections: None,
             cluster_api: Arc::from([]),
+            bounded: true,
             inflight: Arc::default(),
             origin_labels: Arc::default(),
         }

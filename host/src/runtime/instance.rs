@@ -111,6 +111,17 @@ impl HandlerInstance {
         self
     }
 
+    /// Benchmarks only: leaves out what the grant boundary adds to every call and request (the
+    /// call hook that keeps host waits exact, connection permits, failing a call's requests when
+    /// it ends), so `cargo bench --bench http` can print what they cost in one run. The host
+    /// never calls it; without the hook, host waits count as guest time.
+    #[doc(hidden)]
+    pub fn without_bounds_for_benchmarks(mut self) -> Self {
+        self.http.bounded = false;
+        self.http.host_connections = None;
+        self
+    }
+
     /// Another instance of the same handler, plugin, limits and cache, with no live instance
     /// yet (a restarted worker starts from this).
     pub fn fresh(&self) -> HandlerInstance {
@@ -283,14 +294,16 @@ impl HandlerInstance {
         );
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
-        store.call_hook(|store, hook| {
-            match hook {
-                CallHook::CallingHost => store.data().host_wait().entered_host(true),
-                CallHook::ReturningFromHost => store.data().host_wait().entered_host(false),
-                CallHook::CallingWasm | CallHook::ReturningFromWasm => {}
-            }
-            Ok(())
-        });
+        if self.http.bounded {
+            store.call_hook(|store, hook| {
+                match hook {
+                    CallHook::CallingHost => store.data().host_wait().entered_host(true),
+                    CallHook::ReturningFromHost => store.data().host_wait().entered_host(false),
+                    CallHook::CallingWasm | CallHook::ReturningFromWasm => {}
+                }
+                Ok(())
+            });
+        }
         let budget = arm_yield(&mut store, self.limits);
         let instantiate = async {
             match &self.compiled.pre {
