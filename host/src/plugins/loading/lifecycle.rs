@@ -92,6 +92,12 @@ pub struct PluginStatus {
     pub ready: bool,
     /// Notifications waiting.
     pub queue_depth: usize,
+    /// Calls the running version may have in flight at once (its `concurrency`).
+    pub concurrency: usize,
+    /// Calls in flight now.
+    pub calls_in_flight: usize,
+    /// Guest instances its worker holds now (created lazily, at most `concurrency`).
+    pub instances: usize,
 }
 
 /// What status readers see of one plugin; never held across an await.
@@ -195,6 +201,8 @@ pub(in crate::plugins) struct Inner {
     factory: InformerFactory,
     metrics: PluginMetrics,
     defaults: Limits,
+    /// Calls in flight per plugin whose manifest sets no `concurrency`.
+    default_concurrency: usize,
     grants: GrantPolicy,
     /// Where granted `kube` calls and Events go; without it every call is refused.
     cluster: Option<Arc<ClusterContext>>,
@@ -227,6 +235,8 @@ pub struct ManagerConfig {
     pub metrics: PluginMetrics,
     /// Limits for plugins without a manifest.
     pub defaults: Limits,
+    /// Calls in flight per plugin whose manifest sets no `concurrency` (`--default-concurrency`).
+    pub default_concurrency: usize,
     /// What each plugin is granted.
     pub grants: GrantPolicy,
     /// Where granted `kube` calls and Events go; `None` refuses every call.
@@ -263,6 +273,7 @@ impl PluginManager {
                 projections: Projections::new(&config.metrics),
                 metrics: config.metrics,
                 defaults: config.defaults,
+                default_concurrency: config.default_concurrency,
                 grants: config.grants,
                 cluster: config.cluster,
                 slots: parking_lot::Mutex::new(HashMap::new()),
@@ -335,6 +346,9 @@ impl PluginManager {
                     grants: v.grants.clone(),
                     ready: v.ready(),
                     queue_depth: v.dispatcher.as_ref().map_or(0, |d| d.depth()),
+                    concurrency: v.dispatcher.as_ref().map_or(0, |d| d.concurrency()),
+                    calls_in_flight: v.dispatcher.as_ref().map_or(0, |d| d.calls_in_flight()),
+                    instances: v.dispatcher.as_ref().map_or(0, |d| d.instances()),
                 }
             })
             .collect();
@@ -867,7 +881,15 @@ impl PluginManager {
             grants: described.grants,
             info: described.info,
             subscriptions,
-            dispatch: described.dispatch,
+            dispatch: DispatchConfig {
+                concurrency: Some(
+                    described
+                        .dispatch
+                        .concurrency
+                        .unwrap_or(self.inner.default_concurrency),
+                ),
+                ..described.dispatch
+            },
         })
     }
 
