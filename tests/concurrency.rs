@@ -42,12 +42,14 @@ struct Peer {
     addr: SocketAddr,
     seen: Arc<Mutex<Seen>>,
     answered: tokio::sync::watch::Receiver<usize>,
+    arrived: tokio::sync::watch::Receiver<usize>,
 }
 
 fn peer(delay: Duration, slow_delay: Duration) -> Peer {
     let (tx, rx) = std::sync::mpsc::channel();
     let seen = Arc::new(Mutex::new(Seen::default()));
     let (answered_tx, answered) = tokio::sync::watch::channel(0usize);
+    let (arrived_tx, arrived) = tokio::sync::watch::channel(0usize);
     let s = seen.clone();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -59,11 +61,13 @@ fn peer(delay: Duration, slow_delay: Duration) -> Peer {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             tx.send(listener.local_addr().unwrap()).unwrap();
             let answered_tx = Arc::new(answered_tx);
+            let arrived_tx = Arc::new(arrived_tx);
             loop {
                 let Ok((mut conn, _)) = listener.accept().await else {
                     continue;
                 };
-                let (s, answered_tx) = (s.clone(), answered_tx.clone());
+                let (s, answered_tx, arrived_tx) =
+                    (s.clone(), answered_tx.clone(), arrived_tx.clone());
                 tokio::spawn(async move {
                     let mut buf = [0u8; 2048];
                     let Ok(n) = conn.read(&mut buf).await else {
@@ -86,6 +90,7 @@ fn peer(delay: Duration, slow_delay: Duration) -> Peer {
                         s.log.push((name.clone(), n));
                         s.first.get_or_insert_with(Instant::now);
                     }
+                    arrived_tx.send_modify(|c| *c += 1);
                     let wait = if name.starts_with("slow") {
                         slow_delay
                     } else {
@@ -99,7 +104,9 @@ fn peer(delay: Duration, slow_delay: Duration) -> Peer {
                         s.last = Some(Instant::now());
                     }
                     let _ = conn
-                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                        )
                         .await;
                     answered_tx.send_modify(|c| *c += 1);
                 });
@@ -110,10 +117,20 @@ fn peer(delay: Duration, slow_delay: Duration) -> Peer {
         addr: rx.recv().unwrap(),
         seen,
         answered,
+        arrived,
     }
 }
 
 impl Peer {
+    /// Waits until `count` requests have arrived; panics after [`PATIENCE`].
+    async fn wait_arrived(&self, count: usize) {
+        let mut rx = self.arrived.clone();
+        tokio::time::timeout(PATIENCE, rx.wait_for(|c| *c >= count))
+            .await
+            .expect("requests arrive")
+            .unwrap();
+    }
+
     /// Waits until `count` requests have been answered; panics after [`PATIENCE`].
     async fn wait_answered(&self, count: usize) {
         let mut rx = self.answered.clone();
@@ -222,7 +239,11 @@ async fn concurrent_calls_never_overlap_for_one_object_and_keep_its_order() {
     let status = t.host.manager.status().await;
     let conc = status.iter().find(|p| p.name == "conc").unwrap();
     assert_eq!(conc.concurrency, 16);
-    assert!(conc.instances >= 1 && conc.instances <= 16, "{}", conc.instances);
+    assert!(
+        conc.instances >= 1 && conc.instances <= 16,
+        "{}",
+        conc.instances
+    );
     t.host.shutdown().await;
 }
 
@@ -313,7 +334,8 @@ async fn native_rate(n: usize, events: usize) -> f64 {
                         return;
                     }
                     let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-                    let req = format!("GET /k/e{i}/0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                    let req =
+                        format!("GET /k/e{i}/0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
                     conn.write_all(req.as_bytes()).await.unwrap();
                     let mut out = Vec::new();
                     conn.read_to_end(&mut out).await.unwrap();
@@ -337,4 +359,31 @@ fn rss_mib() -> f64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap();
     kb / 1024.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_abandons_every_call_in_flight_within_the_grace_period() {
+    let server = start_server().await;
+    // `slow` objects are answered after an hour: their calls wait until abandoned.
+    let p = peer(Duration::from_millis(1), Duration::from_secs(3600));
+    let t = start_host(&server, None, Limits::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    load(&t, dir.path(), "stuck", 4).await;
+    let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
+    for i in 0..4 {
+        create(&api, p.addr, &format!("slow{i}")).await;
+    }
+    p.wait_arrived(4).await;
+    assert_eq!(p.seen.lock().now, 4, "four calls wait at once");
+    let status = t.host.manager.status().await;
+    let stuck = status.iter().find(|p| p.name == "stuck").unwrap();
+    assert_eq!((stuck.calls_in_flight, stuck.instances), (4, 4));
+    // The test host's grace period is 2 s.
+    let started = Instant::now();
+    t.host.shutdown().await;
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(6),
+        "every call abandoned within the grace period: {took:?}"
+    );
 }

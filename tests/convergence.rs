@@ -142,7 +142,11 @@ impl Run {
         let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
         let dir = tempfile::tempdir().unwrap();
         for (plugin, wasm) in PLUGINS {
-            write_atomic(dir.path(), &format!("{plugin}.toml"), &manifest(plugin, 0, concurrency));
+            write_atomic(
+                dir.path(),
+                &format!("{plugin}.toml"),
+                &manifest(plugin, 0, concurrency),
+            );
             install(&guest(wasm), dir.path(), &format!("{plugin}.wasm"));
         }
         // client-go's relist backoff (800 ms doubling to 30 s, reset after 2 quiet minutes)
