@@ -816,3 +816,69 @@ async fn a_stop_lets_every_call_in_flight_end() {
     );
     assert_eq!(g.seen.lock().len(), 3);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_call_among_concurrent_ones_fails_alone() {
+    let r = rig(DispatchConfig {
+        concurrency: Some(4),
+        ..DispatchConfig::default()
+    });
+    r.dispatcher.open();
+    let g = Scripted::default();
+    g.then(Step::Sleep(Duration::from_millis(50)))
+        .then(Step::Answer(Err(CallError::DeadlineExceeded)))
+        .then(Step::Sleep(Duration::from_millis(50)));
+    for name in ["a", "b", "c", "d"] {
+        r.push(add(name, 1));
+    }
+    r.drain(&g).await;
+    assert_eq!(g.seen().len(), 4, "the other calls ended normally");
+    assert!(
+        r.states.lock().is_empty(),
+        "one failure quarantines nothing"
+    );
+    let errors = r
+        .metrics
+        .errors
+        .get_or_create(&super::metrics::ErrorLabels {
+            plugin: "p".into(),
+            kind: super::metrics::ErrorKind::Deadline,
+        })
+        .get();
+    assert_eq!(errors, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panic_among_concurrent_calls_returns_every_key_in_flight() {
+    let r = rig(DispatchConfig {
+        concurrency: Some(3),
+        ..DispatchConfig::default()
+    });
+    r.dispatcher.open();
+    let g = Scripted::default();
+    g.then(Step::Sleep(Duration::from_secs(10)))
+        .then(Step::Panic);
+    r.push(add("a", 1));
+    r.push(add("b", 1));
+    let template = g.clone();
+    let task = super::delivery::worker::spawn_task(
+        r.dispatcher.clone(),
+        move || template.clone(),
+        Duration::from_millis(10),
+    );
+    seen_at_least(&g, 2).await;
+    while r.states.lock().len() < 2 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(r.states.lock()[..2], ["panicked", "resumed"]);
+    assert_eq!(r.dispatcher.calls_in_flight(), 0);
+    // Both keys, the one that panicked and the one abandoned with it, are usable again.
+    r.push(update("a", 1, 2));
+    r.push(update("b", 1, 2));
+    seen_at_least(&g, 4).await;
+    let mut after = g.seen()[2..].to_vec();
+    after.sort();
+    assert_eq!(after, ["update ns/a 1->2", "update ns/b 1->2"]);
+    r.dispatcher.stop();
+    task.await.unwrap();
+}

@@ -192,7 +192,7 @@ impl Pending {
     /// a stale state after a fresh one would go back in time). Returns whether it was initial.
     fn drop_stale_retry(&mut self, qk: &QueueKey) -> Option<bool> {
         let w = self.by_key.get_mut(qk)?;
-        if w.mark == Mark::Processing || !w.items.front().is_some_and(|i| i.attempts > 0) {
+        if w.mark == Mark::Processing || w.items.front().is_none_or(|i| i.attempts == 0) {
             return None;
         }
         let stale = w.items.pop_front()?;
