@@ -214,28 +214,29 @@ async fn concurrent_calls_never_overlap_for_one_object_and_keep_its_order() {
         }
     }
     p.wait_answered(names.len() * (UPDATES as usize + 1)).await;
-    let s = p.seen.lock();
-    assert_eq!(s.overlaps, 0, "two calls in flight for one object");
-    assert!(
-        s.peak > 1,
-        "calls waiting on HTTP overlap (peak {} in flight)",
-        s.peak
-    );
-    assert!(s.peak <= 16, "at most the concurrency: {}", s.peak);
-    for name in &names {
-        let order: Vec<u32> = s
-            .log
-            .iter()
-            .filter(|(k, _)| k == name)
-            .map(|(_, n)| *n)
-            .collect();
-        assert_eq!(
-            order,
-            (0..=UPDATES).collect::<Vec<_>>(),
-            "per-object order of {name}"
+    {
+        let s = p.seen.lock();
+        assert_eq!(s.overlaps, 0, "two calls in flight for one object");
+        assert!(
+            s.peak > 1,
+            "calls waiting on HTTP overlap (peak {} in flight)",
+            s.peak
         );
+        assert!(s.peak <= 16, "at most the concurrency: {}", s.peak);
+        for name in &names {
+            let order: Vec<u32> = s
+                .log
+                .iter()
+                .filter(|(k, _)| k == name)
+                .map(|(_, n)| *n)
+                .collect();
+            assert_eq!(
+                order,
+                (0..=UPDATES).collect::<Vec<_>>(),
+                "per-object order of {name}"
+            );
+        }
     }
-    drop(s);
     let status = t.host.manager.status().await;
     let conc = status.iter().find(|p| p.name == "conc").unwrap();
     assert_eq!(conc.concurrency, 16);
@@ -269,10 +270,11 @@ async fn at_concurrency_one_the_plugin_sees_the_informers_order_across_objects()
         }
     }
     p.wait_answered(written.len()).await;
-    let s = p.seen.lock();
-    assert_eq!(s.peak, 1, "one call at a time");
-    assert_eq!(s.log, written, "the informer's order, across objects");
-    drop(s);
+    {
+        let s = p.seen.lock();
+        assert_eq!(s.peak, 1, "one call at a time");
+        assert_eq!(s.log, written, "the informer's order, across objects");
+    }
     t.host.shutdown().await;
 }
 
