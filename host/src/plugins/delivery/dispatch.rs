@@ -269,7 +269,7 @@ pub struct Dispatcher {
     /// Delivery starts only when this is cancelled: a swapped-in version waits until the
     /// previous version's last call has ended.
     gate: CancellationToken,
-    /// No further deliveries; the in-flight call may finish.
+    /// No further deliveries; the calls in flight may finish.
     stop: CancellationToken,
     /// Abandon the in-flight calls too (end of a shutdown grace period).
     kill: CancellationToken,
@@ -412,7 +412,7 @@ impl Dispatcher {
         self.gate.cancel();
     }
 
-    /// Stops delivery: the worker finishes its in-flight call (bounded by the plugin's
+    /// Stops delivery: the worker finishes its calls in flight (bounded by the plugin's
     /// deadline), then exits; queued notifications are dropped — a successor version gets a
     /// replay of the cache instead, which holds the current state of every object.
     pub fn stop(&self) {
@@ -420,7 +420,7 @@ impl Dispatcher {
         self.queue.shut_down();
     }
 
-    /// Like [`Dispatcher::stop`], and abandons the in-flight call at once.
+    /// Like [`Dispatcher::stop`], and abandons the calls in flight at once.
     pub fn kill(&self) {
         self.kill.cancel();
         self.stop();

@@ -578,7 +578,7 @@ impl PluginManager {
         let outcome = match active.replace(new) {
             Some(old) => {
                 let from = old.version;
-                // v1 finishes (or abandons at its deadline) its in-flight call before v2 starts.
+                // v1 finishes (or abandons at its deadline) its calls in flight before v2 starts.
                 old.stop().await;
                 LoadOutcome::Swapped { from, to: version }
             }
@@ -929,7 +929,7 @@ impl PluginManager {
     }
 
     /// Stops and detaches the plugin called `name`; its informers stop when no listener is
-    /// left. Waits for its in-flight call (bounded by its deadline), never for other plugins.
+    /// left. Waits for its calls in flight (bounded by its deadline), never for other plugins.
     pub async fn unload(&self, name: &str) -> bool {
         let slot = self.inner.slots.lock().get(name).cloned();
         self.inner
