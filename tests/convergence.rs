@@ -28,14 +28,18 @@ use super::{FIXTURE, LOGGER, cm, install};
 /// tiny queue cap, so notifications coalesce) and a logger.
 const PLUGINS: [(&str, &str); 3] = [("alpha", FIXTURE), ("beta", FIXTURE), ("gamma", LOGGER)];
 
-/// Manifest of `plugin` in its `generation`-th form: every rewrite is a new version (a swap).
-fn manifest(plugin: &str, generation: u32) -> String {
+/// Manifest of `plugin` in its `generation`-th form: every rewrite is a new version (a swap);
+/// each plugin runs up to `concurrency` calls at once.
+fn manifest(plugin: &str, generation: u32, concurrency: usize) -> String {
     let queue = if plugin == "beta" {
         "max-queued = 3\n"
     } else {
         ""
     };
-    format!("deadline-ms = {}\n{queue}", 150 + generation)
+    format!(
+        "deadline-ms = {}\nconcurrency = {concurrency}\n{queue}",
+        150 + generation
+    )
 }
 
 fn write_atomic(dir: &Path, name: &str, content: &str) {
@@ -128,16 +132,21 @@ struct Run {
     /// Newest version each plugin ever had.
     newest: HashMap<&'static str, u64>,
     generation: u32,
+    concurrency: usize,
     views: Views,
 }
 
 impl Run {
-    async fn start() -> Run {
+    async fn start(concurrency: usize) -> Run {
         let server = start_server().await;
         let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
         let dir = tempfile::tempdir().unwrap();
         for (plugin, wasm) in PLUGINS {
-            write_atomic(dir.path(), &format!("{plugin}.toml"), &manifest(plugin, 0));
+            write_atomic(
+                dir.path(),
+                &format!("{plugin}.toml"),
+                &manifest(plugin, 0, concurrency),
+            );
             install(&guest(wasm), dir.path(), &format!("{plugin}.wasm"));
         }
         // client-go's relist backoff (800 ms doubling to 30 s, reset after 2 quiet minutes)
@@ -166,6 +175,7 @@ impl Run {
             running: HashMap::new(),
             newest: HashMap::new(),
             generation: 0,
+            concurrency,
             views: Views::default(),
         };
         for (plugin, _) in PLUGINS {
@@ -209,7 +219,7 @@ impl Run {
                 write_atomic(
                     self.dir.path(),
                     &format!("{plugin}.toml"),
-                    &manifest(plugin, self.generation),
+                    &manifest(plugin, self.generation, self.concurrency),
                 );
             }
             None => {
@@ -375,10 +385,10 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
-async fn run_schedules(default_count: u64) {
+async fn run_schedules(default_count: u64, concurrency: usize) {
     let seed = env_u64("KUBEWASM_SEED").unwrap_or(0x6b75_6265);
     let count = env_u64("KUBEWASM_SCHEDULES").unwrap_or(default_count);
-    let mut run = Run::start().await;
+    let mut run = Run::start(concurrency).await;
     for n in 0..count {
         schedule(&mut run, seed, n, 12).await;
     }
@@ -397,11 +407,18 @@ async fn run_schedules(default_count: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn randomized_schedules_converge_to_the_server_state() {
-    run_schedules(200).await;
+    run_schedules(200, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: ten times the CI schedules"]
 async fn convergence_long() {
-    run_schedules(2000).await;
+    run_schedules(2000, 1).await;
+}
+
+/// The same schedules with up to eight calls in flight per plugin (issue 21): swaps, traps and
+/// coalescing with concurrent calls still converge to the server's state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn randomized_schedules_converge_at_concurrency_eight() {
+    run_schedules(100, 8).await;
 }

@@ -18,6 +18,7 @@ mod boundary_http;
 mod boundary_kube;
 mod boundary_log;
 mod capabilities;
+mod concurrency;
 mod convergence;
 mod lb_controller;
 mod notifier;

@@ -31,6 +31,10 @@ pub struct HostArgs {
     /// Wall-clock deadline of one handler call, for plugins without a manifest.
     #[arg(long, default_value_t = 1000)]
     pub deadline_ms: u64,
+    /// Calls in flight per plugin, for plugins whose manifest sets no `concurrency` (1..=64;
+    /// 1 keeps the informer's order across objects).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub default_concurrency: u64,
     /// Linear-memory cap of one plugin, for plugins without a manifest.
     #[arg(long, default_value_t = 64)]
     pub memory_limit_mib: u64,
@@ -103,6 +107,7 @@ impl HostArgs {
                 memory_bytes: self.memory_limit_mib.max(1) * 1024 * 1024,
                 ..Limits::default()
             })
+            .default_concurrency(self.default_concurrency as usize)
             .grants(grants)
             .own_objects(own_objects)
             .dry_run(self.dry_run)

@@ -31,6 +31,7 @@ pub struct HostBuilder {
     runtime: RuntimeConfig,
     informers: ReflectorConfig,
     limits: Limits,
+    default_concurrency: usize,
     grants: GrantPolicy,
     own_objects: OwnObjects,
     dry_run: bool,
@@ -52,6 +53,7 @@ impl HostBuilder {
             runtime: RuntimeConfig::default(),
             informers: ReflectorConfig::default(),
             limits: Limits::default(),
+            default_concurrency: 1,
             grants: GrantPolicy::default(),
             own_objects: OwnObjects::default(),
             dry_run: false,
@@ -90,6 +92,13 @@ impl HostBuilder {
     /// Informer settings (keeping `managedFields`, relist backoff).
     pub fn informers(mut self, config: ReflectorConfig) -> Self {
         self.informers = config;
+        self
+    }
+
+    /// Calls in flight per plugin whose manifest sets no `concurrency` (default 1, the
+    /// informer's order; clamped to the manifest's bound).
+    pub fn default_concurrency(mut self, n: usize) -> Self {
+        self.default_concurrency = n;
         self
     }
 
@@ -214,6 +223,7 @@ impl HostBuilder {
             factory: factory.clone(),
             metrics: plugin_metrics,
             defaults: self.limits,
+            default_concurrency: self.default_concurrency,
             grants: self.grants,
             cluster: Some(cluster),
             leadership,

@@ -70,6 +70,10 @@ pub struct PluginMetrics {
     pub coalesced: Family<PluginLabels, Counter>,
     /// Worker threads restarted after a panic.
     pub worker_restarts: Family<PluginLabels, Counter>,
+    /// Calls in flight (at most the plugin's `concurrency`).
+    pub calls_in_flight: Family<PluginLabels, Gauge>,
+    /// Guest instances the plugin's worker holds (created lazily, at most `concurrency`).
+    pub instances: Family<PluginLabels, Gauge>,
     /// Loads, swaps and failed loads.
     pub loads: Family<LoadLabels, Counter>,
     /// `cache.list` calls answered with an error instead of objects.
@@ -206,6 +210,16 @@ impl PluginMetrics {
             m.worker_restarts.clone(),
         );
         r.register(
+            "calls_in_flight",
+            "Handler calls in flight (at most the plugin's concurrency)",
+            m.calls_in_flight.clone(),
+        );
+        r.register(
+            "instances",
+            "Guest instances held by the plugin's worker (at most its concurrency)",
+            m.instances.clone(),
+        );
+        r.register(
             "lifecycle",
             "Plugin loads, swaps, failures and unloads",
             m.loads.clone(),
@@ -271,6 +285,8 @@ impl PluginMetrics {
             queue_depth: Family::default(),
             coalesced: Family::default(),
             worker_restarts: Family::default(),
+            calls_in_flight: Family::default(),
+            instances: Family::default(),
             loads: Family::default(),
             cache_list_refused: Family::default(),
             kube_requests: Family::default(),

@@ -233,11 +233,12 @@ impl Rig {
         }
     }
 
-    /// Runs the dispatcher on `guest` until the queue is empty and nothing is scheduled.
-    async fn drain(&self, guest: &Scripted) {
+    /// Runs the dispatcher on `guest` (cloned per instance) until the queue is empty and
+    /// nothing is scheduled.
+    async fn drain<G: Guest + Clone + Send + Sync + 'static>(&self, guest: &G) {
         let d = self.dispatcher.clone();
-        let mut g = guest.clone();
-        let run = tokio::spawn(async move { d.run(&mut g).await });
+        let g = guest.clone();
+        let run = tokio::spawn(async move { d.run(&mut move || g.clone()).await });
         while self.dispatcher.depth() > 0 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -329,8 +330,8 @@ async fn a_retry_is_redelivered_with_backoff_unless_something_newer_arrives() {
     g.then(Step::Answer(Ok(HandlerOutcome::Retry("later".into()))));
     r.push(add("b", 1));
     let d = r.dispatcher.clone();
-    let mut g2 = g.clone();
-    let run = tokio::spawn(async move { d.run(&mut g2).await });
+    let g2 = g.clone();
+    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
     while g.seen().is_empty() {
         tokio::time::sleep(Duration::from_micros(100)).await;
     }
@@ -361,9 +362,9 @@ async fn failures_in_a_row_quarantine_the_plugin_and_it_resumes() {
         r.push(add(&format!("o{i}"), 1));
     }
     let d = r.dispatcher.clone();
-    let mut g2 = g.clone();
+    let g2 = g.clone();
     let started = tokio::time::Instant::now();
-    let run = tokio::spawn(async move { d.run(&mut g2).await });
+    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
     while g.seen().len() < 5 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -386,9 +387,9 @@ async fn stop_lets_the_call_finish_and_kill_abandons_it() {
         r.push(add("a", 1));
         r.push(add("b", 1));
         let d = r.dispatcher.clone();
-        let mut g2 = g.clone();
+        let g2 = g.clone();
         let started = tokio::time::Instant::now();
-        let run = tokio::spawn(async move { d.run(&mut g2).await });
+        let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
         while g.seen().is_empty() {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -415,8 +416,8 @@ async fn nothing_is_delivered_before_the_gate_opens() {
     r.push(add("a", 1));
     let g = Scripted::default();
     let d = r.dispatcher.clone();
-    let mut g2 = g.clone();
-    let run = tokio::spawn(async move { d.run(&mut g2).await });
+    let g2 = g.clone();
+    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
     tokio::time::sleep(Duration::from_secs(3600)).await;
     assert!(g.seen().is_empty());
     r.dispatcher.open();
@@ -525,8 +526,8 @@ async fn on_synced_follows_the_handled_replay_once_the_informers_have_synced() {
         ..Scripted::default()
     };
     let d = r.dispatcher.clone();
-    let mut g2 = g.clone();
-    let run = tokio::spawn(async move { d.run(&mut g2).await });
+    let g2 = g.clone();
+    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
     seen_at_least(&g, 2).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert_eq!(
@@ -578,9 +579,9 @@ async fn on_synced_is_called_again_after_retry_or_failure_and_not_after_fatal() 
             g.then(Step::Answer(a));
         }
         let d = r.dispatcher.clone();
-        let mut g2 = g.clone();
+        let g2 = g.clone();
         let started = tokio::time::Instant::now();
-        let run = tokio::spawn(async move { d.run(&mut g2).await });
+        let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
         seen_at_least(&g, calls).await;
         let took = started.elapsed();
         // Meanwhile, deliveries go on.
@@ -608,4 +609,276 @@ async fn a_handler_without_on_synced_is_never_called_for_it() {
     r.drain(&g).await;
     assert_eq!(g.seen(), ["add ns/a 1 init"]);
     assert!(r.dispatcher.replay_handled());
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_concurrency_one_the_stream_keeps_the_informers_order_across_objects() {
+    let r = rig(DispatchConfig::default());
+    r.dispatcher.open();
+    let g = Scripted::default();
+    g.then(Step::Sleep(Duration::from_secs(10)));
+    r.push(add("a", 1));
+    let d = r.dispatcher.clone();
+    let g2 = g.clone();
+    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    while g.seen().is_empty() {
+        tokio::time::sleep(Duration::from_micros(100)).await;
+    }
+    // A burst while a's slow call is in flight: a's next notification comes before c's, as
+    // the informer produced them (a queue keyed by object would put a's behind c's).
+    r.push(add("b", 1));
+    r.push(update("a", 1, 2));
+    r.push(add("c", 1));
+    r.push(update("b", 1, 2));
+    while r.dispatcher.depth() > 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    r.dispatcher.stop();
+    run.await.unwrap();
+    assert_eq!(
+        g.seen(),
+        [
+            "add ns/a 1",
+            "add ns/b 1",
+            "update ns/a 1->2",
+            "add ns/c 1",
+            "update ns/b 1->2"
+        ]
+    );
+}
+
+/// A guest that notices two calls in flight for one object, and records per-object order and
+/// how many calls ran at once.
+#[derive(Clone, Default)]
+struct OverlapProbe {
+    per_key: Arc<Mutex<std::collections::HashMap<String, u32>>>,
+    seen: Arc<Mutex<Vec<(String, u32)>>>,
+    overlaps: Arc<std::sync::atomic::AtomicUsize>,
+    now: Arc<std::sync::atomic::AtomicUsize>,
+    peak: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Guest for OverlapProbe {
+    async fn deliver(&mut self, n: &Notification) -> Result<HandlerOutcome, CallError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let key = n.object().key().to_string();
+        let rv: u32 = n.object().resource_version().parse().unwrap();
+        {
+            let mut per_key = self.per_key.lock();
+            let c = per_key.entry(key.clone()).or_default();
+            if *c > 0 {
+                self.overlaps.fetch_add(1, SeqCst);
+            }
+            *c += 1;
+        }
+        let now = self.now.fetch_add(1, SeqCst) + 1;
+        self.peak.fetch_max(now, SeqCst);
+        self.seen.lock().push((key.clone(), rv));
+        tokio::time::sleep(Duration::from_millis(1 + u64::from(rv % 7))).await;
+        self.now.fetch_sub(1, SeqCst);
+        *self.per_key.lock().get_mut(&key).unwrap() -= 1;
+        Ok(HandlerOutcome::Ok)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_concurrency_sixteen_no_object_ever_has_two_calls_in_flight() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let r = rig(DispatchConfig {
+        concurrency: Some(16),
+        ..DispatchConfig::default()
+    });
+    r.dispatcher.open();
+    let g = OverlapProbe::default();
+    let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    for name in keys {
+        r.push(add(name, 1));
+    }
+    let d = r.dispatcher.clone();
+    let g2 = g.clone();
+    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    for rv in 2..=500u32 {
+        for name in keys {
+            r.push(update(name, rv - 1, rv));
+        }
+        if rv % 10 == 0 {
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+    }
+    while r.dispatcher.depth() > 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(r.dispatcher.instances() <= 16);
+    r.dispatcher.stop();
+    run.await.unwrap();
+    assert_eq!(
+        g.overlaps.load(SeqCst),
+        0,
+        "two calls for one object at once"
+    );
+    let peak = g.peak.load(SeqCst);
+    assert_eq!(peak, keys.len(), "every object was served at once");
+    let seen = g.seen.lock().clone();
+    assert_eq!(seen.len(), keys.len() * 500, "nothing lost below the cap");
+    for name in keys {
+        let order: Vec<u32> = seen
+            .iter()
+            .filter(|(k, _)| k == &format!("ns/{name}"))
+            .map(|(_, rv)| *rv)
+            .collect();
+        assert_eq!(
+            order,
+            (1..=500).collect::<Vec<_>>(),
+            "per-object order of {name}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_spread_over_instances_count_in_a_row_for_quarantine() {
+    let r = rig(DispatchConfig {
+        concurrency: Some(4),
+        ..DispatchConfig::default()
+    });
+    r.dispatcher.open();
+    let g = Scripted::default();
+    for _ in 0..5 {
+        g.then(Step::Answer(Err(CallError::DeadlineExceeded)));
+    }
+    for name in ["a", "b", "c", "d", "e", "f"] {
+        r.push(add(name, 1));
+    }
+    r.drain(&g).await;
+    let states = r.states.lock().clone();
+    assert_eq!(
+        states,
+        ["quarantined", "resumed"],
+        "one quarantine for five failures in a row over four instances"
+    );
+    assert_eq!(g.seen().len(), 6, "the sixth is delivered after the pause");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kill_abandons_every_call_in_flight() {
+    let r = rig(DispatchConfig {
+        concurrency: Some(4),
+        ..DispatchConfig::default()
+    });
+    r.dispatcher.open();
+    let g = Scripted::default();
+    for _ in 0..4 {
+        g.then(Step::Sleep(Duration::from_secs(86_400)));
+    }
+    for name in ["a", "b", "c", "d"] {
+        r.push(add(name, 1));
+    }
+    let d = r.dispatcher.clone();
+    let g2 = g.clone();
+    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    while r.dispatcher.calls_in_flight() < 4 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(r.dispatcher.instances(), 4);
+    r.dispatcher.kill();
+    tokio::time::timeout(Duration::from_secs(1), run)
+        .await
+        .expect("killed at once")
+        .unwrap();
+    assert_eq!(r.dispatcher.calls_in_flight(), 0);
+    assert_eq!(r.dispatcher.instances(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_lets_every_call_in_flight_end() {
+    let r = rig(DispatchConfig {
+        concurrency: Some(3),
+        ..DispatchConfig::default()
+    });
+    r.dispatcher.open();
+    let g = OverlapProbe::default();
+    for name in ["a", "b", "c"] {
+        r.push(add(name, 6));
+    }
+    let d = r.dispatcher.clone();
+    let g2 = g.clone();
+    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    while r.dispatcher.calls_in_flight() < 3 {
+        tokio::time::sleep(Duration::from_micros(100)).await;
+    }
+    r.dispatcher.stop();
+    run.await.unwrap();
+    assert_eq!(
+        g.now.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "every call ended"
+    );
+    assert_eq!(g.seen.lock().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_call_among_concurrent_ones_fails_alone() {
+    let r = rig(DispatchConfig {
+        concurrency: Some(4),
+        ..DispatchConfig::default()
+    });
+    r.dispatcher.open();
+    let g = Scripted::default();
+    g.then(Step::Sleep(Duration::from_millis(50)))
+        .then(Step::Answer(Err(CallError::DeadlineExceeded)))
+        .then(Step::Sleep(Duration::from_millis(50)));
+    for name in ["a", "b", "c", "d"] {
+        r.push(add(name, 1));
+    }
+    r.drain(&g).await;
+    assert_eq!(g.seen().len(), 4, "the other calls ended normally");
+    assert!(
+        r.states.lock().is_empty(),
+        "one failure quarantines nothing"
+    );
+    let errors = r
+        .metrics
+        .errors
+        .get_or_create(&super::metrics::ErrorLabels {
+            plugin: "p".into(),
+            kind: super::metrics::ErrorKind::Deadline,
+        })
+        .get();
+    assert_eq!(errors, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panic_among_concurrent_calls_returns_every_key_in_flight() {
+    let r = rig(DispatchConfig {
+        concurrency: Some(3),
+        ..DispatchConfig::default()
+    });
+    r.dispatcher.open();
+    let g = Scripted::default();
+    g.then(Step::Sleep(Duration::from_secs(10)))
+        .then(Step::Panic);
+    r.push(add("a", 1));
+    r.push(add("b", 1));
+    let template = g.clone();
+    let task = super::delivery::worker::spawn_task(
+        r.dispatcher.clone(),
+        move || template.clone(),
+        Duration::from_millis(10),
+    );
+    seen_at_least(&g, 2).await;
+    while r.states.lock().len() < 2 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(r.states.lock()[..2], ["panicked", "resumed"]);
+    assert_eq!(r.dispatcher.calls_in_flight(), 0);
+    // Both keys, the one that panicked and the one abandoned with it, are usable again.
+    r.push(update("a", 1, 2));
+    r.push(update("b", 1, 2));
+    seen_at_least(&g, 4).await;
+    let mut after = g.seen()[2..].to_vec();
+    after.sort();
+    assert_eq!(after, ["update ns/a 1->2", "update ns/b 1->2"]);
+    r.dispatcher.stop();
+    task.await.unwrap();
 }

@@ -53,7 +53,7 @@ impl Delivery {
     }
 
     /// Detaches from the informers first (no new notifications), then lets the worker finish
-    /// its in-flight call (bounded by the plugin's deadline, or abandoned by a kill) and exit.
+    /// its in-flight calls (bounded by the plugin's deadline, or abandoned by a kill) and exit.
     pub(crate) async fn stop(self) {
         for r in self.registrations {
             r.remove().await;

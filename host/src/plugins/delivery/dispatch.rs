@@ -1,23 +1,32 @@
-//! Delivery of one plugin version's queued notifications to its guest: one call at a time,
-//! per-object order, retries, quarantine after failures in a row, and the stop/kill signals the
-//! lifecycle uses.
+//! Delivery of one plugin version's queued notifications to its guests: up to `concurrency`
+//! calls at once, each on an instance of its own, never two for one object (the queue marks an
+//! object processing), per-object order, retries, quarantine after failures in a row (counted
+//! across instances), and the stop/kill signals the lifecycle uses.
+//!
+//! The calls are futures interleaved on the plugin's one thread: a call waiting on the host
+//! (HTTP, `kube`, a timer) lets the others run; a guest computing holds the thread until it
+//! yields at the next epoch tick, so CPU-bound guests get one core per plugin whatever N is.
 //!
 //! The guest is behind the small [`Guest`] trait, so the delivery rules are tested on a paused
 //! clock with scripted guests; [`super::worker`] runs the loop on the plugin's own thread.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::quarantine::QuarantinePolicy;
-use super::queue::{Finish, PluginQueue, QueueKey, QueueMetrics};
+use super::queue::{Finish, Item, PluginQueue, QueueKey, QueueMetrics};
 use super::state::StateEvent;
 use crate::informer::{Notification, ResourceEventHandler, SharedObject, SyncProbe};
 use crate::plugins::capabilities::projected::ProjectionCache;
@@ -147,6 +156,10 @@ impl SyncedState {
     }
 }
 
+/// Most calls one plugin may have in flight (`concurrency`): each holds an instance of its
+/// own (memory, a pooling slot), and past a few dozen waiting calls a plugin is better split.
+pub(crate) const MAX_CONCURRENCY: usize = 64;
+
 /// Per-plugin delivery settings (from the manifest and host defaults).
 #[derive(Clone, Debug)]
 pub struct DispatchConfig {
@@ -154,6 +167,16 @@ pub struct DispatchConfig {
     pub max_queued: usize,
     /// When consecutive failed calls pause deliveries.
     pub quarantine: QuarantinePolicy,
+    /// Calls in flight at once (`concurrency`), each on its own instance; `None` takes the
+    /// host's default (`--default-concurrency`, else 1). Clamped to 1..=[`MAX_CONCURRENCY`].
+    pub concurrency: Option<usize>,
+}
+
+impl DispatchConfig {
+    /// The effective number of calls in flight at once.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency.unwrap_or(1).clamp(1, MAX_CONCURRENCY)
+    }
 }
 
 impl Default for DispatchConfig {
@@ -161,6 +184,7 @@ impl Default for DispatchConfig {
         DispatchConfig {
             max_queued: super::queue::DEFAULT_MAX_QUEUED,
             quarantine: QuarantinePolicy::default(),
+            concurrency: None,
         }
     }
 }
@@ -184,6 +208,8 @@ struct Handles {
     quarantines: Counter,
     worker_restarts: Counter,
     call_seconds: Histogram,
+    calls_in_flight: Gauge,
+    instances: Gauge,
 }
 
 impl Handles {
@@ -224,6 +250,8 @@ impl Handles {
             quarantines: m.quarantines.get_or_create(&p).clone(),
             worker_restarts: m.worker_restarts.get_or_create(&p).clone(),
             call_seconds: m.call_seconds.get_or_create(&p).clone(),
+            calls_in_flight: m.calls_in_flight.get_or_create(&p).clone(),
+            instances: m.instances.get_or_create(&p).clone(),
         }
     }
 }
@@ -241,13 +269,17 @@ pub struct Dispatcher {
     /// Delivery starts only when this is cancelled: a swapped-in version waits until the
     /// previous version's last call has ended.
     gate: CancellationToken,
-    /// No further deliveries; the in-flight call may finish.
+    /// No further deliveries; the calls in flight may finish.
     stop: CancellationToken,
-    /// Abandon the in-flight call too (end of a shutdown grace period).
+    /// Abandon the in-flight calls too (end of a shutdown grace period).
     kill: CancellationToken,
-    /// The key being delivered and whether it is an initial add, so a worker that panicked
-    /// mid-call can return it to the queue.
-    in_flight: Mutex<Option<(QueueKey, bool)>>,
+    /// Calls in flight at most.
+    concurrency: usize,
+    /// The keys being delivered and whether each is an initial add, so a worker that panicked
+    /// mid-call (or abandons its calls) can return them to the queue.
+    in_flight: Mutex<HashMap<QueueKey, bool>>,
+    /// Guest instances the worker holds now (for `/plugins`).
+    instances: std::sync::atomic::AtomicUsize,
     /// Whether every subscription's informer has synced, set once they are registered.
     informers_synced: OnceLock<SyncedCheck>,
     /// `on-synced` is still to be called once the replay is handled (or is being called).
@@ -292,7 +324,9 @@ impl Dispatcher {
             gate: CancellationToken::new(),
             stop: CancellationToken::new(),
             kill: CancellationToken::new(),
-            in_flight: Mutex::new(None),
+            concurrency: config.concurrency(),
+            in_flight: Mutex::new(HashMap::new()),
+            instances: std::sync::atomic::AtomicUsize::new(0),
             informers_synced: OnceLock::new(),
             synced_pending: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
@@ -343,7 +377,7 @@ impl Dispatcher {
     /// `on-synced` has become due, the worker is woken at once rather than at its next poll,
     /// so a runner on a frozen clock sees it called.
     pub fn is_idle(&self) -> bool {
-        if self.in_flight.lock().is_some() || !self.queue.ready_is_empty() {
+        if !self.in_flight.lock().is_empty() || !self.queue.ready_is_empty() {
             return false;
         }
         if self.synced_pending.load(Ordering::Acquire) && self.replay_handled() {
@@ -358,12 +392,27 @@ impl Dispatcher {
         self.queue.depth()
     }
 
+    /// Calls in flight now.
+    pub fn calls_in_flight(&self) -> usize {
+        self.in_flight.lock().len()
+    }
+
+    /// Guest instances the worker holds now (created lazily, up to the concurrency).
+    pub fn instances(&self) -> usize {
+        self.instances.load(Ordering::Relaxed)
+    }
+
+    /// Calls this delivery may have in flight at once.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
     /// Lets the worker start delivering.
     pub fn open(&self) {
         self.gate.cancel();
     }
 
-    /// Stops delivery: the worker finishes its in-flight call (bounded by the plugin's
+    /// Stops delivery: the worker finishes its calls in flight (bounded by the plugin's
     /// deadline), then exits; queued notifications are dropped — a successor version gets a
     /// replay of the cache instead, which holds the current state of every object.
     pub fn stop(&self) {
@@ -371,7 +420,7 @@ impl Dispatcher {
         self.queue.shut_down();
     }
 
-    /// Like [`Dispatcher::stop`], and abandons the in-flight call at once.
+    /// Like [`Dispatcher::stop`], and abandons the calls in flight at once.
     pub fn kill(&self) {
         self.kill.cancel();
         self.stop();
@@ -394,90 +443,151 @@ impl Dispatcher {
         &self.stop
     }
 
-    /// Returns a key whose call never ended (the worker panicked) to the queue.
+    /// Returns the keys whose calls never ended (the worker panicked, or abandoned them) to
+    /// the queue.
     pub(in crate::plugins) fn recover_in_flight(&self) {
-        if let Some((qk, initial)) = self.in_flight.lock().take() {
+        let abandoned: Vec<_> = self.in_flight.lock().drain().collect();
+        for (qk, initial) in abandoned {
             self.queue.finish(&qk, Finish::Abandoned { initial });
         }
+        self.handles.calls_in_flight.set(0);
+        self.set_instances(0);
     }
 
-    /// Delivers queued notifications to `guest` until stopped. Returns when the dispatcher is
-    /// stopped (after the in-flight call) or killed (abandoning it).
-    pub async fn run<G: Guest>(&self, guest: &mut G) {
+    fn set_instances(&self, n: usize) {
+        self.instances.store(n, Ordering::Relaxed);
+        self.handles.instances.set(n as i64);
+    }
+
+    /// Delivers queued notifications to guests made by `make_guest` (lazily, at most the
+    /// concurrency, reused from call to call) until stopped. Returns when the dispatcher is
+    /// stopped (after the calls in flight) or killed (abandoning them).
+    pub async fn run<G: Guest, F: FnMut() -> G>(&self, make_guest: &mut F) {
         tokio::select! {
             biased;
             _ = self.stop.cancelled() => return,
             _ = self.gate.cancelled() => {}
         }
+        // One instance up front answers what the handler exports; the others come on demand.
+        let mut idle: Vec<G> = vec![make_guest()];
+        let mut created = 1usize;
+        self.set_instances(created);
         let mut failures = 0u32;
-        let mut synced = if guest.wants_synced() {
+        let mut synced = if idle[0].wants_synced() {
             SyncedState::Waiting
         } else {
             SyncedState::Done
         };
+        let mut calls = FuturesUnordered::new();
+        // Quarantine: no new call until then; calls in flight run on.
+        let mut paused: Option<tokio::time::Instant> = None;
         loop {
+            if paused.is_some_and(|until| tokio::time::Instant::now() >= until) {
+                paused = None;
+                self.report(StateEvent::Resumed);
+            }
+            let stopping = self.stop.is_cancelled();
+            if stopping && calls.is_empty() {
+                break;
+            }
             self.synced_pending
                 .store(synced == SyncedState::Waiting, Ordering::Release);
-            if synced.due(|| self.replay_handled()) {
+            let synced_due = !stopping && paused.is_none() && synced.due(|| self.replay_handled());
+            if synced_due && calls.is_empty() {
+                // `on-synced` runs alone: every initial-list call has ended by now.
                 self.synced_pending.store(true, Ordering::Release);
-                let Some(outcome) = self.call_synced(guest, &mut failures).await else {
+                let mut guest = idle.pop().expect("no call in flight holds an instance");
+                let Some(outcome) = self.call_synced(&mut guest, &mut failures).await else {
                     break;
                 };
+                idle.push(guest);
                 synced = synced.step(&outcome);
-                if self.pause_if_quarantined(failures).await {
-                    break;
+                if let Some(until) = self.quarantine_if_due(failures) {
+                    paused = Some(until);
                 }
                 continue;
             }
-            let wake = synced.wake_at();
-            let next = tokio::select! {
+            let can_call = !stopping && !synced_due && paused.is_none();
+            let take = can_call && calls.len() < self.concurrency;
+            let wake = paused.or_else(|| synced.wake_at());
+            tokio::select! {
                 biased;
-                _ = self.stop.cancelled() => None,
-                next = self.queue.next() => next,
+                _ = self.kill.cancelled() => {
+                    if !calls.is_empty() {
+                        tracing::warn!(plugin = %self.plugin, calls = calls.len(), "in-flight calls abandoned: the plugin is being stopped");
+                    }
+                    drop(calls);
+                    self.recover_in_flight();
+                    return;
+                }
+                _ = self.stop.cancelled(), if !stopping => continue,
+                Some(ended) = calls.next(), if !calls.is_empty() => {
+                    let (guest, qk, item, result, took) = ended;
+                    idle.push(guest);
+                    self.call_ended(qk, item, result, took, &mut failures, &idle[0]);
+                    // Calls that were in flight when the plugin was quarantined do not
+                    // quarantine it again: the pause already stands for their failures.
+                    if paused.is_none()
+                        && let Some(until) = self.quarantine_if_due(failures)
+                    {
+                        paused = Some(until);
+                    }
+                }
+                next = self.queue.next(), if take => {
+                    let Some((qk, item)) = next else { continue };
+                    let guest = match idle.pop() {
+                        Some(g) => g,
+                        None => {
+                            created += 1;
+                            self.set_instances(created);
+                            make_guest()
+                        }
+                    };
+                    self.in_flight
+                        .lock()
+                        .insert(qk.clone(), item.notification.is_initial());
+                    self.handles.calls_in_flight.inc();
+                    if let Some(o) = &self.observer {
+                        o.call_started(&self.plugin, call_kind(&item.notification));
+                    }
+                    calls.push(call(guest, qk, item));
+                }
                 _ = sleep_until(wake) => continue,
                 _ = self.wake.notified() => continue,
-            };
-            let Some((qk, item)) = next else { break };
-            *self.in_flight.lock() = Some((qk.clone(), item.notification.is_initial()));
-            let kind = call_kind(&item.notification);
-            if let Some(o) = &self.observer {
-                o.call_started(&self.plugin, kind);
-            }
-            let started = Instant::now();
-            let result = tokio::select! {
-                biased;
-                _ = self.kill.cancelled() => None,
-                r = guest.deliver(&item.notification) => Some(r),
-            };
-            let Some(result) = result else {
-                *self.in_flight.lock() = None;
-                self.queue.finish(&qk, Finish::Done(item));
-                tracing::warn!(plugin = %self.plugin, key = %qk.key, "in-flight call abandoned: the plugin is being stopped");
-                break;
-            };
-            self.handles
-                .call_seconds
-                .observe(started.elapsed().as_secs_f64());
-            self.handles.calls[kind as usize].inc();
-            // Publishing costs a little per call, so only when someone listens.
-            let listening = self.observer.is_some() || self.events.receiver_count() > 0;
-            let delivered = listening.then(|| Delivered::of(&item.notification));
-            let admit = || guest.admit_line();
-            let outcome = self.judge(&qk.key, kind, item.attempts, result, &mut failures, admit);
-            let finish = match outcome {
-                CallOutcome::Retry(_) => Finish::Retry(item),
-                _ => Finish::Done(item),
-            };
-            self.queue.finish(&qk, finish);
-            *self.in_flight.lock() = None;
-            if let Some(delivered) = delivered {
-                self.publish_call(&qk.key, kind, delivered, outcome);
-            }
-            if self.pause_if_quarantined(failures).await {
-                break;
             }
         }
+        self.set_instances(0);
         tracing::debug!(plugin = %self.plugin, version = self.version, "plugin worker stopped");
+    }
+
+    /// Books a call that ended: metrics, the verdict, the queue's marking, and the events.
+    fn call_ended<G: Guest>(
+        &self,
+        qk: QueueKey,
+        item: Item,
+        result: Result<HandlerOutcome, CallError>,
+        took: Duration,
+        failures: &mut u32,
+        guest: &G,
+    ) {
+        self.in_flight.lock().remove(&qk);
+        self.handles.calls_in_flight.dec();
+        let kind = call_kind(&item.notification);
+        self.handles.call_seconds.observe(took.as_secs_f64());
+        self.handles.calls[kind as usize].inc();
+        // Publishing costs a little per call, so only when someone listens.
+        let listening = self.observer.is_some() || self.events.receiver_count() > 0;
+        let delivered = listening.then(|| Delivered::of(&item.notification));
+        let admit = || guest.admit_line();
+        let outcome = self.judge(&qk.key, kind, item.attempts, result, failures, admit);
+        let finish = match outcome {
+            CallOutcome::Retry(_) => Finish::Retry(item),
+            _ => Finish::Done(item),
+        };
+        self.queue.finish(&qk, finish);
+        if let Some(delivered) = delivered {
+            self.publish_call(&qk.key, kind, delivered, outcome);
+        }
     }
 
     /// Tells the observer (on this thread, so it can attribute what the guest did) and then the
@@ -561,11 +671,10 @@ impl Dispatcher {
         Some(outcome)
     }
 
-    /// Pauses deliveries when `failures` calls in a row failed; true when stopped meanwhile.
-    async fn pause_if_quarantined(&self, failures: u32) -> bool {
-        let Some(pause) = self.quarantine.backoff(failures) else {
-            return false;
-        };
+    /// Quarantines the plugin when `failures` calls in a row failed (on any of its
+    /// instances): returns until when no new call may start.
+    fn quarantine_if_due(&self, failures: u32) -> Option<tokio::time::Instant> {
+        let pause = self.quarantine.backoff(failures)?;
         self.handles.quarantines.inc();
         tracing::error!(plugin = %self.plugin, failures, pause_secs = pause.as_secs_f64(), "plugin quarantined after consecutive failed calls; notifications keep queueing");
         let _ = self.events.send(PluginEvent::Quarantined {
@@ -573,12 +682,7 @@ impl Dispatcher {
             pause,
         });
         self.report(StateEvent::Quarantined { pause });
-        tokio::select! {
-            _ = tokio::time::sleep(pause) => {}
-            _ = self.stop.cancelled() => return true,
-        }
-        self.report(StateEvent::Resumed);
-        false
+        Some(tokio::time::Instant::now() + pause)
     }
 
     /// Classifies a call's result: counts failures, logs, and tracks failures in a row. `key`
@@ -661,6 +765,24 @@ fn call_kind(n: &Notification) -> CallKind {
         Notification::Update { .. } => CallKind::Update,
         Notification::Delete { .. } => CallKind::Delete,
     }
+}
+
+/// One call on its own instance; hands the instance back with the result so the next call
+/// reuses it. Dropping the future abandons the call (and drops the instance).
+async fn call<G: Guest>(
+    mut guest: G,
+    qk: QueueKey,
+    item: Item,
+) -> (
+    G,
+    QueueKey,
+    Item,
+    Result<HandlerOutcome, CallError>,
+    Duration,
+) {
+    let started = Instant::now();
+    let result = guest.deliver(&item.notification).await;
+    (guest, qk, item, result, started.elapsed())
 }
 
 /// Sleeps until `at`, or forever without one.

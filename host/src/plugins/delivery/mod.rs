@@ -1,7 +1,8 @@
 //! Delivery: how one plugin version's notifications reach its guest.
 //!
-//! Informer listeners push into a bounded per-plugin [`queue`] (per-object order, coalescing
-//! above `max-queued`); a [`dispatch`]er drains it one call at a time with retries and
+//! Informer listeners push into a bounded per-plugin [`queue`] (one ordered stream, an object
+//! never handed out twice at once, coalescing above `max-queued`); a [`dispatch`]er drains it
+//! with up to `concurrency` calls at once, retries and
 //! [`quarantine`] after failures in a row; a [`worker`] thread owns the guest; [`state`] is the
 //! plugin's state machine; [`leadership`] starts and stops deliveries as this replica wins and
 //! loses the Lease.

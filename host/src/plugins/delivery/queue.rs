@@ -1,21 +1,30 @@
-//! One plugin version's queue: notifications per object in order, retries with per-object
-//! backoff, and a bound on what a plugin that does not keep up can make the host hold.
+//! One plugin version's queue: notifications per object in order, one ordered stream across
+//! objects, retries with per-object backoff, and a bound on what a plugin that does not keep up
+//! can make the host hold.
+//!
+//! Workqueue semantics (client-go's *marking*): an object handed out is *processing* until its
+//! call ends; its later notifications wait behind it and it is handed out again only then, so
+//! no two calls for one object ever overlap, however many calls the plugin runs at once.
+//! Objects are handed out by the arrival of their oldest waiting notification, so with one
+//! call at a time the plugin sees exactly the informer's order across objects (as a client-go
+//! handler does), and with N no busy object starves another.
 //!
 //! Below the cap every notification is delivered in order, exactly as the informer produced it.
 //! At the cap a new notification for an object that already waits is folded into that object's
 //! waiting ones ([`coalesce`]), so a hung, quarantined or slow plugin costs at most
 //! `max(cap, one notification per object)`: memory stays O(objects), not O(events).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use tokio::time::Instant;
 
 use crate::informer::Notification;
-use crate::workqueue::RateLimitingQueue;
+use crate::workqueue::{MaxOfRateLimiter, RateLimiter, default_controller_rate_limiter};
 
 /// Default `max-queued`: notifications one plugin may have waiting before they coalesce per
 /// object. Large enough that a burst (a relist of a big namespace) is delivered verbatim.
@@ -36,6 +45,8 @@ pub(crate) struct Item {
     pub notification: Notification,
     /// `retry` results so far.
     pub attempts: u32,
+    /// Arrival number of the (oldest) notification this item stands for: the stream order.
+    seq: u64,
 }
 
 /// What the worker did with an item it took.
@@ -60,26 +71,40 @@ pub(crate) struct QueueMetrics {
     pub coalesced: Counter,
 }
 
-/// The bounded, per-object ordered queue of one plugin version.
-pub(crate) struct PluginQueue {
-    plugin: Arc<str>,
-    cap: usize,
-    queue: RateLimitingQueue<QueueKey>,
-    pending: Mutex<Pending>,
-    /// Initial-list notifications not yet handled: the plugin is not ready while non-zero.
-    initial_outstanding: AtomicUsize,
-    /// Set while over the cap, so the coalescing episode is logged once.
-    coalescing: AtomicBool,
-    metrics: QueueMetrics,
+/// Where one object stands in the queue (client-go's dirty/processing marking); changed only
+/// by [`Pending::reindex`] and the hand-out and finish paths below.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mark {
+    /// Not indexed yet: [`Pending::reindex`] makes it `Ready` or forgets the object.
+    Idle,
+    /// Waiting to be handed out, indexed in `ready` under its oldest notification's arrival.
+    Ready(u64),
+    /// Handed out; its call has not ended, so it is not handed out again.
+    Processing,
+    /// A retry waiting for its backoff, indexed in `delayed`.
+    Delayed(Instant, u64),
+}
+
+/// One object's waiting notifications and its mark.
+struct Waiting {
+    items: VecDeque<Item>,
+    mark: Mark,
 }
 
 #[derive(Default)]
 struct Pending {
-    by_key: HashMap<QueueKey, VecDeque<Item>>,
+    by_key: HashMap<QueueKey, Waiting>,
     total: usize,
     /// Keys with more than one item waiting: what can still be coalesced when a new object
     /// arrives over the cap.
     multi: HashSet<QueueKey>,
+    /// Objects ready to hand out, by the arrival of their oldest waiting notification.
+    ready: BTreeMap<u64, QueueKey>,
+    /// Objects whose retry waits for its backoff, by when it ends.
+    delayed: BTreeMap<(Instant, u64), QueueKey>,
+    /// Arrival counter (also makes `delayed` keys unique).
+    next_seq: u64,
+    shut: bool,
 }
 
 /// What folding one object's waiting items into one removed.
@@ -91,35 +116,109 @@ struct Folded {
 }
 
 impl Pending {
-    /// Folds `qk`'s waiting items (plus `extra`, the newest) into one transition.
-    fn fold(&mut self, qk: &QueueKey, extra: Option<Notification>) -> Folded {
-        let list = self.by_key.entry(qk.clone()).or_default();
-        let merged: Vec<Notification> = list
-            .drain(..)
-            .map(|i| i.notification)
-            .chain(extra)
-            .collect();
+    fn seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    /// Folds `qk`'s waiting items (plus `extra`, the newest) into one transition, which keeps
+    /// the place of the oldest in the stream.
+    fn fold(&mut self, qk: &QueueKey, extra: Option<Item>) -> Folded {
         let mut f = Folded::default();
-        if merged.is_empty() {
+        let Some(w) = self.by_key.get_mut(qk) else {
             return f;
-        }
-        let old_count = merged.len();
-        f.removed_initial = merged.iter().filter(|n| n.is_initial()).count();
+        };
+        let items: Vec<Item> = w.items.drain(..).chain(extra).collect();
+        let Some(seq) = items.first().map(|i| i.seq) else {
+            return f;
+        };
+        let old_count = items.len();
+        f.removed_initial = items.iter().filter(|i| i.notification.is_initial()).count();
+        let merged: Vec<Notification> = items.into_iter().map(|i| i.notification).collect();
         if let Some(one) = coalesce(merged) {
             f.added_initial = usize::from(one.is_initial());
-            list.push_back(Item {
+            w.items.push_back(Item {
                 notification: one,
                 attempts: 0,
+                seq,
             });
         }
-        let kept = list.len();
-        f.removed = old_count - kept;
+        f.removed = old_count - w.items.len();
         self.multi.remove(qk);
-        if kept == 0 {
-            self.by_key.remove(qk);
-        }
+        self.reindex(qk);
         f
     }
+
+    /// Puts an object that is neither processing nor delayed where its oldest waiting
+    /// notification belongs in the stream, or forgets it when nothing waits.
+    fn reindex(&mut self, qk: &QueueKey) {
+        let Some(w) = self.by_key.get_mut(qk) else {
+            return;
+        };
+        if let Mark::Ready(seq) = w.mark {
+            self.ready.remove(&seq);
+            w.mark = Mark::Idle;
+        }
+        if w.mark != Mark::Idle {
+            return;
+        }
+        match w.items.front() {
+            Some(first) => {
+                w.mark = Mark::Ready(first.seq);
+                self.ready.insert(first.seq, qk.clone());
+            }
+            None => {
+                self.by_key.remove(qk);
+                self.multi.remove(qk);
+            }
+        }
+    }
+
+    /// Makes retries whose backoff has ended ready.
+    fn promote_due(&mut self, now: Instant) {
+        while let Some(entry) = self.delayed.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let qk = entry.remove();
+            if let Some(w) = self.by_key.get_mut(&qk) {
+                w.mark = Mark::Idle;
+            }
+            self.reindex(&qk);
+        }
+    }
+
+    /// Drops a stale retry at the front of `qk` (anything newer supersedes it: redelivering
+    /// a stale state after a fresh one would go back in time). Returns whether it was initial.
+    fn drop_stale_retry(&mut self, qk: &QueueKey) -> Option<bool> {
+        let w = self.by_key.get_mut(qk)?;
+        if w.mark == Mark::Processing || w.items.front().is_none_or(|i| i.attempts == 0) {
+            return None;
+        }
+        let stale = w.items.pop_front()?;
+        if let Mark::Delayed(at, n) = w.mark {
+            self.delayed.remove(&(at, n));
+            w.mark = Mark::Idle;
+        }
+        self.total -= 1;
+        Some(stale.notification.is_initial())
+    }
+}
+
+/// The bounded, per-object ordered queue of one plugin version.
+pub(crate) struct PluginQueue {
+    plugin: Arc<str>,
+    cap: usize,
+    pending: Mutex<Pending>,
+    /// Per-object retry backoff (client-go's default controller rate limiter).
+    limiter: MaxOfRateLimiter<QueueKey>,
+    /// Wakes the one consumer when something may have become ready.
+    notify: tokio::sync::Notify,
+    /// Initial-list notifications not yet handled: the plugin is not ready while non-zero.
+    initial_outstanding: AtomicUsize,
+    /// Set while over the cap, so the coalescing episode is logged once.
+    coalescing: AtomicBool,
+    metrics: QueueMetrics,
 }
 
 impl PluginQueue {
@@ -128,8 +227,9 @@ impl PluginQueue {
         PluginQueue {
             plugin,
             cap: cap.max(1),
-            queue: RateLimitingQueue::with_default_limiter(),
             pending: Mutex::new(Pending::default()),
+            limiter: default_controller_rate_limiter(),
+            notify: tokio::sync::Notify::new(),
             initial_outstanding: AtomicUsize::new(0),
             coalescing: AtomicBool::new(false),
             metrics,
@@ -142,9 +242,9 @@ impl PluginQueue {
     }
 
     /// Whether no notification is ready to be handed out now (those waiting for a retry
-    /// backoff are not ready).
+    /// backoff or behind their object's call in flight are not ready).
     pub(crate) fn ready_is_empty(&self) -> bool {
-        self.queue.is_empty()
+        self.pending.lock().ready.is_empty()
     }
 
     /// True once every initial-list notification queued so far has been handled.
@@ -159,21 +259,25 @@ impl PluginQueue {
             key: n.object().key().into(),
         };
         let mut pending = self.pending.lock();
+        if pending.shut {
+            return;
+        }
         let n_initial = usize::from(n.is_initial());
         let (mut removed_initial, mut added_initial) = (0usize, n_initial);
-        let list = pending.by_key.entry(qk.clone()).or_default();
-        // A notification waiting for a retry is superseded by anything newer for the object:
-        // redelivering a stale state after a fresh one would go back in time.
-        if list.front().is_some_and(|p| p.attempts > 0) {
-            let stale = list.pop_front().expect("front exists");
-            removed_initial += usize::from(stale.notification.is_initial());
-            pending.total -= 1;
-            self.queue.forget(&qk);
+        if let Some(initial) = pending.drop_stale_retry(&qk) {
+            removed_initial += usize::from(initial);
+            self.limiter.forget(&qk);
         }
+        let seq = pending.seq();
+        let item = Item {
+            notification: n,
+            attempts: 0,
+            seq,
+        };
         let over_cap = pending.total >= self.cap;
-        let waiting = pending.by_key.get(&qk).map_or(0, VecDeque::len);
+        let waiting = pending.by_key.get(&qk).map_or(0, |w| w.items.len());
         if over_cap && waiting > 0 {
-            let f = pending.fold(&qk, Some(n));
+            let f = pending.fold(&qk, Some(item));
             // `n` was never counted as outstanding, so it is not settled either.
             removed_initial += f.removed_initial - n_initial;
             added_initial = f.added_initial;
@@ -181,15 +285,17 @@ impl PluginQueue {
             self.metrics.coalesced.inc_by(f.removed as u64);
             self.start_coalescing();
         } else {
-            let list = pending.by_key.entry(qk.clone()).or_default();
-            list.push_back(Item {
-                notification: n,
-                attempts: 0,
+            let w = pending.by_key.entry(qk.clone()).or_insert(Waiting {
+                items: VecDeque::new(),
+                mark: Mark::Idle,
             });
-            if list.len() > 1 {
+            w.items.push_back(item);
+            let multi = w.items.len() > 1;
+            if multi {
                 pending.multi.insert(qk.clone());
             }
             pending.total += 1;
+            pending.reindex(&qk);
             if over_cap {
                 // A new object over the cap: make room by folding another object's backlog,
                 // so the queue holds at most max(cap, one notification per object).
@@ -199,14 +305,10 @@ impl PluginQueue {
                     added_initial += f.added_initial;
                     pending.total -= f.removed;
                     self.metrics.coalesced.inc_by(f.removed as u64);
-                    if !pending.by_key.contains_key(&other) {
-                        self.queue.forget(&other);
-                    }
                 }
                 self.start_coalescing();
             }
         }
-        let queued = pending.by_key.contains_key(&qk);
         self.metrics.depth.set(pending.total as i64);
         drop(pending);
         if added_initial > 0 {
@@ -214,9 +316,7 @@ impl PluginQueue {
                 .fetch_add(added_initial, Ordering::AcqRel);
         }
         self.settle(removed_initial);
-        if queued {
-            self.queue.add(qk);
-        }
+        self.notify.notify_one();
     }
 
     fn start_coalescing(&self) {
@@ -234,99 +334,117 @@ impl PluginQueue {
         }
     }
 
-    /// The next item to deliver; `None` once shut down. An item is handed out at most once
-    /// until [`PluginQueue::finish`] is called for its key.
+    /// The next item to deliver, in stream order; `None` once shut down. An object is handed
+    /// out at most once until [`PluginQueue::finish`] is called for its key. One consumer.
     pub(crate) async fn next(&self) -> Option<(QueueKey, Item)> {
         loop {
-            let qk = match self.queue.try_get() {
-                Some(qk) => qk,
-                None => self.queue.get().await?,
+            let notified = self.notify.notified();
+            let wake_at = {
+                let mut pending = self.pending.lock();
+                if pending.shut {
+                    return None;
+                }
+                pending.promote_due(Instant::now());
+                if let Some(taken) = self.take(&mut pending) {
+                    return Some(taken);
+                }
+                pending.delayed.first_key_value().map(|((at, _), _)| *at)
             };
-            if let Some(item) = self.take(&qk) {
-                return Some((qk, item));
+            match wake_at {
+                Some(at) => {
+                    tokio::select! {
+                        _ = notified => {}
+                        _ = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
             }
-            self.queue.done(&qk);
         }
     }
 
-    fn take(&self, qk: &QueueKey) -> Option<Item> {
-        let mut pending = self.pending.lock();
-        let list = pending.by_key.get_mut(qk)?;
-        let item = list.pop_front()?;
-        if list.len() <= 1 {
-            pending.multi.remove(qk);
+    /// Hands out the oldest ready object's next item and marks the object processing.
+    fn take(&self, pending: &mut Pending) -> Option<(QueueKey, Item)> {
+        let (_, qk) = pending.ready.pop_first()?;
+        let w = pending.by_key.get_mut(&qk)?;
+        w.mark = Mark::Processing;
+        let item = w.items.pop_front()?;
+        if w.items.len() <= 1 {
+            pending.multi.remove(&qk);
         }
         pending.total -= 1;
         self.metrics.depth.set(pending.total as i64);
         if pending.total * 2 < self.cap && self.coalescing.swap(false, Ordering::AcqRel) {
             tracing::info!(plugin = %self.plugin, "plugin caught up; notifications are delivered one by one again");
         }
-        Some(item)
+        Some((qk, item))
     }
 
-    /// Returns the key of an item taken with [`PluginQueue::next`].
+    /// Ends the processing of an object handed out by [`PluginQueue::next`]: its waiting
+    /// notifications (or a retry, after its backoff) take their place in the stream again.
     pub(crate) fn finish(&self, qk: &QueueKey, finish: Finish) {
-        let mut requeued = false;
-        match finish {
+        let mut pending = self.pending.lock();
+        let settled = match finish {
             Finish::Done(item) => {
-                self.queue.forget(qk);
-                self.settle(usize::from(item.notification.is_initial()));
+                self.limiter.forget(qk);
+                usize::from(item.notification.is_initial())
             }
             Finish::Abandoned { initial } => {
-                self.queue.forget(qk);
-                self.settle(usize::from(initial));
+                self.limiter.forget(qk);
+                usize::from(initial)
             }
             Finish::Retry(mut item) => {
-                let mut pending = self.pending.lock();
-                let list = pending.by_key.entry(qk.clone()).or_default();
-                if list.is_empty() && !self.queue.shutting_down() {
-                    item.attempts += 1;
-                    list.push_front(item);
-                    pending.total += 1;
-                    requeued = true;
-                    self.metrics.depth.set(pending.total as i64);
-                    drop(pending);
-                } else {
-                    drop(pending);
-                    self.queue.forget(qk);
-                    self.settle(usize::from(item.notification.is_initial()));
+                let shut = pending.shut;
+                match pending.by_key.get_mut(qk) {
+                    Some(w) if w.items.is_empty() && !shut => {
+                        item.attempts += 1;
+                        w.items.push_front(item);
+                        let at = Instant::now() + self.limiter.when(qk);
+                        let n = pending.seq();
+                        pending.delayed.insert((at, n), qk.clone());
+                        if let Some(w) = pending.by_key.get_mut(qk) {
+                            w.mark = Mark::Delayed(at, n);
+                        }
+                        pending.total += 1;
+                        self.metrics.depth.set(pending.total as i64);
+                        drop(pending);
+                        self.notify.notify_one();
+                        return;
+                    }
+                    _ => {
+                        self.limiter.forget(qk);
+                        usize::from(item.notification.is_initial())
+                    }
                 }
             }
+        };
+        if let Some(w) = pending.by_key.get_mut(qk) {
+            w.mark = Mark::Idle;
         }
-        if requeued {
-            self.queue.add_rate_limited(qk.clone());
-        } else {
-            let mut pending = self.pending.lock();
-            match pending.by_key.get(qk) {
-                Some(l) if !l.is_empty() => {
-                    drop(pending);
-                    self.queue.add(qk.clone());
-                }
-                Some(_) => {
-                    pending.by_key.remove(qk);
-                }
-                None => {}
-            }
-        }
-        self.queue.done(qk);
+        pending.reindex(qk);
+        drop(pending);
+        self.settle(settled);
+        self.notify.notify_one();
     }
 
     /// Stops handing out items and drops everything waiting (a successor version gets a replay
     /// of the cache instead).
     pub(crate) fn shut_down(&self) {
-        self.queue.shut_down();
         let mut pending = self.pending.lock();
+        pending.shut = true;
         let initial = pending
             .by_key
             .drain()
-            .flat_map(|(_, list)| list)
+            .flat_map(|(_, w)| w.items)
             .filter(|i| i.notification.is_initial())
             .count();
         pending.total = 0;
         pending.multi.clear();
+        pending.ready.clear();
+        pending.delayed.clear();
         self.metrics.depth.set(0);
         drop(pending);
         self.settle(initial);
+        self.notify.notify_one();
     }
 }
 

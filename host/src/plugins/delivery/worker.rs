@@ -3,8 +3,8 @@
 //! Each plugin version gets its own OS thread with a single-threaded Tokio runtime: a guest
 //! that computes until its deadline only ever occupies its own thread, never a worker of the
 //! host's shared runtime (informers, endpoints, other plugins). A panic on that thread (a host
-//! bug, never a guest trap) marks the plugin Failed, returns the in-flight key to the queue and
-//! restarts the loop with a fresh guest after a backoff, so the queue always has a consumer.
+//! bug, never a guest trap) marks the plugin Failed, returns the in-flight keys to the queue and
+//! restarts the loop with fresh guests after a backoff, so the queue always has a consumer.
 //! [`spawn_task`] runs the same loop, with the same restart, as a task on the caller's runtime
 //! (`DeliveryMode::Inline`, the scenario runner's virtual clock).
 
@@ -23,7 +23,8 @@ pub(crate) const RESTART_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest pause before a panicked worker restarts.
 pub(crate) const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(60);
 
-/// Starts the thread. `make_guest` builds a fresh guest at start and after every panic.
+/// Starts the thread. `make_guest` builds each of the plugin's instances (lazily, up to its
+/// concurrency), fresh at start and after every panic.
 pub(crate) fn spawn_worker<G, F>(
     dispatcher: Arc<Dispatcher>,
     mut make_guest: F,
@@ -52,8 +53,7 @@ where
             };
             let d = dispatcher.clone();
             let ran = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                let mut guest = make_guest();
-                rt.block_on(d.run(&mut guest));
+                rt.block_on(d.run(&mut make_guest));
             }));
             let Err(panic) = ran else { return };
             drop(rt);
@@ -86,12 +86,10 @@ where
     tokio::spawn(async move {
         let mut backoff = restart_backoff;
         loop {
-            let mut guest = make_guest();
-            let ran = AssertUnwindSafe(dispatcher.run(&mut guest))
+            let ran = AssertUnwindSafe(dispatcher.run(&mut make_guest))
                 .catch_unwind()
                 .await;
             let Err(panic) = ran else { return };
-            drop(guest);
             if !recover(&dispatcher, panic_message(panic.as_ref()), &mut backoff).await {
                 return;
             }

@@ -92,6 +92,12 @@ pub struct PluginStatus {
     pub ready: bool,
     /// Notifications waiting.
     pub queue_depth: usize,
+    /// Calls the running version may have in flight at once (its `concurrency`).
+    pub concurrency: usize,
+    /// Calls in flight now.
+    pub calls_in_flight: usize,
+    /// Guest instances its worker holds now (created lazily, at most `concurrency`).
+    pub instances: usize,
 }
 
 /// What status readers see of one plugin; never held across an await.
@@ -195,6 +201,8 @@ pub(in crate::plugins) struct Inner {
     factory: InformerFactory,
     metrics: PluginMetrics,
     defaults: Limits,
+    /// Calls in flight per plugin whose manifest sets no `concurrency`.
+    default_concurrency: usize,
     grants: GrantPolicy,
     /// Where granted `kube` calls and Events go; without it every call is refused.
     cluster: Option<Arc<ClusterContext>>,
@@ -227,6 +235,8 @@ pub struct ManagerConfig {
     pub metrics: PluginMetrics,
     /// Limits for plugins without a manifest.
     pub defaults: Limits,
+    /// Calls in flight per plugin whose manifest sets no `concurrency` (`--default-concurrency`).
+    pub default_concurrency: usize,
     /// What each plugin is granted.
     pub grants: GrantPolicy,
     /// Where granted `kube` calls and Events go; `None` refuses every call.
@@ -263,6 +273,7 @@ impl PluginManager {
                 projections: Projections::new(&config.metrics),
                 metrics: config.metrics,
                 defaults: config.defaults,
+                default_concurrency: config.default_concurrency,
                 grants: config.grants,
                 cluster: config.cluster,
                 slots: parking_lot::Mutex::new(HashMap::new()),
@@ -335,6 +346,9 @@ impl PluginManager {
                     grants: v.grants.clone(),
                     ready: v.ready(),
                     queue_depth: v.dispatcher.as_ref().map_or(0, |d| d.depth()),
+                    concurrency: v.dispatcher.as_ref().map_or(0, |d| d.concurrency()),
+                    calls_in_flight: v.dispatcher.as_ref().map_or(0, |d| d.calls_in_flight()),
+                    instances: v.dispatcher.as_ref().map_or(0, |d| d.instances()),
                 }
             })
             .collect();
@@ -564,7 +578,7 @@ impl PluginManager {
         let outcome = match active.replace(new) {
             Some(old) => {
                 let from = old.version;
-                // v1 finishes (or abandons at its deadline) its in-flight call before v2 starts.
+                // v1 finishes (or abandons at its deadline) its calls in flight before v2 starts.
                 old.stop().await;
                 LoadOutcome::Swapped { from, to: version }
             }
@@ -669,6 +683,13 @@ impl PluginManager {
             let old = std::mem::replace(&mut v.state, PluginState::Loading);
             v.state = old.step(event);
         });
+        let mut dispatch = dispatch;
+        if self.inner.delivery == DeliveryMode::Inline {
+            // The scenario runner attributes what a guest does to the one call in progress,
+            // so its plugins run one call at a time (each object's calls come in the same
+            // order at any concurrency).
+            dispatch.concurrency = Some(1);
+        }
         let dispatcher = Dispatcher::new(
             name,
             version,
@@ -867,7 +888,15 @@ impl PluginManager {
             grants: described.grants,
             info: described.info,
             subscriptions,
-            dispatch: described.dispatch,
+            dispatch: DispatchConfig {
+                concurrency: Some(
+                    described
+                        .dispatch
+                        .concurrency
+                        .unwrap_or(self.inner.default_concurrency),
+                ),
+                ..described.dispatch
+            },
         })
     }
 
@@ -900,7 +929,7 @@ impl PluginManager {
     }
 
     /// Stops and detaches the plugin called `name`; its informers stop when no listener is
-    /// left. Waits for its in-flight call (bounded by its deadline), never for other plugins.
+    /// left. Waits for its calls in flight (bounded by its deadline), never for other plugins.
     pub async fn unload(&self, name: &str) -> bool {
         let slot = self.inner.slots.lock().get(name).cloned();
         self.inner

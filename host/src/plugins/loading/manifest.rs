@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::plugins::delivery::dispatch::MAX_CONCURRENCY;
 use crate::runtime::Limits;
 
 /// Per-plugin settings an operator can change without rebuilding the handler.
@@ -26,6 +27,10 @@ pub struct Manifest {
     /// Notifications that may wait for this plugin before they coalesce per object (see
     /// [`DEFAULT_MAX_QUEUED`](crate::plugins::delivery::queue::DEFAULT_MAX_QUEUED)).
     pub max_queued: Option<usize>,
+    /// Calls in flight at once, each on its own instance, never two for one object (default
+    /// the host's `--default-concurrency`, else 1; at most
+    /// [`MAX_CONCURRENCY`](crate::plugins::delivery::dispatch::MAX_CONCURRENCY)).
+    pub concurrency: Option<usize>,
     /// Sustained writes per second (token bucket rate; default
     /// [`DEFAULT_WRITE_QPS`](super::grants::DEFAULT_WRITE_QPS)).
     pub write_qps: Option<f64>,
@@ -122,6 +127,13 @@ impl Manifest {
                 "max-queued must be between 1 and {MAX_MAX_QUEUED}, got {q}"
             )));
         }
+        if let Some(n) = m.concurrency
+            && !(1..=MAX_CONCURRENCY).contains(&n)
+        {
+            return Err(invalid(format!(
+                "concurrency must be between 1 and {MAX_CONCURRENCY}, got {n}"
+            )));
+        }
         for (key, qps) in [("write-qps", m.write_qps), ("read-qps", m.read_qps)] {
             if let Some(q) = qps
                 && !(q > 0.0 && q <= MAX_WRITE_QPS)
@@ -156,6 +168,7 @@ impl Manifest {
         if let Some(q) = self.max_queued {
             c.max_queued = q;
         }
+        c.concurrency = self.concurrency;
         c
     }
 
@@ -189,6 +202,21 @@ mod tests {
         let l = m.limits(Limits::default());
         assert_eq!(l.deadline, Duration::from_millis(250));
         assert_eq!(l.memory_bytes, 16 << 20);
+    }
+
+    #[test]
+    fn concurrency_is_bounded() {
+        let m = Manifest::parse(Path::new("x.toml"), "concurrency = 8\n").unwrap();
+        assert_eq!(m.dispatch_config().concurrency(), 8);
+        assert_eq!(Manifest::default().dispatch_config().concurrency, None);
+        for bad in ["concurrency = 0", "concurrency = 65"] {
+            let err = Manifest::parse(Path::new("x.toml"), bad).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("concurrency must be between 1 and 64"),
+                "{err}"
+            );
+        }
     }
 
     #[test]
