@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+mod builtins;
 mod discovery;
 mod faults;
 mod managed;
@@ -16,6 +17,7 @@ mod patch;
 mod persistence;
 mod registry;
 mod routes;
+mod scale;
 mod selectors;
 mod status;
 mod store;
@@ -33,6 +35,7 @@ use std::time::Duration;
 use anyhow::bail;
 use parking_lot::RwLock;
 
+pub use builtins::KUBERNETES_VERSION;
 pub use faults::{Faults, RECENT_REQUESTS, Stats};
 pub use partition::PartitionProxy;
 

@@ -708,7 +708,7 @@ pub fn patch(
     Ok((out.obj.ok_or_else(|| ApiError::not_found(rt, name))?, false))
 }
 
-fn patch_err(e: PatchError) -> ApiError {
+pub(crate) fn patch_err(e: PatchError) -> ApiError {
     match e {
         PatchError::Malformed(m) => ApiError::bad_request(m),
         PatchError::Failed(m) => {
