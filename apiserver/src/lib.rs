@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 mod builtins;
+mod defaults;
 mod discovery;
 mod faults;
 mod managed;
@@ -15,6 +16,7 @@ mod ops;
 mod partition;
 mod patch;
 mod persistence;
+mod protobuf;
 mod registry;
 mod routes;
 mod scale;

@@ -43,6 +43,9 @@ pub struct ResourceType {
     pub custom: bool,
     /// CRD `additionalPrinterColumns` of this version: (name, type, jsonPath, priority).
     pub printer_columns: Vec<(String, String, String, i64)>,
+    /// Built-in kinds: decodes an object as the kind's k8s-openapi type, the structural check
+    /// (wrong JSON types) the real server's decoder makes before validation.
+    pub shape: Option<fn(&Value) -> Result<(), String>>,
 }
 
 impl ResourceType {
@@ -288,6 +291,7 @@ pub fn types_from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
                         .collect()
                 })
                 .unwrap_or_default(),
+            shape: None,
         });
     }
     out.sort_by_key(|t| std::cmp::Reverse(version_priority(&t.version)));

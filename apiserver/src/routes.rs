@@ -504,6 +504,9 @@ fn parse_body(body: &Bytes, content_type: &str) -> ApiResult<Value> {
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
+    if crate::protobuf::is_protobuf(&base) {
+        return crate::protobuf::decode(body);
+    }
     if base.contains("protobuf") || base.contains("cbor") {
         return Err(ApiError::unsupported_media_type());
     }
