@@ -8,6 +8,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+/// Decodes an object as a kind's k8s-openapi type: `Err` names the first wrong JSON type.
+pub type ShapeCheck = fn(&Value) -> Result<(), String>;
+
 /// Everything the server needs to know about one served resource (group, version, plural).
 #[derive(Debug, Clone)]
 pub struct ResourceType {
@@ -45,7 +48,7 @@ pub struct ResourceType {
     pub printer_columns: Vec<(String, String, String, i64)>,
     /// Built-in kinds: decodes an object as the kind's k8s-openapi type, the structural check
     /// (wrong JSON types) the real server's decoder makes before validation.
-    pub shape: Option<fn(&Value) -> Result<(), String>>,
+    pub shape: Option<ShapeCheck>,
 }
 
 impl ResourceType {

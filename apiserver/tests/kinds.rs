@@ -192,6 +192,7 @@ async fn resource_quota_and_unserved_kinds() {
         )
         .await
         .unwrap();
+    assert_eq!(updated.labels()["quota"], "small");
     let status = updated.status.unwrap();
     assert_eq!(status.used.unwrap()["pods"].0, "3");
     assert_eq!(updated.spec.unwrap().hard.unwrap()["pods"].0, "20");
@@ -199,7 +200,6 @@ async fn resource_quota_and_unserved_kinds() {
         quotas.list(&Default::default()).await.unwrap().items.len(),
         1
     );
-    assert_eq!(updated.labels()["quota"], "small");
 
     // An unserved resource: 404 naming what is served and what to do.
     let req = http::Request::get("/api/v1/namespaces/default/widgets")

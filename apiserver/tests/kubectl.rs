@@ -771,7 +771,7 @@ async fn kubectl_everyday_commands() {
             "--from-literal=a=one",
             "--from-literal=b=two",
         ][..],
-        &ns,
+        ns,
     ]
     .concat())
         .await;
@@ -783,7 +783,7 @@ async fn kubectl_everyday_commands() {
             "sec",
             "--from-literal=pw=hunter2",
         ][..],
-        &ns,
+        ns,
     ]
     .concat())
         .await;
@@ -796,13 +796,13 @@ async fn kubectl_everyday_commands() {
             "--replicas=2",
             "--port=80",
         ][..],
-        &ns,
+        ns,
     ]
     .concat())
         .await;
     k.ok(&[
         &["create", "service", "clusterip", "web", "--tcp=80:8080"][..],
-        &ns,
+        ns,
     ]
     .concat())
         .await;
@@ -852,7 +852,7 @@ async fn kubectl_everyday_commands() {
         .command(
             &[
                 &["rollout", "status", "deployment/web", "--timeout=60s"][..],
-                &ns,
+                ns,
             ]
             .concat(),
         )
@@ -876,7 +876,7 @@ async fn kubectl_everyday_commands() {
             "-p",
             &status,
         ][..],
-        &ns,
+        ns,
     ]
     .concat())
         .await;
@@ -908,7 +908,7 @@ async fn kubectl_everyday_commands() {
                     "-o",
                     "custom-columns=NAME:.metadata.name,A:.data.a",
                 ][..],
-                &ns,
+                ns,
             ]
             .concat(),
         )
