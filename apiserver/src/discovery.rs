@@ -57,6 +57,25 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
         out.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced,
             "kind": t.kind, "verbs": ["get", "patch", "update"]}));
     }
+    if t.scale_subresource {
+        out.push(json!({"name": format!("{}/scale", t.plural), "singularName": "", "namespaced": t.namespaced,
+            "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+    }
+    out
+}
+
+/// The subresources of `t` in aggregated discovery; `responseKind` is what kubectl's scale client
+/// resolves the `Scale` kind from.
+fn subresources(t: &ResourceType, rk: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    if t.status_subresource {
+        out.push(json!({"subresource": "status", "responseKind": rk, "verbs": ["get", "patch", "update"]}));
+    }
+    if t.scale_subresource {
+        out.push(json!({"subresource": "scale",
+            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": ["get", "patch", "update"]}));
+    }
     out
 }
 
@@ -155,9 +174,9 @@ pub fn aggregated(reg: &Registry, core: bool) -> Value {
                         if !t.categories.is_empty() {
                             r["categories"] = json!(t.categories);
                         }
-                        if t.status_subresource {
-                            r["subresources"] = json!([{"subresource": "status", "responseKind": rk,
-                                "verbs": ["get", "patch", "update"]}]);
+                        let subs = subresources(t, &rk);
+                        if !subs.is_empty() {
+                            r["subresources"] = json!(subs);
                         }
                         r
                     })

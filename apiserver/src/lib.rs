@@ -6,6 +6,8 @@
 
 #![warn(missing_docs)]
 
+mod builtins;
+mod defaults;
 mod discovery;
 mod faults;
 mod managed;
@@ -14,8 +16,10 @@ mod ops;
 mod partition;
 mod patch;
 mod persistence;
+mod protobuf;
 mod registry;
 mod routes;
+mod scale;
 mod selectors;
 mod status;
 mod store;
@@ -33,6 +37,7 @@ use std::time::Duration;
 use anyhow::bail;
 use parking_lot::RwLock;
 
+pub use builtins::KUBERNETES_VERSION;
 pub use faults::{Faults, RECENT_REQUESTS, Stats};
 pub use partition::PartitionProxy;
 

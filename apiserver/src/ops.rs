@@ -324,6 +324,7 @@ fn create_owned(
         }
     }
     prepare_create_status(rt, &mut body)?;
+    crate::defaults::apply(rt, &mut body);
     crate::validation::object(rt, &mut body, None)?;
     if let Some(w) = owner {
         managed::record_update(None, &mut body, w);
@@ -479,6 +480,7 @@ fn finish_update(rt: &ResourceType, cur: &Obj, mut new: Value) -> ApiResult<Chan
     let old = &cur.value;
     new["apiVersion"] = json!(rt.api_version());
     new["kind"] = json!(rt.kind);
+    crate::defaults::apply(rt, &mut new);
     let name = meta_str(old, "name").unwrap_or("").to_string();
     let old_meta = meta(old).clone();
     {
@@ -708,7 +710,7 @@ pub fn patch(
     Ok((out.obj.ok_or_else(|| ApiError::not_found(rt, name))?, false))
 }
 
-fn patch_err(e: PatchError) -> ApiError {
+pub(crate) fn patch_err(e: PatchError) -> ApiError {
     match e {
         PatchError::Malformed(m) => ApiError::bad_request(m),
         PatchError::Failed(m) => {

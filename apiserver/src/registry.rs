@@ -8,6 +8,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+/// Decodes an object as a kind's k8s-openapi type: `Err` names the first wrong JSON type.
+pub type ShapeCheck = fn(&Value) -> Result<(), String>;
+
 /// Everything the server needs to know about one served resource (group, version, plural).
 #[derive(Debug, Clone)]
 pub struct ResourceType {
@@ -31,6 +34,8 @@ pub struct ResourceType {
     pub categories: Vec<String>,
     /// Whether `/status` is a separate subresource (then the main resource ignores `.status`).
     pub status_subresource: bool,
+    /// Whether `/scale` serves an autoscaling/v1 `Scale` view of `spec.replicas`.
+    pub scale_subresource: bool,
     /// Whether the server maintains `metadata.generation` for this kind.
     pub has_generation: bool,
     /// Whether DELETE answers with the deleted object instead of a Status.
@@ -41,6 +46,9 @@ pub struct ResourceType {
     pub custom: bool,
     /// CRD `additionalPrinterColumns` of this version: (name, type, jsonPath, priority).
     pub printer_columns: Vec<(String, String, String, i64)>,
+    /// Built-in kinds: decodes an object as the kind's k8s-openapi type, the structural check
+    /// (wrong JSON types) the real server's decoder makes before validation.
+    pub shape: Option<ShapeCheck>,
 }
 
 impl ResourceType {
@@ -77,42 +85,6 @@ impl ResourceType {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn builtin(
-    group: &str,
-    plural: &str,
-    singular: &str,
-    kind: &str,
-    namespaced: bool,
-    short: &[&str],
-    status: bool,
-    generation: bool,
-    return_deleted: bool,
-) -> ResourceType {
-    ResourceType {
-        group: group.into(),
-        version: "v1".into(),
-        plural: plural.into(),
-        singular: singular.into(),
-        kind: kind.into(),
-        list_kind: format!("{kind}List"),
-        namespaced,
-        short_names: short.iter().map(|s| s.to_string()).collect(),
-        // `kubectl get all` covers workloads and services only, never config, RBAC or leases.
-        categories: if ["Pod", "Service", "Deployment"].contains(&kind) {
-            vec!["all".into()]
-        } else {
-            vec![]
-        },
-        status_subresource: status,
-        has_generation: generation,
-        return_deleted_object: return_deleted,
-        strategic_merge: true,
-        custom: false,
-        printer_columns: Vec::new(),
-    }
-}
-
 /// Resource types served by the registry, in discovery order.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
@@ -122,181 +94,10 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The built-in kinds every cluster has.
+    /// The built-in kinds of the Kubernetes version k8s-openapi names (see `builtins.rs`).
     pub fn with_builtins() -> Registry {
-        let cm = builtin(
-            "",
-            "configmaps",
-            "configmap",
-            "ConfigMap",
-            true,
-            &["cm"],
-            false,
-            false,
-            false,
-        );
-        let secret = builtin(
-            "",
-            "secrets",
-            "secret",
-            "Secret",
-            true,
-            &[],
-            false,
-            false,
-            false,
-        );
-        let sa = builtin(
-            "",
-            "serviceaccounts",
-            "serviceaccount",
-            "ServiceAccount",
-            true,
-            &["sa"],
-            false,
-            false,
-            true,
-        );
-        let types = vec![
-            builtin(
-                "",
-                "namespaces",
-                "namespace",
-                "Namespace",
-                false,
-                &["ns"],
-                true,
-                false,
-                false,
-            ),
-            cm,
-            secret,
-            builtin(
-                "",
-                "services",
-                "service",
-                "Service",
-                true,
-                &["svc"],
-                true,
-                false,
-                false,
-            ),
-            builtin("", "pods", "pod", "Pod", true, &["po"], true, false, true),
-            sa,
-            builtin(
-                "",
-                "events",
-                "event",
-                "Event",
-                true,
-                &["ev"],
-                false,
-                false,
-                false,
-            ),
-            builtin(
-                "apps",
-                "deployments",
-                "deployment",
-                "Deployment",
-                true,
-                &["deploy"],
-                true,
-                true,
-                false,
-            ),
-            builtin(
-                "coordination.k8s.io",
-                "leases",
-                "lease",
-                "Lease",
-                true,
-                &[],
-                false,
-                false,
-                false,
-            ),
-            builtin(
-                "policy",
-                "poddisruptionbudgets",
-                "poddisruptionbudget",
-                "PodDisruptionBudget",
-                true,
-                &["pdb"],
-                true,
-                true,
-                false,
-            ),
-            builtin(
-                "rbac.authorization.k8s.io",
-                "roles",
-                "role",
-                "Role",
-                true,
-                &[],
-                false,
-                false,
-                false,
-            ),
-            builtin(
-                "rbac.authorization.k8s.io",
-                "rolebindings",
-                "rolebinding",
-                "RoleBinding",
-                true,
-                &[],
-                false,
-                false,
-                false,
-            ),
-            builtin(
-                "rbac.authorization.k8s.io",
-                "clusterroles",
-                "clusterrole",
-                "ClusterRole",
-                false,
-                &[],
-                false,
-                false,
-                false,
-            ),
-            builtin(
-                "rbac.authorization.k8s.io",
-                "clusterrolebindings",
-                "clusterrolebinding",
-                "ClusterRoleBinding",
-                false,
-                &[],
-                false,
-                false,
-                false,
-            ),
-            builtin(
-                "events.k8s.io",
-                "events",
-                "event",
-                "Event",
-                true,
-                &[],
-                false,
-                false,
-                false,
-            ),
-            builtin(
-                "apiextensions.k8s.io",
-                "customresourcedefinitions",
-                "customresourcedefinition",
-                "CustomResourceDefinition",
-                false,
-                &["crd", "crds"],
-                true,
-                true,
-                false,
-            ),
-        ];
         Registry {
-            types: types.into_iter().map(Arc::new).collect(),
+            types: crate::builtins::all().into_iter().map(Arc::new).collect(),
             generation: 1,
         }
     }
@@ -469,6 +270,7 @@ pub fn types_from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
             short_names: strings("shortNames"),
             categories: strings("categories"),
             status_subresource: status,
+            scale_subresource: false,
             has_generation: true,
             return_deleted_object: false,
             strategic_merge: false,
@@ -492,6 +294,7 @@ pub fn types_from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
                         .collect()
                 })
                 .unwrap_or_default(),
+            shape: None,
         });
     }
     out.sort_by_key(|t| std::cmp::Reverse(version_priority(&t.version)));

@@ -141,6 +141,8 @@ struct Target {
     ns: Option<String>,
     name: Option<String>,
     status: bool,
+    /// `…/{name}/scale`: the autoscaling/v1 `Scale` view (see `scale.rs`).
+    scale: bool,
     force_watch: bool,
 }
 
@@ -188,7 +190,7 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
             return Ok(json_response(StatusCode::OK, &d));
         }
     }
-    let target = resolve(app, &segs).ok_or_else(ApiError::unknown_path)?;
+    let target = resolve(app, &segs).ok_or_else(|| unresolved(app, &segs))?;
     let query = Query::parse(req.uri().query());
     let table = crate::table::wants_table(&accept);
     let method = req.method().clone();
@@ -209,6 +211,45 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
     let ns_for_item = target.ns.clone().unwrap_or_default();
     if rt.namespaced && target.ns.is_none() && (target.name.is_some() || method != Method::GET) {
         return Err(ApiError::unknown_path());
+    }
+    if target.scale {
+        let name = target.name.as_deref().unwrap_or_default();
+        let scale = match method {
+            Method::GET => crate::scale::get(app, &rt, &ns_for_item, name)?,
+            Method::PUT => crate::scale::update(
+                app,
+                &rt,
+                &ns_for_item,
+                name,
+                parse_body(&body, &content_type)?,
+                &write_opts(&query, &user_agent, "UpdateOptions")?,
+            )?,
+            Method::PATCH => {
+                let kind = PatchKind::from_content_type(&content_type)
+                    .ok_or_else(ApiError::unsupported_media_type)?;
+                let ct = if kind == PatchKind::Apply {
+                    "application/yaml"
+                } else {
+                    "application/json"
+                };
+                crate::scale::patch(
+                    app,
+                    &rt,
+                    &ns_for_item,
+                    name,
+                    kind,
+                    parse_body(&body, ct)?,
+                    &write_opts(&query, &user_agent, "PatchOptions")?,
+                )?
+            }
+            m => {
+                return Err(ApiError::method_not_allowed(
+                    &m.to_string().to_lowercase(),
+                    &rt,
+                ));
+            }
+        };
+        return Ok(json_response(StatusCode::OK, &scale));
     }
     match (method, target.name.as_deref()) {
         (Method::GET, None) => {
@@ -366,10 +407,11 @@ fn resolve(app: &App, segs: &[&str]) -> Option<Target> {
         [] => return None,
     };
     let rt = reg.find(group, version, plural)?;
-    let (name, status) = match tail {
-        [] => (None, false),
-        [name] => (Some(name.to_string()), false),
-        [name, "status"] if rt.status_subresource => (Some(name.to_string()), true),
+    let (name, status, scale) = match tail {
+        [] => (None, false, false),
+        [name] => (Some(name.to_string()), false, false),
+        [name, "status"] if rt.status_subresource => (Some(name.to_string()), true, false),
+        [name, "scale"] if rt.scale_subresource => (Some(name.to_string()), false, true),
         _ => return None,
     };
     Some(Target {
@@ -377,8 +419,40 @@ fn resolve(app: &App, segs: &[&str]) -> Option<Target> {
         ns,
         name,
         status,
+        scale,
         force_watch,
     })
+}
+
+/// The error for a path `resolve` found nothing at: an unserved resource names what is served.
+fn unresolved(app: &App, segs: &[&str]) -> ApiError {
+    let (group, version, rest) = match segs {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return ApiError::unknown_path(),
+    };
+    let rest = rest.strip_prefix(&["watch"]).unwrap_or(rest);
+    let plural = match rest {
+        ["namespaces", _, plural, ..] => *plural,
+        [plural, ..] => *plural,
+        [] => return ApiError::unknown_path(),
+    };
+    let reg = app.registry.read();
+    if reg.find(group, version, plural).is_some() {
+        return ApiError::unknown_path();
+    }
+    let served: Vec<String> = reg
+        .all()
+        .iter()
+        .filter(|t| t.group == group && t.version == version)
+        .map(|t| t.plural.clone())
+        .collect();
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    ApiError::unserved_resource(&gv, plural, &served)
 }
 
 fn is_watch(q: &Query) -> bool {
@@ -430,6 +504,9 @@ fn parse_body(body: &Bytes, content_type: &str) -> ApiResult<Value> {
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
+    if crate::protobuf::is_protobuf(&base) {
+        return crate::protobuf::decode(body);
+    }
     if base.contains("protobuf") || base.contains("cbor") {
         return Err(ApiError::unsupported_media_type());
     }

@@ -49,6 +49,26 @@ impl ApiError {
         e
     }
 
+    /// 404 for a resource the server does not serve: names what it serves under that
+    /// group-version and what to do, since "not found" alone sends users to the wrong place.
+    pub fn unserved_resource(gv: &str, plural: &str, served: &[String]) -> ApiError {
+        let here = if served.is_empty() {
+            format!("nothing under {gv}")
+        } else {
+            format!("{} under {gv}", served.join(", "))
+        };
+        let mut e = ApiError::new(
+            404,
+            "NotFound",
+            format!(
+                "the server could not find the requested resource: kubewasm's embedded API server does not serve \"{plural}\" in {gv}. It serves every built-in kind of Kubernetes {} ({here}; `kubectl api-resources` lists all) and the kinds of the CustomResourceDefinitions created in it: create a CRD for a custom kind, or use a real cluster for an aggregated API",
+                crate::builtins::KUBERNETES_VERSION
+            ),
+        );
+        e.details = Some(json!({"kind": plural}));
+        e
+    }
+
     fn with_resource_details(mut self, rt: &ResourceType, name: &str) -> ApiError {
         let mut d = json!({"name": name, "kind": rt.plural});
         if !rt.group.is_empty() {

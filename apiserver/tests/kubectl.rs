@@ -736,3 +736,219 @@ async fn kubectl_server_dry_run_and_deploy_kinds() {
     assert!(ok, "{err}");
     server.shutdown().await;
 }
+
+/// The commands a newcomer types first: the generators (protobuf bodies), scale (the `/scale`
+/// subresource), rollout status (a watch on status the test sets), edit, label, annotate, get -w
+/// and delete --wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_everyday_commands() {
+    let Some((server, k, _tmp)) = start().await else {
+        return;
+    };
+    let ns: &[&str] = &["-n", "team"];
+    let get = |what: &'static str| {
+        let k = &k;
+        async move {
+            let args: Vec<&str> = what
+                .split(' ')
+                .chain(["-n", "team", "-o", "json"])
+                .collect();
+            json_of(&k.ok(&[&["get"][..], &args[..]].concat()).await)
+        }
+    };
+
+    // create …: kubectl's typed clients send these as protobuf.
+    assert!(
+        k.ok(&["create", "namespace", "team"])
+            .await
+            .contains("namespace/team created")
+    );
+    k.ok(&[
+        &[
+            "create",
+            "configmap",
+            "cfg",
+            "--from-literal=a=one",
+            "--from-literal=b=two",
+        ][..],
+        ns,
+    ]
+    .concat())
+        .await;
+    k.ok(&[
+        &[
+            "create",
+            "secret",
+            "generic",
+            "sec",
+            "--from-literal=pw=hunter2",
+        ][..],
+        ns,
+    ]
+    .concat())
+        .await;
+    k.ok(&[
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1",
+            "--replicas=2",
+            "--port=80",
+        ][..],
+        ns,
+    ]
+    .concat())
+        .await;
+    k.ok(&[
+        &["create", "service", "clusterip", "web", "--tcp=80:8080"][..],
+        ns,
+    ]
+    .concat())
+        .await;
+    assert_eq!(
+        json_of(&k.ok(&["get", "ns", "team", "-o", "json"]).await)["status"]["phase"],
+        "Active"
+    );
+    let cm = get("cm cfg").await;
+    assert_eq!(cm["data"], serde_json::json!({"a": "one", "b": "two"}));
+    let sec = get("secret sec").await;
+    assert_eq!(sec["type"], "Opaque");
+    assert_eq!(sec["data"]["pw"], "aHVudGVyMg==");
+    let d = get("deploy web").await;
+    assert_eq!(d["spec"]["replicas"], 2);
+    assert_eq!(d["spec"]["selector"]["matchLabels"]["app"], "web");
+    let c0 = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        (&c0["image"], &c0["ports"][0]["containerPort"]),
+        (&serde_json::json!("nginx:1"), &serde_json::json!(80))
+    );
+    let svc = get("svc web").await;
+    let p0 = &svc["spec"]["ports"][0];
+    assert_eq!(
+        (&p0["port"], &p0["targetPort"]),
+        (&serde_json::json!(80), &serde_json::json!(8080))
+    );
+    assert_eq!(svc["spec"]["selector"]["app"], "web");
+
+    // scale writes spec.replicas through /scale.
+    k.ok(&[&["scale", "deployment/web", "--replicas=3"][..], ns].concat())
+        .await;
+    assert_eq!(get("deploy web").await["spec"]["replicas"], 3);
+    let scale = json_of(
+        &k.ok(&[
+            "get",
+            "--raw",
+            "/apis/apps/v1/namespaces/team/deployments/web/scale",
+        ])
+        .await,
+    );
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 3);
+    assert_eq!(scale["status"]["selector"], "app=web");
+
+    // rollout status waits until the status a controller (here: the test) reports is complete.
+    let mut rollout = k
+        .command(
+            &[
+                &["rollout", "status", "deployment/web", "--timeout=60s"][..],
+                ns,
+            ]
+            .concat(),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(rollout.stdout.take().unwrap()).lines();
+    wait_line(&mut lines, &["Waiting for deployment"]).await;
+    let generation = get("deploy web").await["metadata"]["generation"].clone();
+    let status = serde_json::json!({"status": {"observedGeneration": generation, "replicas": 3,
+        "updatedReplicas": 3, "readyReplicas": 3, "availableReplicas": 3}})
+    .to_string();
+    k.ok(&[
+        &[
+            "patch",
+            "deploy",
+            "web",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status,
+        ][..],
+        ns,
+    ]
+    .concat())
+        .await;
+    wait_line(&mut lines, &["successfully rolled out"]).await;
+    let exit = tokio::time::timeout(Duration::from_secs(30), rollout.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(exit.success());
+
+    // label and annotate.
+    k.ok(&[&["label", "cm", "cfg", "tier=backend"][..], ns].concat())
+        .await;
+    k.ok(&[&["annotate", "cm", "cfg", "owner=alice"][..], ns].concat())
+        .await;
+    let cm = get("cm cfg").await;
+    assert_eq!(cm["metadata"]["labels"]["tier"], "backend");
+    assert_eq!(cm["metadata"]["annotations"]["owner"], "alice");
+
+    // get -w sees what edit (with an editor script) changes.
+    let mut watch = k
+        .command(
+            &[
+                &[
+                    "get",
+                    "cm",
+                    "cfg",
+                    "-w",
+                    "-o",
+                    "custom-columns=NAME:.metadata.name,A:.data.a",
+                ][..],
+                ns,
+            ]
+            .concat(),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut wlines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    wait_line(&mut wlines, &["cfg", "one"]).await;
+    let editor = k.file(
+        "editor.sh",
+        "#!/bin/sh\nsed -i 's/^  a: one$/  a: edited/' \"$1\"\n",
+    );
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        k.command(&[&["edit", "cm", "cfg"][..], ns].concat())
+            .env("KUBE_EDITOR", &editor)
+            .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("configmap/cfg edited"));
+    wait_line(&mut wlines, &["cfg", "edited"]).await;
+    watch.kill().await.unwrap();
+    assert_eq!(get("cm cfg").await["data"]["a"], "edited");
+
+    // delete --wait returns once the objects are gone.
+    k.ok(&[&["delete", "deployment", "web", "--wait=true"][..], ns].concat())
+        .await;
+    let (ok, _, err) = k.run(&[&["get", "deploy", "web"][..], ns].concat()).await;
+    assert!(!ok && err.contains("NotFound"), "{err}");
+    k.ok(&["delete", "namespace", "team", "--wait=true"]).await;
+    let (ok, _, err) = k.run(&["get", "ns", "team"]).await;
+    assert!(!ok && err.contains("NotFound"), "{err}");
+    server.shutdown().await;
+}

@@ -23,7 +23,15 @@ pub fn object(rt: &ResourceType, new: &mut Value, old: Option<&Value>) -> ApiRes
         None => events::create(rt, new),
         Some(old) => events::update(rt, old, new),
     });
-    reject(rt, new, causes)
+    reject(rt, new, causes)?;
+    match rt.shape.map(|decode| decode(new)) {
+        Some(Err(e)) => Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
+            kind = rt.kind,
+            version = rt.version
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The real server's 422 listing every failed rule.
