@@ -19,6 +19,7 @@ mod boundary_kube;
 mod boundary_log;
 mod capabilities;
 mod convergence;
+mod identity;
 mod lb_controller;
 mod notifier;
 mod observer;
