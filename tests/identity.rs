@@ -56,6 +56,8 @@ async fn the_host_names_itself_and_counts_every_change_of_hands() {
     let cms: Api<ConfigMap> = Api::namespaced(host_client.clone(), "default");
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("ua".into());
+    // A field to own: an entry with no fields is dropped, as on a real server.
+    cm.data = Some([("a".to_string(), "1".to_string())].into());
     let cm = cms.create(&PostParams::default(), &cm).await.unwrap();
     assert_eq!(
         managers(&cm.metadata),
