@@ -205,7 +205,7 @@ impl Hold {
 /// load was checked and nothing runs.
 enum Begun {
     /// Loaded; whether it exports `on-synced`.
-    Running(World, bool),
+    Running(Box<World>, bool),
     /// A `refused` scenario: the grants it was refused for (`None`: it would load).
     Refused(Option<Vec<String>>),
 }
@@ -405,7 +405,7 @@ impl World {
                 anyhow::anyhow!("objects[{i}]{key}: {e}")
             })?;
         }
-        Ok(Begun::Running(world, v2))
+        Ok(Begun::Running(Box::new(world), v2))
     }
 
     async fn act(&self, step: &Step) -> anyhow::Result<()> {
