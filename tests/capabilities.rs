@@ -475,6 +475,24 @@ write = [{ api-version = "v1", kind = "ConfigMap", verbs = ["create", "patch", "
         assert_eq!(all.len(), 1, "repeats joined one Event");
         let e = &all[0];
         assert_eq!(e.reporting_controller.as_deref(), Some("kubewasm/p"));
+        // The host's own write: its field manager on the create and on each series patch, and
+        // this replica's name, so replicas' Events can be told apart.
+        let managers: Vec<_> = e
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter_map(|m| m.manager.as_deref())
+            .collect();
+        assert_eq!(
+            managers,
+            [kubewasm::identity::FIELD_MANAGER],
+            "{managers:?}"
+        );
+        assert_eq!(
+            e.reporting_instance.as_deref(),
+            Some(kubewasm::identity::replica_name().as_str())
+        );
         assert_eq!(e.type_.as_deref(), Some("Warning"));
         assert_eq!(e.regarding.as_ref().unwrap().name.as_deref(), Some("web"));
         let dropped = metrics

@@ -168,6 +168,15 @@ fn check_rendered(docs: &[Value], plugins: &Path) {
         .map(|a| a.as_str().unwrap().to_string())
         .collect();
     assert!(args.contains(&"--leader-elect".to_string()), "{args:?}");
+    // Each replica names itself by its pod (Events' reportingInstance, the Lease holder).
+    let pod_name = c["env"]
+        .as_array()
+        .and_then(|env| env.iter().find(|e| e["name"] == "POD_NAME"))
+        .expect("POD_NAME in the container's env");
+    assert_eq!(
+        pod_name["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
     // Every argument is one kubewasm accepts.
     let argv = std::iter::once("kubewasm".to_string()).chain(args.iter().cloned());
     if let Err(e) = kubewasm::cli::Cli::try_parse_from(argv) {

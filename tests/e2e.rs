@@ -20,6 +20,7 @@ mod boundary_log;
 mod capabilities;
 mod concurrency;
 mod convergence;
+mod identity;
 mod lb_controller;
 mod notifier;
 mod observer;

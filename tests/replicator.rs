@@ -284,3 +284,71 @@ async fn replicator_variant_copies_secrets_when_granted() {
     );
     t.host.shutdown().await;
 }
+
+/// A copy the API server refuses with 422 (here: the copy in team-a already holds another
+/// manager's key, and with the source's data it would pass the ConfigMap size limit) does not
+/// keep the namespaces after it from their copies; the failure is reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_copy_does_not_stop_the_other_namespaces() {
+    let server = start_server().await;
+    let client = client(&server);
+    create_namespaces(&client, &["team-a", "team-b"]).await;
+    // team-a's copy exists (labelled as the replicator's) with 1,000,000 bytes of someone
+    // else's data: applying the source's 100,000 more passes 1 MiB, which the server refuses.
+    let team_a: Api<ConfigMap> = Api::namespaced(client.clone(), "team-a");
+    let big: ConfigMap = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cfg", "labels": {REPLICA_OF: "default.cfg"}},
+        "data": {"other": "x".repeat(1_000_000)},
+    }))
+    .unwrap();
+    team_a
+        .patch(
+            "cfg",
+            &PatchParams::apply("someone-else"),
+            &Patch::Apply(&big),
+        )
+        .await
+        .unwrap();
+    // The source exists before the host starts: on-synced reconciles it, then an update does.
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let src: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "cfg", "annotations": {TARGETS: "team-a,team-b"}},
+        "data": {"k": "y".repeat(100_000)},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &src).await.unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    let wasm = install(plugins.path());
+    let t = start_host_with_plugin(&server, &wasm).await;
+    // team-b comes after the refused team-a, and still gets its copy, at start and on a change.
+    for v in ["y", "z"] {
+        if v == "z" {
+            let patch = serde_json::json!({"data": {"k": v.repeat(100_000)}});
+            api.patch("cfg", &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+        await_cm(&client, &t, "team-b", "cfg", "copied", |c| {
+            c.is_some_and(|c| data(c).get("k").is_some_and(|k| k.starts_with(v)))
+        })
+        .await;
+    }
+    // The source's call reports the refusal (fatal: a 422 does not heal by itself).
+    t.recorder
+        .wait_call(PLUGIN, "the refused copy reported", |c| {
+            c.key == "default/cfg"
+                && matches!(&c.outcome, kubewasm::runtime::CallOutcome::Fatal(m)
+                    if m.contains("1 copy failed, the others were written") && m.contains("422"))
+        })
+        .await;
+    let lines = t.logs.of(PLUGIN);
+    assert!(
+        lines
+            .iter()
+            .any(|m| m.contains("apply ConfigMap team-a/cfg: 422")),
+        "{lines:#?}"
+    );
+    t.host.shutdown().await;
+    server.shutdown().await;
+}

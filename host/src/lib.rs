@@ -2,6 +2,7 @@
 //! WebAssembly component handlers.
 //!
 //! Layers, lowest first; a module never imports from a layer above it:
+//! - [`identity`]: the host's User-Agent, field manager and replica name, used by every layer.
 //! - [`workqueue`] and [`informer`]: Kubernetes list/watch machinery, no knowledge of WASM.
 //! - [`election`]: leader election on a Lease, no knowledge of informers or WASM.
 //! - [`runtime`]: wasmtime engine and the `kubewasm:handler` world, no knowledge of watches.
@@ -19,6 +20,7 @@
 pub mod cli;
 pub mod election;
 pub mod host;
+pub mod identity;
 pub mod informer;
 pub mod plugins;
 pub mod runtime;

@@ -804,6 +804,96 @@ fn test_refuses_bad_scenarios_naming_file_and_line() {
     }
 }
 
+/// What a scenario can say beyond calls: an expected load refusal (with the missing grants),
+/// "none of this kind" in a step that does other things; and each way those fail, with errors
+/// that name the user's own files, once.
+#[test]
+fn test_expects_refusals_and_nones_and_names_the_users_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let handler = dist().join("rust-logger-v2.wasm");
+    // Grants a Secret watch only: logger-v2's ConfigMap subscription is not covered.
+    let narrow = dir.path().join("narrow.toml");
+    std::fs::write(
+        &narrow,
+        "[grants]\nwatch = [{ api-version = \"v1\", kind = \"Secret\" }]\n",
+    )
+    .unwrap();
+    let wide = dir.path().join("wide.toml");
+    std::fs::write(
+        &wide,
+        "[grants]\nwatch = [{ api-version = \"v1\", kind = \"ConfigMap\" }]\nevents = true\n",
+    )
+    .unwrap();
+    let run = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let (code, out, err) = run_scenario(&handler, &path, &[]);
+        (code, format!("{out}{err}"))
+    };
+    let missing = "watch v1 ConfigMap in every namespace";
+
+    // The refusal expected, with its missing grants: passes.
+    let (code, all) = run(
+        "refused.yaml",
+        &format!("manifest: narrow.toml\nrefused:\n  missing: [{missing}]\n"),
+    );
+    assert_eq!(code, 0, "{all}");
+    assert!(all.contains("PASS"), "{all}");
+    // Another list of missing grants: a difference, at the line of `refused`.
+    let (code, all) = run(
+        "other-missing.yaml",
+        "manifest: narrow.toml\nrefused:\n  missing: [record Events]\n",
+    );
+    assert_eq!(code, 1, "{all}");
+    assert!(all.contains("other-missing.yaml:2"), "{all}");
+    assert!(all.contains("- missing: record Events"), "{all}");
+    assert!(all.contains(&format!("+ missing: {missing}")), "{all}");
+    // The handler loads after all: a difference.
+    let (code, all) = run("loads.yaml", "manifest: wide.toml\nrefused: {}\n");
+    assert_eq!(code, 1, "{all}");
+    assert!(all.contains("the handler loads"), "{all}");
+    // Not expected: bad input, naming the user's manifest (not the runner's copy), once.
+    let (code, all) = run("unexpected.yaml", "manifest: narrow.toml\n");
+    assert_eq!(code, 2, "{all}");
+    assert!(all.contains(&narrow.display().to_string()), "{all}");
+    assert!(
+        !all.contains("rust-logger-v2.toml"),
+        "a runner's copy: {all}"
+    );
+    assert_eq!(all.matches(missing).count(), 1, "printed once: {all}");
+    // `refused` beside steps: refused as bad input.
+    let (code, all) = run(
+        "refused-steps.yaml",
+        "manifest: narrow.toml\nrefused: {}\nsteps:\n  - advance: 1m\n",
+    );
+    assert_eq!(code, 2, "{all}");
+    assert!(
+        all.contains("refused-steps.yaml:2") && all.contains("no steps"),
+        "{all}"
+    );
+
+    // "None of this kind" in a step that calls the handler: passes while it holds...
+    let quiet = "manifest: wide.toml\nsteps:\n  - apply: {apiVersion: v1, kind: ConfigMap, metadata: {namespace: default, name: a}}\n    expect:\n      - {call: on-add, object: v1/ConfigMap default/a}\n      - {writes: []}\n      - {events: []}\n      - {http: []}\n";
+    let (code, all) = run("none.yaml", quiet);
+    assert_eq!(code, 0, "{all}");
+    // ...and fails, naming the entry, when the step does record an Event.
+    let noisy = quiet.replace("name: a}", "name: a, labels: {kubewasm.io/try: event}}");
+    let (code, all) = run("none-but-some.yaml", &noisy);
+    assert_eq!(code, 1, "{all}");
+    assert!(
+        all.contains("none-but-some.yaml:3")
+            && all.contains("(unexpected: the step expects events: [])"),
+        "{all}"
+    );
+    // A "none" beside an expectation of its kind is a contradiction: bad input.
+    let (code, all) = run(
+        "contradiction.yaml",
+        &quiet.replace("- {http: []}", "- {event: Normal}"),
+    );
+    assert_eq!(code, 2, "{all}");
+    assert!(all.contains("contradiction.yaml:8"), "{all}");
+}
+
 // ---- kubewasm new ---------------------------------------------------------------------------
 
 /// Runs `kubewasm new ARGS` in `dir`.

@@ -3,10 +3,13 @@
 // For every container whose `state.waiting.reason` is `CrashLoopBackOff` it records a Warning
 // Event about the Pod (reason `CrashLoopBackOff`, action `Notify`) and POSTs
 // `{"pod", "namespace", "container", "restarts"}` to the webhook named by the ConfigMap
-// `default/notifier`, key `webhook`. Each (pod uid, container, restart count) is notified once per
-// instance: a status update that repeats what was already reported does nothing.
+// `default/notifier`, key `webhook`. Each (pod, container, restart count) is notified once: a
+// status update that repeats what was already reported does nothing, and neither does the replay
+// a new leader (or a restarted host) receives, because what was reported is marked on the Pod
+// itself (annotation `kubewasm.io/crashloop-notified`, `{"<container>": <restarts>}`), which
+// every replica reads.
 import { log } from 'kubewasm:handler/log@0.2.0';
-import { get } from 'kubewasm:handler/kube@0.2.0';
+import { get, patch } from 'kubewasm:handler/kube@0.2.0';
 import { emit } from 'kubewasm:handler/events@0.2.0';
 import { handle } from 'wasi:http/outgoing-handler@0.2.12';
 import { Fields, OutgoingRequest, OutgoingBody } from 'wasi:http/types@0.2.12';
@@ -15,6 +18,8 @@ const CONFIG_NAMESPACE = 'default';
 const CONFIG_NAME = 'notifier';
 const CONFIG_KEY = 'webhook';
 const REASON = 'CrashLoopBackOff';
+// The Pod's record of what was reported, so a new leader's replay does not report it again.
+const NOTIFIED = 'kubewasm.io/crashloop-notified';
 // Most (pod, container, restarts) keys remembered; the oldest are forgotten first. Forgetting one
 // can only repeat a notification, never lose one.
 const MAX_REMEMBERED = 1024;
@@ -160,13 +165,46 @@ function crashLooping(pod) {
   return out;
 }
 
+// The restart counts already reported, per container, as the Pod's annotation records them
+// (an unreadable annotation counts as none: at worst one notification repeats).
+function notifiedOf(pod) {
+  const annotations = (pod.metadata && pod.metadata.annotations) || {};
+  try {
+    const v = JSON.parse(annotations[NOTIFIED] || '{}');
+    return v && typeof v === 'object' && !Array.isArray(v) ? v : {};
+  } catch (_e) {
+    return {};
+  }
+}
+
+// Marks the Pod as reported. The mark comes after the POST, so a crash in between repeats a
+// notification rather than losing one. A Pod gone meanwhile needs no mark; a refused mark only
+// costs the idempotency across leaders (this instance still remembers), so it is logged, not
+// retried.
+function markNotified(meta, notified) {
+  const body = JSON.stringify({ metadata: { annotations: { [NOTIFIED]: JSON.stringify(notified) } } });
+  try {
+    patch('v1', 'Pod', meta.namespace, meta.name, 'merge', body, undefined, { dryRun: false, force: false });
+  } catch (e) {
+    if (e && e.code !== 404) {
+      log('warn', `marking ${meta.namespace}/${meta.name} as notified: ${e.code} ${e.reason}`);
+    }
+  }
+}
+
 function check(obj) {
   const pod = JSON.parse(obj.json);
   const { namespace, name, uid } = obj.meta;
+  const notified = notifiedOf(pod);
   for (const [container, restarts] of crashLooping(pod)) {
     const key = `${uid}/${container}/${restarts}`;
     const stage = progress.get(key);
     if (stage === 'posted') {
+      continue;
+    }
+    if (notified[container] === restarts) {
+      // Reported already, by this replica before a restart or by the previous leader.
+      remember(key, 'posted');
       continue;
     }
     if (stage === undefined) {
@@ -188,6 +226,8 @@ function check(obj) {
       webhook = undefined;
       throw retry(`webhook answered HTTP ${status} for ${namespace}/${name} container ${shown(container)}`);
     }
+    notified[container] = restarts;
+    markNotified(obj.meta, notified);
     remember(key, 'posted');
     log('info', `notified ${namespace}/${name} container=${shown(container)} restarts=${restarts} status=${status}`);
   }
@@ -203,6 +243,8 @@ export function describe() {
     permissions: [
       // The webhook's URL, read from the API server (no informer for one object).
       { apiVersion: 'v1', kind: 'ConfigMap', namespace: CONFIG_NAMESPACE, verbs: ['get'] },
+      // The mark of what was reported, on the Pod (a merge patch of one annotation).
+      { apiVersion: 'v1', kind: 'Pod', namespace: undefined, verbs: ['patch'] },
     ],
     // The test's webhook listens on loopback on a port chosen at start; a real deployment
     // names its webhook's origin, e.g. https://hooks.example.com.

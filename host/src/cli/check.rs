@@ -93,6 +93,7 @@ fn check_one(
         "missing": missing.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "grant_with": grant_with,
         "never_writable": never_writable,
+        "confined": described.grants.confined(&described.info),
     }))?;
     Ok((json, described.grant_error(&name, file)))
 }

@@ -71,7 +71,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| std::env::temp_dir().join("kubewasm-dev.kubeconfig"));
     server.write_kubeconfig(&kubeconfig)?;
 
-    let client = kube::Client::try_from(kube::Config::new(server.url().parse()?))?;
+    let client = crate::identity::client(kube::Config::new(server.url().parse()?))?;
     let mut builder = args.host.host_builder(client.clone(), plugins.clone())?;
     if args.host.default_grants.is_none() {
         // Development: a plugin gets what it asks for, so a new handler runs without a

@@ -242,7 +242,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = client_config(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
     tracing::info!(server = %config.cluster_url, "connecting to the API server");
     let api_addresses = api_server_addresses(&config.cluster_url).await;
-    let client = kube::Client::try_from(config)?;
+    let client = crate::identity::client(config)?;
     let host = args
         .host
         .host_builder(client, args.plugins)?

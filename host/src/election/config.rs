@@ -86,12 +86,7 @@ impl ElectionConfig {
 /// `hostname_random`, as controller-runtime builds it: the pod name says which replica leads,
 /// the random part keeps a restarted pod from mistaking its predecessor's lease for its own.
 pub(super) fn default_identity() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "kubewasm".into());
+    let host = crate::identity::replica_name();
     let host: String = host.chars().take(200).collect();
     format!("{host}_{:016x}", rand::random::<u64>())
 }

@@ -132,7 +132,10 @@ impl LeaseLock {
             },
         };
         record.write_to(lease.spec.get_or_insert_with(LeaseSpec::default));
-        let pp = PostParams::default();
+        let pp = PostParams {
+            field_manager: Some(crate::identity::FIELD_MANAGER.to_string()),
+            ..PostParams::default()
+        };
         let written = match base {
             Some(_) => self.api.replace(&self.name, &pp, &lease).await,
             None => self.api.create(&pp, &lease).await,

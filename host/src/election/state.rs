@@ -356,7 +356,9 @@ impl Election {
 }
 
 /// Our claim on a Lease whose record is `prev`: a renewal when we hold it already, a takeover
-/// (new acquire time, one more transition) otherwise.
+/// (new acquire time, one more transition) otherwise. As in client-go, any takeover of an
+/// existing Lease counts, a released one (no holder, count 0) included; only creating the Lease
+/// starts at 0, so tools reading `leaseTransitions` see every change of hands.
 fn acquire(
     prev: Option<&LeaderRecord>,
     me: &str,
@@ -374,8 +376,8 @@ fn acquire(
         renew_time: Some(at.wall),
         transitions: match prev {
             Some(p) if ours => p.transitions,
-            Some(p) if !p.holder.is_empty() || p.transitions > 0 => p.transitions + 1,
-            _ => 0,
+            Some(p) => p.transitions.saturating_add(1),
+            None => 0,
         },
     }
 }
@@ -506,8 +508,17 @@ mod tests {
         let s = Election::Standby { observed: None };
         let step = s.clone().step(Input::Fetched(None), &at(t0), &c);
         assert!(matches!(step.action, Action::Write { base: None, .. }));
+        let Action::Write { record, .. } = &step.action else {
+            panic!("expected a create")
+        };
+        assert_eq!(record.transitions, 0, "creating the Lease is no transition");
+        // A released Lease (no holder, count 0): client-go counts taking it as a transition.
         let step = s.step(Input::Fetched(Some(lease("", "3"))), &at(t0), &c);
-        assert!(matches!(step.action, Action::Write { base: Some(_), .. }));
+        let Action::Write { record, base } = &step.action else {
+            panic!("expected a takeover write, got {:?}", step.action)
+        };
+        assert!(base.is_some());
+        assert_eq!(record.transitions, 1);
         let step = step.state.step(
             Input::Written {
                 lease: lease("me", "4"),

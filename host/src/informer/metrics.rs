@@ -11,6 +11,8 @@ type Labels = Vec<(String, String)>;
 
 struct Families {
     lists: Family<Labels, Counter>,
+    list_pages: Family<Labels, Counter>,
+    bookmarks: Family<Labels, Counter>,
     relists: Family<Labels, Counter>,
     watch_restarts: Family<Labels, Counter>,
     resyncs: Family<Labels, Counter>,
@@ -39,8 +41,18 @@ impl InformerMetrics {
         let f = &m.f;
         registry.register(
             "kubewasm_informer_lists",
-            "LIST requests made by informers (every page counts)",
+            "Lists made by informers (initial and relists; a paged list counts once)",
             f.lists.clone(),
+        );
+        registry.register(
+            "kubewasm_informer_list_pages",
+            "LIST requests made by informers (every page of a paged list counts)",
+            f.list_pages.clone(),
+        );
+        registry.register(
+            "kubewasm_informer_bookmarks",
+            "BOOKMARK watch events received (each advances the resume resourceVersion)",
+            f.bookmarks.clone(),
         );
         registry.register(
             "kubewasm_informer_relists",
@@ -80,6 +92,8 @@ impl InformerMetrics {
         Self {
             f: Arc::new(Families {
                 lists: Family::default(),
+                list_pages: Family::default(),
+                bookmarks: Family::default(),
                 relists: Family::default(),
                 watch_restarts: Family::default(),
                 resyncs: Family::default(),
@@ -95,6 +109,8 @@ impl InformerMetrics {
         let l: Labels = vec![("informer".into(), informer.to_string())];
         InformerCounters {
             lists: self.f.lists.get_or_create_owned(&l),
+            list_pages: self.f.list_pages.get_or_create_owned(&l),
+            bookmarks: self.f.bookmarks.get_or_create_owned(&l),
             watch_restarts: self.f.watch_restarts.get_or_create_owned(&l),
             resyncs: self.f.resyncs.get_or_create_owned(&l),
             undecodable: self.f.undecodable.get_or_create_owned(&l),
@@ -129,6 +145,16 @@ impl InformerMetrics {
     /// Current value of the list counter for `informer`.
     pub fn lists(&self, informer: &str) -> u64 {
         self.informer(informer).lists.get()
+    }
+
+    /// Current value of the list-page counter for `informer`.
+    pub fn list_pages(&self, informer: &str) -> u64 {
+        self.informer(informer).list_pages.get()
+    }
+
+    /// Current value of the bookmark counter for `informer`.
+    pub fn bookmarks(&self, informer: &str) -> u64 {
+        self.informer(informer).bookmarks.get()
     }
 
     /// Current value of the resync counter for `informer`.
@@ -170,6 +196,8 @@ fn relist_labels(informer: &str, cause: &str) -> Labels {
 #[derive(Clone)]
 pub(crate) struct InformerCounters {
     pub lists: Counter,
+    pub list_pages: Counter,
+    pub bookmarks: Counter,
     pub watch_restarts: Counter,
     pub resyncs: Counter,
     pub undecodable: Counter,

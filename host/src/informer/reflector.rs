@@ -383,6 +383,8 @@ impl Reflector {
         let mut items = Vec::new();
         let mut cont: Option<String> = None;
         let mut paginated = false;
+        // One list however many pages (and a fallback after an expired continuation) it takes.
+        self.counters.lists.inc();
         loop {
             let opts = ListOptions {
                 resource_version: if cont.is_some() {
@@ -393,7 +395,7 @@ impl Reflector {
                 limit,
                 continue_token: cont.clone(),
             };
-            self.counters.lists.inc();
+            self.counters.list_pages.inc();
             match self.lw.list_objects(&opts).await {
                 Ok(page) => {
                     items.extend(
@@ -468,6 +470,9 @@ impl Reflector {
             WatchEvent::Bookmark {
                 resource_version, ..
             } => {
+                self.counters.bookmarks.inc();
+                tracing::debug!(informer = %self.name, resource_version = %resource_version,
+                    "bookmark");
                 self.set_last_sync(&resource_version);
                 true
             }
@@ -572,6 +577,8 @@ impl Reflector {
     /// Streaming initial list: the watch's initial events fill a temporary store that replaces
     /// the FIFO at the `initial-events-end` bookmark; the same stream then continues.
     async fn watch_list(&mut self) -> Result<State, SourceError> {
+        // A list too, though no LIST request: no pages.
+        self.counters.lists.inc();
         loop {
             let rv = if self.rv_unavailable {
                 String::new()
@@ -623,6 +630,7 @@ impl Reflector {
                         resource_version,
                         initial_events_end,
                     })) => {
+                        self.counters.bookmarks.inc();
                         if initial_events_end {
                             let objs: Vec<SharedObject> =
                                 order.iter().filter_map(|k| temp.remove(k)).collect();

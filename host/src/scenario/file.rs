@@ -33,6 +33,18 @@ pub struct Scenario {
     pub http: Vec<Stub>,
     /// `steps` (a leading `start` added when missing).
     pub steps: Vec<Step>,
+    /// `refused`: the handler must not load with its grants (no steps run then).
+    pub refused: Option<Refusal>,
+}
+
+/// An expected load refusal: the grants do not cover what `describe()` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The grants the refusal must name, as its `not granted:` lines do (`record Events`,
+    /// `watch v1 Secret in every namespace`); `None`: any refusal for missing grants passes.
+    pub missing: Option<Vec<String>>,
+    /// Line of `refused` in the file.
+    pub line: usize,
 }
 
 /// One stubbed HTTP answer.
@@ -265,6 +277,19 @@ pub enum Problem {
     /// A `start` after the first step.
     #[error("start must be the first step (restart reloads a running handler)")]
     LateStart,
+    /// `refused` beside steps: a handler that does not load has nothing to step through.
+    #[error(
+        "a scenario that expects the load to be refused has no steps: move the steps to a scenario of their own"
+    )]
+    RefusedWithSteps,
+    /// A per-kind "none" beside an expectation of the same kind.
+    #[error(
+        "`{key}: []` says the step makes none, yet the step also expects one: keep one of the two"
+    )]
+    NoneAndSome {
+        /// `calls`, `writes`, `events` or `http`.
+        key: &'static str,
+    },
     /// An `on-synced` expectation for a handler without that export.
     #[error(
         "the expectation names on-synced, which {} does not export (a kubewasm:handler@0.1.0 component)",
@@ -303,6 +328,15 @@ struct Doc {
     http: Vec<StubDoc>,
     #[serde(default)]
     steps: Vec<StepDoc>,
+    #[serde(default)]
+    refused: Option<RefusedDoc>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RefusedDoc {
+    #[serde(default)]
+    missing: Option<Vec<String>>,
 }
 
 fn yes() -> bool {
@@ -419,6 +453,15 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         objects.push(object(o).map_err(|m| at(line, m))?);
     }
     let http = stubs(&doc.http).map_err(|m| at(lines.key("http"), m))?;
+    let refused = doc.refused.map(|r| Refusal {
+        missing: r.missing,
+        line: lines.key("refused"),
+    });
+    if let Some(r) = &refused
+        && !doc.steps.is_empty()
+    {
+        return Err(at(r.line, Problem::RefusedWithSteps));
+    }
 
     let mut steps = Vec::new();
     for (i, s) in doc.steps.into_iter().enumerate() {
@@ -494,10 +537,19 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         let expect = match &s.expect {
             None => None,
             Some(list) => {
-                let mut out = Vec::new();
+                let mut out: Vec<Entry> = Vec::new();
                 for (j, e) in list.iter().enumerate() {
                     let eline = lines.nested(line, "expect", j);
-                    out.push(Entry::expectation(e).map_err(|m| at(eline, m.into()))?);
+                    let entry = Entry::expectation(e).map_err(|m| at(eline, m.into()))?;
+                    let clash = out
+                        .iter()
+                        .find(|o| o.kind == entry.kind && (o.is_none() || entry.is_none()));
+                    if let Some(c) = clash {
+                        let none = if c.is_none() { c } else { &entry };
+                        let key = none.kind.none_key();
+                        return Err(at(eline, Problem::NoneAndSome { key }));
+                    }
+                    out.push(entry);
                 }
                 Some(out)
             }
@@ -545,6 +597,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         objects,
         http,
         steps,
+        refused,
     })
 }
 
@@ -824,6 +877,31 @@ mod tests {
             "{e}"
         );
         assert!(std::error::Error::source(&e).is_some());
+    }
+
+    #[test]
+    fn refusals_stand_alone_and_nones_do_not_contradict() {
+        let s = parse(
+            Path::new("s.yaml"),
+            "manifest: narrow.toml\nrefused:\n  missing: [record Events]\n",
+        )
+        .unwrap();
+        let r = s.refused.unwrap();
+        assert_eq!(r.missing, Some(vec!["record Events".to_string()]));
+        assert_eq!(r.line, 2);
+        let e = parse(
+            Path::new("s.yaml"),
+            "refused: {}\nsteps:\n  - advance: 1m\n",
+        )
+        .unwrap_err();
+        assert!(matches!(e.problem, Problem::RefusedWithSteps), "{e}");
+        let text =
+            "steps:\n  - start: {}\n    expect:\n      - {writes: []}\n      - {write: patch}\n";
+        let e = parse(Path::new("s.yaml"), text).unwrap_err();
+        assert!(e.to_string().starts_with("s.yaml:5: `writes: []`"), "{e}");
+        let text = "steps:\n  - start: {}\n    expect:\n      - {writes: []}\n      - {events: []}\n      - {http: []}\n      - {call: on-synced}\n";
+        let s = parse(Path::new("s.yaml"), text).unwrap();
+        assert_eq!(s.steps[0].expect.as_ref().unwrap().len(), 4);
     }
 
     #[test]

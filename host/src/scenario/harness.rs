@@ -35,7 +35,7 @@ use super::recorder::Recorder;
 use super::transcript::{Entry, compare, flow, subset};
 use crate::host::{Host, HostBuilder};
 use crate::informer::{BackoffConfig, ReflectorConfig, resolve_kind, resource_path};
-use crate::plugins::{DeliveryMode, GrantPolicy, describe_file, plugin_name};
+use crate::plugins::{DeliveryMode, GrantError, GrantPolicy, describe_file, plugin_name};
 use crate::runtime::{HandlerWorld, Limits, RuntimeConfig};
 
 /// How long (real time) a step may take to settle before the run is declared stuck.
@@ -74,8 +74,11 @@ pub struct RunOutcome {
     /// The steps run (all of them unless `error` stopped the run).
     pub steps: Vec<StepOutcome>,
     /// Why the run stopped early: a step the server refused, a handler that would not load or
-    /// settle. Names the file and line.
+    /// settle. Names the file and line, and the user's own files (never the runner's copies).
     pub error: Option<String>,
+    /// For a scenario that expects a refusal (`refused`): the grants the load was refused
+    /// for, as the refusal names them; `None` when the handler would load.
+    pub refused: Option<Vec<String>>,
 }
 
 impl RunOutcome {
@@ -106,6 +109,7 @@ pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
             return RunOutcome {
                 steps: Vec::new(),
                 error: Some(format!("cannot start a runtime: {e}")),
+                refused: None,
             };
         }
     };
@@ -113,20 +117,23 @@ pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
         let hold = Hold::new();
         let mut steps = Vec::new();
         let world = match World::start(config, scenario).await {
-            Ok((w, v2)) => match scenario.check_exports(v2, &config.handler) {
+            Ok(Begun::Running(w, v2)) => match scenario.check_exports(v2, &config.handler) {
                 Ok(()) => w,
                 Err(e) => {
                     w.stop().await;
                     return RunOutcome {
                         steps,
                         error: Some(e.to_string()),
+                        refused: None,
                     };
                 }
             },
+            Ok(Begun::Refused(missing)) => return refusal_outcome(scenario, missing),
             Err(e) => {
                 return RunOutcome {
                     steps,
                     error: Some(format!("{}: {e:#}", scenario.path.display())),
+                    refused: None,
                 };
             }
         };
@@ -138,6 +145,7 @@ pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
                 scenario.path.display().to_string()
             };
             if let Err(e) = world.act(step).await {
+                let e = world.paths.shown(&e.to_string());
                 error = Some(format!("{at}: {}: {e}", step.action.label()));
                 break;
             }
@@ -167,7 +175,11 @@ pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
         }
         world.stop().await;
         drop(hold);
-        RunOutcome { steps, error }
+        RunOutcome {
+            steps,
+            error,
+            refused: None,
+        }
     });
     rt.shutdown_timeout(Duration::from_secs(1));
     outcome
@@ -189,7 +201,67 @@ impl Hold {
     }
 }
 
+/// How a run began: the handler loaded and runs, or (a scenario expecting a refusal) the
+/// load was checked and nothing runs.
+enum Begun {
+    /// Loaded; whether it exports `on-synced`.
+    Running(Box<World>, bool),
+    /// A `refused` scenario: the grants it was refused for (`None`: it would load).
+    Refused(Option<Vec<String>>),
+}
+
+/// The outcome of a `refused` scenario: one check, at the line of `refused`, that the load was
+/// refused for exactly the grants listed (when they are listed).
+fn refusal_outcome(scenario: &Scenario, missing: Option<Vec<String>>) -> RunOutcome {
+    let expected = scenario
+        .refused
+        .as_ref()
+        .expect("only for refused scenarios");
+    let mut diffs = Vec::new();
+    match (&missing, &expected.missing) {
+        (None, _) => diffs.push(
+            "- refused   (the handler loads: its grants cover everything it asks for)".to_string(),
+        ),
+        (Some(got), Some(want)) => {
+            for w in want.iter().filter(|w| !got.contains(w)) {
+                diffs.push(format!("- missing: {w}   (the refusal does not name it)"));
+            }
+            for g in got.iter().filter(|g| !want.contains(g)) {
+                diffs.push(format!("+ missing: {g}   (unexpected)"));
+            }
+        }
+        (Some(_), None) => {}
+    }
+    RunOutcome {
+        steps: vec![StepOutcome {
+            index: None,
+            line: expected.line,
+            label: "start (refused)".into(),
+            actual: Vec::new(),
+            diffs,
+        }],
+        error: None,
+        refused: missing,
+    }
+}
+
+/// The runner loads the user's handler and manifest from copies in a private folder; messages
+/// about those copies name the user's files instead.
+struct UserPaths {
+    /// `(the runner's copy, the user's file)`.
+    pairs: Vec<(String, String)>,
+}
+
+impl UserPaths {
+    fn shown(&self, message: &str) -> String {
+        self.pairs
+            .iter()
+            .fold(message.to_string(), |m, (copy, user)| m.replace(copy, user))
+    }
+}
+
 struct World {
+    paths: UserPaths,
     server: apiserver::ApiServer,
     client: kube::Client,
     host: Host,
@@ -204,7 +276,7 @@ struct World {
 }
 
 impl World {
-    async fn start(config: &RunConfig, scenario: &Scenario) -> anyhow::Result<(World, bool)> {
+    async fn start(config: &RunConfig, scenario: &Scenario) -> anyhow::Result<Begun> {
         let server = apiserver::ApiServer::start(apiserver::Config {
             // Bookmarks come when the runner asks for them (`bookmark_now`).
             bookmark_interval: Duration::from_secs(24 * 3600),
@@ -212,7 +284,7 @@ impl World {
             ..apiserver::Config::default()
         })
         .await?;
-        let client = kube::Client::try_from(kube::Config::new(server.url().parse()?))?;
+        let client = crate::identity::client(kube::Config::new(server.url().parse()?))?;
         let recorder = Arc::new(Recorder::default());
         recorder.set_stubs(&scenario.http);
 
@@ -225,15 +297,28 @@ impl World {
         let manifest = scenario
             .manifest
             .clone()
-            .or_else(|| beside.is_file().then_some(beside));
+            .or_else(|| beside.is_file().then(|| beside.clone()));
+        let manifest_copy = dir.path().join(format!("{plugin}.toml"));
         let grants = match &manifest {
             Some(m) => {
-                std::fs::copy(m, dir.path().join(format!("{plugin}.toml")))
+                std::fs::copy(m, &manifest_copy)
                     .map_err(|e| anyhow::anyhow!("manifest {}: cannot read: {e}", m.display()))?;
                 GrantPolicy::default()
             }
             None => GrantPolicy::EverythingAsked,
         };
+        let mut pairs = vec![(
+            plugin_path.display().to_string(),
+            config.handler.display().to_string(),
+        )];
+        // Without a manifest a grants error suggests one beside the handler, where the user
+        // would write it.
+        let user_manifest = manifest.clone().unwrap_or(beside);
+        pairs.push((
+            manifest_copy.display().to_string(),
+            user_manifest.display().to_string(),
+        ));
+        let paths = UserPaths { pairs };
         let (leader, leadership) = watch::channel(scenario.leader);
         let host = HostBuilder::new(client.clone())
             .runtime(RuntimeConfig {
@@ -269,18 +354,41 @@ impl World {
             })
             .await?
         };
-        let described = match described {
-            Ok(d) => d,
-            Err(e) => {
+        let refusal = match &described {
+            Ok(d) => match d.grants.check(&d.info) {
+                Err(GrantError::Missing(m)) => Some((
+                    m.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    d.grant_error(&plugin, &plugin_path),
+                )),
+                _ => None,
+            },
+            Err(_) => None,
+        };
+        // Whatever stops here is reported once, naming the user's files: the host never
+        // tries the load, so it logs nothing of its own about it.
+        let v2 = match (described, scenario.refused.is_some(), refusal) {
+            (Ok(d), false, None) => d.compiled.world() == HandlerWorld::V0_2,
+            (described, expects_refusal, refusal) => {
                 host.shutdown().await;
                 server.shutdown().await;
-                anyhow::bail!("the handler does not load: {e}");
+                match (described, expects_refusal, refusal) {
+                    (Err(e), ..) => {
+                        anyhow::bail!("the handler does not load: {}", paths.shown(&e.to_string()))
+                    }
+                    (Ok(_), true, refusal) => return Ok(Begun::Refused(refusal.map(|(m, _)| m))),
+                    (Ok(_), false, refusal) => {
+                        let e = refusal.and_then(|(_, e)| e).map_or_else(
+                            || "its grants do not cover what it asks for".to_string(),
+                            |e| paths.shown(&e.to_string()),
+                        );
+                        anyhow::bail!("the handler does not load: {e}")
+                    }
+                }
             }
         };
-        let v2 = described.compiled.world() == HandlerWorld::V0_2;
-        drop(described);
 
         let world = World {
+            paths,
             server,
             client,
             host,
@@ -297,7 +405,7 @@ impl World {
                 anyhow::anyhow!("objects[{i}]{key}: {e}")
             })?;
         }
-        Ok((world, v2))
+        Ok(Begun::Running(Box::new(world), v2))
     }
 
     async fn act(&self, step: &Step) -> anyhow::Result<()> {

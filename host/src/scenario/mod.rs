@@ -18,8 +18,8 @@ mod report;
 mod transcript;
 
 pub use file::{
-    Action, BadDuration, BadObjectKey, ObjectKey, PatchSpec, Problem, Scenario, ScenarioError,
-    Step, Stub, duration, load, parse,
+    Action, BadDuration, BadObjectKey, ObjectKey, PatchSpec, Problem, Refusal, Scenario,
+    ScenarioError, Step, Stub, duration, load, parse,
 };
 pub use harness::{RunConfig, RunOutcome, SETTLE_PATIENCE, StepOutcome, run};
 pub use recorder::Recorder;

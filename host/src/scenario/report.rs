@@ -147,6 +147,16 @@ pub enum UpdateError {
 pub fn updated(scenario: &Scenario, outcome: &RunOutcome) -> Result<String, UpdateError> {
     let mut doc: serde_yaml::Value = serde_yaml::from_str(&scenario.text)?;
     let map = doc.as_mapping_mut().ok_or(UpdateError::NotAMap)?;
+    if scenario.refused.is_some() {
+        // A refusal scenario has no steps: its expectation is the list of missing grants
+        // (left as it was when the handler now loads, so the run keeps failing).
+        if let Some(missing) = &outcome.refused {
+            let mut refused = serde_yaml::Mapping::new();
+            refused.insert("missing".into(), serde_yaml::to_value(missing)?);
+            map.insert("refused".into(), serde_yaml::Value::Mapping(refused));
+        }
+        return Ok(serde_yaml::to_string(&doc)?);
+    }
     let steps_key = serde_yaml::Value::from("steps");
     if !map.contains_key(&steps_key) {
         map.insert(steps_key.clone(), serde_yaml::Value::Sequence(Vec::new()));

@@ -66,6 +66,16 @@ pub enum ExpectationError {
     /// A `message` that is not a valid regular expression.
     #[error("message: {0}")]
     MessageRegex(#[source] regex::Error),
+    /// A per-kind "none" (`writes: []`) with something in the list.
+    #[error(
+        "`{key}:` takes only the empty list, which says the step makes none; expect each one as an entry of its own ({{{kind}: ...}})"
+    )]
+    NoneNotEmpty {
+        /// `calls`, `writes`, `events` or `http`.
+        key: &'static str,
+        /// The key of one entry of that kind.
+        kind: &'static str,
+    },
 }
 
 /// The five kinds of entries.
@@ -94,6 +104,26 @@ impl EntryKind {
             EntryKind::Log => "log",
         }
     }
+
+    /// The key of a per-kind "none" expectation (`{writes: []}`: the step makes no write);
+    /// `log` has none, since any step may log.
+    pub fn none_key(self) -> &'static str {
+        match self {
+            EntryKind::Call => "calls",
+            EntryKind::Write => "writes",
+            EntryKind::Event => "events",
+            EntryKind::Http => "http",
+            EntryKind::Log => "logs",
+        }
+    }
+
+    /// The kinds a step can expect none of.
+    const NONE_KINDS: [EntryKind; 4] = [
+        EntryKind::Call,
+        EntryKind::Write,
+        EntryKind::Event,
+        EntryKind::Http,
+    ];
 
     const ALL: [EntryKind; 5] = [
         EntryKind::Call,
@@ -175,11 +205,41 @@ impl Entry {
         self.get(key).and_then(Value::as_str)
     }
 
+    /// The expectation that a step makes no entry of `kind` (`{writes: []}`), so a step that
+    /// does other things can still say "and no write".
+    pub fn none(kind: EntryKind) -> Self {
+        Entry {
+            kind,
+            fields: Vec::new(),
+        }
+    }
+
+    /// Whether this is a per-kind "none" expectation ([`Entry::none`]).
+    pub fn is_none(&self) -> bool {
+        self.fields.is_empty()
+    }
+
     /// An expectation from a scenario file, checked against the kind's keys and values.
     pub fn expectation(v: &serde_yaml::Value) -> Result<Entry, ExpectationError> {
         let serde_yaml::Value::Mapping(map) = v else {
             return Err(ExpectationError::NotAMap);
         };
+        // `{writes: []}`: none of that kind (a list, where `{http: GET, ...}` has a string).
+        if map.len() == 1
+            && let Some((serde_yaml::Value::String(k), serde_yaml::Value::Sequence(items))) =
+                map.iter().next()
+            && let Some(kind) = EntryKind::NONE_KINDS
+                .into_iter()
+                .find(|kind| kind.none_key() == k)
+        {
+            if !items.is_empty() {
+                return Err(ExpectationError::NoneNotEmpty {
+                    key: kind.none_key(),
+                    kind: kind.key(),
+                });
+            }
+            return Ok(Entry::none(kind));
+        }
         let mut fields = Vec::new();
         for (k, v) in map {
             let Some(k) = k.as_str() else {
@@ -306,6 +366,9 @@ impl Entry {
 
     /// The entry as one YAML flow map.
     pub fn render(&self) -> String {
+        if self.is_none() {
+            return format!("{{{}: []}}", self.kind.none_key());
+        }
         let parts: Vec<String> = self
             .fields
             .iter()
@@ -387,7 +450,8 @@ fn plain_safe(s: &str) -> bool {
 /// or a replay walks the cache in no particular order), so only the order of entries about the
 /// same object (the same URL for HTTP) is checked. Log expectations must each match a distinct
 /// log line; other lines may come anywhere. An empty list expects no call, write, Event or
-/// request at all.
+/// request at all; `{writes: []}` (`calls`, `events`, `http`) expects none of that one kind,
+/// whatever else the step does.
 pub fn compare(expected: &[Entry], actual: &[Entry]) -> Vec<String> {
     let mut out = Vec::new();
     if expected.is_empty() {
@@ -401,11 +465,22 @@ pub fn compare(expected: &[Entry], actual: &[Entry]) -> Vec<String> {
         return out;
     }
     for kind in EntryKind::ALL {
+        let got: Vec<&Entry> = actual.iter().filter(|e| e.kind == kind).collect();
+        if expected.iter().any(|e| e.kind == kind && e.is_none()) {
+            // `{writes: []}` (never beside a write expectation: refused when parsed).
+            for g in &got {
+                out.push(format!(
+                    "+ {}   (unexpected: the step expects {}: [])",
+                    g.render(),
+                    kind.none_key()
+                ));
+            }
+            continue;
+        }
         let want: Vec<&Entry> = expected.iter().filter(|e| e.kind == kind).collect();
         if want.is_empty() {
             continue;
         }
-        let got: Vec<&Entry> = actual.iter().filter(|e| e.kind == kind).collect();
         let mut used = vec![false; got.len()];
         let mut taken: Vec<Option<usize>> = Vec::with_capacity(want.len());
         for w in &want {
@@ -515,6 +590,23 @@ mod tests {
             bad("[1]"),
             "an expectation is a map such as {call: on-add, object: v1/ConfigMap default/a}"
         );
+    }
+
+    #[test]
+    fn a_none_expectation_refuses_every_entry_of_its_kind_only() {
+        let none = exp("{writes: []}");
+        assert!(none.is_none());
+        assert_eq!(none.render(), "{writes: []}");
+        let call = Entry::new(EntryKind::Call, "on-add").with("object", "x");
+        let write = Entry::new(EntryKind::Write, "patch").with("object", "x");
+        assert!(compare(std::slice::from_ref(&none), std::slice::from_ref(&call)).is_empty());
+        let d = compare(&[none, exp("{call: on-add, object: x}")], &[call, write]);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].contains("writes: []"), "{d:?}");
+        assert!(exp("{http: []}").is_none());
+        let e = Entry::expectation(&serde_yaml::from_str("{events: [{event: Normal}]}").unwrap())
+            .unwrap_err();
+        assert!(e.to_string().contains("only the empty list"), "{e}");
     }
 
     #[test]

@@ -224,11 +224,33 @@ def reconcile_source(src: Source, is_sync: bool) -> None:
         log.log(log.Level.WARN, msg)
         raise Err(HandlerError_Fatal(msg))
     targets = src.targets(report=True)
+    # One copy the API server refuses (422, a quota, an admission webhook) must not keep the
+    # other namespaces from theirs: every copy is attempted, each failure is logged where it
+    # happens, and the source then reports them all at once.
+    failures = []
     for ns in targets:
-        ensure_copy(src, ns, is_sync)
+        try:
+            ensure_copy(src, ns, is_sync)
+        except Err as e:
+            failures.append(e)
     for copy in copies_of(src.kind, src.origin):
         if copy.meta.namespace not in targets:
-            delete_copy(copy, not_wanted(copy.meta.namespace, src))
+            try:
+                delete_copy(copy, not_wanted(copy.meta.namespace, src))
+            except Err as e:
+                failures.append(e)
+    if failures:
+        raise combined(src, failures)
+
+
+def combined(src: Source, failures: list) -> Err:
+    """The failures of one source's copies as one handler-error: `retry` when any may heal by
+    itself (the redelivery attempts every copy again, and unchanged ones cost no write), else
+    `fatal` until the source changes or resyncs."""
+    retry = [f for f in failures if isinstance(f.value, HandlerError_Retry)]
+    first = (retry or failures)[0].value.value
+    msg = f"{src.key()}: {len(failures)} cop{'y' if len(failures) == 1 else 'ies'} failed, the others were written; first: {first}"
+    return Err(HandlerError_Retry(msg) if retry else HandlerError_Fatal(msg))
 
 
 def remove_all_copies(meta: types.ObjectMeta, why: str) -> None:

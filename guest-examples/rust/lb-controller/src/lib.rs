@@ -199,6 +199,16 @@ fn reconcile(obj: &Object, resync: bool) -> Result<(), HandlerError> {
     }
 }
 
+/// Whether the server holds a newer version of the Service than `m` (or none at all): then a
+/// notification about that version (or the delete) follows, and acting on `m` is redundant.
+fn superseded(m: &ObjectMeta) -> Result<bool, HandlerError> {
+    match kube::get("v1", "Service", m.namespace.as_deref(), &m.name) {
+        Ok(Some(live)) => Ok(live.meta.resource_version != m.resource_version),
+        Ok(None) => Ok(true),
+        Err(e) => Err(retry(format!("{}: reading the Service: {}", key(m), api_error(&e)))),
+    }
+}
+
 /// Finalizer first (so the delete cannot be missed once the load balancer exists), then the
 /// load balancer, then the status.
 fn ensure(m: &ObjectMeta, svc: &Service, resync: bool) -> Result<(), HandlerError> {
@@ -206,6 +216,17 @@ fn ensure(m: &ObjectMeta, svc: &Service, resync: bool) -> Result<(), HandlerErro
     let uid = &m.uid;
     // Before the finalizer: without an endpoint the finalizer could not be honoured.
     let cloud = cloud()?;
+    // The finalizer but no address yet is how our own finalizer patch looks when its update
+    // arrives after the same call wrote the status: a stale version, whose status write would
+    // repeat ours. When the server already holds a newer version, its update follows and does
+    // whatever is left; an attempt that failed after the finalizer still finds itself current.
+    if !resync && svc.finalizer_index().is_some() && !svc.has_ingress() && superseded(m)? {
+        log(
+            Level::Debug,
+            &format!("skipped {key}: a newer version is on its way"),
+        );
+        return Ok(());
+    }
     if svc.finalizer_index().is_none()
         && !patch_service(
             m,
@@ -366,12 +387,13 @@ impl Guest for LbController {
                 fields: Vec::new(),
             }],
             permissions: vec![
-                // The finalizer and the `status` subresource are both written with patches.
+                // The finalizer and the `status` subresource are both written with patches;
+                // `get` tells a stale update (our own finalizer patch's) from a current one.
                 Permission {
                     api_version: "v1".to_string(),
                     kind: "Service".to_string(),
                     namespace: None,
-                    verbs: vec!["patch".to_string()],
+                    verbs: vec!["get".to_string(), "patch".to_string()],
                 },
                 // The cloud endpoint, read from the API server (no informer for one object).
                 Permission {

@@ -146,7 +146,19 @@ async fn undecodable_event_ends_the_watch_and_relists_after_backoff() {
 
 #[tokio::test(start_paused = true)]
 async fn scenario_13_bookmark_advances_rv_only() {
-    let (fake, inf, rec) = started(vec![], "5").await;
+    let fake = Fake::new();
+    fake.set_list(vec![], "5");
+    let metrics = InformerMetrics::unregistered();
+    let inf = SharedIndexInformer::new(
+        pod_key(),
+        fake.clone(),
+        metrics.clone(),
+        ReflectorConfig::default(),
+    );
+    let rec = Recorder::new();
+    inf.add_event_handler(rec.clone(), None).unwrap();
+    inf.run();
+    fake.wait_live_watch(2).await;
     fake.send(Ok(WatchEvent::Added(v("x", "10"))));
     fake.send(Ok(WatchEvent::Modified(v("x", "20"))));
     fake.send(Ok(WatchEvent::Bookmark {
@@ -170,6 +182,11 @@ async fn scenario_13_bookmark_advances_rv_only() {
         ]
     );
     assert_eq!(inf.last_sync_resource_version(), "40");
+    assert_eq!(
+        metrics.bookmarks(&pod_key().to_string()),
+        1,
+        "each bookmark is counted"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -479,8 +496,11 @@ async fn scenario_40_explicit_page_size() {
     fake.script_list(page(items(0..4), "10", Some("C1")));
     fake.script_list(page(items(4..8), "10", Some("C2")));
     fake.script_list(page(items(8..10), "10", None));
-    let inf = informer_with(
-        &fake,
+    let inf_metrics = InformerMetrics::unregistered();
+    let inf = SharedIndexInformer::new(
+        pod_key(),
+        fake.clone(),
+        inf_metrics.clone(),
         ReflectorConfig {
             page_size: Some(4),
             ..Default::default()
@@ -499,6 +519,9 @@ async fn scenario_40_explicit_page_size() {
         })
         .collect();
     assert_eq!(lists.len(), 3);
+    let k = pod_key().to_string();
+    assert_eq!(inf_metrics.lists(&k), 1, "three pages are one list");
+    assert_eq!(inf_metrics.list_pages(&k), 3);
     assert!(lists.iter().all(|l| l.limit == Some(4)));
     assert_eq!(lists[1].continue_token.as_deref(), Some("C1"));
     assert_eq!(lists[2].continue_token.as_deref(), Some("C2"));

@@ -301,12 +301,12 @@ impl Writer {
         let now = Instant::now();
         self.series
             .retain(|_, s| now.duration_since(s.first) < SERIES_WINDOW);
-        let dry = self.dry_query();
+        let query = self.write_query();
         if let Some(s) = self.series.get_mut(&p.key) {
             s.count += 1;
             let patch = json!({"series": {"count": s.count, "lastObservedTime": micro_time()}});
             let path = format!(
-                "/apis/events.k8s.io/v1/namespaces/{}/events/{}{dry}",
+                "/apis/events.k8s.io/v1/namespaces/{}/events/{}{query}",
                 p.namespace, s.name
             );
             let req = http::Request::patch(path)
@@ -333,7 +333,7 @@ impl Writer {
         let path = format!(
             "/apis/events.k8s.io/v1/namespaces/{}/events{}",
             p.namespace,
-            self.dry_query()
+            self.write_query()
         );
         let req = http::Request::post(path)
             .header(http::header::CONTENT_TYPE, "application/json")
@@ -362,8 +362,11 @@ impl Writer {
         Ok(())
     }
 
-    fn dry_query(&self) -> &'static str {
-        if self.dry_run { "?dryRun=All" } else { "" }
+    /// The query of every Event write: the host's field manager (the Event is the host's
+    /// record of what the plugin reported), and `dryRun=All` on a dry-run host.
+    fn write_query(&self) -> String {
+        let dry = if self.dry_run { "&dryRun=All" } else { "" };
+        format!("?fieldManager={}{dry}", crate::identity::FIELD_MANAGER)
     }
 
     async fn send(&self, req: http::Request<Vec<u8>>) -> Result<(), kube::Error> {

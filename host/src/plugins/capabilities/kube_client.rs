@@ -88,11 +88,7 @@ impl ClusterContext {
         observer: Option<SharedObserver>,
         own_objects: OwnObjects,
     ) -> Arc<Self> {
-        let instance = std::env::var("POD_NAME")
-            .or_else(|_| std::env::var("HOSTNAME"))
-            .ok()
-            .filter(|h| validate_dns1123_label(h).is_ok())
-            .unwrap_or_else(|| "kubewasm".to_string());
+        let instance = crate::identity::replica_name();
         Arc::new(ClusterContext {
             client,
             host: tokio::runtime::Handle::current(),

@@ -874,6 +874,9 @@ impl PluginManager {
                 path: path.to_path_buf(),
                 message: e.to_string(),
             })?;
+        for c in described.grants.confined(&described.info) {
+            tracing::warn!(plugin = %name, "grant narrower than asked: {c}");
+        }
         // One budget for the host lines this plugin causes, shared by its instances and
         // capabilities.
         let lines = GuestCausedLog::new(name, self.inner.runtime.metrics());

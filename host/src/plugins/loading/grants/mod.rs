@@ -350,9 +350,65 @@ impl Grants {
         &self.http
     }
 
+    /// Whether some grant allows `verb` on `kind` in some namespaces (not necessarily all).
+    fn allows_write_somewhere(&self, api_version: &str, kind: &str, verb: &str) -> bool {
+        let Some(verb) = Verb::parse(verb) else {
+            return false;
+        };
+        self.write.iter().any(|g| {
+            g.verbs.0.contains(&verb)
+                && g.namespaces.is_some()
+                && covers_resource(&g.api_version, &g.kind, &None, (api_version, kind, None))
+        })
+    }
+
+    /// Whether some `watch` grant covers `kind` in some namespaces (not necessarily all).
+    fn allows_read_somewhere(&self, api_version: &str, kind: &str) -> bool {
+        self.watch.iter().any(|g| {
+            g.namespaces.is_some()
+                && covers_resource(&g.api_version, &g.kind, &None, (api_version, kind, None))
+        })
+    }
+
+    /// The `kube` permissions `describe()` asks for in every namespace that the grants confine
+    /// to some namespaces: the plugin loads, and each call outside them gets 403 (what an
+    /// operator narrowing a plugin expects; the plugin handles 403 like any refused call).
+    /// One line per permission, for the load's warning and `kubewasm check`.
+    pub fn confined(&self, info: &PluginInfo) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in info.permissions.iter().filter(|p| p.namespace.is_none()) {
+            let verbs: Vec<&str> = p
+                .verbs
+                .iter()
+                .map(String::as_str)
+                .filter(|v| {
+                    if READ_VERBS.contains(v) {
+                        !self.allows_read(&p.api_version, &p.kind, None)
+                            && self.allows_read_somewhere(&p.api_version, &p.kind)
+                    } else {
+                        !self.allows_write(&p.api_version, &p.kind, None, v)
+                            && self.allows_write_somewhere(&p.api_version, &p.kind, v)
+                    }
+                })
+                .collect();
+            if !verbs.is_empty() {
+                out.push(format!(
+                    "{} {} {}: asked in every namespace, granted only in the namespaces its grants name (calls elsewhere get 403)",
+                    verbs.join(", "),
+                    p.api_version,
+                    p.kind
+                ));
+            }
+        }
+        out
+    }
+
     /// Checks `info` (after subscription validation) against these grants: every subscription
     /// must be watchable, every permission's verbs granted, Events and every origin granted.
-    /// Asks that are not valid are refused before anything is compared.
+    /// A permission asked in every namespace is also granted by grants confined to some
+    /// namespaces ([`Grants::confined`]): `kube` calls are checked one by one anyway, while a
+    /// subscription needs its whole scope. Asks that are not valid are refused before anything
+    /// is compared.
     pub fn check(&self, info: &PluginInfo) -> Result<(), GrantError> {
         let asks = Asks::validate(info).map_err(GrantError::InvalidAsk)?;
         let mut missing = Vec::new();
@@ -369,7 +425,9 @@ impl Grants {
                 .filter(|v| READ_VERBS.contains(&v.as_str()))
                 .cloned()
                 .collect();
-            if !reads.is_empty() && !self.allows_read(&p.api_version, &p.kind, ns) {
+            let confined_read = ns.is_none() && self.allows_read_somewhere(&p.api_version, &p.kind);
+            if !reads.is_empty() && !self.allows_read(&p.api_version, &p.kind, ns) && !confined_read
+            {
                 missing.push(Missing::Read(Permission {
                     verbs: reads,
                     ..p.clone()
@@ -379,7 +437,10 @@ impl Grants {
                 .verbs
                 .iter()
                 .filter(|v| {
-                    Verb::parse(v).is_some() && !self.allows_write(&p.api_version, &p.kind, ns, v)
+                    Verb::parse(v).is_some()
+                        && !self.allows_write(&p.api_version, &p.kind, ns, v)
+                        && !(ns.is_none()
+                            && self.allows_write_somewhere(&p.api_version, &p.kind, v))
                 })
                 .cloned()
                 .collect();
@@ -833,6 +894,52 @@ mod tests {
         assert!(matches!(g.check(&i), Err(GrantError::InvalidAsk(m)) if m.contains("\\u{1b}")));
         i.http_origins = vec!["https://a.example.com".into(); MAX_HTTP_ORIGINS + 1];
         assert!(matches!(g.check(&i), Err(GrantError::InvalidAsk(_))));
+    }
+
+    #[test]
+    fn a_permission_confined_to_namespaces_loads_and_is_enforced_per_call() {
+        // The replicator: asks to apply ConfigMaps anywhere; the operator confines it.
+        let mut i = info(vec![sub("v1", "ConfigMap", None)]);
+        i.permissions = vec![perm("v1", "ConfigMap", None, &["get", "apply", "delete"])];
+        let g = grants(
+            r#"[grants]
+watch = [{ api-version = "v1", kind = "ConfigMap" }]
+write = [{ api-version = "v1", kind = "ConfigMap", verbs = ["apply"], namespaces = ["team-a"] }]
+"#,
+        );
+        // `delete` is granted nowhere: still missing. `apply` is confined: no longer missing.
+        let Err(GrantError::Missing(m)) = g.check(&i) else {
+            panic!("delete is not granted anywhere")
+        };
+        assert_eq!(
+            m.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["delete v1 ConfigMap in every namespace"]
+        );
+        i.permissions = vec![perm("v1", "ConfigMap", None, &["get", "apply"])];
+        assert_eq!(g.check(&i), Ok(()));
+        let confined = g.confined(&i);
+        assert_eq!(confined.len(), 1, "{confined:?}");
+        assert!(
+            confined[0].starts_with("apply v1 ConfigMap:"),
+            "{confined:?}"
+        );
+        // Enforced per call.
+        assert!(g.allows_write("v1", "ConfigMap", Some("team-a"), "apply"));
+        assert!(!g.allows_write("v1", "ConfigMap", Some("team-b"), "apply"));
+        // A subscription needs its whole scope: a confined watch grant does not cover it.
+        let narrow_watch = grants(
+            r#"[grants]
+watch = [{ api-version = "v1", kind = "ConfigMap", namespaces = ["team-a"] }]
+"#,
+        );
+        assert!(
+            matches!(narrow_watch.check(&info(vec![sub("v1", "ConfigMap", None)])),
+            Err(GrantError::Missing(m)) if matches!(m[0], Missing::Watch(_)))
+        );
+        // Another kind is not confinement.
+        i.permissions = vec![perm("v1", "Secret", None, &["apply"])];
+        assert!(g.check(&i).is_err());
+        assert!(g.confined(&i).is_empty());
     }
 
     #[test]
