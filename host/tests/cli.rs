@@ -228,7 +228,7 @@ fn sigterm_stops_a_host_whose_handler_sleeps_in_a_call() {
     let text = output.join("\n");
     assert_eq!(status.code(), Some(0), "{text}");
     assert!(!text.contains("panicked"), "{text}");
-    assert!(text.contains("in-flight call abandoned"), "{text}");
+    assert!(text.contains("in-flight calls abandoned"), "{text}");
     rt.block_on(server.shutdown());
 }
 
