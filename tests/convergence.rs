@@ -113,20 +113,33 @@ impl Views {
         }
     }
 
-    fn of(&self, plugin: &str, version: u64) -> BTreeMap<String, u64> {
+    /// What `plugin` at `version` holds of namespace `ns` (on a shared cluster the plugins
+    /// also see other tenants' ConfigMaps).
+    fn of(&self, plugin: &str, version: u64, ns: &str) -> BTreeMap<String, u64> {
+        let prefix = format!("{ns}/");
         self.by_version
             .get(&(plugin.to_string(), version))
-            .map(|v| v.objects.clone())
+            .map(|v| {
+                v.objects
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(&prefix))
+                    .map(|(k, rv)| (k.clone(), *rv))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
 
 /// The run's state: which plugins are installed, at which version and manifest generation.
-struct Run {
+pub(crate) struct Run {
     dir: tempfile::TempDir,
     t: TestHost,
+    /// ConfigMaps in the run's namespace: the only ones written and compared.
     api: Api<ConfigMap>,
-    server: apiserver::ApiServer,
+    ns: String,
+    /// Deletes a namespace of the run's own when the run ends (none in `default`).
+    _namespace: Option<TestNamespace>,
+    target: Target,
     /// Running version of each plugin (`None` while removed).
     running: HashMap<&'static str, Option<u64>>,
     /// Newest version each plugin ever had.
@@ -138,8 +151,21 @@ struct Run {
 
 impl Run {
     async fn start(concurrency: usize) -> Run {
-        let server = start_server().await;
-        let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
+        let target = Target::Embedded(start_server().await);
+        Run::start_on(target, None, concurrency).await
+    }
+
+    /// A run on `target` writing in `namespace` (else `default`): plugins watch every
+    /// namespace, views are compared with the server's in this one.
+    pub(crate) async fn start_on(
+        target: Target,
+        namespace: Option<TestNamespace>,
+        concurrency: usize,
+    ) -> Run {
+        let ns = namespace
+            .as_ref()
+            .map_or("default".to_string(), |n| n.name.clone());
+        let api: Api<ConfigMap> = Api::namespaced(target.client(), &ns);
         let dir = tempfile::tempdir().unwrap();
         for (plugin, wasm) in PLUGINS {
             write_atomic(
@@ -160,8 +186,8 @@ impl Run {
             },
             ..ReflectorConfig::default()
         };
-        let t = start_host_with(
-            &server,
+        let t = start_host_on(
+            target.client(),
             Some(dir.path().to_path_buf()),
             Limits::default(),
             informers,
@@ -171,7 +197,9 @@ impl Run {
             dir,
             t,
             api,
-            server,
+            ns,
+            _namespace: namespace,
+            target,
             running: HashMap::new(),
             newest: HashMap::new(),
             generation: 0,
@@ -248,10 +276,10 @@ impl Run {
         self.running.insert(plugin, None);
     }
 
-    /// The server's ConfigMaps, as key → resourceVersion.
+    /// The server's ConfigMaps in the run's namespace, as key → resourceVersion.
     async fn server_state(&self) -> BTreeMap<String, u64> {
-        let all: Api<ConfigMap> = Api::all(client(&self.server));
-        all.list(&ListParams::default())
+        self.api
+            .list(&ListParams::default())
             .await
             .unwrap()
             .items
@@ -265,9 +293,21 @@ impl Run {
             .collect()
     }
 
+    /// Prints the run's figures and shuts the host down.
+    pub(crate) async fn report_and_stop(self, what: &str) {
+        let calls: usize = PLUGINS
+            .iter()
+            .map(|(p, _)| self.t.recorder.calls(p).len())
+            .sum();
+        let newest = self.newest.values().max().copied().unwrap_or(0);
+        eprintln!("convergence: {what}, {calls} calls, versions up to {newest}");
+        self.t.host.shutdown().await;
+    }
+
     /// Waits until every running plugin's view equals the server's state.
-    async fn converge(&mut self, label: &str) {
+    pub(crate) async fn converge(&mut self, label: &str) {
         let want = self.server_state().await;
+        let ns = self.ns.as_str();
         let running: Vec<(&str, u64)> = self
             .running
             .iter()
@@ -280,13 +320,13 @@ impl Run {
                 |r| {
                     let mut views = views.lock().unwrap();
                     views.update(r);
-                    running.iter().all(|(p, v)| views.of(p, *v) == want)
+                    running.iter().all(|(p, v)| views.of(p, *v, ns) == want)
                 },
                 || {
                     let views = views.lock().unwrap();
                     let mut out = format!("{label}: views do not converge\nserver: {want:?}\n");
                     for (p, v) in &running {
-                        out += &format!("{p} v{v}: {:?}\n", views.of(p, *v));
+                        out += &format!("{p} v{v}: {:?}\n", views.of(p, *v, ns));
                     }
                     out
                 },
@@ -334,31 +374,41 @@ async fn write(api: &Api<ConfigMap>, rng: &mut StdRng, names: &[String]) {
 }
 
 /// One schedule of `ops` random steps on a pool of object names, then a convergence check, then
-/// the pool is cleared (checked by the next schedule) so failing objects do not pile up.
-async fn schedule(run: &mut Run, seed: u64, n: u64, ops: usize) {
+/// the pool is cleared (checked by the next schedule) so failing objects do not pile up. On a
+/// real cluster (no fault injection) a fault step is a write instead.
+pub(crate) async fn schedule(run: &mut Run, seed: u64, n: u64, ops: usize) {
     let mut rng = StdRng::seed_from_u64(seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let names: Vec<String> = (0..6).map(|i| format!("s{n}-{i}")).collect();
     for _ in 0..ops {
-        match rng.random_range(0..100) {
+        let step = rng.random_range(0..100);
+        let Some(server) = run.target.embedded() else {
+            match step {
+                87..95 => run.swap_or_reinstall(Run::pick_plugin(&mut rng)).await,
+                95.. => run.remove(Run::pick_plugin(&mut rng)).await,
+                _ => write(&run.api, &mut rng, &names).await,
+            }
+            continue;
+        };
+        match step {
             0..70 => write(&run.api, &mut rng, &names).await,
             70..76 => {
                 // A relist after 410 that must find writes the watch never delivered.
-                run.server.faults().pause_watches();
+                server.faults().pause_watches();
                 for _ in 0..rng.random_range(1..4) {
                     write(&run.api, &mut rng, &names).await;
                 }
-                run.server.faults().compact();
-                run.server.faults().end_watches();
-                run.server.faults().resume_watches();
+                server.faults().compact();
+                server.faults().end_watches();
+                server.faults().resume_watches();
             }
-            76..81 => run.server.faults().end_watches(),
+            76..81 => server.faults().end_watches(),
             81..85 => {
-                run.server.faults().short_watches(2);
-                run.server.faults().end_watches();
+                server.faults().short_watches(2);
+                server.faults().end_watches();
             }
             85..87 => {
-                run.server.faults().drop_next_streams(1);
-                run.server.faults().end_watches();
+                server.faults().drop_next_streams(1);
+                server.faults().end_watches();
             }
             87..95 => {
                 let plugin = Run::pick_plugin(&mut rng);
@@ -381,7 +431,7 @@ async fn schedule(run: &mut Run, seed: u64, n: u64, ops: usize) {
     }
 }
 
-fn env_u64(name: &str) -> Option<u64> {
+pub(crate) fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
@@ -394,15 +444,8 @@ async fn run_schedules(default_count: u64, concurrency: usize) {
     }
     run.converge(&format!("seed {seed} after {count} schedules"))
         .await;
-    let calls: usize = PLUGINS
-        .iter()
-        .map(|(p, _)| run.t.recorder.calls(p).len())
-        .sum();
-    let newest = run.newest.values().max().copied().unwrap_or(0);
-    eprintln!(
-        "convergence: seed {seed}, {count} schedules, {calls} calls, versions up to {newest}"
-    );
-    run.t.host.shutdown().await;
+    run.report_and_stop(&format!("seed {seed}, {count} schedules"))
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

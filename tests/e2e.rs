@@ -24,6 +24,7 @@ mod identity;
 mod lb_controller;
 mod notifier;
 mod observer;
+mod real_cluster;
 mod replicator;
 
 const LOGGER: &str = "rust-configmap-logger.wasm";

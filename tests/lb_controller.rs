@@ -20,22 +20,22 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kubewasm_e2e::*;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-const PLUGIN: &str = "lb-controller";
-const FINALIZER: &str = "kubewasm.io/lb-controller";
+pub(crate) const PLUGIN: &str = "lb-controller";
+pub(crate) const FINALIZER: &str = "kubewasm.io/lb-controller";
 
 fn example_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/rust/lb-controller")
 }
 
 /// `cloud.py` on a free loopback port; killed when dropped.
-struct Cloud {
+pub(crate) struct Cloud {
     _child: tokio::process::Child,
     /// `http://127.0.0.1:PORT`.
-    endpoint: String,
+    pub(crate) endpoint: String,
 }
 
 impl Cloud {
-    async fn start() -> Cloud {
+    pub(crate) async fn start() -> Cloud {
         let mut child = tokio::process::Command::new("python3")
             .arg(example_dir().join("cloud.py"))
             .args(["--port", "0"])
@@ -62,7 +62,7 @@ impl Cloud {
     }
 
     /// One HTTP/1.0 request (the stand-in closes every connection), answering status and body.
-    async fn request(&self, method: &str, path: &str) -> (u16, serde_json::Value) {
+    pub(crate) async fn request(&self, method: &str, path: &str) -> (u16, serde_json::Value) {
         let addr = self.endpoint.trim_start_matches("http://");
         let mut s = tokio::net::TcpStream::connect(addr)
             .await
@@ -86,7 +86,7 @@ impl Cloud {
         (status, body)
     }
 
-    async fn lb(&self, uid: &str) -> Option<serde_json::Value> {
+    pub(crate) async fn lb(&self, uid: &str) -> Option<serde_json::Value> {
         match self.request("GET", &format!("/lbs/{uid}")).await {
             (200, lb) => Some(lb),
             (404, _) => None,
@@ -97,7 +97,7 @@ impl Cloud {
 
 /// Copies the built component and the manifest it ships into `dir` as `lb-controller.*`, with
 /// the resync period cut to the 1 s minimum so the repair shows quickly.
-fn install(dir: &Path) -> PathBuf {
+pub(crate) fn install(dir: &Path) -> PathBuf {
     let wasm = dir.join(format!("{PLUGIN}.wasm"));
     std::fs::copy(guest("rust-lb-controller.wasm"), &wasm).unwrap();
     let shipped = std::fs::read_to_string(example_dir().join("lb-controller.toml")).unwrap();
@@ -122,7 +122,7 @@ fn lb_service(name: &str) -> Service {
     .unwrap()
 }
 
-fn ingress_ip(s: &Service) -> Option<String> {
+pub(crate) fn ingress_ip(s: &Service) -> Option<String> {
     s.status
         .as_ref()?
         .load_balancer
@@ -141,10 +141,18 @@ async fn create_and_await_address(
     t: &TestHost,
     name: &str,
 ) -> (String, String) {
-    let created = api
-        .create(&PostParams::default(), &lb_service(name))
-        .await
-        .unwrap();
+    create_and_await(api, t, &lb_service(name)).await
+}
+
+/// Creates `service` in `api`'s namespace, then as [`create_and_await_address`].
+pub(crate) async fn create_and_await(
+    api: &Api<Service>,
+    t: &TestHost,
+    service: &Service,
+) -> (String, String) {
+    let name = service.metadata.name.as_deref().expect("a name");
+    let ns = api.namespace().expect("a namespaced Api");
+    let created = api.create(&PostParams::default(), service).await.unwrap();
     let uid = created.metadata.uid.unwrap();
     let svc = tokio::time::timeout(
         PATIENCE,
@@ -167,15 +175,20 @@ async fn create_and_await_address(
     t.logs
         .wait_line(
             PLUGIN,
-            &format!("ensured default/{name} lb={uid} address={address} (created)"),
+            &format!("ensured {ns}/{name} lb={uid} address={address} (created)"),
         )
         .await;
     (uid, address)
 }
 
-/// Waits for an Event in `default` matching `pred` (the watch's initial list included).
-async fn wait_event(client: kube::Client, what: &str, pred: impl Fn(&Event) -> bool) -> Event {
-    let api: Api<Event> = Api::namespaced(client, "default");
+/// Waits for an Event in `ns` matching `pred` (the watch's initial list included).
+pub(crate) async fn wait_event_in(
+    client: kube::Client,
+    ns: &str,
+    what: &str,
+    pred: impl Fn(&Event) -> bool,
+) -> Event {
+    let api: Api<Event> = Api::namespaced(client, ns);
     let stream = watcher(api, watcher::Config::default()).applied_objects();
     let mut stream = std::pin::pin!(stream);
     let found = async {
@@ -191,7 +204,11 @@ async fn wait_event(client: kube::Client, what: &str, pred: impl Fn(&Event) -> b
         .unwrap_or_else(|_| panic!("timed out waiting for Event {what}"))
 }
 
-fn event_is(e: &Event, reason: &str, kind: &str, uid: &str) -> bool {
+async fn wait_event(client: kube::Client, what: &str, pred: impl Fn(&Event) -> bool) -> Event {
+    wait_event_in(client, "default", what, pred).await
+}
+
+pub(crate) fn event_is(e: &Event, reason: &str, kind: &str, uid: &str) -> bool {
     e.reason.as_deref() == Some(reason)
         && e.type_.as_deref() == Some(kind)
         && e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid)

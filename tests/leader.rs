@@ -22,7 +22,7 @@ use chrono::{DateTime, FixedOffset};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kubewasm_e2e::{PATIENCE, client, guest, start_server};
+use kubewasm_e2e::{PATIENCE, Target, client, guest, start_server};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -73,15 +73,15 @@ struct Replica {
 #[derive(Clone)]
 struct Cluster {
     kubeconfig: PathBuf,
+    /// Where the Lease is, and the only namespace whose ConfigMaps are compared.
+    namespace: String,
     plugins: PathBuf,
     dir: PathBuf,
     changed: Arc<Notify>,
 }
 
 impl Cluster {
-    fn new(dir: &Path, server: &apiserver::ApiServer) -> Cluster {
-        let kubeconfig = dir.join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig).unwrap();
+    fn new(dir: &Path, kubeconfig: PathBuf, namespace: &str) -> Cluster {
         let plugins = dir.join("plugins");
         std::fs::create_dir_all(&plugins).unwrap();
         for p in [PLUGIN, PLUGIN_V2] {
@@ -93,6 +93,7 @@ impl Cluster {
         }
         Cluster {
             kubeconfig,
+            namespace: namespace.to_string(),
             plugins,
             dir: dir.into(),
             changed: Arc::new(Notify::new()),
@@ -126,7 +127,7 @@ impl Cluster {
                 "--metrics-bind-address=127.0.0.1:0",
                 "--health-probe-bind-address=127.0.0.1:0",
                 "--leader-elect",
-                "--leader-election-namespace=default",
+                &format!("--leader-election-namespace={}", self.namespace),
                 &format!("--leader-election-lease-duration={LEASE}"),
                 &format!("--leader-election-renew-deadline={RENEW}"),
                 &format!("--leader-election-retry-period={RETRY}"),
@@ -200,11 +201,15 @@ impl Replica {
         last.is_some_and(|l| l.message == BECAME) && !self.closed.load(Ordering::Acquire)
     }
 
-    /// The handler's view since this replica last became the leader: key → resourceVersion.
-    fn view(&self) -> BTreeMap<String, String> {
+    /// The handler's view of namespace `ns` since this replica last became the leader: key →
+    /// resourceVersion (on a shared cluster it also sees other tenants' ConfigMaps).
+    fn view(&self, ns: &str) -> BTreeMap<String, String> {
         let lines = self.lines.lock();
         let start = lines.iter().rposition(|l| l.message == BECAME).unwrap_or(0);
-        fold(lines[start..].iter().filter(|l| l.is_call()))
+        let prefix = format!("{ns}/");
+        let mut view = fold(lines[start..].iter().filter(|l| l.is_call()));
+        view.retain(|k, _| k.starts_with(&prefix));
+        view
     }
 
     /// Whether the 0.2.0 handler got `on-synced` exactly once since this replica last became
@@ -311,7 +316,7 @@ async fn wait(changed: &Notify, replicas: &[&Replica], what: &str, pred: impl Fn
     }
 }
 
-/// The server's ConfigMaps: key → resourceVersion.
+/// The server's ConfigMaps in `api`'s namespace: key → resourceVersion.
 async fn server_state(api: &Api<ConfigMap>) -> BTreeMap<String, String> {
     api.list(&ListParams::default())
         .await
@@ -328,19 +333,21 @@ async fn server_state(api: &Api<ConfigMap>) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Waits until exactly one live replica leads and its view equals the server's; returns its
-/// index.
+/// Waits until exactly one live replica leads and its view equals the server's in `api`'s
+/// namespace (the cluster's); returns its index.
 async fn converged_leader(
     cluster: &Cluster,
     replicas: &[Replica],
     api: &Api<ConfigMap>,
     what: &str,
 ) -> usize {
-    let want = server_state(&Api::all(api.clone().into_client())).await;
+    let want = server_state(api).await;
     let refs: Vec<&Replica> = replicas.iter().collect();
     wait(&cluster.changed, &refs, what, || {
         let leaders: Vec<&Replica> = replicas.iter().filter(|r| r.is_leader()).collect();
-        leaders.len() == 1 && leaders[0].view() == want && leaders[0].synced_after_replay()
+        leaders.len() == 1
+            && leaders[0].view(&cluster.namespace) == want
+            && leaders[0].synced_after_replay()
     })
     .await;
     replicas.iter().position(Replica::is_leader).unwrap()
@@ -462,14 +469,17 @@ fn assert_no_overlap(replicas: &[Replica]) {
 
 /// Two replicas: exactly one delivers; SIGTERM of the leader hands over at once (the Lease is
 /// released); the stopped replica comes back as a standby; SIGKILL of the new leader hands
-/// over after the lease expires. Each new leader replays the cache and converges.
+/// over after the lease expires. Each new leader replays the cache and converges. Part of the
+/// real-cluster suite: on the cluster `KUBEWASM_E2E_KUBECONFIG` names, if set, in a namespace
+/// of its own (the Lease's too).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_hand_over_on_sigterm_and_sigkill() {
-    let server = start_server().await;
-    let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
+    let target = Target::from_env().await;
+    let ns = target.namespace("e2e-leader").await;
+    let api: Api<ConfigMap> = Api::namespaced(target.client(), &ns.name);
     churn(&api, 0).await;
     let tmp = tempfile::tempdir().unwrap();
-    let cluster = Cluster::new(tmp.path(), &server);
+    let cluster = Cluster::new(tmp.path(), target.kubeconfig(tmp.path()), &ns.name);
     let mut replicas = vec![cluster.spawn("a", None), cluster.spawn("b", None)];
 
     let first = converged_leader(&cluster, &replicas, &api, "a first leader converges").await;
@@ -525,7 +535,8 @@ async fn two_replicas_hand_over_on_sigterm_and_sigkill() {
 
     replicas[2].signal_and_wait("TERM").await;
     assert_no_overlap(&replicas);
-    server.shutdown().await;
+    drop(ns);
+    target.shutdown().await;
 }
 
 /// Three replicas, the first behind a TCP proxy: when its API access is cut it stops delivering
@@ -537,7 +548,9 @@ async fn three_replicas_survive_a_cut_leader_and_a_killed_one() {
     let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
     churn(&api, 0).await;
     let tmp = tempfile::tempdir().unwrap();
-    let cluster = Cluster::new(tmp.path(), &server);
+    let kubeconfig = tmp.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let cluster = Cluster::new(tmp.path(), kubeconfig, "default");
     let proxy = apiserver::PartitionProxy::start(&server.url())
         .await
         .unwrap();

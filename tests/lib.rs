@@ -289,7 +289,12 @@ pub struct TestHost {
 /// A host (default limits, no plugins directory) with the one plugin `wasm` loaded, its
 /// manifest beside it: how the example handlers' tests start.
 pub async fn start_host_with_plugin(server: &apiserver::ApiServer, wasm: &Path) -> TestHost {
-    let t = start_host(server, None, Limits::default()).await;
+    start_host_with_plugin_on(client(server), wasm).await
+}
+
+/// Like [`start_host_with_plugin`], on any API server `client` reaches.
+pub async fn start_host_with_plugin_on(client: kube::Client, wasm: &Path) -> TestHost {
+    let t = start_host_on(client, None, Limits::default(), ReflectorConfig::default()).await;
     let out = t
         .host
         .manager
@@ -325,10 +330,21 @@ pub async fn start_host_with(
     limits: Limits,
     informers: ReflectorConfig,
 ) -> TestHost {
+    start_host_on(client(server), plugins_dir, limits, informers).await
+}
+
+/// Like [`start_host_with`], on any API server `client` reaches (a [`Target`]'s, possibly
+/// impersonating the ServiceAccount `kubewasm rbac` bound).
+pub async fn start_host_on(
+    client: kube::Client,
+    plugins_dir: Option<PathBuf>,
+    limits: Limits,
+    informers: ReflectorConfig,
+) -> TestHost {
     let logs = GuestLogs::default();
     // The recorder must subscribe before the first plugin loads, so the directory is attached
     // after the host (and its event channel) exists.
-    let host = HostBuilder::new(client(server))
+    let host = HostBuilder::new(client)
         .runtime(RuntimeConfig {
             cache_dir: Some(shared_compile_cache()),
             ..RuntimeConfig::default()
@@ -481,4 +497,212 @@ fn init_logging() {
         )
         .with(host_lines().with_filter(tracing_subscriber::filter::LevelFilter::INFO))
         .try_init();
+}
+
+/// The variable naming a cluster-admin kubeconfig: set, the target-agnostic tests run against
+/// that cluster instead of the embedded API server.
+pub const KUBECONFIG_VAR: &str = "KUBEWASM_E2E_KUBECONFIG";
+
+/// The API server a target-agnostic test runs against: the embedded one (the default, and CI's),
+/// or a real cluster named by [`KUBECONFIG_VAR`] (kind, k3s, envtest's binaries).
+pub enum Target {
+    /// The embedded API server, started for this test.
+    Embedded(apiserver::ApiServer),
+    /// A real cluster, shared with whatever else runs there.
+    Real {
+        /// The kubeconfig's current context.
+        config: kube::Config,
+        /// The kubeconfig file, for processes the test starts.
+        kubeconfig: PathBuf,
+    },
+}
+
+impl Target {
+    /// The cluster [`KUBECONFIG_VAR`] names, else a fresh embedded server.
+    pub async fn from_env() -> Target {
+        let Some(path) = std::env::var_os(KUBECONFIG_VAR) else {
+            return Target::Embedded(start_server().await);
+        };
+        init_logging();
+        let kubeconfig = PathBuf::from(path);
+        let file = kube::config::Kubeconfig::read_from(&kubeconfig)
+            .unwrap_or_else(|e| panic!("{KUBECONFIG_VAR}={}: {e}", kubeconfig.display()));
+        let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("{KUBECONFIG_VAR}={}: {e}", kubeconfig.display()));
+        Target::Real { config, kubeconfig }
+    }
+
+    /// Whether this is a real cluster (no fault injection, RBAC enforced, other tenants).
+    pub fn is_real(&self) -> bool {
+        matches!(self, Target::Real { .. })
+    }
+
+    /// The embedded server, for the fault injection only it offers.
+    pub fn embedded(&self) -> Option<&apiserver::ApiServer> {
+        match self {
+            Target::Embedded(server) => Some(server),
+            Target::Real { .. } => None,
+        }
+    }
+
+    /// The client configuration (the kubeconfig's identity on a real cluster).
+    pub fn config(&self) -> kube::Config {
+        match self {
+            Target::Embedded(server) => {
+                kube::Config::new(server.url().parse().expect("server url"))
+            }
+            Target::Real { config, .. } => config.clone(),
+        }
+    }
+
+    /// A client with the kubeconfig's (on a real cluster: cluster-admin) identity.
+    pub fn client(&self) -> kube::Client {
+        kubewasm::identity::client(self.config()).expect("client")
+    }
+
+    /// A client impersonating `user` (`system:serviceaccount:NS:NAME`), so a real cluster judges
+    /// every request by that user's RBAC. The embedded server enforces no RBAC and ignores the
+    /// `Impersonate-User` header: there the client acts as any other.
+    pub fn client_as(&self, user: &str) -> kube::Client {
+        let mut config = self.config();
+        config.auth_info.impersonate = Some(user.to_string());
+        kubewasm::identity::client(config).expect("client")
+    }
+
+    /// A kubeconfig file for processes the test starts: the given one, or the embedded
+    /// server's written into `dir`.
+    pub fn kubeconfig(&self, dir: &Path) -> PathBuf {
+        match self {
+            Target::Embedded(server) => {
+                let path = dir.join("kubeconfig");
+                server.write_kubeconfig(&path).expect("write kubeconfig");
+                path
+            }
+            Target::Real { kubeconfig, .. } => kubeconfig.clone(),
+        }
+    }
+
+    /// A fresh namespace `PREFIX-XXXXXX`, deleted (with what [`TestNamespace::delete_later`]
+    /// adds) when dropped, so tests running side by side on one cluster never meet.
+    pub async fn namespace(&self, prefix: &str) -> TestNamespace {
+        use rand::Rng as _;
+        let name = format!(
+            "{prefix}-{:06x}",
+            rand::rng().random_range(0..0x100_0000u32)
+        );
+        let ns: k8s_openapi::api::core::v1::Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+        kube::Api::all(self.client())
+            .create(&Default::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+        TestNamespace {
+            name,
+            config: self.config(),
+            others: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Stops the embedded server; a real cluster is left as found.
+    pub async fn shutdown(self) {
+        if let Target::Embedded(server) = self {
+            server.shutdown().await;
+        }
+    }
+}
+
+/// One object a test made outside its namespace: kind, namespace (`None`: cluster-scoped), name.
+type Made = (kube::core::ApiResource, Option<String>, String);
+
+/// A namespace of one test: deleted when dropped (a failing test included), with every object
+/// the test made elsewhere (cluster-wide RBAC, a Role in `default`).
+pub struct TestNamespace {
+    /// The namespace's name.
+    pub name: String,
+    config: kube::Config,
+    others: Mutex<Vec<Made>>,
+}
+
+impl TestNamespace {
+    /// Deletes `name` (in `namespace`, or cluster-scoped) with the namespace.
+    pub fn delete_later(&self, kind: kube::core::ApiResource, namespace: Option<&str>, name: &str) {
+        self.others
+            .lock()
+            .push((kind, namespace.map(str::to_string), name.to_string()));
+    }
+
+    /// Server-side applies every document of `yaml` (what `kubewasm rbac` prints) and deletes
+    /// the objects with the namespace.
+    pub async fn apply_all(&self, client: &kube::Client, yaml: &str) {
+        use kube::api::{DynamicObject, Patch, PatchParams};
+        use serde::Deserialize as _;
+        for doc in serde_yaml::Deserializer::from_str(yaml) {
+            let obj = DynamicObject::deserialize(doc).expect("a Kubernetes object");
+            let types = obj.types.clone().expect("apiVersion and kind");
+            let (group, version) = types
+                .api_version
+                .split_once('/')
+                .unwrap_or(("", &types.api_version));
+            let ar = kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+                group,
+                version,
+                &types.kind,
+            ));
+            let name = obj.metadata.name.clone().expect("a name");
+            let namespace = obj.metadata.namespace.clone();
+            let api: kube::Api<DynamicObject> = match &namespace {
+                Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &ar),
+                None => kube::Api::all_with(client.clone(), &ar),
+            };
+            api.patch(
+                &name,
+                &PatchParams::apply("kubewasm-e2e").force(),
+                &Patch::Apply(&obj),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("apply {} {name}: {e}", types.kind));
+            self.delete_later(ar, namespace.as_deref(), &name);
+        }
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        let config = self.config.clone();
+        let name = self.name.clone();
+        let others = std::mem::take(&mut *self.others.lock());
+        // Drop cannot await: a thread of its own runs the deletes on a runtime of its own, with
+        // a client of its own (the test's may belong to a runtime that is shutting down).
+        let deleted = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let client = kubewasm::identity::client(config).expect("client");
+                let dp = kube::api::DeleteParams::background();
+                let mut failed = Vec::new();
+                for (ar, ns, obj) in others {
+                    let api: kube::Api<kube::api::DynamicObject> = match &ns {
+                        Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &ar),
+                        None => kube::Api::all_with(client.clone(), &ar),
+                    };
+                    if let Err(e) = api.delete(&obj, &dp).await {
+                        failed.push(format!("{} {obj}: {e}", ar.kind));
+                    }
+                }
+                let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+                    kube::Api::all(client);
+                if let Err(e) = namespaces.delete(&name, &dp).await {
+                    failed.push(format!("namespace {name}: {e}"));
+                }
+                failed
+            })
+        });
+        let failed = deleted.join().unwrap_or_default();
+        if !failed.is_empty() {
+            eprintln!("test namespace cleanup left: {}", failed.join("; "));
+        }
+    }
 }

@@ -19,14 +19,14 @@ use kubewasm_e2e::*;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-const PLUGIN: &str = "notifier";
+pub(crate) const PLUGIN: &str = "notifier";
 
 fn example_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/javascript/notifier")
 }
 
 /// Copies the built component and the manifest it ships into `dir` as `notifier.*`.
-fn install(dir: &Path) -> PathBuf {
+pub(crate) fn install(dir: &Path) -> PathBuf {
     let wasm = dir.join(format!("{PLUGIN}.wasm"));
     std::fs::copy(guest("javascript-notifier.wasm"), &wasm).unwrap();
     std::fs::copy(
@@ -39,7 +39,7 @@ fn install(dir: &Path) -> PathBuf {
 
 /// A webhook receiver on a free loopback port: every POST to `/hook` is parsed as JSON and
 /// sent on the channel (with its content type), answered 204.
-async fn webhook() -> (String, mpsc::UnboundedReceiver<(String, Value)>) {
+pub(crate) async fn webhook() -> (String, mpsc::UnboundedReceiver<(String, Value)>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let app = axum::Router::new()
         .route(
@@ -66,7 +66,7 @@ async fn webhook() -> (String, mpsc::UnboundedReceiver<(String, Value)>) {
     (url, rx)
 }
 
-async fn next_post(
+pub(crate) async fn next_post(
     rx: &mut mpsc::UnboundedReceiver<(String, Value)>,
     t: &TestHost,
 ) -> (String, Value) {
@@ -76,7 +76,7 @@ async fn next_post(
         .expect("the webhook runs")
 }
 
-fn crash_looping(restarts: i32, message: &str) -> Value {
+pub(crate) fn crash_looping(restarts: i32, message: &str) -> Value {
     json!({"status": {"containerStatuses": [{
         "name": "app", "image": "example/app:1", "imageID": "", "ready": false,
         "restartCount": restarts,

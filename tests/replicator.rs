@@ -14,8 +14,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use kubewasm_e2e::*;
 
-const PLUGIN: &str = "replicator";
-const TARGETS: &str = "kubewasm.io/replicate-to";
+pub(crate) const PLUGIN: &str = "replicator";
+pub(crate) const TARGETS: &str = "kubewasm.io/replicate-to";
 const REPLICA_OF: &str = "kubewasm.io/replica-of";
 
 fn example_dir() -> PathBuf {
@@ -34,7 +34,7 @@ fn install_as(dir: &Path, component: &str, manifest: &str) -> PathBuf {
     wasm
 }
 
-fn install(dir: &Path) -> PathBuf {
+pub(crate) fn install(dir: &Path) -> PathBuf {
     install_as(dir, "python-replicator.wasm", "replicator.toml")
 }
 
@@ -75,6 +75,19 @@ async fn await_cm(
 /// Waits for the copy of `default/<name>` in `ns` holding `k = v`; checks its label and that
 /// it carries nothing else of the source.
 async fn await_copy(client: &kube::Client, t: &TestHost, ns: &str, name: &str, k: &str, v: &str) {
+    await_copy_of(client, t, "default", ns, name, k, v).await
+}
+
+/// [`await_copy`] of a source in namespace `from`.
+pub(crate) async fn await_copy_of(
+    client: &kube::Client,
+    t: &TestHost,
+    from: &str,
+    ns: &str,
+    name: &str,
+    k: &str,
+    v: &str,
+) {
     let copy = await_cm(client, t, ns, name, &format!("a copy with {k}={v}"), |c| {
         c.is_some_and(|c| data(c).get(k).map(String::as_str) == Some(v))
     })
@@ -83,7 +96,7 @@ async fn await_copy(client: &kube::Client, t: &TestHost, ns: &str, name: &str, k
     let labels = copy.metadata.labels.unwrap_or_default();
     assert_eq!(
         labels.get(REPLICA_OF).map(String::as_str),
-        Some(format!("default.{name}").as_str()),
+        Some(format!("{from}.{name}").as_str()),
         "{labels:?}"
     );
     assert!(
@@ -96,11 +109,11 @@ async fn await_copy(client: &kube::Client, t: &TestHost, ns: &str, name: &str, k
     );
 }
 
-async fn await_gone(client: &kube::Client, t: &TestHost, ns: &str, name: &str) {
+pub(crate) async fn await_gone(client: &kube::Client, t: &TestHost, ns: &str, name: &str) {
     await_cm(client, t, ns, name, "deleted", |c| c.is_none()).await;
 }
 
-fn source(name: &str, targets: &str, value: &str) -> ConfigMap {
+pub(crate) fn source(name: &str, targets: &str, value: &str) -> ConfigMap {
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": name, "annotations": {TARGETS: targets}},
         "data": {"k": value},
