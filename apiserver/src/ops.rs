@@ -354,20 +354,25 @@ fn create_owned(
     Err(ApiError::internal("could not generate a unique name"))
 }
 
-/// Kind-specific status on creation (CRDs become Established immediately).
+/// Status on creation, as kube-apiserver's `PrepareForCreate` strategies set it: a kind with a
+/// status subresource starts with no status (its controller or kubelet writes it through
+/// `/status`), plus what the server itself sets; a Node keeps the status it registers with (the
+/// kubelet creates it so); CRDs become Established immediately.
 fn prepare_create_status(rt: &ResourceType, body: &mut Value) -> ApiResult<()> {
     match (rt.group.as_str(), rt.kind.as_str()) {
+        ("", "Node") => {}
         ("", "Namespace") => body["status"] = json!({"phase": "Active"}),
-        // As the real server: a new Service has no load balancer yet, whatever the request said.
+        // A new Service has no load balancer yet, whatever the request said.
         ("", "Service") => body["status"] = json!({"loadBalancer": {}}),
         ("", "Pod") => {
-            if !body.get("status").is_some_and(Value::is_object) {
-                body["status"] = json!({});
-            }
-            if body.pointer("/status/phase").is_none() {
-                body["status"]["phase"] = json!("Pending");
-            }
+            let qos = pod_qos_class(body);
+            body["status"] = json!({"phase": "Pending", "qosClass": qos});
         }
+        // Pending until bound (the PV strategy sets it; a PVC gets it from defaulting).
+        ("", "PersistentVolume") => {
+            body["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": now_rfc3339()})
+        }
+        ("", "PersistentVolumeClaim") => body["status"] = json!({"phase": "Pending"}),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             let types =
                 types_from_crd(body).map_err(|e| ApiError::invalid(&rt.kind, "", "spec", &e))?;
@@ -424,8 +429,7 @@ fn prepare_create_status(rt: &ResourceType, body: &mut Value) -> ApiResult<()> {
             });
         }
         _ => {
-            if rt.custom
-                && rt.status_subresource
+            if rt.status_subresource
                 && let Some(o) = body.as_object_mut()
             {
                 o.remove("status");
@@ -433,6 +437,35 @@ fn prepare_create_status(rt: &ResourceType, body: &mut Value) -> ApiResult<()> {
         }
     }
     Ok(())
+}
+
+/// A Pod's QoS class as kube-apiserver computes it on create (`qos.GetPodQOS`) from its
+/// containers' CPU and memory: no requests or limits at all is BestEffort; limits on both in
+/// every container, with requests (if given) equal to them, is Guaranteed; else Burstable.
+/// Quantities are compared as written (`1` and `1000m` differ here).
+fn pod_qos_class(pod: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|k| pod.pointer(&format!("/spec/{k}")).and_then(Value::as_array))
+        .flatten()
+        .collect();
+    let of =
+        |c: &Value, which: &str, r: &str| c.pointer(&format!("/resources/{which}/{r}")).cloned();
+    let mut any = false;
+    let mut guaranteed = !containers.is_empty();
+    for c in &containers {
+        for r in ["cpu", "memory"] {
+            let (request, limit) = (of(c, "requests", r), of(c, "limits", r));
+            any |= request.is_some() || limit.is_some();
+            guaranteed &=
+                limit.is_some() && request.as_ref().is_none_or(|q| Some(q) == limit.as_ref());
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
 }
 
 /// Register/unregister the kinds of a CRD after it was written.

@@ -217,3 +217,100 @@ async fn resource_quota_and_unserved_kinds() {
     assert!(msg.contains("CustomResourceDefinition"), "{msg}");
     server.shutdown().await;
 }
+
+/// As kube-apiserver's strategies: a built-in kind with a status subresource is created without
+/// the status the request carried (by POST or by server-side apply), keeping only what the
+/// server sets (a Pod's phase and QoS class, a Namespace's phase, a Service's empty load
+/// balancer); a Node keeps its status (the kubelet registers it so); `/status` then writes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_is_cleared_on_create_as_kube_apiserver_does() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let c = client(&server).await;
+    let pp = PostParams::default();
+
+    let deployments: Api<Deployment> = Api::namespaced(c.clone(), "default");
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "app", "image": "nginx"}]}}},
+        "status": {"replicas": 5, "readyReplicas": 5},
+    }))
+    .unwrap();
+    let created = deployments.create(&pp, &d).await.unwrap();
+    assert_eq!(created.status.unwrap_or_default(), Default::default());
+    let written = deployments
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 5}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        written.status.unwrap().replicas,
+        Some(5),
+        "/status writes it"
+    );
+
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let pod = |name: &str, resources: serde_json::Value| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "app", "image": "nginx", "resources": resources}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.7"},
+        }))
+        .unwrap()
+    };
+    let limits = json!({"limits": {"cpu": "1", "memory": "1Gi"}});
+    let requests = json!({"requests": {"cpu": "100m"}});
+    for (name, resources, qos) in [
+        ("best", json!({}), "BestEffort"),
+        ("guaranteed", limits, "Guaranteed"),
+        ("burstable", requests, "Burstable"),
+    ] {
+        let status = pods
+            .create(&pp, &pod(name, resources))
+            .await
+            .unwrap()
+            .status
+            .unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Pending"), "{name}");
+        assert_eq!(status.qos_class.as_deref(), Some(qos), "{name}");
+        assert_eq!(status.pod_ip, None, "{name}");
+    }
+
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    let ns: Namespace = serde_json::from_value(json!({
+        "metadata": {"name": "team"}, "status": {"phase": "Terminating"},
+    }))
+    .unwrap();
+    let created = namespaces.create(&pp, &ns).await.unwrap();
+    assert_eq!(created.status.unwrap().phase.as_deref(), Some("Active"));
+
+    // Server-side apply creates the same way.
+    let services: Api<Service> = Api::namespaced(c.clone(), "default");
+    let svc = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "lb"},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.1"}]}},
+    });
+    let created = services
+        .patch("lb", &PatchParams::apply("test"), &Patch::Apply(&svc))
+        .await
+        .unwrap();
+    let lb = created.status.unwrap().load_balancer.unwrap();
+    assert_eq!(lb.ingress, None, "{lb:?}");
+
+    let nodes: Api<Node> = Api::all(c.clone());
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "n1"}, "status": {"capacity": {"pods": "110"}},
+    }))
+    .unwrap();
+    let created = nodes.create(&pp, &node).await.unwrap();
+    assert_eq!(created.status.unwrap().capacity.unwrap()["pods"].0, "110");
+    server.shutdown().await;
+}

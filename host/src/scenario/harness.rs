@@ -562,16 +562,45 @@ impl World {
         }
     }
 
+    /// Applies `obj`; a status it carries goes through `/status` after, where the kind has that
+    /// subresource: the API server, as a real one, ignores status written to the object itself
+    /// (and clears it on create), so a scenario's object keeps meaning what it says.
     async fn apply(&self, obj: &Value) -> anyhow::Result<()> {
         let key = ObjectKey::of(obj).ok_or_else(|| anyhow::anyhow!("not an object"))?;
-        let url = format!(
-            "{}?fieldManager={RUNNER_MANAGER}&force=true",
-            self.url(&key, None).await?
-        );
+        let query = format!("?fieldManager={RUNNER_MANAGER}&force=true");
+        let url = format!("{}{query}", self.url(&key, None).await?);
         self.send(
             http::Method::PATCH,
             url,
             Some(("application/apply-patch+yaml", serde_json::to_vec(obj)?)),
+        )
+        .await?;
+        let Some(status) = obj.get("status").filter(|s| !s.is_null()) else {
+            return Ok(());
+        };
+        let (_, caps) = resolve_kind(&self.client, &key.api_version, &key.kind)
+            .await
+            .map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
+        if !caps
+            .subresources
+            .iter()
+            .any(|(ar, _)| ar.plural == "status")
+        {
+            return Ok(());
+        }
+        let mut metadata = serde_json::json!({"name": key.name});
+        if let Some(ns) = &key.namespace {
+            metadata["namespace"] = ns.as_str().into();
+        }
+        let body = serde_json::json!({
+            "apiVersion": key.api_version, "kind": key.kind,
+            "metadata": metadata, "status": status,
+        });
+        let url = format!("{}{query}", self.url(&key, Some("status")).await?);
+        self.send(
+            http::Method::PATCH,
+            url,
+            Some(("application/apply-patch+yaml", serde_json::to_vec(&body)?)),
         )
         .await
         .map(drop)
