@@ -510,8 +510,8 @@ pub enum Target {
     Embedded(apiserver::ApiServer),
     /// A real cluster, shared with whatever else runs there.
     Real {
-        /// The kubeconfig's current context.
-        config: kube::Config,
+        /// The kubeconfig's current context (boxed: a Config is large).
+        config: Box<kube::Config>,
         /// The kubeconfig file, for processes the test starts.
         kubeconfig: PathBuf,
     },
@@ -530,7 +530,10 @@ impl Target {
         let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
             .await
             .unwrap_or_else(|e| panic!("{KUBECONFIG_VAR}={}: {e}", kubeconfig.display()));
-        Target::Real { config, kubeconfig }
+        Target::Real {
+            config: Box::new(config),
+            kubeconfig,
+        }
     }
 
     /// Whether this is a real cluster (no fault injection, RBAC enforced, other tenants).
@@ -552,7 +555,7 @@ impl Target {
             Target::Embedded(server) => {
                 kube::Config::new(server.url().parse().expect("server url"))
             }
-            Target::Real { config, .. } => config.clone(),
+            Target::Real { config, .. } => (**config).clone(),
         }
     }
 
