@@ -425,9 +425,9 @@ async fn four_stuck_calls(t: &TestHost, dir: &Path, p: &Peer, api: &Api<ConfigMa
     load_with(t, dir, name, 4, NEVER_MS).await;
     t.recorder
         .wait("on-synced handled", |r| {
-            r.events().iter().any(|e| {
-                matches!(e, PluginEvent::Synced { plugin, .. } if plugin.as_ref() == name)
-            })
+            r.events()
+                .iter()
+                .any(|e| matches!(e, PluginEvent::Synced { plugin, .. } if plugin.as_ref() == name))
         })
         .await;
     for i in 0..4 {
@@ -493,17 +493,18 @@ async fn a_hot_swap_starts_v2_only_after_every_v1_call_in_flight_ended() {
     p.wait_answered(8).await;
     let out = swap.await.unwrap().expect("v2 loads");
     assert!(matches!(out, LoadOutcome::Swapped { .. }), "{out:?}");
-    let s = p.seen.lock();
-    assert_eq!(s.overlaps, 0, "two calls for one object at once");
-    let at = |what: &str| s.timeline.iter().position(|e| e == what).unwrap();
-    let last_v1 = (0..4).map(|i| at(&format!("answer {i}"))).max().unwrap();
-    let first_v2 = (4..8).map(|i| at(&format!("arrive {i}"))).min().unwrap();
-    assert!(
-        last_v1 < first_v2,
-        "v2 began before v1 ended: {:?}",
-        s.timeline
-    );
-    drop(s);
+    {
+        let s = p.seen.lock();
+        assert_eq!(s.overlaps, 0, "two calls for one object at once");
+        let at = |what: &str| s.timeline.iter().position(|e| e == what).unwrap();
+        let last_v1 = (0..4).map(|i| at(&format!("answer {i}"))).max().unwrap();
+        let first_v2 = (4..8).map(|i| at(&format!("arrive {i}"))).min().unwrap();
+        assert!(
+            last_v1 < first_v2,
+            "v2 began before v1 ended: {:?}",
+            s.timeline
+        );
+    }
     t.host.shutdown().await;
 }
 
@@ -536,12 +537,13 @@ async fn leader_loss_abandons_every_call_in_flight_and_a_new_win_replays() {
     p.release.send_replace(usize::MAX);
     leading.send_replace(true);
     p.wait_answered(4).await;
-    let s = p.seen.lock();
-    let replayed: std::collections::BTreeSet<_> =
-        s.log[4..].iter().map(|(name, _)| name.clone()).collect();
-    assert_eq!(replayed.len(), 4, "every object replayed: {:?}", s.log);
-    assert_eq!(s.overlaps, 0);
-    drop(s);
+    {
+        let s = p.seen.lock();
+        let replayed: std::collections::BTreeSet<_> =
+            s.log[4..].iter().map(|(name, _)| name.clone()).collect();
+        assert_eq!(replayed.len(), 4, "every object replayed: {:?}", s.log);
+        assert_eq!(s.overlaps, 0);
+    }
     t.host.shutdown().await;
 }
 
@@ -681,7 +683,7 @@ async fn soak_ten_plugins_some_concurrent() {
                     n += 1;
                     let name = format!("o{}", mine[n as usize % mine.len()]);
                     // Every 50th write deletes the object and creates it again.
-                    if n % 50 == 0 {
+                    if n.is_multiple_of(50) {
                         let _ = api.delete(&name, &DeleteParams::default()).await;
                         create(&api, addr, &name).await;
                     } else {
