@@ -90,7 +90,8 @@ pub trait Observer: Send + Sync {
         let _ = (plugin, call);
     }
 
-    /// The call begun last for `plugin` ended.
+    /// A call of `plugin` ended: the one begun last when the plugin runs one call at a time;
+    /// with `concurrency` above 1, any of its calls in flight.
     fn call_ended(&self, plugin: &str, call: &CallEnded<'_>) {
         let _ = (plugin, call);
     }

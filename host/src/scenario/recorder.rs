@@ -21,8 +21,10 @@ pub struct Recorder {
 #[derive(Default)]
 struct State {
     entries: Vec<Entry>,
-    /// Where the call in progress began: its entry goes there when it ends, before what the
-    /// guest did during it.
+    /// Where the call begun last began: a call's entry goes there when it ends, before what
+    /// the guest did during it. With several calls in flight what they did interleaves, but
+    /// each object's calls stay in order (they never overlap, and every insertion lands after
+    /// the entries of calls already ended), which is all a transcript compares.
     mark: usize,
     stubs: Vec<(Stub, u32)>,
 }
