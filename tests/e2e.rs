@@ -25,6 +25,7 @@ mod lb_controller;
 mod notifier;
 mod observer;
 mod replicator;
+mod startup;
 
 const LOGGER: &str = "rust-configmap-logger.wasm";
 const FIXTURE: &str = "rust-test-fixture.wasm";

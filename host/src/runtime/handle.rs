@@ -23,6 +23,18 @@ use super::store::StoreState;
 use super::types::{CacheReader, HandlerWorld};
 use super::validate::{WorldPre, check_binary, check_world};
 
+/// Threads of one compile's own pool (see `Runtime::compile_fresh`), or `None` (compile on the
+/// shared pool) when they cannot be started.
+fn compile_pool() -> Option<rayon::ThreadPool> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("kubewasm-compile-{i}"))
+        .build()
+        .map_err(|e| tracing::warn!(error = %e, "cannot start compile threads; compiling on the shared pool"))
+        .ok()
+}
+
 /// Process-wide runtime settings; per-plugin settings are [`Limits`].
 #[derive(Clone)]
 pub struct RuntimeConfig {
@@ -253,8 +265,15 @@ impl Runtime {
 
     fn compile_fresh(&self, wasm: &[u8]) -> Result<WorldPre, RuntimeError> {
         let started = Instant::now();
-        let component = Component::from_binary(&self.inner.engine, wasm)
-            .map_err(|e| RuntimeError::Compile(format!("{e:#}")))?;
+        let compile = || Component::from_binary(&self.inner.engine, wasm);
+        // Cranelift compiles functions on rayon's pool, and a thread outside a pool gets a turn
+        // only when no worker has work left: a small component queued behind an 18 MB one
+        // waited for all of it. A pool per compile lets the OS share the cores between them.
+        let component = match compile_pool() {
+            Some(pool) => pool.install(compile),
+            None => compile(),
+        }
+        .map_err(|e| RuntimeError::Compile(format!("{e:#}")))?;
         tracing::debug!(target: "kubewasm::runtime", bytes = wasm.len(),
             elapsed_ms = started.elapsed().as_millis() as u64, "compiled component");
         check_world(&self.inner.engine, &self.inner.linker, &component)
