@@ -34,11 +34,18 @@ fn configmap(i: usize) -> ConfigMap {
 /// Per plugin: its first call, and when it had handled its initial list.
 type Times = BTreeMap<String, (Duration, Duration)>;
 
+/// One plugin's figures so far: its first call, initial adds handled, when the last came.
+struct Seen {
+    first: Duration,
+    adds: usize,
+    listed: Option<Duration>,
+}
+
 /// Times every plugin's first call and its `OBJECTS`-th initial add as the worker ends it (the
 /// event channel could lag behind 10,000 calls; the observer cannot).
 struct Clock {
     started: Instant,
-    seen: Mutex<BTreeMap<String, (Duration, usize, Option<Duration>)>>,
+    seen: Mutex<BTreeMap<String, Seen>>,
     done: tokio::sync::Notify,
 }
 
@@ -46,11 +53,15 @@ impl Observer for Clock {
     fn call_ended(&self, plugin: &str, call: &CallEnded<'_>) {
         let at = self.started.elapsed();
         let mut seen = self.seen.lock();
-        let entry = seen.entry(plugin.to_string()).or_insert((at, 0, None));
+        let entry = seen.entry(plugin.to_string()).or_insert(Seen {
+            first: at,
+            adds: 0,
+            listed: None,
+        });
         if call.call == CallKind::Add && call.object.is_some_and(|o| o.flag) {
-            entry.1 += 1;
-            if entry.1 == OBJECTS {
-                entry.2 = Some(at);
+            entry.adds += 1;
+            if entry.adds == OBJECTS {
+                entry.listed = Some(at);
                 self.done.notify_one();
             }
         }
@@ -87,7 +98,12 @@ async fn start_once(
     let loading = tokio::spawn(host.watch_directory(plugins.to_path_buf()));
     loop {
         let notified = clock.done.notified();
-        let listed = clock.seen.lock().values().filter(|v| v.2.is_some()).count();
+        let listed = clock
+            .seen
+            .lock()
+            .values()
+            .filter(|v| v.listed.is_some())
+            .count();
         if listed == LANGUAGES.len() {
             break;
         }
@@ -98,7 +114,7 @@ async fn start_once(
     loading.await.unwrap().unwrap().shutdown().await;
     let seen = clock.seen.lock();
     seen.iter()
-        .map(|(p, v)| (p.clone(), (v.0, v.2.unwrap())))
+        .map(|(p, v)| (p.clone(), (v.first, v.listed.unwrap())))
         .collect()
 }
 
