@@ -473,15 +473,21 @@ async fn a_hot_swap_starts_v2_only_after_every_v1_call_in_flight_ended() {
     let t = start_host(&server, None, Limits::default()).await;
     let dir = tempfile::tempdir().unwrap();
     let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
-    four_stuck_calls(&t, dir.path(), &p, &api, "swap").await;
-    // A manifest change is a new version.
-    std::fs::write(dir.path().join("swap.toml"), manifest(4, NEVER_MS - 1)).unwrap();
+    four_stuck_calls(&t, dir.path(), &p, &api, "swapn").await;
+    // A manifest change is a new version; its `max-queued` of 2 makes its replay of the four
+    // objects log that its queue reached the cap: the sign that v2 is attached and waits.
+    let v2 = format!("max-queued = 2\n{}", manifest(4, NEVER_MS));
+    std::fs::write(dir.path().join("swapn.toml"), v2).unwrap();
     let manager = t.host.manager.clone();
-    let wasm = dir.path().join("swap.wasm");
+    let wasm = dir.path().join("swapn.wasm");
     let swap = tokio::spawn(async move { manager.load_file(&wasm).await });
-    // v2 is attached once its replay of the four objects waits in its queue (the plugin's
-    // queue-depth gauge: v1's own queue is empty, its four objects are in flight).
-    wait_metric(&t, "kubewasm_plugin_queue_depth{plugin=\"swap\"}", 4).await;
+    host_lines()
+        .wait_for("swapn", "v2's replay queued behind its gate", |lines| {
+            lines
+                .iter()
+                .any(|l| l.message.contains("reached max-queued"))
+        })
+        .await;
     // End v1's calls one at a time: v2 sends nothing while any of them is open.
     for k in 1..=4 {
         assert_eq!(p.arrivals(), 4, "v2 started with {} v1 calls open", 5 - k);
@@ -545,28 +551,6 @@ async fn leader_loss_abandons_every_call_in_flight_and_a_new_win_replays() {
         assert_eq!(s.overlaps, 0);
     }
     t.host.shutdown().await;
-}
-
-/// Waits until the host's metric `series` (name and labels) reads `value`. Gauges have no
-/// change notification, so this looks again every 20 ms; panics after [`PATIENCE`].
-async fn wait_metric(t: &TestHost, series: &str, value: i64) {
-    let deadline = Instant::now() + PATIENCE;
-    let want = format!("{series} {value}");
-    loop {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &t.host.registry).unwrap();
-        if text.lines().any(|l| l == want) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{want} never seen: {:?}",
-            text.lines()
-                .filter(|l| l.starts_with(series))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// What each plugin has seen, folded as its calls end: `namespace/name` → the resourceVersion
