@@ -434,7 +434,7 @@ write = [{ api-version = "v1", kind = "ConfigMap", verbs = ["create", "patch", "
         assert!(limited >= 3, "{codes:?}");
         assert_eq!(limited + written, 12, "{codes:?}");
         assert_eq!(count(&metrics, "flood", "create", 429) as usize, limited);
-        assert_eq!(count(&metrics, "calm", "create", 200), 5);
+        assert_eq!(count(&metrics, "calm", "create", 201), 5, "creates are 201");
         server.shutdown().await;
     }
 
