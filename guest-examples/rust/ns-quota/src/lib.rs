@@ -15,7 +15,11 @@ const MANAGED: &str = "app.kubernetes.io/managed-by";
 struct NsQuota;
 
 fn quota(ns: &str, team: &str) -> ResourceQuota {
-    let hard = [("pods", "20"), ("requests.cpu", "4"), ("requests.memory", "8Gi")];
+    let hard = [
+        ("pods", "20"),
+        ("requests.cpu", "4"),
+        ("requests.memory", "8Gi"),
+    ];
     ResourceQuota {
         metadata: ObjectMeta {
             name: Some(QUOTA.into()),
@@ -43,9 +47,17 @@ fn reconcile(ns: &Namespace) -> Result<()> {
         Some(team) => {
             let applied = kube::apply(&quota(name, team))?;
             if applied.created {
-                events::normal(ns, "QuotaCreated", "Apply", &format!("quota for team {team}"));
+                events::normal(
+                    ns,
+                    "QuotaCreated",
+                    "Apply",
+                    &format!("quota for team {team}"),
+                );
             }
-            info!("ensured {name}/{QUOTA} team={team} created={}", applied.created);
+            info!(
+                "ensured {name}/{QUOTA} team={team} created={}",
+                applied.created
+            );
         }
         // Only a quota this controller made is removed, and only that very object.
         None => match kube::get::<ResourceQuota>(Some(name), QUOTA)? {
