@@ -10,3 +10,6 @@ bash guest-examples/build.sh
 bash tests/fixtures/build.sh
 cargo test --release --workspace --lib --bins --tests
 bash scripts/scenarios.sh
+# The Rust SDK's unit tests (native: its pure parts) and its copy of the WIT it wraps.
+diff -r wit/0.2.0 sdk/rust/wit
+(cd sdk/rust && CARGO_TARGET_DIR="$PWD/../../target/sdk-native" cargo test --release)

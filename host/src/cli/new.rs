@@ -152,13 +152,44 @@ const WIT: &[TemplateFile] = &[
     file("wit/deps/sockets.wit", wit!("deps/sockets.wit")),
 ];
 
+macro_rules! sdk_rust {
+    ($path:literal) => {
+        file(
+            concat!("sdk/", $path),
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk/rust/", $path)),
+        )
+    };
+}
+
 // Each language's files (consts: a slice of `file(...)` calls is only `'static` in a const).
+// A new Rust project gets the SDK's sources in `sdk/`, since it lives outside the repository.
 const RUST_FILES: &[TemplateFile] = &[
     file("Cargo.toml", template!("rust/Cargo.toml.in")),
     file("Cargo.lock", template!("rust/Cargo.lock.in")),
     file("src/lib.rs", template!("rust/src/lib.rs")),
     script("build.sh", template!("rust/build.sh")),
     file(".gitignore", template!("rust/gitignore")),
+    sdk_rust!("Cargo.toml"),
+    sdk_rust!("README.md"),
+    sdk_rust!("src/lib.rs"),
+    sdk_rust!("src/cache.rs"),
+    sdk_rust!("src/describe.rs"),
+    sdk_rust!("src/error.rs"),
+    sdk_rust!("src/events.rs"),
+    sdk_rust!("src/handler.rs"),
+    sdk_rust!("src/http.rs"),
+    sdk_rust!("src/kube.rs"),
+    sdk_rust!("src/log.rs"),
+    sdk_rust!("src/object.rs"),
+    sdk_rust!("src/patch.rs"),
+    sdk_rust!("wit/handler.wit"),
+    sdk_rust!("wit/deps/cli.wit"),
+    sdk_rust!("wit/deps/clocks.wit"),
+    sdk_rust!("wit/deps/filesystem.wit"),
+    sdk_rust!("wit/deps/http.wit"),
+    sdk_rust!("wit/deps/io.wit"),
+    sdk_rust!("wit/deps/random.wit"),
+    sdk_rust!("wit/deps/sockets.wit"),
 ];
 
 const PYTHON_FILES: &[TemplateFile] = &[
