@@ -10,3 +10,5 @@ bash guest-examples/build.sh
 bash tests/fixtures/build.sh
 cargo test --release --workspace --lib --bins --tests
 bash scripts/scenarios.sh
+# The SDKs' own unit tests (pure parts, on the native runtimes with stub bindings).
+python3 -m unittest discover -s sdk/python/tests
