@@ -12,3 +12,4 @@ cargo test --release --workspace --lib --bins --tests
 bash scripts/scenarios.sh
 # The SDKs' own unit tests (pure parts, on the native runtimes with stub bindings).
 python3 -m unittest discover -s sdk/python/tests
+(cd sdk/javascript && node --import ./test/register.js --test test/sdk.test.js)
