@@ -184,29 +184,16 @@ def remove_all_copies(obj: Object, why: str) -> None:
         delete_copy(copy, why)
 
 
-def source_of(label: str, kind: str):
-    """The cached source a copy's label names, or None. A label value that does not read as
-    `<namespace>.<name>` names no source."""
-    ns, _, name = label.partition(".")
-    if not name or not DNS1123_LABEL.match(ns):
-        return None
-    return kube.cached("v1", kind, name, ns)
-
-
 def reconcile_copy(copy: Object, exists: bool, is_sync: bool) -> None:
     """A copy changed (`exists`) or went: re-make it if its source still wants it, otherwise
-    delete it."""
+    delete it. A label value that does not read as `<namespace>.<name>` names no source."""
     label = copy.labels[REPLICA_LABEL]
-    src = source_of(label, copy.kind)
-    if src is not None:
-        if copy.namespace in targets(src) and origin(src) == label:
-            ensure_copy(src, copy.namespace, is_sync)
-            return
-        why = not_wanted(copy.namespace, src)
-    else:
-        why = f"source {label} gone"
-    if exists:
-        delete_copy(copy, why)
+    ns, _, name = label.partition(".")
+    src = kube.cached("v1", copy.kind, name, ns) if name and DNS1123_LABEL.match(ns) else None
+    if src is not None and copy.namespace in targets(src) and origin(src) == label:
+        ensure_copy(src, copy.namespace, is_sync)
+    elif exists:
+        delete_copy(copy, not_wanted(copy.namespace, src) if src is not None else f"source {label} gone")
 
 
 def one_of_many(step, *args) -> None:
