@@ -95,8 +95,9 @@ pub trait Observer: Send + Sync {
         let _ = (plugin, call);
     }
 
-    /// A `kube` call ended with `result` (`Ok` carries no object: the observer has the request).
-    fn kube_request(&self, plugin: &str, call: &KubeCall, result: Result<(), &ApiError>) {
+    /// A `kube` call ended with `result`: the status the server answered with (201 for a
+    /// create), no object (the observer has the request).
+    fn kube_request(&self, plugin: &str, call: &KubeCall, result: Result<u16, &ApiError>) {
         let _ = (plugin, call, result);
     }
 

@@ -92,7 +92,7 @@ impl Observer for Recorder {
         self.push(Entry::new(EntryKind::Log, level).with("message", message));
     }
 
-    fn kube_request(&self, _plugin: &str, call: &KubeCall, result: Result<(), &ApiError>) {
+    fn kube_request(&self, _plugin: &str, call: &KubeCall, result: Result<u16, &ApiError>) {
         self.kube(call, result);
     }
 
@@ -135,7 +135,7 @@ fn reference(o: &ObjectRef) -> String {
 
 impl Recorder {
     /// A write as a transcript entry (reads are not recorded).
-    fn kube(&self, call: &KubeCall, result: Result<(), &ApiError>) {
+    fn kube(&self, call: &KubeCall, result: Result<u16, &ApiError>) {
         let of_json = |json: &str| {
             let v = json_or_text(json);
             let r =
@@ -204,7 +204,7 @@ impl Recorder {
             }
         };
         e = match result {
-            Ok(()) => e.with("code", 200),
+            Ok(code) => e.with("code", code),
             Err(err) => e
                 .with("code", err.code)
                 .with("message", err.message.as_str()),
