@@ -124,8 +124,7 @@ def ensure_copy(src: Object, namespace: str, is_sync: bool) -> None:
             return
         log.warn(str(e))
         raise
-    created = applied.created if applied.created is not None else cached is None
-    how = "created" if created else ("repaired" if is_sync else "updated")
+    how = "created" if applied.created else ("repaired" if is_sync else "updated")
     log.info(f"applied {src.kind} {src.key} -> {namespace} ({how})")
 
 
