@@ -13,3 +13,5 @@ bash scripts/scenarios.sh
 # The SDKs' own unit tests (pure parts, on the native runtimes with stub bindings).
 python3 -m unittest discover -s sdk/python/tests
 (cd sdk/javascript && node --import ./test/register.js --test test/sdk.test.js)
+# The Python SDK inside a real component (wasi:http requests and errors, the export guard).
+bash sdk/python/tests/component/run.sh
