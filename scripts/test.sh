@@ -15,3 +15,4 @@ python3 -m unittest discover -s sdk/python/tests
 (cd sdk/javascript && node --import ./test/register.js --test test/sdk.test.js)
 # The Python SDK inside a real component (wasi:http requests and errors, the export guard).
 bash sdk/python/tests/component/run.sh
+bash sdk/javascript/test/component/run.sh
