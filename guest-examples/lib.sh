@@ -69,7 +69,7 @@ skipped() {
 # rust_example NAME: builds the Rust example crate NAME (a member of guest-examples/rust's cargo
 # workspace) for wasm32-wasip2 into dist/rust-NAME.wasm, with NAME.toml beside it; skipped,
 # without even asking cargo, when the crate, the workspace's manifest, lock file and profile,
-# the WIT and the compiler are unchanged. Honours CARGO_TARGET_DIR (default: <repo>/target).
+# the WIT, the Rust SDK (sdk/rust) and the compiler are unchanged. Honours CARGO_TARGET_DIR (default: <repo>/target).
 rust_example() {
   local name="$1"
   local here="$repo/guest-examples/rust/$name"
@@ -77,7 +77,7 @@ rust_example() {
   local dist="$repo/guest-examples/dist"
   local out="$dist/rust-$name.wasm" key
   install_file "$here/$name.toml" "$dist/rust-$name.toml"
-  key="$(inputs_key "$here" "$here/../Cargo.toml" "$here/../Cargo.lock" "$repo/wit" -- "$(rustc --version)")"
+  key="$(inputs_key "$here" "$here/../Cargo.toml" "$here/../Cargo.lock" "$repo/wit" "$repo/sdk/rust" -- "$(rustc --version)")"
   if up_to_date "$key" "$out"; then
     skipped "$out"
     return 0

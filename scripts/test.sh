@@ -10,3 +10,12 @@ bash guest-examples/build.sh
 bash tests/fixtures/build.sh
 cargo test --release --workspace --lib --bins --tests
 bash scripts/scenarios.sh
+# The Rust SDK's unit tests (native: its pure parts) and its copy of the WIT it wraps.
+diff -r wit/0.2.0 sdk/rust/wit
+(cd sdk/rust && CARGO_TARGET_DIR="$PWD/../../target/sdk-native" cargo test --release)
+# The SDKs' own unit tests (pure parts, on the native runtimes with stub bindings).
+python3 -m unittest discover -s sdk/python/tests
+(cd sdk/javascript && node --import ./test/register.js --test test/sdk.test.js)
+# The Python SDK inside a real component (wasi:http requests and errors, the export guard).
+bash sdk/python/tests/component/run.sh
+bash sdk/javascript/test/component/run.sh

@@ -275,8 +275,9 @@ write = [{ api-version = "v1", kind = "ConfigMap", verbs = ["create", "patch", "
                 opts,
             })
             .await
-            .unwrap()
-            .expect("the created object");
+            .unwrap();
+        assert_eq!(created.code, 201, "a create is answered 201");
+        let created = created.object.expect("the created object");
         assert_eq!(created.view().name, "a");
         let uid = created.view().uid.to_string();
 
@@ -317,16 +318,20 @@ write = [{ api-version = "v1", kind = "ConfigMap", verbs = ["create", "patch", "
             .unwrap_err();
         assert_eq!(e.code, 400, "{e:?}");
 
-        // Apply writes under the plugin's field manager.
-        p.call(KubeCall::Apply {
+        // Apply writes under the plugin's field manager, and says whether it created the
+        // object (201, what `apply-outcome` hands the guest) or changed it (200).
+        let apply_b = || KubeCall::Apply {
             json: cm("default", "b"),
             opts: WriteOptions {
                 dry_run: false,
                 force: true,
             },
-        })
-        .await
-        .unwrap();
+        };
+        assert_eq!(p.call(apply_b()).await.unwrap().code, 201);
+        assert_eq!(p.call(apply_b()).await.unwrap().code, 200);
+        assert_eq!(count(&metrics, "p", "apply", 201), 1);
+        assert_eq!(count(&metrics, "p", "apply", 200), 1);
+        assert_eq!(count(&metrics, "p", "create", 201), 1);
         let b = api.get("b").await.unwrap();
         let managers: Vec<_> = b
             .metadata
@@ -351,6 +356,7 @@ write = [{ api-version = "v1", kind = "ConfigMap", verbs = ["create", "patch", "
             })
             .await
             .unwrap()
+            .object
             .unwrap();
         assert!(dry.view().json.contains(r#""a":"2""#));
         assert_eq!(api.get("a").await.unwrap().data.unwrap()["a"], "1");
@@ -360,7 +366,7 @@ write = [{ api-version = "v1", kind = "ConfigMap", verbs = ["create", "patch", "
             .call(KubeCall::Get(at("ConfigMap", "default", "nope")))
             .await
             .unwrap();
-        assert!(missing.is_none());
+        assert!(missing.object.is_none());
 
         // Deletes honour the uid precondition.
         let e = p
@@ -428,7 +434,7 @@ write = [{ api-version = "v1", kind = "ConfigMap", verbs = ["create", "patch", "
         assert!(limited >= 3, "{codes:?}");
         assert_eq!(limited + written, 12, "{codes:?}");
         assert_eq!(count(&metrics, "flood", "create", 429) as usize, limited);
-        assert_eq!(count(&metrics, "calm", "create", 200), 5);
+        assert_eq!(count(&metrics, "calm", "create", 201), 5, "creates are 201");
         server.shutdown().await;
     }
 

@@ -26,6 +26,7 @@ mod notifier;
 mod observer;
 mod real_cluster;
 mod replicator;
+mod startup;
 
 const LOGGER: &str = "rust-configmap-logger.wasm";
 const FIXTURE: &str = "rust-test-fixture.wasm";

@@ -373,6 +373,33 @@ pub async fn start_host_on(
     }
 }
 
+/// Like [`start_host`] (default limits, no directory), delivering only while `leadership` holds
+/// `true`: how a test takes leadership away from a host without an election.
+pub async fn start_host_following(
+    server: &apiserver::ApiServer,
+    leadership: tokio::sync::watch::Receiver<bool>,
+) -> TestHost {
+    let logs = GuestLogs::default();
+    let host = HostBuilder::new(client(server))
+        .runtime(RuntimeConfig {
+            cache_dir: Some(shared_compile_cache()),
+            ..RuntimeConfig::default()
+        })
+        .health_addr(Some("127.0.0.1:0".parse().unwrap()))
+        .shutdown_grace(Duration::from_secs(2))
+        .observer(logs.observer())
+        .follow(leadership)
+        .start()
+        .await
+        .expect("host starts");
+    let recorder = Recorder::start(host.manager.subscribe());
+    TestHost {
+        host,
+        recorder,
+        logs,
+    }
+}
+
 /// One line the host wrote about a plugin (an event with a `plugin` field at INFO or above),
 /// guest output excluded.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -71,12 +71,12 @@ impl Observer for Everything {
         ));
     }
 
-    fn kube_request(&self, _plugin: &str, call: &KubeCall, result: Result<(), &ApiError>) {
+    fn kube_request(&self, _plugin: &str, call: &KubeCall, result: Result<u16, &ApiError>) {
         let verb = match call {
             KubeCall::Get(_) => "get",
             _ => "write",
         };
-        self.push(Seen::Kube(verb, result.map_err(|e| e.code)));
+        self.push(Seen::Kube(verb, result.map(drop).map_err(|e| e.code)));
     }
 
     fn event(&self, _plugin: &str, event: &EventCall) {

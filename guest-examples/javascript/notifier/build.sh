@@ -4,7 +4,8 @@
 # inputs are unchanged (../../lib.sh). Needs guest-examples/javascript/node_modules
 # (guest-examples/install-toolchains.sh).
 #
-# The notifier calls a webhook over wasi:http, which only componentize-js links:
+# notifier.js imports the SDK by relative path (<repo>/sdk/javascript), which componentize-js
+# bundles. The notifier calls a webhook over wasi:http, which only componentize-js links:
 # componentize-qjs 0.4.5 fails at pre-initialisation ("component imports instance
 # `wasi:http/types@0.2.12` ... mismatched resource types"). See README.md.
 set -euo pipefail
@@ -22,7 +23,7 @@ out="$dist/javascript-notifier.wasm"
 install_file "$here/notifier.toml" "$dist/javascript-notifier.toml"
 
 toolchain="node $(node --version) $(sha256sum <"$js/package-lock.json")"
-key="$(inputs_key "$here" "$repo/wit/0.2.0" -- "$toolchain")"
+key="$(inputs_key "$here" "$repo/sdk/javascript" "$repo/wit/0.2.0" -- "$toolchain")"
 if up_to_date "$key" "$out"; then
   skipped "$out"
   exit 0

@@ -22,18 +22,20 @@ secrets="$dist/variants/python-replicator-secrets.wasm"
 install_file "$here/replicator.toml" "$dist/python-replicator.toml"
 install_file "$here/replicator-secrets.toml" "$dist/variants/python-replicator-secrets.toml"
 
-key="$(inputs_key "$here" "$repo/wit/0.2.0" -- "componentize-py $("$cpy" --version)")"
+key="$(inputs_key "$here" "$repo/sdk/python/kubewasm_sdk" "$repo/wit/0.2.0" -- "componentize-py $("$cpy" --version)")"
 if up_to_date "$key" "$out" "$secrets"; then
   skipped "$out" "$secrets"
   exit 0
 fi
 # -p bundles every file of src/ into the component: keep it to the sources (a stale __pycache__
 # would be bundled too). Further -p folders add modules (the variant's settings).
+# The SDK (package kubewasm_sdk) is bundled from <repo>/sdk/python.
+sdk="$repo/sdk/python"
 build() {
   local out="$1"
   shift
-  rm -rf "$here/src/__pycache__"
-  "$cpy" -q -d "$repo/wit/0.2.0" -w handler componentize -p "$here/src" "$@" -o "$out" replicator
+  rm -rf "$here/src/__pycache__" "$sdk/kubewasm_sdk/__pycache__"
+  "$cpy" -q -d "$repo/wit/0.2.0" -w handler componentize -p "$here/src" -p "$sdk" "$@" -o "$out" replicator
   built "$out"
 }
 build "$out"

@@ -152,13 +152,44 @@ const WIT: &[TemplateFile] = &[
     file("wit/deps/sockets.wit", wit!("deps/sockets.wit")),
 ];
 
+macro_rules! sdk_rust {
+    ($path:literal) => {
+        file(
+            concat!("sdk/", $path),
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk/rust/", $path)),
+        )
+    };
+}
+
 // Each language's files (consts: a slice of `file(...)` calls is only `'static` in a const).
+// A new Rust project gets the SDK's sources in `sdk/`, since it lives outside the repository.
 const RUST_FILES: &[TemplateFile] = &[
     file("Cargo.toml", template!("rust/Cargo.toml.in")),
     file("Cargo.lock", template!("rust/Cargo.lock.in")),
     file("src/lib.rs", template!("rust/src/lib.rs")),
     script("build.sh", template!("rust/build.sh")),
     file(".gitignore", template!("rust/gitignore")),
+    sdk_rust!("Cargo.toml"),
+    sdk_rust!("README.md"),
+    sdk_rust!("src/lib.rs"),
+    sdk_rust!("src/cache.rs"),
+    sdk_rust!("src/describe.rs"),
+    sdk_rust!("src/error.rs"),
+    sdk_rust!("src/events.rs"),
+    sdk_rust!("src/handler.rs"),
+    sdk_rust!("src/http.rs"),
+    sdk_rust!("src/kube.rs"),
+    sdk_rust!("src/log.rs"),
+    sdk_rust!("src/object.rs"),
+    sdk_rust!("src/patch.rs"),
+    sdk_rust!("wit/handler.wit"),
+    sdk_rust!("wit/deps/cli.wit"),
+    sdk_rust!("wit/deps/clocks.wit"),
+    sdk_rust!("wit/deps/filesystem.wit"),
+    sdk_rust!("wit/deps/http.wit"),
+    sdk_rust!("wit/deps/io.wit"),
+    sdk_rust!("wit/deps/random.wit"),
+    sdk_rust!("wit/deps/sockets.wit"),
 ];
 
 const PYTHON_FILES: &[TemplateFile] = &[
@@ -185,6 +216,71 @@ const GO_FILES: &[TemplateFile] = &[
     script("build.sh", template!("go/build.sh")),
     file(".gitignore", template!("go/gitignore")),
 ];
+
+macro_rules! sdk {
+    ($path:literal) => {
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk/", $path))
+    };
+}
+
+/// The Python SDK a new project builds on, copied in (not rendered) so the project builds
+/// outside a kubewasm checkout and offline.
+const PYTHON_SDK: &[TemplateFile] = &[
+    file(
+        "sdk/kubewasm_sdk/__init__.py",
+        sdk!("python/kubewasm_sdk/__init__.py"),
+    ),
+    file(
+        "sdk/kubewasm_sdk/errors.py",
+        sdk!("python/kubewasm_sdk/errors.py"),
+    ),
+    file(
+        "sdk/kubewasm_sdk/events.py",
+        sdk!("python/kubewasm_sdk/events.py"),
+    ),
+    file(
+        "sdk/kubewasm_sdk/handler.py",
+        sdk!("python/kubewasm_sdk/handler.py"),
+    ),
+    file(
+        "sdk/kubewasm_sdk/http.py",
+        sdk!("python/kubewasm_sdk/http.py"),
+    ),
+    file(
+        "sdk/kubewasm_sdk/kube.py",
+        sdk!("python/kubewasm_sdk/kube.py"),
+    ),
+    file(
+        "sdk/kubewasm_sdk/log.py",
+        sdk!("python/kubewasm_sdk/log.py"),
+    ),
+    file(
+        "sdk/kubewasm_sdk/objects.py",
+        sdk!("python/kubewasm_sdk/objects.py"),
+    ),
+];
+
+/// The JavaScript SDK a new project builds on, copied in as PYTHON_SDK is.
+const JAVASCRIPT_SDK: &[TemplateFile] = &[
+    file("sdk/package.json", sdk!("javascript/package.json")),
+    file("sdk/index.js", sdk!("javascript/index.js")),
+    file("sdk/errors.js", sdk!("javascript/errors.js")),
+    file("sdk/events.js", sdk!("javascript/events.js")),
+    file("sdk/handler.js", sdk!("javascript/handler.js")),
+    file("sdk/http.js", sdk!("javascript/http.js")),
+    file("sdk/kube.js", sdk!("javascript/kube.js")),
+    file("sdk/log.js", sdk!("javascript/log.js")),
+    file("sdk/objects.js", sdk!("javascript/objects.js")),
+];
+
+/// The SDK sources a project in `lang` gets under `sdk/` (none where the template has no SDK).
+fn sdk_files(lang: Lang) -> &'static [TemplateFile] {
+    match lang {
+        Lang::Python => PYTHON_SDK,
+        Lang::Javascript => JAVASCRIPT_SDK,
+        _ => &[],
+    }
+}
 
 /// A language's template: its files, the rows it adds to the README's file table, its build
 /// notes, and its name in prose.
@@ -515,7 +611,7 @@ fn render_all(args: &NewArgs, repo: Option<&Path>) -> anyhow::Result<Vec<(String
         render(template!("common/grants.toml"), &vars)?,
         false,
     ));
-    for f in WIT {
+    for f in WIT.iter().chain(sdk_files(args.lang)) {
         out.push((f.path.to_string(), f.text.to_string(), false));
     }
     Ok(out)
@@ -627,6 +723,44 @@ mod tests {
                 assert!(files.iter().any(|(p, _, x)| p == "build.sh" && *x));
                 assert!(files.iter().any(|(p, _, _)| p == "my-handler.toml"));
             }
+        }
+    }
+
+    /// Every module of the Python and JavaScript SDKs reaches a new project (a module added to
+    /// an SDK but not to its list here would break the project's build only outside the repo).
+    #[test]
+    fn python_and_javascript_projects_carry_their_whole_sdk() {
+        for (lang, dir, ext, prefix) in [
+            (
+                Lang::Python,
+                "python/kubewasm_sdk",
+                "py",
+                "sdk/kubewasm_sdk/",
+            ),
+            (Lang::Javascript, "javascript", "js", "sdk/"),
+        ] {
+            let args = NewArgs {
+                name: "my-handler".into(),
+                lang,
+                resource: parse_resource("v1/ConfigMap").unwrap(),
+            };
+            let files = render_all(&args, None).unwrap();
+            let sdk = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../sdk")
+                .join(dir);
+            let mut modules = 0;
+            for entry in std::fs::read_dir(&sdk).unwrap() {
+                let name = entry.unwrap().file_name().into_string().unwrap();
+                if name.ends_with(&format!(".{ext}")) {
+                    modules += 1;
+                    let path = format!("{prefix}{name}");
+                    assert!(
+                        files.iter().any(|(p, _, _)| *p == path),
+                        "{path} missing from the {lang:?} project"
+                    );
+                }
+            }
+            assert!(modules >= 8, "{modules} modules in {}", sdk.display());
         }
     }
 

@@ -78,8 +78,10 @@ impl Host {
 
     /// Starts watching `dir` (after loading what it holds), for hosts started without one.
     ///
-    /// The plugins already there are all attached before their informers list, so they share
-    /// one initial LIST and each receives it as `is-in-initial-list` adds in list order.
+    /// Every plugin already there loads on its own and delivers as soon as it is compiled and
+    /// described: the first to subscribe starts an informer, later ones join it with a replay
+    /// of its cache (`is-in-initial-list` adds), as on a hot swap, so one slow compile delays
+    /// nobody else. This returns, and `/readyz` turns ready, only once every load has settled.
     pub async fn watch_directory(mut self, dir: PathBuf) -> anyhow::Result<Host> {
         anyhow::ensure!(
             self.watcher.is_none(),
@@ -92,9 +94,7 @@ impl Host {
             );
         }
         let mut w = DirectoryWatcher::new(dir, self.manager.clone());
-        self.factory.hold_starts();
         w.rescan().await;
-        self.factory.release_starts();
         self.starting.store(false, Ordering::Release);
         self.watcher = Some(tokio::spawn(w.run(self.stop.clone())));
         Ok(self)

@@ -25,8 +25,6 @@ struct Inner {
     create: tokio::sync::Mutex<()>,
     shut_down: std::sync::atomic::AtomicBool,
     transform: Mutex<Option<TransformFunc>>,
-    /// While `Some`, new informers are created but not run (see [`InformerFactory::hold_starts`]).
-    held: Mutex<Option<Vec<Arc<SharedIndexInformer>>>>,
     /// Test seam: runs once when `remove` is about to stop an informer it found idle.
     #[cfg(test)]
     before_idle_stop: Mutex<Option<Box<dyn FnOnce() + Send>>>,
@@ -72,7 +70,6 @@ impl InformerFactory {
                 create: tokio::sync::Mutex::new(()),
                 shut_down: std::sync::atomic::AtomicBool::new(false),
                 transform: Mutex::new(None),
-                held: Mutex::new(None),
                 #[cfg(test)]
                 before_idle_stop: Mutex::new(None),
             }),
@@ -83,28 +80,6 @@ impl InformerFactory {
     /// to save cache memory); informers already running keep theirs.
     pub fn set_transform(&self, f: TransformFunc) {
         *self.inner.transform.lock() = Some(f);
-    }
-
-    /// Creates informers without running them until [`InformerFactory::release_starts`], so
-    /// every handler registered meanwhile is there for the informer's first LIST: they all get
-    /// the initial list (`is_in_initial_list`, in list order) from one request instead of later
-    /// handlers getting a replay.
-    pub fn hold_starts(&self) {
-        let mut held = self.inner.held.lock();
-        if held.is_none() {
-            *held = Some(Vec::new());
-        }
-    }
-
-    /// Runs the informers created since [`InformerFactory::hold_starts`]; later ones run at once.
-    pub fn release_starts(&self) {
-        let held = self.inner.held.lock().take().unwrap_or_default();
-        for informer in held {
-            if !informer.is_stopped() {
-                informer.run();
-                tracing::info!(informer = %informer.key(), "informer started");
-            }
-        }
     }
 
     /// Registers `handler` on the informer for `key`, resolving the kind and starting the
@@ -172,13 +147,8 @@ impl InformerFactory {
             return Err(InformerError::Stopped(key.to_string()));
         }
         map.insert(key.clone(), informer.clone());
-        match &mut *self.inner.held.lock() {
-            Some(held) => held.push(informer.clone()),
-            None => {
-                informer.run();
-                tracing::info!(informer = %key, "informer started");
-            }
-        }
+        informer.run();
+        tracing::info!(informer = %key, "informer started");
         drop(map);
         Ok((informer, handle))
     }

@@ -28,7 +28,7 @@ pub use capabilities::kube_client::{ClusterContext, PluginClient};
 pub use capabilities::projected::ProjectionCache;
 pub use capabilities::projection::{Projection, ProjectionError};
 pub use delivery::attachment::DeliveryMode;
-pub use delivery::dispatch::{DispatchConfig, Dispatcher, Guest, StateSink};
+pub use delivery::dispatch::{DispatchConfig, Dispatcher, Guest, MAX_CONCURRENCY, StateSink};
 pub use delivery::quarantine::QuarantinePolicy;
 pub use delivery::queue::{DEFAULT_MAX_QUEUED, coalesce};
 pub use delivery::state::{PluginState, StateEvent};

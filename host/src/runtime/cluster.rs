@@ -155,9 +155,27 @@ pub struct EventCall {
     pub note: String,
 }
 
-/// What a `kube` call resolves to: the object as served (`None` for a get that found nothing
-/// and for a delete).
-pub type KubeResult = Result<Option<Arc<dyn GuestObject>>, ApiError>;
+/// A `kube` call the API server answered with success.
+#[derive(Clone)]
+pub struct KubeAnswer {
+    /// The object as served (`None` for a get that found nothing and for a delete).
+    pub object: Option<Arc<dyn GuestObject>>,
+    /// The HTTP status the server answered with, so that logs, metrics, transcripts and
+    /// `apply-outcome` can tell a create (201) from an update (200).
+    pub code: u16,
+}
+
+impl std::fmt::Debug for KubeAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeAnswer")
+            .field("object", &self.object.is_some())
+            .field("code", &self.code)
+            .finish()
+    }
+}
+
+/// What a `kube` call resolves to.
+pub type KubeResult = Result<KubeAnswer, ApiError>;
 
 /// A `kube` call in flight.
 pub type KubeFuture = Pin<Box<dyn Future<Output = KubeResult> + Send>>;

@@ -78,7 +78,8 @@ use super::cluster::{
 impl StoreState {
     /// Hands one `kube` call to the plugin's [`ClusterAccess`](super::ClusterAccess), after the
     /// one check that needs no grant: a body over the API server's request limit.
-    async fn kube(&mut self, call: KubeCall) -> Result<Option<wit2::ObjectResult>, wit2::ApiError> {
+    /// Answers the object as served (if any) and the status the server answered with.
+    async fn kube(&mut self, call: KubeCall) -> Result<Served, wit2::ApiError> {
         let body = match &call {
             KubeCall::Create { json, .. }
             | KubeCall::Apply { json, .. }
@@ -108,10 +109,19 @@ impl StoreState {
         let result = fut.await;
         drop(waiting);
         match result {
-            Ok(found) => Ok(found.map(|o| convert::v2::owned_object(&*o))),
+            Ok(answer) => Ok(Served {
+                object: answer.object.map(|o| convert::v2::owned_object(&*o)),
+                code: answer.code,
+            }),
             Err(e) => Err(convert::v2::api_error(e)),
         }
     }
+}
+
+/// A successful `kube` call in the guest's types.
+struct Served {
+    object: Option<wit2::ObjectResult>,
+    code: u16,
 }
 
 fn object_ref(
@@ -136,16 +146,24 @@ fn write_options(o: kube::WriteOptions) -> WriteOptions {
 }
 
 /// Every write answers with the object as the server stored (or, dry run, would store) it.
-fn written(
-    r: Result<Option<wit2::ObjectResult>, wit2::ApiError>,
-) -> Result<wit2::ObjectResult, wit2::ApiError> {
-    r?.ok_or_else(|| {
+fn written(r: Result<Served, wit2::ApiError>) -> Result<wit2::ObjectResult, wit2::ApiError> {
+    Ok(written_outcome(r)?.object)
+}
+
+/// A write's object with the status the server answered with (201 for a create).
+fn written_outcome(
+    r: Result<Served, wit2::ApiError>,
+) -> Result<kube::WriteOutcome, wit2::ApiError> {
+    let served = r?;
+    let code = served.code;
+    let object = served.object.ok_or_else(|| {
         convert::v2::api_error(ApiError {
             code: 500,
             reason: "InternalError".into(),
             message: "the API server answered a write without an object".into(),
         })
-    })
+    })?;
+    Ok(kube::WriteOutcome { object, code })
 }
 
 impl kube::Host for StoreState {
@@ -163,6 +181,7 @@ impl kube::Host for StoreState {
             name,
         )))
         .await
+        .map(|served| served.object)
     }
 
     async fn create(
@@ -181,6 +200,15 @@ impl kube::Host for StoreState {
     ) -> Result<wit2::ObjectResult, wit2::ApiError> {
         let opts = write_options(opts);
         written(self.kube(KubeCall::Apply { json, opts }).await)
+    }
+
+    async fn apply_outcome(
+        &mut self,
+        json: String,
+        opts: kube::WriteOptions,
+    ) -> Result<kube::WriteOutcome, wit2::ApiError> {
+        let opts = write_options(opts);
+        written_outcome(self.kube(KubeCall::Apply { json, opts }).await)
     }
 
     async fn patch(

@@ -37,8 +37,8 @@ mod wasi;
 mod tests;
 
 pub use cluster::{
-    ClusterAccess, EventCall, EventType, KubeCall, KubeFuture, KubeResult, MAX_WRITE_BYTES,
-    NoClusterAccess, ObjectRef, PatchType, Regarding, WriteOptions,
+    ClusterAccess, EventCall, EventType, KubeAnswer, KubeCall, KubeFuture, KubeResult,
+    MAX_WRITE_BYTES, NoClusterAccess, ObjectRef, PatchType, Regarding, WriteOptions,
 };
 pub use engine::EPOCH_TICK;
 pub use error::{CallError, RuntimeError};

@@ -90,13 +90,15 @@ pub trait Observer: Send + Sync {
         let _ = (plugin, call);
     }
 
-    /// The call begun last for `plugin` ended.
+    /// A call of `plugin` ended: the one begun last when the plugin runs one call at a time;
+    /// with `concurrency` above 1, any of its calls in flight.
     fn call_ended(&self, plugin: &str, call: &CallEnded<'_>) {
         let _ = (plugin, call);
     }
 
-    /// A `kube` call ended with `result` (`Ok` carries no object: the observer has the request).
-    fn kube_request(&self, plugin: &str, call: &KubeCall, result: Result<(), &ApiError>) {
+    /// A `kube` call ended with `result`: the status the server answered with (201 for a
+    /// create), no object (the observer has the request).
+    fn kube_request(&self, plugin: &str, call: &KubeCall, result: Result<u16, &ApiError>) {
         let _ = (plugin, call, result);
     }
 

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::transcript::{Entry, EntryKind, ExpectationError};
+use crate::plugins::MAX_CONCURRENCY;
 
 /// A scenario as read from its file.
 #[derive(Debug, Clone)]
@@ -27,6 +28,9 @@ pub struct Scenario {
     pub manifest: Option<PathBuf>,
     /// `leader`.
     pub leader: bool,
+    /// `concurrency`: calls the handler may have in flight at once, overriding its manifest's
+    /// (1–[`MAX_CONCURRENCY`]); `None` keeps the manifest's.
+    pub concurrency: Option<usize>,
     /// `objects`, as JSON.
     pub objects: Vec<Value>,
     /// `http`.
@@ -266,6 +270,9 @@ pub enum Problem {
     /// A refused expectation.
     #[error(transparent)]
     Expectation(#[from] ExpectationError),
+    /// A `concurrency` outside 1–[`MAX_CONCURRENCY`].
+    #[error("concurrency must be between 1 and {MAX_CONCURRENCY}, got {0}")]
+    Concurrency(usize),
     /// A step without an action.
     #[error(
         "step has no action: give one of start, apply, patch, delete, advance, relist, restart, swap, lose-leadership, gain-leadership, http"
@@ -322,6 +329,8 @@ struct Doc {
     manifest: Option<PathBuf>,
     #[serde(default = "yes")]
     leader: bool,
+    #[serde(default)]
+    concurrency: Option<usize>,
     #[serde(default)]
     objects: Vec<serde_yaml::Value>,
     #[serde(default)]
@@ -446,6 +455,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     })?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let lines = Lines::new(text);
+    if let Some(n) = doc.concurrency
+        && !(1..=MAX_CONCURRENCY).contains(&n)
+    {
+        return Err(at(lines.key("concurrency"), Problem::Concurrency(n)));
+    }
 
     let mut objects = Vec::new();
     for (i, o) in doc.objects.iter().enumerate() {
@@ -594,6 +608,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         description: doc.description,
         manifest: doc.manifest.map(|m| dir.join(m)),
         leader: doc.leader,
+        concurrency: doc.concurrency,
         objects,
         http,
         steps,
@@ -814,6 +829,24 @@ impl<'a> Lines<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn concurrency_is_read_and_bounded() {
+        let s = parse(Path::new("s.yaml"), "concurrency: 4\n").unwrap();
+        assert_eq!(s.concurrency, Some(4));
+        assert_eq!(
+            parse(Path::new("s.yaml"), "{}\n").unwrap().concurrency,
+            None
+        );
+        for bad in ["0", "65"] {
+            let text = format!("description: x\nconcurrency: {bad}\n");
+            let e = parse(Path::new("s.yaml"), &text).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("s.yaml:2: concurrency must be between 1 and 64, got {bad}")
+            );
+        }
+    }
 
     #[test]
     fn durations_parse_and_print() {

@@ -303,6 +303,9 @@ impl World {
             Some(m) => {
                 std::fs::copy(m, &manifest_copy)
                     .map_err(|e| anyhow::anyhow!("manifest {}: cannot read: {e}", m.display()))?;
+                if let Some(n) = scenario.concurrency {
+                    set_concurrency(&manifest_copy, n)?;
+                }
                 GrantPolicy::default()
             }
             None => GrantPolicy::EverythingAsked,
@@ -339,6 +342,9 @@ impl World {
                 ..ReflectorConfig::default()
             })
             .grants(grants.clone())
+            // Without a manifest the scenario's `concurrency` is the plugin's (with one, the
+            // copy says it).
+            .default_concurrency(scenario.concurrency.unwrap_or(1))
             .shutdown_grace(Duration::from_secs(1))
             .follow(leadership)
             .observer(recorder.clone())
@@ -717,4 +723,16 @@ fn strip(mut v: Value) -> Value {
         md.remove("managedFields");
     }
     v
+}
+
+/// Sets `concurrency = n` in the runner's copy of the manifest (the scenario's `concurrency`
+/// overrides the manifest's); a copy that is not TOML is left for the load to report.
+fn set_concurrency(manifest: &std::path::Path, n: usize) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(manifest)?;
+    let Ok(mut table) = text.parse::<toml::Table>() else {
+        return Ok(());
+    };
+    table.insert("concurrency".into(), toml::Value::Integer(n as i64));
+    std::fs::write(manifest, toml::to_string(&table)?)?;
+    Ok(())
 }

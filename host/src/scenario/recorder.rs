@@ -21,8 +21,10 @@ pub struct Recorder {
 #[derive(Default)]
 struct State {
     entries: Vec<Entry>,
-    /// Where the call in progress began: its entry goes there when it ends, before what the
-    /// guest did during it.
+    /// Where the call begun last began: a call's entry goes there when it ends, before what
+    /// the guest did during it. With several calls in flight what they did interleaves, but
+    /// each object's calls stay in order (they never overlap, and every insertion lands after
+    /// the entries of calls already ended), which is all a transcript compares.
     mark: usize,
     stubs: Vec<(Stub, u32)>,
 }
@@ -92,7 +94,7 @@ impl Observer for Recorder {
         self.push(Entry::new(EntryKind::Log, level).with("message", message));
     }
 
-    fn kube_request(&self, _plugin: &str, call: &KubeCall, result: Result<(), &ApiError>) {
+    fn kube_request(&self, _plugin: &str, call: &KubeCall, result: Result<u16, &ApiError>) {
         self.kube(call, result);
     }
 
@@ -135,7 +137,7 @@ fn reference(o: &ObjectRef) -> String {
 
 impl Recorder {
     /// A write as a transcript entry (reads are not recorded).
-    fn kube(&self, call: &KubeCall, result: Result<(), &ApiError>) {
+    fn kube(&self, call: &KubeCall, result: Result<u16, &ApiError>) {
         let of_json = |json: &str| {
             let v = json_or_text(json);
             let r =
@@ -204,7 +206,7 @@ impl Recorder {
             }
         };
         e = match result {
-            Ok(()) => e.with("code", 200),
+            Ok(code) => e.with("code", code),
             Err(err) => e
                 .with("code", err.code)
                 .with("message", err.message.as_str()),

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds {{name}}.wasm (a kubewasm:handler@0.2.0 component) in this folder from handler.js with
+# Builds {{name}}.wasm (a kubewasm:handler@0.2.0 component) in this folder from handler.js and
+# the kubewasm SDK it imports from sdk/, with
 # componentize-js (StarlingMonkey; it links wasi:http, which the 0.2.0 world imports).
 # Needs componentize-js: KUBEWASM_REPO/guest-examples/javascript/node_modules/.bin (made by
 # guest-examples/install-toolchains.sh in a kubewasm checkout), else componentize-js on PATH.

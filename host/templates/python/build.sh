@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds {{name}}.wasm (a kubewasm:handler@0.2.0 component) in this folder from src/app.py.
+# Builds {{name}}.wasm (a kubewasm:handler@0.2.0 component) in this folder from src/app.py and
+# the kubewasm SDK in sdk/ (package kubewasm_sdk).
 # Needs componentize-py: KUBEWASM_VENV/bin (default: KUBEWASM_REPO/.toolchains/venv, the venv
 # guest-examples/install-toolchains.sh makes in a kubewasm checkout), else componentize-py on PATH.
 set -euo pipefail
@@ -16,8 +17,8 @@ else
   echo "  run guest-examples/install-toolchains.sh in a kubewasm checkout and set KUBEWASM_REPO to it" >&2
   exit 1
 fi
-# -p bundles every file of src/ into the component: keep it to the sources (a stale __pycache__
-# would be bundled too).
-rm -rf "$here/src/__pycache__"
-"$cpy" -q -d "$here/wit" -w handler componentize -p "$here/src" -o "$here/$name.wasm" app
+# -p bundles every file of src/ and sdk/ into the component: keep them to the sources (a stale
+# __pycache__ would be bundled too).
+rm -rf "$here/src/__pycache__" "$here/sdk/kubewasm_sdk/__pycache__"
+"$cpy" -q -d "$here/wit" -w handler componentize -p "$here/src" -p "$here/sdk" -o "$here/$name.wasm" app
 echo "built $here/$name.wasm ($(stat -c %s "$here/$name.wasm") bytes)"

@@ -39,8 +39,8 @@ use crate::informer::{InformerError, KubeObject, resolve_kind, resource_path};
 use crate::plugins::loading::grants::{Grants, NEVER_GRANTED_SUBRESOURCES, OwnObjects};
 use crate::plugins::metrics::{KubeRequestLabels, PluginMetrics, RateLimitLabels, VerbLabels};
 use crate::runtime::{
-    ApiError, ClusterAccess, EventCall, GuestCausedLog, GuestObject, KubeCall, KubeFuture,
-    KubeResult, ObjectRef, PatchType, RuntimeMetrics, SharedObserver,
+    ApiError, ClusterAccess, EventCall, GuestCausedLog, GuestObject, KubeAnswer, KubeCall,
+    KubeFuture, KubeResult, ObjectRef, PatchType, RuntimeMetrics, SharedObserver,
 };
 use crate::workqueue::BucketRateLimiter;
 
@@ -247,7 +247,7 @@ impl ClusterAccess for PluginClient {
                 )),
             };
             if let Some((observer, plugin, call)) = observed {
-                observer.kube_request(&plugin, &call, result.as_ref().map(|_| ()));
+                observer.kube_request(&plugin, &call, result.as_ref().map(|a| a.code));
             }
             result
         })
@@ -312,7 +312,7 @@ impl Inner {
         };
         let result = self.checked(&mut prepared).await;
         let code = match &result {
-            Ok(_) => 200,
+            Ok(a) => a.code,
             Err(e) => e.code,
         };
         self.count(verb, code, started);
@@ -426,14 +426,17 @@ impl Inner {
         // Building the request takes the operation (and its body) out of `p`.
         let deletes = matches!(p.op, Op::Delete(_));
         let request = self.request(p, &ar)?;
-        let sent = tokio::time::timeout_at(deadline, self.ctx.client.request_text(request)).await;
-        let text = match sent {
-            Ok(Ok(text)) => text,
-            Ok(Err(kube::Error::Api(s))) => {
+        let sent = tokio::time::timeout_at(deadline, send(&self.ctx.client, request)).await;
+        let (code, text) = match sent {
+            Ok(Ok(Answer::Success { code, text })) => (code, text),
+            Ok(Ok(Answer::Failure(s))) => {
                 if p.verb == "get" && s.code == 404 {
-                    return Ok(None);
+                    return Ok(KubeAnswer {
+                        object: None,
+                        code: 404,
+                    });
                 }
-                return Err(api_error(s.code, &s.reason, s.message));
+                return Err(s);
             }
             Ok(Err(e)) => {
                 return Err(api_error(
@@ -451,7 +454,7 @@ impl Inner {
             }
         };
         if deletes {
-            return Ok(None);
+            return Ok(KubeAnswer { object: None, code });
         }
         let t = &p.target;
         let obj = KubeObject::from_json_for(text.into_boxed_str(), &t.api_version, &t.kind, true)
@@ -462,7 +465,10 @@ impl Inner {
                 format!("the API server answered with a malformed object: {e}"),
             )
         })?;
-        Ok(Some(Arc::new(obj) as Arc<dyn GuestObject>))
+        Ok(KubeAnswer {
+            object: Some(Arc::new(obj) as Arc<dyn GuestObject>),
+            code,
+        })
     }
 
     /// The HTTP request for a prepared call against resource `ar`.
@@ -504,6 +510,41 @@ impl Inner {
             })
             .observe(started.elapsed().as_secs_f64());
     }
+}
+
+/// How the API server answered a request that reached it.
+enum Answer {
+    /// 2xx: the status (201 for a create, 200 otherwise) and the body.
+    Success { code: u16, text: String },
+    /// 4xx/5xx, as the server's `Status` says (or the bare status when the body is not one).
+    Failure(ApiError),
+}
+
+/// Sends `request` and keeps the response status, which kube's `request_text` drops: a guest
+/// (`apply-outcome`), the logs, metrics and transcripts tell a create (201) from an update by it.
+async fn send(client: &kube::Client, request: http::Request<Vec<u8>>) -> kube::Result<Answer> {
+    use http_body_util::BodyExt;
+    let response = client.send(request.map(kube::client::Body::from)).await?;
+    let code = response.status().as_u16();
+    let bytes = response.into_body().collect().await?.to_bytes();
+    let text = String::from_utf8(bytes.to_vec()).map_err(kube::Error::FromUtf8)?;
+    if code < 400 {
+        return Ok(Answer::Success { code, text });
+    }
+    let failure = match serde_json::from_str::<kube::core::Status>(&text) {
+        // A `Status` without a code (some proxies) keeps the response's.
+        Ok(s) => api_error(
+            if s.code == 0 { code } else { s.code },
+            &s.reason,
+            s.message,
+        ),
+        Err(_) => api_error(
+            code,
+            "Unknown",
+            format!("the API server answered {code} without a Status"),
+        ),
+    };
+    Ok(Answer::Failure(failure))
 }
 
 /// The HTTP request for `p` on the collection at `collection` (as [`resource_path`] gives it),

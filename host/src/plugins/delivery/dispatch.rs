@@ -158,7 +158,7 @@ impl SyncedState {
 
 /// Most calls one plugin may have in flight (`concurrency`): each holds an instance of its
 /// own (memory, a pooling slot), and past a few dozen waiting calls a plugin is better split.
-pub(crate) const MAX_CONCURRENCY: usize = 64;
+pub const MAX_CONCURRENCY: usize = 64;
 
 /// Per-plugin delivery settings (from the manifest and host defaults).
 #[derive(Clone, Debug)]

@@ -71,18 +71,50 @@ pub(crate) struct QueueMetrics {
     pub coalesced: Counter,
 }
 
-/// Where one object stands in the queue (client-go's dirty/processing marking); changed only
-/// by [`Pending::reindex`] and the hand-out and finish paths below.
+/// Where one object the queue knows stands (client-go's dirty/processing marking); changed
+/// only by [`Mark::step`], whose result [`Pending::apply`] mirrors into the indexes. An object
+/// with no mark is not in the queue at all: nothing of it waits and no call for it is in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mark {
-    /// Not indexed yet: [`Pending::reindex`] makes it `Ready` or forgets the object.
-    Idle,
     /// Waiting to be handed out, indexed in `ready` under its oldest notification's arrival.
     Ready(u64),
-    /// Handed out; its call has not ended, so it is not handed out again.
+    /// Handed out; its call has not ended, so it is not handed out again (its newer
+    /// notifications wait behind it).
     Processing,
-    /// A retry waiting for its backoff, indexed in `delayed`.
+    /// A retry waiting for its backoff until the instant (`delayed` is indexed by both).
     Delayed(Instant, u64),
+}
+
+/// What happened to one object: the input of [`Mark::step`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MarkEvent {
+    /// Its waiting notifications changed (one was queued, or its backlog was folded).
+    Queued,
+    /// It was handed out to a call.
+    HandedOut,
+    /// Its call ended (done, failed or abandoned), its retry's backoff ended, or a newer
+    /// notification superseded its waiting retry: it takes its place in the stream again.
+    Released,
+    /// Its call asked for a retry, due at the instant (the number makes the index key unique).
+    RetryAt(Instant, u64),
+}
+
+impl Mark {
+    /// The mark after `event`, given the arrival number of the object's oldest waiting
+    /// notification (`None`: nothing waits); `None` when the queue is to forget the object.
+    /// Pure: no clock, no I/O.
+    fn step(this: Option<Mark>, event: MarkEvent, oldest: Option<u64>) -> Option<Mark> {
+        match (this, event) {
+            // A busy object's new notifications wait behind its call or its retry.
+            (Some(m @ (Mark::Processing | Mark::Delayed(..))), MarkEvent::Queued) => Some(m),
+            // Otherwise it is ready under its oldest notification (or gone without one).
+            (Some(Mark::Ready(_)) | None, MarkEvent::Queued) | (_, MarkEvent::Released) => {
+                oldest.map(Mark::Ready)
+            }
+            (_, MarkEvent::HandedOut) => Some(Mark::Processing),
+            (_, MarkEvent::RetryAt(at, n)) => Some(Mark::Delayed(at, n)),
+        }
+    }
 }
 
 /// One object's waiting notifications and its mark.
@@ -145,33 +177,62 @@ impl Pending {
         }
         f.removed = old_count - w.items.len();
         self.multi.remove(qk);
-        self.reindex(qk);
+        self.apply(qk, MarkEvent::Queued);
         f
     }
 
-    /// Puts an object that is neither processing nor delayed where its oldest waiting
-    /// notification belongs in the stream, or forgets it when nothing waits.
-    fn reindex(&mut self, qk: &QueueKey) {
+    /// Steps `qk`'s mark with `event` and mirrors the result into the indexes: `ready` and
+    /// `delayed` hold exactly the objects marked so, and an object without a mark is forgotten.
+    fn apply(&mut self, qk: &QueueKey, event: MarkEvent) {
         let Some(w) = self.by_key.get_mut(qk) else {
             return;
         };
-        if let Mark::Ready(seq) = w.mark {
-            self.ready.remove(&seq);
-            w.mark = Mark::Idle;
-        }
-        if w.mark != Mark::Idle {
+        let old = w.mark;
+        let new = Mark::step(Some(old), event, w.items.front().map(|i| i.seq));
+        if new == Some(old) {
             return;
         }
-        match w.items.front() {
-            Some(first) => {
-                w.mark = Mark::Ready(first.seq);
-                self.ready.insert(first.seq, qk.clone());
+        match old {
+            Mark::Ready(seq) => {
+                self.ready.remove(&seq);
             }
-            None => {
-                self.by_key.remove(qk);
-                self.multi.remove(qk);
+            Mark::Delayed(at, n) => {
+                self.delayed.remove(&(at, n));
             }
+            Mark::Processing => {}
         }
+        let Some(new) = new else {
+            self.by_key.remove(qk);
+            self.multi.remove(qk);
+            return;
+        };
+        w.mark = new;
+        match new {
+            Mark::Ready(seq) => {
+                self.ready.insert(seq, qk.clone());
+            }
+            Mark::Delayed(at, n) => {
+                self.delayed.insert((at, n), qk.clone());
+            }
+            Mark::Processing => {}
+        }
+    }
+
+    /// Starts tracking `qk` with `item` as its only waiting notification.
+    fn insert(&mut self, qk: &QueueKey, item: Item) {
+        let Some(mark) = Mark::step(None, MarkEvent::Queued, Some(item.seq)) else {
+            return;
+        };
+        if let Mark::Ready(seq) = mark {
+            self.ready.insert(seq, qk.clone());
+        }
+        self.by_key.insert(
+            qk.clone(),
+            Waiting {
+                items: VecDeque::from([item]),
+                mark,
+            },
+        );
     }
 
     /// Makes retries whose backoff has ended ready.
@@ -181,10 +242,7 @@ impl Pending {
                 break;
             }
             let qk = entry.remove();
-            if let Some(w) = self.by_key.get_mut(&qk) {
-                w.mark = Mark::Idle;
-            }
-            self.reindex(&qk);
+            self.apply(&qk, MarkEvent::Released);
         }
     }
 
@@ -196,11 +254,8 @@ impl Pending {
             return None;
         }
         let stale = w.items.pop_front()?;
-        if let Mark::Delayed(at, n) = w.mark {
-            self.delayed.remove(&(at, n));
-            w.mark = Mark::Idle;
-        }
         self.total -= 1;
+        self.apply(qk, MarkEvent::Released);
         Some(stale.notification.is_initial())
     }
 }
@@ -285,17 +340,17 @@ impl PluginQueue {
             self.metrics.coalesced.inc_by(f.removed as u64);
             self.start_coalescing();
         } else {
-            let w = pending.by_key.entry(qk.clone()).or_insert(Waiting {
-                items: VecDeque::new(),
-                mark: Mark::Idle,
-            });
-            w.items.push_back(item);
-            let multi = w.items.len() > 1;
-            if multi {
-                pending.multi.insert(qk.clone());
+            match pending.by_key.get_mut(&qk) {
+                Some(w) => {
+                    w.items.push_back(item);
+                    if w.items.len() > 1 {
+                        pending.multi.insert(qk.clone());
+                    }
+                    pending.apply(&qk, MarkEvent::Queued);
+                }
+                None => pending.insert(&qk, item),
             }
             pending.total += 1;
-            pending.reindex(&qk);
             if over_cap {
                 // A new object over the cap: make room by folding another object's backlog,
                 // so the queue holds at most max(cap, one notification per object).
@@ -365,8 +420,8 @@ impl PluginQueue {
     /// Hands out the oldest ready object's next item and marks the object processing.
     fn take(&self, pending: &mut Pending) -> Option<(QueueKey, Item)> {
         let (_, qk) = pending.ready.pop_first()?;
+        pending.apply(&qk, MarkEvent::HandedOut);
         let w = pending.by_key.get_mut(&qk)?;
-        w.mark = Mark::Processing;
         let item = w.items.pop_front()?;
         if w.items.len() <= 1 {
             pending.multi.remove(&qk);
@@ -400,10 +455,7 @@ impl PluginQueue {
                         w.items.push_front(item);
                         let at = Instant::now() + self.limiter.when(qk);
                         let n = pending.seq();
-                        pending.delayed.insert((at, n), qk.clone());
-                        if let Some(w) = pending.by_key.get_mut(qk) {
-                            w.mark = Mark::Delayed(at, n);
-                        }
+                        pending.apply(qk, MarkEvent::RetryAt(at, n));
                         pending.total += 1;
                         self.metrics.depth.set(pending.total as i64);
                         drop(pending);
@@ -417,10 +469,7 @@ impl PluginQueue {
                 }
             }
         };
-        if let Some(w) = pending.by_key.get_mut(qk) {
-            w.mark = Mark::Idle;
-        }
-        pending.reindex(qk);
+        pending.apply(qk, MarkEvent::Released);
         drop(pending);
         self.settle(settled);
         self.notify.notify_one();
@@ -480,5 +529,75 @@ pub fn coalesce(notifications: Vec<Notification>) -> Option<Notification> {
             })
         }
         (Some(_), delete @ Notification::Delete { .. }) => Some(delete),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Mark, MarkEvent};
+    use tokio::time::Instant;
+
+    #[test]
+    fn a_queued_object_is_ready_under_its_oldest_notification() {
+        assert_eq!(
+            Mark::step(None, MarkEvent::Queued, Some(3)),
+            Some(Mark::Ready(3))
+        );
+        assert_eq!(
+            Mark::step(Some(Mark::Ready(3)), MarkEvent::Queued, Some(3)),
+            Some(Mark::Ready(3))
+        );
+        // Its backlog folded into a newer first one, or into nothing at all.
+        assert_eq!(
+            Mark::step(Some(Mark::Ready(3)), MarkEvent::Queued, Some(7)),
+            Some(Mark::Ready(7))
+        );
+        assert_eq!(
+            Mark::step(Some(Mark::Ready(3)), MarkEvent::Queued, None),
+            None
+        );
+    }
+
+    #[test]
+    fn a_busy_object_keeps_its_mark_while_notifications_queue_behind_it() {
+        let at = Instant::now();
+        for busy in [Mark::Processing, Mark::Delayed(at, 9)] {
+            for oldest in [None, Some(4)] {
+                assert_eq!(
+                    Mark::step(Some(busy), MarkEvent::Queued, oldest),
+                    Some(busy)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_call_ending_puts_the_object_back_in_the_stream_or_forgets_it() {
+        assert_eq!(
+            Mark::step(Some(Mark::Ready(2)), MarkEvent::HandedOut, Some(5)),
+            Some(Mark::Processing)
+        );
+        assert_eq!(
+            Mark::step(Some(Mark::Processing), MarkEvent::Released, Some(5)),
+            Some(Mark::Ready(5))
+        );
+        assert_eq!(
+            Mark::step(Some(Mark::Processing), MarkEvent::Released, None),
+            None
+        );
+    }
+
+    #[test]
+    fn a_retry_waits_for_its_backoff_then_takes_its_place_again() {
+        let at = Instant::now();
+        let delayed = Mark::step(Some(Mark::Processing), MarkEvent::RetryAt(at, 6), Some(2));
+        assert_eq!(delayed, Some(Mark::Delayed(at, 6)));
+        // Backoff over: ready under the retried notification's original arrival.
+        assert_eq!(
+            Mark::step(delayed, MarkEvent::Released, Some(2)),
+            Some(Mark::Ready(2))
+        );
+        // Superseded by a newer notification: the stale retry is gone, nothing else waits yet.
+        assert_eq!(Mark::step(delayed, MarkEvent::Released, None), None);
     }
 }

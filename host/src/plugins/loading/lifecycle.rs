@@ -683,13 +683,6 @@ impl PluginManager {
             let old = std::mem::replace(&mut v.state, PluginState::Loading);
             v.state = old.step(event);
         });
-        let mut dispatch = dispatch;
-        if self.inner.delivery == DeliveryMode::Inline {
-            // The scenario runner attributes what a guest does to the one call in progress,
-            // so its plugins run one call at a time (each object's calls come in the same
-            // order at any concurrency).
-            dispatch.concurrency = Some(1);
-        }
         let dispatcher = Dispatcher::new(
             name,
             version,

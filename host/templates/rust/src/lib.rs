@@ -1,78 +1,46 @@
-//! {{name}}: a kubewasm handler (world `kubewasm:handler@0.2.0`) for {{api-version}} {{kind}}.
+//! {{name}}: a kubewasm handler (world `kubewasm:handler@0.2.0`, through the Rust SDK in `sdk/`)
+//! for {{api-version}} {{kind}}.
 //!
 //! Logs every call with the object's key and records a Normal Event `Observed` about each object
 //! it sees added (the one act it needs a grant for: `events = true` in {{name}}.toml).
 
-wit_bindgen::generate!({
-    path: "wit",
-    world: "handler",
-    // The world imports wasi:http; its bindings are generated here, not taken from a crate.
-    generate_all,
-});
+use kubewasm_sdk::{
+    Describe, DynamicObject, FinalStateUnknown, Handler, Init, Result, Sync, events, info, key,
+};
 
-use kubewasm::handler::events::{self, EventType};
-use kubewasm::handler::log::{Level, log};
-use kubewasm::handler::types::{ObjectMeta, Subscription};
+struct Observer;
 
-struct Handler;
+impl Handler for Observer {
+    /// Any kind, typed in its metadata; for a built-in kind use its type from
+    /// `kubewasm_sdk::api` (e.g. `api::core::v1::ConfigMap`) and drop `.kind(..)` below.
+    type Kind = DynamicObject;
 
-/// `namespace/name`, or `name` for cluster-scoped objects.
-fn key(meta: &ObjectMeta) -> String {
-    match &meta.namespace {
-        Some(ns) => format!("{ns}/{}", meta.name),
-        None => meta.name.clone(),
-    }
-}
-
-impl Guest for Handler {
-    fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "{{name}}".to_string(),
-            subscriptions: vec![Subscription {
-                api_version: "{{api-version}}".to_string(),
-                kind: "{{kind}}".to_string(),
-                namespace: None,
-                label_selector: None,
-                field_selector: None,
-                resync_period_ms: 0,
-                metadata_only: false,
-                fields: Vec::new(),
-            }],
-            permissions: Vec::new(),
-            http_origins: Vec::new(),
-            // Asks for the `events` grant; without it the plugin is not loaded.
-            events: true,
-        }
+    fn describe() -> Describe {
+        // Asks for the `events` grant; without it the plugin is not loaded.
+        Describe::new("{{name}}").kind("{{api-version}}", "{{kind}}").events()
     }
 
-    fn on_add(obj: Object, is_in_initial_list: bool) -> Result<(), HandlerError> {
-        let k = key(&obj.meta);
-        log(Level::Info, &format!("add {k} init={is_in_initial_list}"));
-        events::emit(
-            &obj.meta,
-            EventType::Normal,
-            "Observed",
-            "Observe",
-            &format!("{{name}} saw {k}"),
-        );
+    fn on_add(obj: &DynamicObject, init: Init) -> Result<()> {
+        let k = key(obj);
+        info!("add {k} init={}", init.0);
+        events::normal(obj, "Observed", "Observe", &format!("{{name}} saw {k}"));
         Ok(())
     }
 
-    fn on_update(_old: Object, new: Object, is_sync: bool) -> Result<(), HandlerError> {
-        log(Level::Info, &format!("update {} sync={is_sync}", key(&new.meta)));
+    fn on_update(_old: &DynamicObject, new: &DynamicObject, sync: Sync) -> Result<()> {
+        info!("update {} sync={}", key(new), sync.0);
         Ok(())
     }
 
-    fn on_delete(obj: Object, final_state_unknown: bool) -> Result<(), HandlerError> {
-        let k = key(&obj.meta);
-        log(Level::Info, &format!("delete {k} final-state-unknown={final_state_unknown}"));
+    fn on_delete(obj: &DynamicObject, unknown: FinalStateUnknown) -> Result<()> {
+        info!("delete {} final-state-unknown={}", key(obj), unknown.0);
         Ok(())
     }
 
-    fn on_synced() -> Result<(), HandlerError> {
-        log(Level::Info, "synced");
+    fn on_synced() -> Result<()> {
+        info!("synced");
         Ok(())
     }
 }
 
-export!(Handler);
+kubewasm_sdk::handler!(Observer);

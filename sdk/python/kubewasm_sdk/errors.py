@@ -1,0 +1,43 @@
+"""How a handler fails: the exceptions the SDK raises and the ones a handler raises to choose
+between the host's `retry` (redeliver with backoff) and `fatal` (log, never redeliver)."""
+
+
+class Retry(Exception):
+    """Raise to have the notification redelivered later: the failure may heal by itself."""
+
+
+class Fatal(Exception):
+    """Raise when redelivering cannot help (bad input, a refused request): logged, not retried."""
+
+
+class ApiError(Exception):
+    """A Kubernetes call the API server (or the host's grants, 403) refused. Uncaught, it
+    becomes `retry` when the code may heal (409, 429, 5xx) and `fatal` otherwise."""
+
+    def __init__(self, what: str, code: int, reason: str, message: str):
+        super().__init__(f"{what}: {code} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same call may succeed later: conflicts, throttling and server errors."""
+        return self.code in (409, 429) or self.code >= 500
+
+
+class HttpError(Exception):
+    """An outbound request that got no response: denied by the grants, refused, reset. `code`
+    is the `wasi:http` error-code name, e.g. `HttpRequestDenied`."""
+
+    def __init__(self, message: str, code: str = ""):
+        super().__init__(message)
+        self.code = code
+
+
+class Timeout(HttpError):
+    """The request ran past its timeout or the host's: the connection, first byte or body."""
+
+
+class TooLarge(HttpError):
+    """The response body was larger than the host's cap for one response."""

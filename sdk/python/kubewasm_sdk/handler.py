@@ -1,0 +1,100 @@
+"""The handler a guest writes: a class declaring what it watches and asks for, with `on_*`
+methods taking `Object`s; `world()` turns it into the exports componentize-py expects, where
+every exception becomes a handler-error (a guest built on the SDK never traps by accident)."""
+
+from componentize_py_types import Err
+import wit_world
+from wit_world.imports import kubewasm_handler_types as _types
+
+from . import log
+from .errors import ApiError, Fatal, Retry
+from .objects import Object
+
+
+def subscription(api_version: str, kind: str, namespace: str = None, labels: str = None,
+                 field_selector: str = None, resync_ms: int = 0, metadata_only: bool = False,
+                 fields: list = ()) -> _types.Subscription:
+    """What to be told about: a kind, optionally one namespace, a label and a field selector, a
+    resync period, and a projection (`metadata_only`, or JSON pointers in `fields`)."""
+    return _types.Subscription(api_version=api_version, kind=kind, namespace=namespace,
+                               label_selector=labels, field_selector=field_selector,
+                               resync_period_ms=resync_ms, metadata_only=metadata_only, fields=list(fields))
+
+
+def permission(api_version: str, kind: str, verbs: list, namespace: str = None) -> _types.Permission:
+    """Access to ask the operator for (`get`, `create`, `apply`, `patch`, `update`, `delete`)."""
+    return _types.Permission(api_version=api_version, kind=kind, namespace=namespace, verbs=list(verbs))
+
+
+class Handler:
+    """Subclass it: set `name`, `subscriptions`, `permissions`, `http_origins`, `events` (what
+    `describe()` reports, and the manifest must grant) and override the `on_*` you need."""
+
+    name = "handler"
+    subscriptions: list = []
+    permissions: list = []
+    http_origins: list = []
+    events = False
+
+    def on_add(self, obj: Object, initial: bool) -> None:
+        """An object appeared (`initial`: during the informer's initial replay)."""
+
+    def on_update(self, old: Object, new: Object, is_sync: bool) -> None:
+        """An object changed (`is_sync`: a resync replay, nothing changed on the server)."""
+
+    def on_delete(self, obj: Object, unknown: bool) -> None:
+        """An object is gone (`unknown`: inferred from a relist, `obj` is its last known state)."""
+
+    def on_synced(self) -> None:
+        """After every initial replay: the handler has seen every object."""
+
+
+def outcome(e: BaseException):
+    """The handler-error an exception escaping an `on_*` becomes: `Retry`/`Fatal` as named,
+    `ApiError` by its code, anything else (a bug, an odd object) `retry` with its message."""
+    if isinstance(e, Fatal):
+        return _types.HandlerError_Fatal(str(e))
+    if isinstance(e, Retry):
+        return _types.HandlerError_Retry(str(e))
+    if isinstance(e, ApiError):
+        cls = _types.HandlerError_Retry if e.retryable else _types.HandlerError_Fatal
+        return cls(str(e))
+    return _types.HandlerError_Retry(f"{type(e).__name__}: {e}")
+
+
+def _run(export: str, fn, *args) -> None:
+    # Only Exception is caught: a BaseException (SystemExit…) still traps, as asked.
+    try:
+        fn(*args)
+    except Err:
+        raise
+    except Exception as e:  # noqa: BLE001 - every failure becomes a handler-error, see outcome()
+        err = outcome(e)
+        if not isinstance(e, (Retry, Fatal, ApiError)):
+            log.error(f"{export}: {type(e).__name__}: {e}")
+        raise Err(err) from None
+
+
+def world(handler: Handler) -> type:
+    """The `WitWorld` class componentize-py exports, calling `handler`: in the app module,
+    `WitWorld = world(MyHandler())`."""
+
+    class World(wit_world.WitWorld):
+        def describe(self) -> _types.PluginInfo:
+            return _types.PluginInfo(name=handler.name, subscriptions=list(handler.subscriptions),
+                                     permissions=list(handler.permissions),
+                                     http_origins=list(handler.http_origins), events=bool(handler.events))
+
+        def on_add(self, obj, is_in_initial_list: bool) -> None:
+            _run("on-add", lambda: handler.on_add(Object.of(obj), is_in_initial_list))
+
+        def on_update(self, old, new, is_sync: bool) -> None:
+            _run("on-update", lambda: handler.on_update(Object.of(old), Object.of(new), is_sync))
+
+        def on_delete(self, obj, final_state_unknown: bool) -> None:
+            _run("on-delete", lambda: handler.on_delete(Object.of(obj), final_state_unknown))
+
+        def on_synced(self) -> None:
+            _run("on-synced", handler.on_synced)
+
+    return World

@@ -1,0 +1,197 @@
+"""Unit tests of the Python SDK's pure parts, on CPython with stub bindings (tests/stub): run
+`python3 -m unittest discover -s sdk/python/tests` (scripts/test.sh does)."""
+
+import json
+import os
+import sys
+import unittest
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(here, "stub"), os.path.dirname(here)]
+
+from componentize_py_types import Err  # noqa: E402
+from wit_world.imports import cache as wcache  # noqa: E402
+from wit_world.imports import events as wevents  # noqa: E402
+from wit_world.imports import kube as wkube  # noqa: E402
+from wit_world.imports import kubewasm_handler_types as types  # noqa: E402
+from wit_world.imports import log as wlog  # noqa: E402
+from wit_world.imports import wasi_http_types as whttp  # noqa: E402
+
+import kubewasm_sdk as sdk  # noqa: E402
+from kubewasm_sdk import http  # noqa: E402
+
+
+def wit(obj: dict) -> types.Object:
+    m = obj.get("metadata", {})
+    meta = types.ObjectMeta(obj.get("apiVersion", ""), obj.get("kind", ""), m.get("namespace"), m.get("name", ""),
+                            m.get("uid", ""), m.get("resourceVersion", ""), None, list((m.get("labels") or {}).items()))
+    return types.Object(meta, json.dumps(obj))
+
+
+CM = {"apiVersion": "v1", "kind": "ConfigMap",
+      "metadata": {"namespace": "ns", "name": "cm", "uid": "u1", "labels": {"a": "b"}}, "data": {"k": "v"}}
+
+
+class ObjectTest(unittest.TestCase):
+    def test_metadata_helpers(self):
+        o = sdk.Object.of(wit(CM))
+        self.assertEqual((o.api_version, o.kind, o.namespace, o.name, o.uid), ("v1", "ConfigMap", "ns", "cm", "u1"))
+        self.assertEqual(o.labels, {"a": "b"})
+        self.assertEqual(o.annotations, {})
+        self.assertEqual(o.key, "ns/cm")
+        self.assertEqual(o["data"], {"k": "v"})
+        self.assertIsNone(o.created)
+
+    def test_cluster_scoped_key_and_ref(self):
+        r = sdk.Object.ref("v1", "Namespace", "team-a")
+        self.assertIsNone(r.namespace)
+        self.assertEqual(sdk.key(r), "team-a")
+        self.assertEqual(r, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+
+    def test_labels_are_writable(self):
+        r = sdk.Object.ref("v1", "ConfigMap", "x", "ns")
+        r.labels["k"] = "v"
+        r.annotations["n"] = "m"
+        self.assertEqual(r["metadata"], {"name": "x", "namespace": "ns", "labels": {"k": "v"}, "annotations": {"n": "m"}})
+
+
+class Handler(sdk.Handler):
+    name = "t"
+    subscriptions = [sdk.subscription("v1", "ConfigMap", resync_ms=1000)]
+    permissions = [sdk.permission("v1", "ConfigMap", ["apply"])]
+    events = True
+    raises = None
+
+    def on_add(self, obj, initial):
+        self.seen = (obj.key, initial)
+        if self.raises is not None:
+            raise self.raises
+
+
+class WorldTest(unittest.TestCase):
+    def setUp(self):
+        self.h = Handler()
+        self.w = sdk.world(self.h)()
+
+    def outcome_of(self, exc):
+        self.h.raises = exc
+        try:
+            self.w.on_add(wit(CM), True)
+        except Err as e:
+            return e.value
+        return None
+
+    def test_describe(self):
+        info = self.w.describe()
+        self.assertEqual(info.name, "t")
+        self.assertEqual(info.subscriptions[0].resync_period_ms, 1000)
+        self.assertEqual(info.permissions[0].verbs, ["apply"])
+        self.assertTrue(info.events)
+
+    def test_ok_gets_objects(self):
+        self.assertIsNone(self.outcome_of(None))
+        self.assertEqual(self.h.seen, ("ns/cm", True))
+
+    def test_exceptions_become_handler_errors(self):
+        self.assertEqual(self.outcome_of(sdk.Retry("later")), types.HandlerError_Retry("later"))
+        self.assertEqual(self.outcome_of(sdk.Fatal("never")), types.HandlerError_Fatal("never"))
+        self.assertEqual(self.outcome_of(KeyError("x")), types.HandlerError_Retry("KeyError: 'x'"))
+        self.assertIn(("error", "on-add: KeyError: 'x'"), wlog.lines)
+
+    def test_api_errors_by_code(self):
+        for code, retry in [(409, True), (429, True), (500, True), (503, True), (400, False), (403, False), (422, False)]:
+            got = self.outcome_of(sdk.ApiError("apply", code, "R", "m"))
+            self.assertIsInstance(got, types.HandlerError_Retry if retry else types.HandlerError_Fatal, code)
+            self.assertEqual(got.value, f"apply: {code} R: m")
+
+    def test_base_exceptions_still_trap(self):
+        self.h.raises = SystemExit(1)
+        with self.assertRaises(SystemExit):
+            self.w.on_add(wit(CM), False)
+
+
+class KubeTest(unittest.TestCase):
+    def setUp(self):
+        wkube.calls.clear()
+        wkube.answer = None
+
+    def test_apply_tells_created_from_updated(self):
+        for code, created in [(201, True), (200, False)]:
+            wkube.answer = wkube.WriteOutcome(wit(CM), code)
+            got = sdk.kube.apply(CM)
+            self.assertIs(got.created, created)
+            self.assertEqual(got.name, "cm")
+        name, body, opts = wkube.calls[-1]
+        self.assertEqual((name, json.loads(body), opts.force), ("apply_outcome", CM, True))
+
+    def test_api_error_names_the_call(self):
+        wkube.answer = Err(types.ApiError(422, "Invalid", "too big"))
+        with self.assertRaises(sdk.ApiError) as e:
+            sdk.kube.apply(CM)
+        self.assertEqual(str(e.exception), "apply ConfigMap ns/cm: 422 Invalid: too big")
+        self.assertFalse(e.exception.retryable)
+
+    def test_delete_with_uid_precondition(self):
+        self.assertTrue(sdk.kube.delete(sdk.Object(CM)))
+        self.assertEqual(wkube.calls[-1], ("delete", "v1", "ConfigMap", "ns", "cm", "u1"))
+        for code in (404, 409):
+            wkube.answer = Err(types.ApiError(code, "R", "m"))
+            self.assertFalse(sdk.kube.delete(CM))
+        wkube.answer = Err(types.ApiError(500, "R", "m"))
+        with self.assertRaises(sdk.ApiError):
+            sdk.kube.delete(CM)
+
+    def test_patch_status_and_merge(self):
+        wkube.answer = wit(CM)
+        sdk.kube.patch_status(CM, {"phase": "Ready"})
+        _, av, kind, ns, name, ptype, body, sub, _ = wkube.calls[-1]
+        self.assertEqual((av, kind, ns, name, ptype, json.loads(body), sub),
+                         ("v1", "ConfigMap", "ns", "cm", wkube.PatchType.MERGE, {"status": {"phase": "Ready"}}, "status"))
+        sdk.kube.merge_patch(CM, {"data": {"k": None}})
+        self.assertEqual(json.loads(wkube.calls[-1][6]), {"data": {"k": None}})
+        self.assertIsNone(wkube.calls[-1][7])
+
+    def test_get_absent(self):
+        self.assertIsNone(sdk.kube.get("v1", "ConfigMap", "cm", "ns"))
+
+    def test_cache_errors_retry(self):
+        wcache.objects, wcache.answer = [wit(CM)], None
+        self.assertEqual([o.key for o in sdk.kube.cached_list("v1", "ConfigMap")], ["ns/cm"])
+        self.assertEqual(sdk.kube.cached("v1", "ConfigMap", "cm", "ns").uid, "u1")
+        wcache.answer = Err("not subscribed")
+        with self.assertRaises(sdk.Retry):
+            sdk.kube.cached("v1", "Secret", "s", "ns")
+        wcache.answer = None
+
+
+class EventsTest(unittest.TestCase):
+    def test_event_regarding_an_object(self):
+        sdk.events.warning(CM, "Broken", "it broke")
+        meta, etype, reason, action, note = wevents.emitted[-1]
+        self.assertEqual((meta.kind, meta.namespace, meta.name, meta.uid, meta.labels), ("ConfigMap", "ns", "cm", "u1", [("a", "b")]))
+        self.assertEqual((etype, reason, action, note), (wevents.EventType.WARNING, "Broken", "Broken", "it broke"))
+
+
+class HttpTest(unittest.TestCase):
+    def test_error_codes_become_exceptions(self):
+        self.assertIsInstance(http._error("GET x", whttp.ErrorCode_ConnectionTimeout()), sdk.Timeout)
+        self.assertIsInstance(http._error("GET x", whttp.ErrorCode_HttpResponseTimeout()), sdk.Timeout)
+        big = http._error("GET x", whttp.ErrorCode_HttpResponseBodySize(20000))
+        self.assertIsInstance(big, sdk.TooLarge)
+        self.assertEqual(str(big), "GET x: HttpResponseBodySize")
+        denied = http._error("GET x", whttp.ErrorCode_HttpRequestDenied())
+        self.assertEqual((type(denied), denied.code), (sdk.HttpError, "HttpRequestDenied"))
+
+    def test_response(self):
+        r = http.Response(200, {}, b'{"a": 1}')
+        self.assertEqual((r.ok, r.json(), r.text), (True, {"a": 1}, '{"a": 1}'))
+        with self.assertRaises(sdk.HttpError):
+            http.Response(503, {}, b"").raise_for_status()
+
+    def test_not_a_url(self):
+        with self.assertRaises(sdk.HttpError):
+            http.get("ftp://x")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,303 @@
+//! A small HTTP client over `wasi:http/outgoing-handler` (to origins the plugin is granted):
+//! [`get`], [`post_json`] or a [`Request`] with its timeouts and a cap on the body read. Every
+//! failure is an [`Error::Http`]: a denied origin is fatal, timeouts and connection failures
+//! transient; a non-2xx status is an answer, not an error (see [`Response::error_for_status`]).
+
+use std::time::Duration;
+
+use crate::bindings::wasi::http::outgoing_handler;
+use crate::bindings::wasi::http::types::{
+    ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
+};
+use crate::bindings::wasi::io::streams::StreamError;
+use crate::error::{Error, Result};
+
+/// Default time for connecting, the first byte and between bytes, each.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default cap on a response body read into memory.
+pub const DEFAULT_MAX_BODY: usize = 1 << 20;
+
+/// An answered request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// HTTP status.
+    pub status: u16,
+    /// Response headers, as sent.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The body (at most the request's cap).
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The body decoded as JSON.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
+        Ok(serde_json::from_slice(&self.body)?)
+    }
+
+    /// The body as text (invalid UTF-8 replaced).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// `self` when 2xx; otherwise an error, transient for 429 and 5xx.
+    pub fn error_for_status(self) -> Result<Self> {
+        if (200..300).contains(&self.status) {
+            return Ok(self);
+        }
+        Err(Error::Http {
+            transient: self.status == 429 || self.status >= 500,
+            message: format!("answered {}", self.status),
+        })
+    }
+}
+
+/// One request to be sent with [`Request::send`].
+#[derive(Clone, Debug)]
+pub struct Request {
+    method: Method,
+    url: String,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Option<Vec<u8>>,
+    timeout: Duration,
+    max_body: usize,
+}
+
+/// `GET url`.
+pub fn get(url: &str) -> Result<Response> {
+    Request::new("GET", url).send()
+}
+
+/// `POST url` with `body` as JSON.
+pub fn post_json(url: &str, body: &impl serde::Serialize) -> Result<Response> {
+    Request::new("POST", url).json(body)?.send()
+}
+
+impl Request {
+    /// A request with `method` (e.g. `PUT`) to `url` (`http://` or `https://`).
+    pub fn new(method: &str, url: &str) -> Self {
+        let method = match method {
+            "GET" => Method::Get,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "PATCH" => Method::Patch,
+            "DELETE" => Method::Delete,
+            "HEAD" => Method::Head,
+            other => Method::Other(other.to_string()),
+        };
+        Request {
+            method,
+            url: url.to_string(),
+            headers: Vec::new(),
+            body: None,
+            timeout: DEFAULT_TIMEOUT,
+            max_body: DEFAULT_MAX_BODY,
+        }
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers
+            .push((name.to_string(), value.as_bytes().to_vec()));
+        self
+    }
+
+    /// Sends `body` as JSON (`content-type: application/json`).
+    pub fn json(self, body: &impl serde::Serialize) -> Result<Self> {
+        let bytes = serde_json::to_vec(body)?;
+        Ok(self.header("content-type", "application/json").body(bytes))
+    }
+
+    /// Sends `bytes` as the body.
+    pub fn body(mut self, bytes: Vec<u8>) -> Self {
+        self.body = Some(bytes);
+        self
+    }
+
+    /// Limit for connecting, for the first byte and between bytes (each); default 10 s.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Largest body read; a longer one is an error (not truncated). Default 1 MiB.
+    pub fn max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    /// Sends the request and reads the whole response.
+    pub fn send(self) -> Result<Response> {
+        let (scheme, authority, path) = split_url(&self.url)?;
+        let headers = Fields::new();
+        for (name, value) in &self.headers {
+            headers
+                .append(name, value)
+                .map_err(|e| fatal(format!("header {name}: {e:?}")))?;
+        }
+        let request = OutgoingRequest::new(headers);
+        let set = |ok: std::result::Result<(), ()>, what: &str| {
+            ok.map_err(|()| fatal(format!("invalid {what} in {}", self.url)))
+        };
+        set(request.set_method(&self.method), "method")?;
+        let scheme = if scheme == "https" {
+            Scheme::Https
+        } else {
+            Scheme::Http
+        };
+        set(request.set_scheme(Some(&scheme)), "scheme")?;
+        set(request.set_authority(Some(authority)), "authority")?;
+        set(request.set_path_with_query(Some(&path)), "path")?;
+        let options = RequestOptions::new();
+        let nanos = u64::try_from(self.timeout.as_nanos()).unwrap_or(u64::MAX);
+        // A host may not support every timeout; the ones it takes still bound the request.
+        let _ = options.set_connect_timeout(Some(nanos));
+        let _ = options.set_first_byte_timeout(Some(nanos));
+        let _ = options.set_between_bytes_timeout(Some(nanos));
+        let outgoing = request
+            .body()
+            .map_err(|()| fatal("request body already taken".into()))?;
+        let future = outgoing_handler::handle(request, Some(options)).map_err(from_code)?;
+        if let Some(bytes) = &self.body {
+            write_body(&outgoing, bytes)?;
+        }
+        OutgoingBody::finish(outgoing, None).map_err(from_code)?;
+        future.subscribe().block();
+        let response = match future.get() {
+            Some(Ok(Ok(response))) => response,
+            Some(Ok(Err(code))) => return Err(from_code(code)),
+            Some(Err(())) | None => return Err(transient("no response".into())),
+        };
+        let status = response.status();
+        let headers = response.headers().entries().into_iter().collect::<Vec<_>>();
+        let body = response
+            .consume()
+            .map_err(|()| transient("response body already taken".into()))?;
+        let stream = body
+            .stream()
+            .map_err(|()| transient("response stream already taken".into()))?;
+        let mut read = Vec::new();
+        loop {
+            match stream.blocking_read(64 * 1024) {
+                Ok(chunk) => {
+                    if read.len() + chunk.len() > self.max_body {
+                        return Err(fatal(format!(
+                            "response body over the cap of {} bytes",
+                            self.max_body
+                        )));
+                    }
+                    read.extend_from_slice(&chunk);
+                }
+                Err(StreamError::Closed) => break,
+                Err(StreamError::LastOperationFailed(e)) => {
+                    return Err(transient(format!(
+                        "reading the body: {}",
+                        e.to_debug_string()
+                    )));
+                }
+            }
+        }
+        drop(stream);
+        Ok(Response {
+            status,
+            headers,
+            body: read,
+        })
+    }
+}
+
+fn write_body(outgoing: &OutgoingBody, bytes: &[u8]) -> Result<()> {
+    let stream = outgoing
+        .write()
+        .map_err(|()| fatal("request body stream already taken".into()))?;
+    // `blocking-write-and-flush` takes at most 4096 bytes at a time.
+    for chunk in bytes.chunks(4096) {
+        stream
+            .blocking_write_and_flush(chunk)
+            .map_err(|e| transient(format!("writing the body: {e:?}")))?;
+    }
+    Ok(())
+}
+
+fn fatal(message: String) -> Error {
+    Error::Http {
+        transient: false,
+        message,
+    }
+}
+
+fn transient(message: String) -> Error {
+    Error::Http {
+        transient: true,
+        message,
+    }
+}
+
+/// Denials and malformed requests are the handler's own to fix; everything else may pass.
+fn from_code(code: ErrorCode) -> Error {
+    let denied = matches!(
+        code,
+        ErrorCode::HttpRequestDenied
+            | ErrorCode::HttpRequestUriInvalid
+            | ErrorCode::HttpRequestMethodInvalid
+            | ErrorCode::HttpResponseBodySize(_)
+    );
+    Error::Http {
+        transient: !denied,
+        message: format!("{code:?}"),
+    }
+}
+
+/// `scheme`, `authority` and `path?query` of an absolute `http(s)://` URL.
+fn split_url(url: &str) -> Result<(&str, &str, String)> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .filter(|(s, _)| *s == "http" || *s == "https")
+        .ok_or_else(|| fatal(format!("not an http(s) URL: {url}")))?;
+    let cut = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(cut);
+    let path = match path.chars().next() {
+        Some('/') => path.to_string(),
+        _ => format!("/{path}"),
+    };
+    if authority.is_empty() || authority.contains(['@', ' ']) {
+        return Err(fatal(format!("invalid host in {url}")));
+    }
+    Ok((scheme, authority, path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_into_scheme_authority_and_path() {
+        assert_eq!(
+            split_url("https://lb.example.com:8443/v1/x?y=1").unwrap(),
+            ("https", "lb.example.com:8443", "/v1/x?y=1".to_string())
+        );
+        assert_eq!(
+            split_url("http://h").unwrap(),
+            ("http", "h", "/".to_string())
+        );
+        assert_eq!(
+            split_url("http://h?q").unwrap(),
+            ("http", "h", "/?q".to_string())
+        );
+        for bad in ["ftp://h/", "h/x", "http:///x", "http://u@h/"] {
+            assert!(split_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn statuses_map_to_errors_only_when_asked() {
+        let r = |status| Response {
+            status,
+            headers: Vec::new(),
+            body: b"{\"a\":1}".to_vec(),
+        };
+        assert!(r(204).error_for_status().is_ok());
+        assert!(r(503).error_for_status().unwrap_err().is_retryable());
+        assert!(!r(404).error_for_status().unwrap_err().is_retryable());
+        assert_eq!(r(200).json::<serde_json::Value>().unwrap()["a"], 1);
+    }
+}

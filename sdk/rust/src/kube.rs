@@ -1,0 +1,127 @@
+//! The typed `kube` client: reads and writes objects of an [`Object`] kind through the host,
+//! within the plugin's grants, answering typed objects and [`Error`]s.
+
+use serde_json::Value;
+
+use crate::bindings::kubewasm::handler::kube as raw;
+use crate::bindings::kubewasm::handler::types::Object as RawObject;
+use crate::error::{Error, Result};
+use crate::object::Object;
+use crate::patch::JsonPatch;
+
+pub use raw::PatchType;
+
+/// The write options of 0.2.0, defaulting to a real (not dry-run), non-forcing write.
+pub use raw::WriteOptions;
+
+const PLAIN: WriteOptions = WriteOptions {
+    dry_run: false,
+    force: false,
+};
+
+fn decode<K: Object>(o: RawObject) -> Result<K> {
+    Ok(serde_json::from_str(&o.json)?)
+}
+
+fn type_of<K: Object>() -> (&'static str, &'static str) {
+    K::TYPE.expect("this call needs a typed kind; use the `_dyn` variant for DynamicObject")
+}
+
+/// What `apply` did: the object as stored, and whether the apply created it.
+#[derive(Clone, Debug)]
+pub struct Applied<K> {
+    /// The object as the server stored it.
+    pub object: K,
+    /// True when the server answered 201 (the object did not exist before).
+    pub created: bool,
+}
+
+/// Reads `name` (in `namespace`, `None` for cluster-scoped kinds) from the API server;
+/// `Ok(None)` when it does not exist.
+pub fn get<K: Object>(namespace: Option<&str>, name: &str) -> Result<Option<K>> {
+    let (api_version, kind) = type_of::<K>();
+    raw::get(api_version, kind, namespace, name)?
+        .map(decode)
+        .transpose()
+}
+
+/// Server-side applies `obj` (field manager `kubewasm:<plugin>`), taking over conflicting
+/// fields (`force`), as a controller owning the object does.
+pub fn apply<K: Object>(obj: &K) -> Result<Applied<K>> {
+    apply_with(
+        obj,
+        WriteOptions {
+            dry_run: false,
+            force: true,
+        },
+    )
+}
+
+/// [`apply`] with explicit options (e.g. `force: false` to fail on conflicts with 409).
+pub fn apply_with<K: Object>(obj: &K, opts: WriteOptions) -> Result<Applied<K>> {
+    let outcome = raw::apply_outcome(&serde_json::to_string(obj)?, opts)?;
+    Ok(Applied {
+        created: outcome.code == 201,
+        object: decode(outcome.object)?,
+    })
+}
+
+/// Creates `obj`; 409 `AlreadyExists` when it does.
+pub fn create<K: Object>(obj: &K) -> Result<K> {
+    decode(raw::create(&serde_json::to_string(obj)?, PLAIN)?)
+}
+
+/// Replaces `obj` as a whole (409 when its `resourceVersion` is stale).
+pub fn replace<K: Object>(obj: &K) -> Result<K> {
+    decode(raw::replace(&serde_json::to_string(obj)?, None, PLAIN)?)
+}
+
+fn patch<K: Object>(
+    namespace: Option<&str>,
+    name: &str,
+    kind: PatchType,
+    body: &str,
+    subresource: Option<&str>,
+) -> Result<K> {
+    let (api_version, k) = type_of::<K>();
+    decode(raw::patch(
+        api_version,
+        k,
+        namespace,
+        name,
+        kind,
+        body,
+        subresource,
+        PLAIN,
+    )?)
+}
+
+/// Merge-patches (RFC 7386) object `name` with `patch` (see [`crate::patch`] for builders).
+pub fn patch_merge<K: Object>(namespace: Option<&str>, name: &str, patch: &Value) -> Result<K> {
+    self::patch(namespace, name, PatchType::Merge, &patch.to_string(), None)
+}
+
+/// Applies JSON Patch operations to object `name`; a failed `test` is 422.
+pub fn patch_json<K: Object>(namespace: Option<&str>, name: &str, ops: &JsonPatch) -> Result<K> {
+    self::patch(namespace, name, PatchType::Json, &ops.to_json(), None)
+}
+
+/// Merge-patches the `status` subresource of `name`: `status` is the new `.status` fields.
+pub fn patch_status<K: Object>(
+    namespace: Option<&str>,
+    name: &str,
+    status: impl serde::Serialize,
+) -> Result<K> {
+    let body = crate::patch::status(status)?.to_string();
+    self::patch(namespace, name, PatchType::Merge, &body, Some("status"))
+}
+
+/// Deletes `name`; with `uid`, only if it is still that object (409 otherwise). A missing
+/// object is `Ok`: what the caller wanted is true.
+pub fn delete<K: Object>(namespace: Option<&str>, name: &str, uid: Option<&str>) -> Result<()> {
+    let (api_version, kind) = type_of::<K>();
+    match raw::delete(api_version, kind, namespace, name, uid) {
+        Err(e) if e.code == 404 => Ok(()),
+        r => r.map_err(Error::from),
+    }
+}

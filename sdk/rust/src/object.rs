@@ -1,0 +1,114 @@
+//! [`Object`]: what a handler can be generic over, a built-in kind from `k8s-openapi` or a
+//! [`DynamicObject`] for custom kinds.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// `metadata` of every object (`k8s-openapi`'s type).
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// A Kubernetes object the SDK can decode, write and name.
+pub trait Object: Serialize + DeserializeOwned {
+    /// `apiVersion` and `kind` known at compile time; `None` for [`DynamicObject`], whose
+    /// [`Describe`](crate::Describe) must name them.
+    const TYPE: Option<(&'static str, &'static str)>;
+    /// Its `metadata`.
+    fn meta(&self) -> &ObjectMeta;
+    /// Its `apiVersion` and `kind`.
+    fn type_of(&self) -> (String, String);
+}
+
+impl<K> Object for K
+where
+    K: k8s_openapi::Resource
+        + k8s_openapi::Metadata<Ty = ObjectMeta>
+        + Serialize
+        + DeserializeOwned,
+{
+    const TYPE: Option<(&'static str, &'static str)> = Some((K::API_VERSION, K::KIND));
+
+    fn meta(&self) -> &ObjectMeta {
+        k8s_openapi::Metadata::metadata(self)
+    }
+
+    fn type_of(&self) -> (String, String) {
+        (K::API_VERSION.to_string(), K::KIND.to_string())
+    }
+}
+
+/// Any object, typed only in `apiVersion`, `kind` and `metadata`; the rest as JSON. For custom
+/// kinds (or write your own `serde` struct and implement [`Object`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DynamicObject {
+    /// e.g. `example.com/v1`.
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    /// e.g. `Widget`.
+    pub kind: String,
+    /// Name, namespace, labels, …
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Everything else (`spec`, `status`, `data`, …).
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Object for DynamicObject {
+    const TYPE: Option<(&'static str, &'static str)> = None;
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn type_of(&self) -> (String, String) {
+        (self.api_version.clone(), self.kind.clone())
+    }
+}
+
+/// `namespace/name`, or `name` for cluster-scoped objects: how logs and the host name objects.
+pub fn key(obj: &impl Object) -> String {
+    let m = obj.meta();
+    let name = m.name.as_deref().unwrap_or_default();
+    match &m.namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// The value of label `name`, if set.
+pub fn label<'a>(obj: &'a impl Object, name: &str) -> Option<&'a str> {
+    obj.meta().labels.as_ref()?.get(name).map(String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+
+    #[test]
+    fn keys_name_namespaced_and_cluster_scoped_objects() {
+        let cm: ConfigMap = serde_json::from_str(
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"a","name":"b","labels":{"team":"x"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(key(&cm), "a/b");
+        assert_eq!(label(&cm, "team"), Some("x"));
+        assert_eq!(label(&cm, "other"), None);
+        let ns: Namespace = serde_json::from_str(r#"{"metadata":{"name":"a"}}"#).unwrap();
+        assert_eq!(key(&ns), "a");
+        assert_eq!(ConfigMap::TYPE, Some(("v1", "ConfigMap")));
+    }
+
+    #[test]
+    fn dynamic_objects_keep_what_they_do_not_type() {
+        let text = r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"size":3}}"#;
+        let w: DynamicObject = serde_json::from_str(text).unwrap();
+        assert_eq!(w.type_of(), ("example.com/v1".into(), "Widget".into()));
+        assert_eq!(w.rest["spec"]["size"], 3);
+        let back: serde_json::Value = serde_json::to_value(&w).unwrap();
+        assert_eq!(
+            back,
+            serde_json::from_str::<serde_json::Value>(text).unwrap()
+        );
+    }
+}
