@@ -84,6 +84,30 @@ pub(crate) fn crash_looping(restarts: i32, message: &str) -> Value {
     }]}})
 }
 
+/// Creates the Pod `crashy` (one container `app`) and returns its uid. `node` pins it to a node
+/// (on a real cluster, one that does not exist, so no kubelet writes its status).
+pub(crate) async fn create_crashy(pods: &Api<Pod>, node: Option<&str>) -> String {
+    let mut spec = json!({"containers": [{"name": "app", "image": "example/app:1"}]});
+    if let Some(node) = node {
+        spec["nodeName"] = json!(node);
+    }
+    let pod: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "crashy"}, "spec": spec})).unwrap();
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap()
+}
+
+/// Sets the status of the Pod `crashy` through `/status`, as a kubelet would.
+pub(crate) async fn patch_crashy_status(pods: &Api<Pod>, status: Value) -> Pod {
+    pods.patch_status("crashy", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notifier_posts_crash_looping_pods_once_per_restart() {
     let (url, mut posts) = webhook().await;
@@ -103,26 +127,8 @@ async fn notifier_posts_crash_looping_pods_once_per_restart() {
     let t = start_host_with_plugin(&server, &wasm).await;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "crashy"},
-        "spec": {"containers": [{"name": "app", "image": "example/app:1"}]},
-    }))
-    .unwrap();
-    let uid = pods
-        .create(&PostParams::default(), &pod)
-        .await
-        .unwrap()
-        .metadata
-        .uid
-        .unwrap();
-    let patch_status = |v: Value| {
-        let pods = pods.clone();
-        async move {
-            pods.patch_status("crashy", &PatchParams::default(), &Patch::Merge(&v))
-                .await
-                .unwrap()
-        }
-    };
+    let uid = create_crashy(&pods, None).await;
+    let patch_status = |v: Value| patch_crashy_status(&pods, v);
 
     // CrashLoopBackOff: one POST and a Warning Event.
     patch_status(crash_looping(3, "back-off 40s")).await;

@@ -263,26 +263,8 @@ async fn notifier_under_printed_rbac() {
     let t = start_host_with_plugin_on(host_client, &wasm).await;
 
     let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns.name);
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "crashy"},
-        "spec": {"nodeName": NO_NODE, "containers": [{"name": "app", "image": "example/app:1"}]},
-    }))
-    .unwrap();
-    let uid = pods
-        .create(&PostParams::default(), &pod)
-        .await
-        .unwrap()
-        .metadata
-        .uid
-        .unwrap();
-    let patch_status = |v: Value| {
-        let pods = pods.clone();
-        async move {
-            pods.patch_status("crashy", &PatchParams::default(), &Patch::Merge(&v))
-                .await
-                .unwrap()
-        }
-    };
+    let uid = notifier::create_crashy(&pods, Some(NO_NODE)).await;
+    let patch_status = |v: Value| notifier::patch_crashy_status(&pods, v);
     patch_status(notifier::crash_looping(3, "back-off 40s")).await;
     let body = next_post_in(&mut posts, &t, &ns.name).await;
     assert_eq!(
