@@ -882,3 +882,149 @@ async fn a_panic_among_concurrent_calls_returns_every_key_in_flight() {
     r.dispatcher.stop();
     task.await.unwrap();
 }
+
+/// A guest that logs when each call starts and ends, each taking the time its description is
+/// given in `takes` (else 1 ms), so a test can assert which calls overlapped.
+#[derive(Clone, Default)]
+struct Timeline {
+    log: Arc<Mutex<Vec<String>>>,
+    takes: Arc<std::collections::HashMap<String, Duration>>,
+}
+
+impl Timeline {
+    fn new(takes: &[(&str, Duration)]) -> Self {
+        Timeline {
+            log: Arc::default(),
+            takes: Arc::new(takes.iter().map(|(d, t)| (d.to_string(), *t)).collect()),
+        }
+    }
+
+    async fn run(&self, what: String) -> Result<HandlerOutcome, CallError> {
+        self.log.lock().push(format!("start {what}"));
+        let took = self.takes.get(&what).copied();
+        tokio::time::sleep(took.unwrap_or(Duration::from_millis(1))).await;
+        self.log.lock().push(format!("end {what}"));
+        Ok(HandlerOutcome::Ok)
+    }
+
+    fn at(&self, entry: &str) -> usize {
+        let log = self.log.lock();
+        log.iter()
+            .position(|e| e == entry)
+            .unwrap_or_else(|| panic!("{entry} not in {log:?}"))
+    }
+
+    async fn wait_for(&self, entry: &str) {
+        while !self.log.lock().iter().any(|e| e == entry) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+impl Guest for Timeline {
+    async fn deliver(&mut self, n: &Notification) -> Result<HandlerOutcome, CallError> {
+        self.run(describe(n)).await
+    }
+
+    fn wants_synced(&self) -> bool {
+        true
+    }
+
+    async fn synced(&mut self) -> Result<HandlerOutcome, CallError> {
+        self.run("synced".into()).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_synced_waits_for_the_initial_list_calls_and_then_holds_up_no_other_call() {
+    let r = rig(DispatchConfig {
+        concurrency: Some(4),
+        ..DispatchConfig::default()
+    });
+    r.dispatcher.watch_sync_with(Box::new(|| true));
+    r.dispatcher.open();
+    let g = Timeline::new(&[
+        ("add ns/a 1 init", Duration::from_secs(10)),
+        ("add ns/x 1", Duration::from_secs(1000)),
+        ("synced", Duration::from_secs(100)),
+    ]);
+    // A slow initial add, a fast one, and a slow call about a new object.
+    r.push(initial("a"));
+    r.push(initial("b"));
+    r.push(add("x", 1));
+    let d = r.dispatcher.clone();
+    let g2 = g.clone();
+    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    g.wait_for("start synced").await;
+    assert!(
+        g.at("end add ns/a 1 init") < g.at("start synced"),
+        "on-synced started while an initial-list call was in flight: {:?}",
+        g.log.lock()
+    );
+    // Both the slow on-synced and x's slow call are in flight: new objects still get the
+    // other two slots, one after another.
+    assert_eq!(r.dispatcher.calls_in_flight(), 2);
+    for name in ["c", "d", "e"] {
+        r.push(add(name, 1));
+    }
+    g.wait_for("end add ns/e 1").await;
+    assert!(
+        !g.log.lock().iter().any(|e| e == "end synced" || e == "end add ns/x 1"),
+        "the others were served while on-synced and x were in flight"
+    );
+    g.wait_for("end synced").await;
+    r.dispatcher.kill();
+    run.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_concurrency_one_on_synced_takes_the_slot_between_the_replay_and_newer_calls() {
+    let r = rig(DispatchConfig::default());
+    r.dispatcher.watch_sync_with(Box::new(|| true));
+    r.dispatcher.open();
+    let g = Timeline::new(&[("add ns/a 1 init", Duration::from_secs(10))]);
+    r.push(initial("a"));
+    r.push(add("b", 1));
+    r.push(add("c", 1));
+    r.drain(&g).await;
+    let starts: Vec<String> = g
+        .log
+        .lock()
+        .iter()
+        .filter_map(|e| e.strip_prefix("start ").map(str::to_string))
+        .collect();
+    assert_eq!(starts, ["add ns/a 1 init", "synced", "add ns/b 1", "add ns/c 1"]);
+    let log = g.log.lock().clone();
+    for pair in log.chunks(2) {
+        assert_eq!(pair[0].replacen("start", "end", 1), pair[1], "one call at a time: {log:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_queue_depth_gauge_counts_both_versions_during_a_hot_swap() {
+    let metrics = PluginMetrics::unregistered();
+    let (events, _) = broadcast::channel(16);
+    let sink: StateSink = Arc::new(|_| {});
+    let config = DispatchConfig::default();
+    let v1 = Dispatcher::new("p", 1, &metrics, events.clone(), &config, sink.clone(), None);
+    let v2 = Dispatcher::new("p", 2, &metrics, events, &config, sink, None);
+    let depth = || {
+        metrics
+            .queue_depth
+            .get_or_create(&super::metrics::PluginLabels { plugin: "p".into() })
+            .get()
+    };
+    for name in ["a", "b", "c"] {
+        v1.handler(0, None).on_add(&obj(name, 1), false);
+    }
+    for name in ["a", "b"] {
+        v2.handler(0, None).on_add(&obj(name, 1), true);
+    }
+    assert_eq!(depth(), 5, "v1 drains while v2 fills");
+    v1.stop();
+    assert_eq!(depth(), 2, "stopping v1 leaves v2's waiting notifications");
+    drop(v1);
+    assert_eq!(depth(), 2);
+    drop(v2);
+    assert_eq!(depth(), 0, "a dropped queue takes its share off");
+}

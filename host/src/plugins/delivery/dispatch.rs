@@ -101,11 +101,18 @@ impl Guest for HandlerInstance {
 }
 
 /// Where one delivery stands with `on-synced`; changed only by [`SyncedState::step`].
+///
+/// `on-synced` is one of the plugin's concurrent calls: it waits for the replay (so for every
+/// initial-list call to end), then takes a free slot like any notification, ahead of them (at
+/// concurrency 1 that is client-go's order: `HasSynced` turns true after the initial list was
+/// handled, before anything newer), and never holds up the other slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum SyncedState {
     /// The replay is not handled yet: due once every subscription's informer has synced and
     /// every initial add has been handled.
     Waiting,
+    /// In flight, after `attempts` earlier tries.
+    Calling { attempts: u32 },
     /// Called and answered `retry`, or the call failed: due again at the instant, after
     /// `attempts` tries.
     Backoff {
@@ -116,24 +123,39 @@ enum SyncedState {
     Done,
 }
 
+/// What happened to `on-synced`: the input of [`SyncedState::step`].
+#[derive(Clone, Copy, Debug)]
+enum SyncedEvent<'a> {
+    /// A call started.
+    Started,
+    /// The call ended with the outcome, at the instant.
+    Ended(&'a CallOutcome, tokio::time::Instant),
+}
+
 impl SyncedState {
-    /// The next state after a call that ended with `outcome`.
-    fn step(self, outcome: &CallOutcome) -> SyncedState {
-        match outcome {
-            CallOutcome::Ok | CallOutcome::Fatal(_) => SyncedState::Done,
-            CallOutcome::Retry(_) | CallOutcome::Failed(_) => {
-                let attempts = match self {
-                    SyncedState::Backoff { attempts, .. } => attempts + 1,
-                    _ => 1,
-                };
-                let pause = SYNCED_RETRY_BASE
-                    .saturating_mul(1 << (attempts - 1).min(16))
-                    .min(SYNCED_RETRY_MAX);
-                SyncedState::Backoff {
-                    until: tokio::time::Instant::now() + pause,
-                    attempts,
-                }
+    /// The next state after `event`. Pure: the clock comes with the event.
+    fn step(self, event: SyncedEvent<'_>) -> SyncedState {
+        match (self, event) {
+            (SyncedState::Waiting, SyncedEvent::Started) => SyncedState::Calling { attempts: 0 },
+            (SyncedState::Backoff { attempts, .. }, SyncedEvent::Started) => {
+                SyncedState::Calling { attempts }
             }
+            (SyncedState::Calling { attempts }, SyncedEvent::Ended(outcome, now)) => match outcome
+            {
+                CallOutcome::Ok | CallOutcome::Fatal(_) => SyncedState::Done,
+                CallOutcome::Retry(_) | CallOutcome::Failed(_) => {
+                    let attempts = attempts + 1;
+                    let pause = SYNCED_RETRY_BASE
+                        .saturating_mul(1 << (attempts - 1).min(16))
+                        .min(SYNCED_RETRY_MAX);
+                    SyncedState::Backoff {
+                        until: now + pause,
+                        attempts,
+                    }
+                }
+            },
+            // A call starts only when due and ends only when started: nothing else happens.
+            (state, _) => state,
         }
     }
 
@@ -142,8 +164,13 @@ impl SyncedState {
         match self {
             SyncedState::Waiting => replay_handled(),
             SyncedState::Backoff { until, .. } => tokio::time::Instant::now() >= until,
-            SyncedState::Done => false,
+            SyncedState::Calling { .. } | SyncedState::Done => false,
         }
+    }
+
+    /// Whether the call is still to come or in flight (the worker is not idle for it).
+    fn pending(self) -> bool {
+        matches!(self, SyncedState::Waiting | SyncedState::Calling { .. })
     }
 
     /// When an idle worker should look again.
@@ -151,7 +178,7 @@ impl SyncedState {
         match self {
             SyncedState::Waiting => Some(tokio::time::Instant::now() + SYNCED_POLL),
             SyncedState::Backoff { until, .. } => Some(until),
-            SyncedState::Done => None,
+            SyncedState::Calling { .. } | SyncedState::Done => None,
         }
     }
 }
@@ -284,6 +311,8 @@ pub struct Dispatcher {
     informers_synced: OnceLock<SyncedCheck>,
     /// `on-synced` is still to be called once the replay is handled (or is being called).
     synced_pending: AtomicBool,
+    /// An `on-synced` call is in flight (for [`Dispatcher::calls_in_flight`]).
+    synced_in_flight: AtomicBool,
     /// Makes an idle worker look at its `on-synced` state now instead of at its next poll
     /// (see [`Dispatcher::is_idle`]).
     wake: tokio::sync::Notify,
@@ -329,6 +358,7 @@ impl Dispatcher {
             instances: std::sync::atomic::AtomicUsize::new(0),
             informers_synced: OnceLock::new(),
             synced_pending: AtomicBool::new(false),
+            synced_in_flight: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
             observer,
         })
@@ -377,7 +407,7 @@ impl Dispatcher {
     /// `on-synced` has become due, the worker is woken at once rather than at its next poll,
     /// so a runner on a frozen clock sees it called.
     pub fn is_idle(&self) -> bool {
-        if !self.in_flight.lock().is_empty() || !self.queue.ready_is_empty() {
+        if self.calls_in_flight() > 0 || !self.queue.ready_is_empty() {
             return false;
         }
         if self.synced_pending.load(Ordering::Acquire) && self.replay_handled() {
@@ -392,9 +422,9 @@ impl Dispatcher {
         self.queue.depth()
     }
 
-    /// Calls in flight now.
+    /// Calls in flight now, `on-synced` included.
     pub fn calls_in_flight(&self) -> usize {
-        self.in_flight.lock().len()
+        self.in_flight.lock().len() + usize::from(self.synced_in_flight.load(Ordering::Acquire))
     }
 
     /// Guest instances the worker holds now (created lazily, up to the concurrency).
@@ -450,6 +480,7 @@ impl Dispatcher {
         for (qk, initial) in abandoned {
             self.queue.finish(&qk, Finish::Abandoned { initial });
         }
+        self.synced_in_flight.store(false, Ordering::Release);
         self.handles.calls_in_flight.set(0);
         self.set_instances(0);
     }
@@ -491,24 +522,21 @@ impl Dispatcher {
                 break;
             }
             self.synced_pending
-                .store(synced == SyncedState::Waiting, Ordering::Release);
-            let synced_due = !stopping && paused.is_none() && synced.due(|| self.replay_handled());
-            if synced_due && calls.is_empty() {
-                // `on-synced` runs alone: every initial-list call has ended by now.
-                self.synced_pending.store(true, Ordering::Release);
-                let mut guest = idle.pop().expect("no call in flight holds an instance");
-                let Some(outcome) = self.call_synced(&mut guest, &mut failures).await else {
-                    break;
-                };
-                idle.push(guest);
-                synced = synced.step(&outcome);
-                if let Some(until) = self.quarantine_if_due(failures) {
-                    paused = Some(until);
+                .store(synced.pending(), Ordering::Release);
+            let take = !stopping && paused.is_none() && calls.len() < self.concurrency;
+            // The replay counts as handled only once every initial-list call has ended, so
+            // `on-synced` never overlaps one; it takes a free slot ahead of the queue.
+            if take && synced.due(|| self.replay_handled()) {
+                let guest = self.instance(&mut idle, &mut created, make_guest);
+                synced = synced.step(SyncedEvent::Started);
+                self.synced_in_flight.store(true, Ordering::Release);
+                self.handles.calls_in_flight.inc();
+                if let Some(o) = &self.observer {
+                    o.call_started(&self.plugin, CallKind::Synced);
                 }
+                calls.push(call(guest, Job::Synced));
                 continue;
             }
-            let can_call = !stopping && !synced_due && paused.is_none();
-            let take = can_call && calls.len() < self.concurrency;
             let wake = paused.or_else(|| synced.wake_at());
             tokio::select! {
                 biased;
@@ -522,9 +550,19 @@ impl Dispatcher {
                 }
                 _ = self.stop.cancelled(), if !stopping => continue,
                 Some(ended) = calls.next(), if !calls.is_empty() => {
-                    let (guest, qk, item, result, took) = ended;
+                    let (guest, job, result, took) = ended;
                     idle.push(guest);
-                    self.call_ended(qk, item, result, took, &mut failures, &idle[0]);
+                    let guest = idle.last().expect("just pushed");
+                    match job {
+                        Job::Object(qk, item) => {
+                            self.call_ended(qk, item, result, took, &mut failures, guest);
+                        }
+                        Job::Synced => {
+                            let outcome = self.synced_ended(result, took, &mut failures, guest);
+                            let now = tokio::time::Instant::now();
+                            synced = synced.step(SyncedEvent::Ended(&outcome, now));
+                        }
+                    }
                     // Calls that were in flight when the plugin was quarantined do not
                     // quarantine it again: the pause already stands for their failures.
                     if paused.is_none()
@@ -535,14 +573,7 @@ impl Dispatcher {
                 }
                 next = self.queue.next(), if take => {
                     let Some((qk, item)) = next else { continue };
-                    let guest = match idle.pop() {
-                        Some(g) => g,
-                        None => {
-                            created += 1;
-                            self.set_instances(created);
-                            make_guest()
-                        }
-                    };
+                    let guest = self.instance(&mut idle, &mut created, make_guest);
                     self.in_flight
                         .lock()
                         .insert(qk.clone(), item.notification.is_initial());
@@ -550,7 +581,7 @@ impl Dispatcher {
                     if let Some(o) = &self.observer {
                         o.call_started(&self.plugin, call_kind(&item.notification));
                     }
-                    calls.push(call(guest, qk, item));
+                    calls.push(call(guest, Job::Object(qk, item)));
                 }
                 _ = sleep_until(wake) => continue,
                 _ = self.wake.notified() => continue,
@@ -558,6 +589,21 @@ impl Dispatcher {
         }
         self.set_instances(0);
         tracing::debug!(plugin = %self.plugin, version = self.version, "plugin worker stopped");
+    }
+
+    /// An idle instance, or a new one (the worker holds at most the concurrency: one per call
+    /// in flight).
+    fn instance<G: Guest, F: FnMut() -> G>(
+        &self,
+        idle: &mut Vec<G>,
+        created: &mut usize,
+        make_guest: &mut F,
+    ) -> G {
+        idle.pop().unwrap_or_else(|| {
+            *created += 1;
+            self.set_instances(*created);
+            make_guest()
+        })
     }
 
     /// Books a call that ended: metrics, the verdict, the queue's marking, and the events.
@@ -624,28 +670,17 @@ impl Dispatcher {
         }
     }
 
-    /// Calls `on-synced` once; `None` when the call was abandoned by a kill.
-    async fn call_synced<G: Guest>(
+    /// Books an `on-synced` call that ended: metrics, the verdict, and the events.
+    fn synced_ended<G: Guest>(
         &self,
-        guest: &mut G,
+        result: Result<HandlerOutcome, CallError>,
+        took: Duration,
         failures: &mut u32,
-    ) -> Option<CallOutcome> {
-        if let Some(o) = &self.observer {
-            o.call_started(&self.plugin, CallKind::Synced);
-        }
-        let started = Instant::now();
-        let result = tokio::select! {
-            biased;
-            _ = self.kill.cancelled() => None,
-            r = guest.synced() => Some(r),
-        };
-        let Some(result) = result else {
-            tracing::warn!(plugin = %self.plugin, "in-flight on-synced call abandoned: the plugin is being stopped");
-            return None;
-        };
-        self.handles
-            .call_seconds
-            .observe(started.elapsed().as_secs_f64());
+        guest: &G,
+    ) -> CallOutcome {
+        self.synced_in_flight.store(false, Ordering::Release);
+        self.handles.calls_in_flight.dec();
+        self.handles.call_seconds.observe(took.as_secs_f64());
         self.handles.calls[CallKind::Synced as usize].inc();
         let admit = || guest.admit_line();
         let outcome = self.judge("(on-synced)", CallKind::Synced, 0, result, failures, admit);
@@ -668,7 +703,7 @@ impl Dispatcher {
                 outcome: outcome.clone(),
             });
         }
-        Some(outcome)
+        outcome
     }
 
     /// Quarantines the plugin when `failures` calls in a row failed (on any of its
@@ -767,22 +802,26 @@ fn call_kind(n: &Notification) -> CallKind {
     }
 }
 
+/// What a call is about.
+enum Job {
+    /// A notification about an object (marked processing in the queue until it ends).
+    Object(QueueKey, Item),
+    /// `on-synced`.
+    Synced,
+}
+
 /// One call on its own instance; hands the instance back with the result so the next call
 /// reuses it. Dropping the future abandons the call (and drops the instance).
 async fn call<G: Guest>(
     mut guest: G,
-    qk: QueueKey,
-    item: Item,
-) -> (
-    G,
-    QueueKey,
-    Item,
-    Result<HandlerOutcome, CallError>,
-    Duration,
-) {
+    job: Job,
+) -> (G, Job, Result<HandlerOutcome, CallError>, Duration) {
     let started = Instant::now();
-    let result = guest.deliver(&item.notification).await;
-    (guest, qk, item, result, started.elapsed())
+    let result = match &job {
+        Job::Object(_, item) => guest.deliver(&item.notification).await,
+        Job::Synced => guest.synced().await,
+    };
+    (guest, job, result, started.elapsed())
 }
 
 /// Sleeps until `at`, or forever without one.

@@ -65,7 +65,8 @@ pub(crate) enum Finish {
 
 /// Metric handles the queue updates.
 pub(crate) struct QueueMetrics {
-    /// Notifications waiting.
+    /// Notifications waiting, in all of the plugin's versions (a hot swap drains one while the
+    /// next fills): each queue adds and removes its own.
     pub depth: Gauge,
     /// Notifications folded into another one at the cap.
     pub coalesced: Counter,
@@ -136,6 +137,9 @@ struct Pending {
     delayed: BTreeMap<(Instant, u64), QueueKey>,
     /// Arrival counter (also makes `delayed` keys unique).
     next_seq: u64,
+    /// This queue's share of the depth gauge, which the versions of a plugin share during a
+    /// hot swap: each adds its own changes rather than setting its own total.
+    reported: usize,
     shut: bool,
 }
 
@@ -364,7 +368,7 @@ impl PluginQueue {
                 self.start_coalescing();
             }
         }
-        self.metrics.depth.set(pending.total as i64);
+        self.report_depth(&mut pending);
         drop(pending);
         if added_initial > 0 {
             self.initial_outstanding
@@ -372,6 +376,17 @@ impl PluginQueue {
         }
         self.settle(removed_initial);
         self.notify.notify_one();
+    }
+
+    /// Moves the depth gauge by how much this queue's total changed since it last did.
+    fn report_depth(&self, pending: &mut Pending) {
+        let (now, before) = (pending.total as i64, pending.reported as i64);
+        if now > before {
+            self.metrics.depth.inc_by(now - before);
+        } else if now < before {
+            self.metrics.depth.dec_by(before - now);
+        }
+        pending.reported = pending.total;
     }
 
     fn start_coalescing(&self) {
@@ -427,7 +442,7 @@ impl PluginQueue {
             pending.multi.remove(&qk);
         }
         pending.total -= 1;
-        self.metrics.depth.set(pending.total as i64);
+        self.report_depth(pending);
         if pending.total * 2 < self.cap && self.coalescing.swap(false, Ordering::AcqRel) {
             tracing::info!(plugin = %self.plugin, "plugin caught up; notifications are delivered one by one again");
         }
@@ -457,7 +472,7 @@ impl PluginQueue {
                         let n = pending.seq();
                         pending.apply(qk, MarkEvent::RetryAt(at, n));
                         pending.total += 1;
-                        self.metrics.depth.set(pending.total as i64);
+                        self.report_depth(&mut pending);
                         drop(pending);
                         self.notify.notify_one();
                         return;
@@ -490,10 +505,18 @@ impl PluginQueue {
         pending.multi.clear();
         pending.ready.clear();
         pending.delayed.clear();
-        self.metrics.depth.set(0);
+        self.report_depth(&mut pending);
         drop(pending);
         self.settle(initial);
         self.notify.notify_one();
+    }
+}
+
+impl Drop for PluginQueue {
+    /// A queue dropped without [`PluginQueue::shut_down`] takes its share off the gauge too.
+    fn drop(&mut self) {
+        let reported = std::mem::take(&mut self.pending.get_mut().reported);
+        self.metrics.depth.dec_by(reported as i64);
     }
 }
 
