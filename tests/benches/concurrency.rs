@@ -114,6 +114,39 @@ async fn get(addr: SocketAddr, name: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// CPU time this process has used (user + system), so a rate read on a loaded machine comes
+/// with what it cost, which load does not change.
+fn process_cpu() -> Duration {
+    // SAFETY: getrusage only writes the struct it is handed.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0);
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// CPU time the named thread has run and time it was ready but waited for a core (the
+/// scheduler's `schedstat`, in nanoseconds): the plugin's own thread, where its calls interleave.
+fn thread_times(name: &str) -> Option<(Duration, Duration)> {
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+        let mut f = stat.split_whitespace().map(|v| v.parse::<u64>().ok());
+        let (ran, waited) = (f.next()??, f.next()??);
+        return Some((Duration::from_nanos(ran), Duration::from_nanos(waited)));
+    }
+    None
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
 /// This process's resident memory.
 fn rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -155,8 +188,14 @@ impl std::fmt::Display for GetFailed {
 
 impl std::error::Error for GetFailed {}
 
-/// kube-runtime's `Controller` at `concurrency`, reconciling every ConfigMap with the GET.
-async fn controller_rate(server: &apiserver::ApiServer, n: usize, events: usize) -> f64 {
+/// kube-runtime's `Controller` at `concurrency`, reconciling every ConfigMap with the GET:
+/// events/s and the process's CPU per event.
+async fn controller_rate(
+    server: &apiserver::ApiServer,
+    n: usize,
+    events: usize,
+) -> (f64, Duration) {
+    let cpu = process_cpu();
     let p = peer();
     let api: Api<ConfigMap> = Api::namespaced(client(server), "default");
     let addr = p.addr;
@@ -174,8 +213,9 @@ async fn controller_rate(server: &apiserver::ApiServer, n: usize, events: usize)
         .for_each(|_| async {});
     let task = tokio::spawn(run);
     let rate = p.rate(events).await;
+    let cpu = (process_cpu() - cpu) / events as u32;
     task.abort();
-    rate
+    (rate, cpu)
 }
 
 /// `n` bare tokio workers sending the GETs from a shared counter.
@@ -204,9 +244,9 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
     println!(
-        "| concurrency | events | wasm events/s | ideal | wasm ÷ ideal | Controller events/s | wasm ÷ Controller | workers events/s | wasm ÷ workers | instances | RSS MiB |"
+        "| concurrency | events | wasm events/s | ideal | wasm ÷ ideal | Controller events/s | wasm ÷ Controller | workers events/s | wasm ÷ workers | instances | RSS MiB | wasm CPU µs/event | Controller CPU µs/event | plugin thread CPU µs/event | plugin thread waited for a core ms |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for n in [1usize, 8, 32] {
         let events = (n * 20).max(40);
         let p = peer();
@@ -233,19 +273,27 @@ async fn main() {
             .await
             .unwrap();
         assert!(matches!(out, LoadOutcome::Loaded { .. }), "{out:?}");
+        // From here: the calls, not the compile (the plugin thread's figures are its own).
+        let cpu = process_cpu();
         let wasm = p.rate(events).await;
+        let wasm_cpu = (process_cpu() - cpu) / events as u32;
+        let (thread_cpu, thread_wait) = thread_times(&format!("plugin-{name}")).unwrap_or_default();
         let status = t.host.manager.status().await;
         let instances = status.iter().find(|s| s.name == name).unwrap().instances;
         let rss = rss_mib();
         t.host.manager.unload(&name).await;
-        let controller = controller_rate(&server, n, events).await;
+        let (controller, controller_cpu) = controller_rate(&server, n, events).await;
         let workers = workers_rate(n, events).await;
         let ideal = n as f64 / DELAY.as_secs_f64();
         println!(
-            "| {n} | {events} | {wasm:.1} | {ideal:.0} | {:.2} | {controller:.1} | {:.2} | {workers:.1} | {:.2} | {instances} | {rss:.1} |",
+            "| {n} | {events} | {wasm:.1} | {ideal:.0} | {:.2} | {controller:.1} | {:.2} | {workers:.1} | {:.2} | {instances} | {rss:.1} | {:.0} | {:.0} | {:.0} | {:.0} |",
             wasm / ideal,
             wasm / controller,
-            wasm / workers
+            wasm / workers,
+            micros(wasm_cpu),
+            micros(controller_cpu),
+            micros(thread_cpu / events as u32),
+            thread_wait.as_secs_f64() * 1e3,
         );
     }
     t.host.shutdown().await;
