@@ -969,7 +969,10 @@ async fn on_synced_waits_for_the_initial_list_calls_and_then_holds_up_no_other_c
     }
     g.wait_for("end add ns/e 1").await;
     assert!(
-        !g.log.lock().iter().any(|e| e == "end synced" || e == "end add ns/x 1"),
+        !g.log
+            .lock()
+            .iter()
+            .any(|e| e == "end synced" || e == "end add ns/x 1"),
         "the others were served while on-synced and x were in flight"
     );
     g.wait_for("end synced").await;
@@ -993,10 +996,17 @@ async fn at_concurrency_one_on_synced_takes_the_slot_between_the_replay_and_newe
         .iter()
         .filter_map(|e| e.strip_prefix("start ").map(str::to_string))
         .collect();
-    assert_eq!(starts, ["add ns/a 1 init", "synced", "add ns/b 1", "add ns/c 1"]);
+    assert_eq!(
+        starts,
+        ["add ns/a 1 init", "synced", "add ns/b 1", "add ns/c 1"]
+    );
     let log = g.log.lock().clone();
     for pair in log.chunks(2) {
-        assert_eq!(pair[0].replacen("start", "end", 1), pair[1], "one call at a time: {log:?}");
+        assert_eq!(
+            pair[0].replacen("start", "end", 1),
+            pair[1],
+            "one call at a time: {log:?}"
+        );
     }
 }
 
@@ -1006,7 +1016,15 @@ async fn the_queue_depth_gauge_counts_both_versions_during_a_hot_swap() {
     let (events, _) = broadcast::channel(16);
     let sink: StateSink = Arc::new(|_| {});
     let config = DispatchConfig::default();
-    let v1 = Dispatcher::new("p", 1, &metrics, events.clone(), &config, sink.clone(), None);
+    let v1 = Dispatcher::new(
+        "p",
+        1,
+        &metrics,
+        events.clone(),
+        &config,
+        sink.clone(),
+        None,
+    );
     let v2 = Dispatcher::new("p", 2, &metrics, events, &config, sink, None);
     let depth = || {
         metrics

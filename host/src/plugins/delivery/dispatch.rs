@@ -140,20 +140,21 @@ impl SyncedState {
             (SyncedState::Backoff { attempts, .. }, SyncedEvent::Started) => {
                 SyncedState::Calling { attempts }
             }
-            (SyncedState::Calling { attempts }, SyncedEvent::Ended(outcome, now)) => match outcome
-            {
-                CallOutcome::Ok | CallOutcome::Fatal(_) => SyncedState::Done,
-                CallOutcome::Retry(_) | CallOutcome::Failed(_) => {
-                    let attempts = attempts + 1;
-                    let pause = SYNCED_RETRY_BASE
-                        .saturating_mul(1 << (attempts - 1).min(16))
-                        .min(SYNCED_RETRY_MAX);
-                    SyncedState::Backoff {
-                        until: now + pause,
-                        attempts,
+            (SyncedState::Calling { attempts }, SyncedEvent::Ended(outcome, now)) => {
+                match outcome {
+                    CallOutcome::Ok | CallOutcome::Fatal(_) => SyncedState::Done,
+                    CallOutcome::Retry(_) | CallOutcome::Failed(_) => {
+                        let attempts = attempts + 1;
+                        let pause = SYNCED_RETRY_BASE
+                            .saturating_mul(1 << (attempts - 1).min(16))
+                            .min(SYNCED_RETRY_MAX);
+                        SyncedState::Backoff {
+                            until: now + pause,
+                            attempts,
+                        }
                     }
                 }
-            },
+            }
             // A call starts only when due and ends only when started: nothing else happens.
             (state, _) => state,
         }
