@@ -415,12 +415,10 @@ const NEVER_MS: u64 = 600_000;
 /// Nothing answers a `stuck` request nor times it out, so after four arrivals exactly four
 /// calls are in flight, however slowly the machine starts them.
 ///
-/// The objects are created only once the plugin's `on-synced` has been handled: `on-synced`
-/// runs alone, so when it falls due (the informer reports synced a little after the plugin
-/// loads) while a call is in flight, no new call starts until that call ends. That was the
-/// 3-of-4 seen on a loaded CI machine: the first object's call was in flight when `on-synced`
-/// fell due, the other three waited for its 1 s deadline, it failed (a failed call is not
-/// retried), and its instance then served the fourth: three calls on three instances, for good.
+/// The objects are created only once the plugin's `on-synced` has been handled: it is one of
+/// the four calls while it runs, so the four `stuck` calls are then the only ones. (When
+/// `on-synced` still ran alone, a call in flight as it fell due held the others up: the 3-of-4
+/// once seen on a loaded CI machine.)
 async fn four_stuck_calls(t: &TestHost, dir: &Path, p: &Peer, api: &Api<ConfigMap>, name: &str) {
     load_with(t, dir, name, 4, NEVER_MS).await;
     t.recorder
