@@ -1,28 +1,51 @@
 """The handler a guest writes: a class declaring what it watches and asks for, with `on_*`
 methods taking `Object`s; `world()` turns it into the exports componentize-py expects, where
-every exception becomes a handler-error (a guest built on the SDK never traps by accident)."""
+every exception becomes a handler-error (a guest built on the SDK never traps by accident).
+
+The same handler layer serves both worlds, so the 0.1.0 reference components use it too:
+under `kubewasm:handler@0.1.0` (no permissions, origins, Events, projections or `on-synced`)
+`describe()` reports only the name and subscriptions, and asking for more is an error at build
+time rather than a component that silently asks for less."""
 
 from componentize_py_types import Err
 import wit_world
-from wit_world.imports import kubewasm_handler_types as _types
+
+try:  # 0.2.0: beside wasi:http's `types`, the bindings name the package's own interface in full
+    from wit_world.imports import kubewasm_handler_types as _types
+except ImportError:  # 0.1.0
+    from wit_world.imports import types as _types
 
 from . import log
 from .errors import ApiError, Fatal, Retry
 from .objects import Object
+
+WORLD_VERSION = "0.2.0" if hasattr(_types, "Permission") else "0.1.0"
+"""The version of `kubewasm:handler` the component is built against."""
+
+
+def _only_in_0_2_0(what: str) -> None:
+    if WORLD_VERSION != "0.2.0":
+        raise ValueError(f"{what} needs kubewasm:handler@0.2.0; this component is built against {WORLD_VERSION}")
 
 
 def subscription(api_version: str, kind: str, namespace: str = None, labels: str = None,
                  field_selector: str = None, resync_ms: int = 0, metadata_only: bool = False,
                  fields: list = ()) -> _types.Subscription:
     """What to be told about: a kind, optionally one namespace, a label and a field selector, a
-    resync period, and a projection (`metadata_only`, or JSON pointers in `fields`)."""
+    resync period, and a projection (`metadata_only`, or JSON pointers in `fields`; 0.2.0)."""
+    if WORLD_VERSION == "0.1.0":
+        if metadata_only or fields:
+            _only_in_0_2_0("a projection (metadata_only, fields)")
+        return _types.Subscription(api_version=api_version, kind=kind, namespace=namespace,
+                                   label_selector=labels, field_selector=field_selector, resync_period_ms=resync_ms)
     return _types.Subscription(api_version=api_version, kind=kind, namespace=namespace,
                                label_selector=labels, field_selector=field_selector,
                                resync_period_ms=resync_ms, metadata_only=metadata_only, fields=list(fields))
 
 
-def permission(api_version: str, kind: str, verbs: list, namespace: str = None) -> _types.Permission:
-    """Access to ask the operator for (`get`, `create`, `apply`, `patch`, `update`, `delete`)."""
+def permission(api_version: str, kind: str, verbs: list, namespace: str = None) -> "_types.Permission":
+    """Access to ask the operator for (`get`, `create`, `apply`, `patch`, `update`, `delete`; 0.2.0)."""
+    _only_in_0_2_0("a permission")
     return _types.Permission(api_version=api_version, kind=kind, namespace=namespace, verbs=list(verbs))
 
 
@@ -46,7 +69,7 @@ class Handler:
         """An object is gone (`unknown`: inferred from a relist, `obj` is its last known state)."""
 
     def on_synced(self) -> None:
-        """After every initial replay: the handler has seen every object."""
+        """After every initial replay: the handler has seen every object (0.2.0 only)."""
 
 
 def outcome(e: BaseException):
@@ -77,10 +100,14 @@ def _run(export: str, fn, *args) -> None:
 
 def world(handler: Handler) -> type:
     """The `WitWorld` class componentize-py exports, calling `handler`: in the app module,
-    `WitWorld = world(MyHandler())`."""
+    `WitWorld = world(MyHandler())`. Objects reach the handler undecoded (`Object.of`)."""
 
     class World(wit_world.WitWorld):
         def describe(self) -> _types.PluginInfo:
+            if WORLD_VERSION == "0.1.0":
+                if handler.permissions or handler.http_origins or handler.events:
+                    _only_in_0_2_0("asking for permissions, http_origins or events")
+                return _types.PluginInfo(name=handler.name, subscriptions=list(handler.subscriptions))
             return _types.PluginInfo(name=handler.name, subscriptions=list(handler.subscriptions),
                                      permissions=list(handler.permissions),
                                      http_origins=list(handler.http_origins), events=bool(handler.events))
