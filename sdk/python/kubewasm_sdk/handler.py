@@ -85,22 +85,21 @@ def outcome(e: BaseException):
     return _types.HandlerError_Retry(f"{type(e).__name__}: {e}")
 
 
-def _run(export: str, fn, *args) -> None:
-    # Only Exception is caught: a BaseException (SystemExit…) still traps, as asked.
-    try:
-        fn(*args)
-    except Err:
-        raise
-    except Exception as e:  # noqa: BLE001 - every failure becomes a handler-error, see outcome()
-        err = outcome(e)
-        if not isinstance(e, (Retry, Fatal, ApiError)):
-            log.error(f"{export}: {type(e).__name__}: {e}")
-        raise Err(err) from None
+def _failed(export: str, e: Exception):
+    """What an export raises for `e`, which escaped the handler: `Err` as it is, anything else
+    as the handler-error `outcome` gives (logged when it is not one the SDK defines)."""
+    if isinstance(e, Err):
+        return e
+    if not isinstance(e, (Retry, Fatal, ApiError)):
+        log.error(f"{export}: {type(e).__name__}: {e}")
+    return Err(outcome(e))
 
 
 def world(handler: Handler) -> type:
     """The `WitWorld` class componentize-py exports, calling `handler`: in the app module,
     `WitWorld = world(MyHandler())`. Objects reach the handler undecoded (`Object.of`)."""
+
+    of = Object.of
 
     class World(wit_world.WitWorld):
         def describe(self) -> _types.PluginInfo:
@@ -112,16 +111,31 @@ def world(handler: Handler) -> type:
                                      permissions=list(handler.permissions),
                                      http_origins=list(handler.http_origins), events=bool(handler.events))
 
+        # Each export catches inline (no wrapper call, no closure): these run once per
+        # notification, and a no-op handler should cost little more than the call itself.
+        # Only Exception is caught: a BaseException (SystemExit…) still traps, as asked.
         def on_add(self, obj, is_in_initial_list: bool) -> None:
-            _run("on-add", lambda: handler.on_add(Object.of(obj), is_in_initial_list))
+            try:
+                handler.on_add(of(obj), is_in_initial_list)
+            except Exception as e:  # noqa: BLE001 - every failure becomes a handler-error
+                raise _failed("on-add", e) from None
 
         def on_update(self, old, new, is_sync: bool) -> None:
-            _run("on-update", lambda: handler.on_update(Object.of(old), Object.of(new), is_sync))
+            try:
+                handler.on_update(of(old), of(new), is_sync)
+            except Exception as e:  # noqa: BLE001
+                raise _failed("on-update", e) from None
 
         def on_delete(self, obj, final_state_unknown: bool) -> None:
-            _run("on-delete", lambda: handler.on_delete(Object.of(obj), final_state_unknown))
+            try:
+                handler.on_delete(of(obj), final_state_unknown)
+            except Exception as e:  # noqa: BLE001
+                raise _failed("on-delete", e) from None
 
         def on_synced(self) -> None:
-            _run("on-synced", handler.on_synced)
+            try:
+                handler.on_synced()
+            except Exception as e:  # noqa: BLE001
+                raise _failed("on-synced", e) from None
 
     return World

@@ -21,21 +21,22 @@ class _NotDecoded:
 
 
 _NOT_DECODED = _NotDecoded()
+_UNDECODED_ENTRY = ((_NOT_DECODED, None),)
 
 
 class Object(dict):
     """One Kubernetes object: the dict of its JSON, plus `name`, `namespace`, `labels`… read
     from `metadata`. `created` is set on what `kube.apply` returns (None elsewhere)."""
 
+    # `_wit`: the WIT object whose JSON this object is, while not decoded (see `of`). A slot,
+    # and `__dict__` made only when an attribute is set: one object per notification is cheap.
+    __slots__ = ("_wit", "__dict__")
     created = None
-    # The WIT object whose JSON this object is, while not decoded (see `of`).
-    _wit = None
 
     @classmethod
     def of(cls, wit_object) -> "Object":
         """The SDK's object for a WIT `object`, decoded on first use (its JSON parsed once)."""
-        obj = cls()
-        dict.__setitem__(obj, _NOT_DECODED, None)
+        obj = cls(_UNDECODED_ENTRY)
         obj._wit = wit_object
         return obj
 
@@ -112,13 +113,12 @@ class Object(dict):
 
     def label(self, name: str, default=None):
         """One label's value (or `default`), read without decoding the object."""
-        meta = self._meta()
-        if meta is None:
-            return (self.metadata.get("labels") or {}).get(name, default)
-        for k, v in meta.labels:
-            if k == name:
-                return v
-        return default
+        if dict.__contains__(self, _NOT_DECODED):
+            for k, v in self._wit.meta.labels:
+                if k == name:
+                    return v
+            return default
+        return (self.metadata.get("labels") or {}).get(name, default)
 
     @property
     def labels(self) -> dict:
