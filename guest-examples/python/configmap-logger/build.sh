@@ -26,7 +26,8 @@ fi
 # -p bundles every file of src/ into the component: keep it to the sources (a stale __pycache__
 # would be bundled too; componentize-py recreates it, it is git-ignored). Bindings are generated
 # on the fly (no generated files to commit).
-rm -rf "$here/src/__pycache__" "$repo/sdk/python/kubewasm_sdk/__pycache__"
+rm -rf "$here/src/__pycache__"
+find "$repo/sdk/python" -name __pycache__ -prune -exec rm -rf {} +  # the SDK's tests' too
 "$cpy" -q -d "$repo/wit" -w handler componentize -p "$here/src" -p "$repo/sdk/python" -o "$out" app
 record_key "$key" "$out"
 built "$out"
