@@ -5,28 +5,51 @@
 import { outcome, Retry, Fatal, ApiError, Trap } from './errors.js';
 import { KubeObject } from './objects.js';
 
-function guarded(log, name, fn) {
-  return (...args) => {
-    try {
-      fn(...args);
-    } catch (e) {
-      if (e instanceof Trap) throw e;
-      if (!(e instanceof Retry || e instanceof Fatal || e instanceof ApiError)) {
-        log('error', `${name}: ${outcome(e).val}`);
-      }
-      throw outcome(e);
-    }
-  };
+// What an export throws for `e`, which escaped the handler: a Trap as it is (the instance
+// traps, as asked), anything else as the handler-error `outcome` gives, logged when it is not
+// one the SDK defines.
+function failed(log, name, e) {
+  if (e instanceof Trap) return e;
+  if (!(e instanceof Retry || e instanceof Fatal || e instanceof ApiError)) {
+    log('error', `${name}: ${outcome(e).val}`);
+  }
+  return outcome(e);
 }
 
-/** The on-add/on-update/on-delete exports for `h`, objects decoded on first use, failures
- * reported with `log` (the world's `log` import). */
+/** The on-add/on-update/on-delete/on-synced exports for `h`, objects decoded on first use,
+ * failures reported with `log` (the world's `log` import). Each export catches inline (no
+ * wrapper, no rest arguments): they run once per notification, and a no-op handler should cost
+ * little more than the call itself. */
 export function notifications(h, log) {
-  const call = (f, ...args) => (f ? f.apply(h, args) : undefined);
+  const of = KubeObject.of;
   return {
-    onAdd: guarded(log, 'on-add', (obj, initial) => call(h.onAdd, KubeObject.of(obj), initial)),
-    onUpdate: guarded(log, 'on-update', (old, obj, isSync) => call(h.onUpdate, KubeObject.of(old), KubeObject.of(obj), isSync)),
-    onDelete: guarded(log, 'on-delete', (obj, unknown) => call(h.onDelete, KubeObject.of(obj), unknown)),
-    onSynced: guarded(log, 'on-synced', () => call(h.onSynced)),
+    onAdd(obj, initial) {
+      try {
+        if (h.onAdd) h.onAdd(of(obj), initial);
+      } catch (e) {
+        throw failed(log, 'on-add', e);
+      }
+    },
+    onUpdate(old, obj, isSync) {
+      try {
+        if (h.onUpdate) h.onUpdate(of(old), of(obj), isSync);
+      } catch (e) {
+        throw failed(log, 'on-update', e);
+      }
+    },
+    onDelete(obj, unknown) {
+      try {
+        if (h.onDelete) h.onDelete(of(obj), unknown);
+      } catch (e) {
+        throw failed(log, 'on-delete', e);
+      }
+    },
+    onSynced() {
+      try {
+        if (h.onSynced) h.onSynced();
+      } catch (e) {
+        throw failed(log, 'on-synced', e);
+      }
+    },
   };
 }

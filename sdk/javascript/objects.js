@@ -7,14 +7,9 @@
 // filters on those pays no JSON.parse for the objects it skips.
 
 // The WIT object of a KubeObject not decoded yet (a symbol: JSON.stringify and Object.keys
-// never see it, and no JSON field can be named so).
+// never see it, and no JSON field can clash with it).
 const WIT = Symbol('kubewasm.undecoded');
 
-// What an undecoded object answers from the host's metadata, without parsing.
-const FROM_META = {
-  kind: (m) => m.kind,
-  apiVersion: (m) => m.apiVersion,
-};
 // Prototype members that take care of an undecoded object themselves.
 const SELF_SERVED = new Set(['name', 'namespace', 'uid', 'resourceVersion', 'key', 'label', 'decoded', 'constructor']);
 
@@ -29,15 +24,19 @@ function decode(target) {
 
 // Every trap but `get` of the cheap members decodes first, so an undecoded object behaves as
 // the decoded one everywhere: field reads and writes, `in`, Object.keys, spread, JSON.stringify.
+// Getters run on the target itself (receiver `target`): once decoded it holds every field, and
+// they then cost no further trap.
 const LAZY = {
-  get(target, prop, receiver) {
-    if (target[WIT] !== undefined && prop !== WIT) {
-      if (Object.hasOwn(FROM_META, prop)) return FROM_META[prop](target[WIT].meta);
-      if (!SELF_SERVED.has(prop)) decode(target);
+  get(target, prop) {
+    const wit = target[WIT];
+    if (wit !== undefined && prop !== WIT && !SELF_SERVED.has(prop)) {
+      if (prop === 'kind') return wit.meta.kind;
+      if (prop === 'apiVersion') return wit.meta.apiVersion;
+      decode(target);
     }
-    return Reflect.get(target, prop, receiver);
+    return Reflect.get(target, prop, target);
   },
-  set: (target, prop, value, receiver) => Reflect.set(decode(target), prop, value, receiver),
+  set: (target, prop, value) => Reflect.set(decode(target), prop, value, target),
   has: (target, prop) => (prop === WIT ? Reflect.has(target, prop) : Reflect.has(decode(target), prop)),
   deleteProperty: (target, prop) => Reflect.deleteProperty(decode(target), prop),
   ownKeys: (target) => Reflect.ownKeys(decode(target)),
@@ -59,8 +58,10 @@ export class KubeObject {
 
   /** The SDK's object for a WIT `object`, decoded on first use (its JSON parsed once). */
   static of(witObject) {
+    // A plain assignment (defineProperty costs ~10x more): the symbol is enumerable, but every
+    // enumeration goes through a trap that decodes first, which deletes it.
     const target = new KubeObject();
-    Object.defineProperty(target, WIT, { value: witObject, configurable: true, enumerable: false });
+    target[WIT] = witObject;
     return new Proxy(target, LAZY);
   }
 
