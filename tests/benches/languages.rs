@@ -313,8 +313,7 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let mut columns: Vec<(&str, Measured)> = Vec::new();
     for &(title, file) in GUESTS {
-        if title != "Rust" && !only.is_empty() && !only.iter().any(|o| title.contains(o.as_str()))
-        {
+        if title != "Rust" && !only.is_empty() && !only.iter().any(|o| title.contains(o.as_str())) {
             continue;
         }
         let path = dist.join(file);
