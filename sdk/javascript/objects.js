@@ -29,7 +29,8 @@ function decode(target) {
 const LAZY = {
   get(target, prop) {
     const wit = target[WIT];
-    if (wit !== undefined && prop !== WIT && !SELF_SERVED.has(prop)) {
+    if (prop === WIT) return wit; // what the self-served members read, so first
+    if (wit !== undefined && !SELF_SERVED.has(prop)) {
       if (prop === 'kind') return wit.meta.kind;
       if (prop === 'apiVersion') return wit.meta.apiVersion;
       decode(target);
@@ -60,7 +61,7 @@ export class KubeObject {
   static of(witObject) {
     // A plain assignment (defineProperty costs ~10x more): the symbol is enumerable, but every
     // enumeration goes through a trap that decodes first, which deletes it.
-    const target = new KubeObject();
+    const target = Object.create(KubeObject.prototype); // no constructor: nothing to assign yet
     target[WIT] = witObject;
     return new Proxy(target, LAZY);
   }
