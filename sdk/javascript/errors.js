@@ -47,3 +47,8 @@ export function outcome(e) {
   const name = e && e.name ? e.name : 'Error';
   return { tag: 'retry', val: `${name}: ${e && e.message !== undefined ? e.message : String(e)}` };
 }
+
+/** Throw to make the instance trap on purpose (the host discards it and counts a trap): the
+ * handler layer lets only this through. For tests of the host's trap handling, such as the
+ * configmap-logger's `kubewasm.io/fail=trap`; a handler never needs it. */
+export class Trap extends Error {}

@@ -3,6 +3,8 @@
 //! `on-update` with two 2 KB ConfigMaps (`noop` and `parse` bench modes of the configmap-logger)
 //! and idle resident memory per instance. Prints one markdown table; run with
 //! `cargo bench -p kubewasm-e2e --bench languages` after `bash guest-examples/build.sh`.
+//! Arguments after `--` keep only the columns whose title contains one of them (Rust, the peer,
+//! always stays): `cargo bench -p kubewasm-e2e --bench languages -- Python QuickJS`.
 //!
 //! Every guest is measured through the host's public runtime API, so the figures include what the
 //! host adds (canonical ABI lowering of both objects, epoch deadline, store limiter) and nothing
@@ -304,8 +306,16 @@ fn fmt_call(c: &CallCost) -> String {
 
 fn main() -> anyhow::Result<()> {
     let dist = kubewasm_e2e::dist_dir();
+    // cargo passes `--bench` to every bench binary: only the other arguments filter.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     let mut columns: Vec<(&str, Measured)> = Vec::new();
     for &(title, file) in GUESTS {
+        if title != "Rust" && !only.is_empty() && !only.iter().any(|o| title.contains(o.as_str())) {
+            continue;
+        }
         let path = dist.join(file);
         let Ok(wasm) = std::fs::read(&path) else {
             eprintln!(

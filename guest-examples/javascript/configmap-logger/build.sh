@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the JavaScript configmap-logger from one source with two engines, each with the
-# manifest beside it:
+# Builds the JavaScript configmap-logger (configmap-logger.js on the SDK's 0.1.0 entry,
+# <repo>/sdk/javascript/v0.1.0.js) from one source with two engines, each with the manifest
+# beside it:
 #   guest-examples/dist/javascript-configmap-logger.wasm                           componentize-qjs (QuickJS), the default
 #   guest-examples/dist/variants/javascript-starlingmonkey-configmap-logger.wasm   componentize-js (StarlingMonkey)
 # Skipped when its inputs are unchanged (../../lib.sh). Needs guest-examples/javascript/node_modules
@@ -21,7 +22,7 @@ engine="${JS_ENGINE:-both}"
 src="$here/configmap-logger.js"
 # The toolchain: the exact packages package-lock.json pins, run by this node.
 toolchain="node $(node --version) $(sha256sum <"$js/package-lock.json")"
-key="$(inputs_key "$here" "$repo/wit/handler.wit" -- "$toolchain")"
+key="$(inputs_key "$here" "$repo/sdk/javascript" "$repo/wit/handler.wit" -- "$toolchain")"
 
 if [[ "$engine" == both || "$engine" == quickjs ]]; then
   out="$dist/javascript-configmap-logger.wasm"
@@ -30,7 +31,9 @@ if [[ "$engine" == both || "$engine" == quickjs ]]; then
     skipped "$out"
   else
     # --sync: without it the exports use the component-model async ABI, which the host does not enable.
-    "$bin/componentize-qjs" --sync --wit "$repo/wit" --world handler --js "$src" --output "$out" >/dev/null
+    # --module-root: the SDK's files are outside this folder; imports resolve within the repository.
+    "$bin/componentize-qjs" --sync --wit "$repo/wit" --world handler --js "$src" --module-root "$repo" \
+      --output "$out" >/dev/null
     record_key "$key" "$out"
     built "$out"
   fi

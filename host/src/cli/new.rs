@@ -267,10 +267,12 @@ const JAVASCRIPT_SDK: &[TemplateFile] = &[
     file("sdk/errors.js", sdk!("javascript/errors.js")),
     file("sdk/events.js", sdk!("javascript/events.js")),
     file("sdk/handler.js", sdk!("javascript/handler.js")),
+    file("sdk/handler-core.js", sdk!("javascript/handler-core.js")),
     file("sdk/http.js", sdk!("javascript/http.js")),
     file("sdk/kube.js", sdk!("javascript/kube.js")),
     file("sdk/log.js", sdk!("javascript/log.js")),
     file("sdk/objects.js", sdk!("javascript/objects.js")),
+    file("sdk/v0.1.0.js", sdk!("javascript/v0.1.0.js")),
 ];
 
 /// The SDK sources a project in `lang` gets under `sdk/` (none where the template has no SDK).

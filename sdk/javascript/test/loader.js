@@ -2,6 +2,7 @@
 // stub/http-types.js and so on; everything else resolves as usual.
 const STUBS = {
   'kubewasm:handler/log@0.2.0': 'log.js',
+  'kubewasm:handler/log@0.1.0': 'log.js',
   'kubewasm:handler/kube@0.2.0': 'kube.js',
   'kubewasm:handler/cache@0.2.0': 'cache.js',
   'kubewasm:handler/events@0.2.0': 'events.js',

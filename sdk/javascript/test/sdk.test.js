@@ -2,14 +2,21 @@
 // (test/loader.js): `npm test` here, or scripts/test.sh.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { handler, subscription, permission, kube, events, http, KubeObject, key, Retry, Fatal, ApiError, Timeout, TooLarge, HttpError } from '../index.js';
+import { readFileSync } from 'node:fs';
+import { handler, subscription, permission, kube, events, http, KubeObject, key, Retry, Fatal, Trap, ApiError, Timeout, TooLarge, HttpError } from '../index.js';
+import * as v010 from '../v0.1.0.js';
 import * as hostKube from './stub/kube.js';
 import * as hostCache from './stub/cache.js';
 import { lines } from './stub/log.js';
 import { emitted } from './stub/events.js';
 
 const CM = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { namespace: 'ns', name: 'cm', uid: 'u1', labels: { a: 'b' }, generation: 3 }, data: { k: 'v' } };
-const wit = (o) => ({ meta: { name: o.metadata.name, namespace: o.metadata.namespace }, json: JSON.stringify(o) });
+// A WIT object as the host sends it: the metadata it extracted, and the JSON.
+const wit = (o) => {
+  const m = o.metadata;
+  const meta = { apiVersion: o.apiVersion, kind: o.kind, namespace: m.namespace, name: m.name, uid: m.uid || '', resourceVersion: m.resourceVersion || '', labels: Object.entries(m.labels || {}) };
+  return { meta, json: JSON.stringify(o) };
+};
 
 test('objects read their metadata and serialise only their fields', () => {
   const o = KubeObject.of(wit(CM));
@@ -21,6 +28,61 @@ test('objects read their metadata and serialise only their fields', () => {
   assert.equal(key(r), 'team-a');
   r.labels.team = 'x';
   assert.deepEqual(JSON.parse(JSON.stringify(r)), { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'team-a', labels: { team: 'x' } } });
+});
+
+test('objects are decoded on first use, and only then', () => {
+  const o = KubeObject.of(wit(CM));
+  assert.deepEqual([o.apiVersion, o.kind, o.namespace, o.name, o.uid, o.key, o.label('a'), o.label('x'), key(o)], ['v1', 'ConfigMap', 'ns', 'cm', 'u1', 'ns/cm', 'b', undefined, 'ns/cm']);
+  assert.equal(o instanceof KubeObject, true);
+  assert.equal(o.decoded, false);
+  assert.deepEqual(o.data, { k: 'v' });
+  assert.equal(o.decoded, true);
+  let reads = 0;
+  const counted = KubeObject.of({ meta: wit(CM).meta, get json() { reads += 1; return JSON.stringify(CM); } });
+  assert.deepEqual([counted.data, counted.metadata.generation, counted.label('a'), counted.labels], [{ k: 'v' }, 3, 'b', { a: 'b' }]);
+  assert.equal(reads, 1);
+  // Every whole view of an undecoded object is the whole object.
+  const views = [(x) => JSON.parse(JSON.stringify(x)), (x) => ({ ...x }), (x) => Object.fromEntries(Object.entries(x)),
+    (x) => structuredClone({ ...x }), (x) => JSON.parse(JSON.stringify(new KubeObject(x)))];
+  for (const view of views) assert.deepEqual(view(KubeObject.of(wit(CM))), CM);
+  assert.equal('data' in KubeObject.of(wit(CM)), true);
+  const written = KubeObject.of(wit(CM));
+  written.labels.c = 'd';
+  assert.deepEqual([written.labels, written.label('c'), written.data], [{ a: 'b', c: 'd' }, 'd', { k: 'v' }]);
+});
+
+test('handlers get objects undecoded', () => {
+  let seen;
+  handler({ onUpdate(old, obj) { seen = [old.decoded, obj.decoded, obj.key, obj.label('a')]; } }).onUpdate(wit(CM), wit(CM), false);
+  assert.deepEqual(seen, [false, false, 'ns/cm', 'b']);
+});
+
+test('the 0.1.0 surface: four exports, describe as 0.1.0 says it, no 0.2.0 import', () => {
+  const h = v010.handler({ name: 'logger', subscriptions: [v010.subscription('v1', 'ConfigMap')], onAdd(obj) { if (obj.label('a') === 'b') throw new v010.Retry('asked'); } });
+  assert.deepEqual(Object.keys(h).sort(), ['describe', 'onAdd', 'onDelete', 'onUpdate']);
+  assert.deepEqual(h.describe(), { name: 'logger', subscriptions: [{ apiVersion: 'v1', kind: 'ConfigMap', namespace: undefined, labelSelector: undefined, fieldSelector: undefined, resyncPeriodMs: 0 }] });
+  assert.throws(() => h.onAdd(wit(CM), true), (e) => e.tag === 'retry' && e.val === 'asked');
+  for (const more of [{ events: true }, { permissions: [] }, { httpOrigins: [] }, { onSynced() {} }]) {
+    assert.throws(() => v010.handler(more), /0\.2\.0/);
+  }
+  // What v0.1.0.js loads, transitively, imports nothing of 0.2.0 or wasi:http.
+  const seen = new Set();
+  const visit = (file) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const src = readFileSync(new URL(`../${file}`, import.meta.url), 'utf8');
+    for (const [, spec] of src.matchAll(/^(?:import|export)[^'"]*from '([^']+)'/gm)) {
+      assert.doesNotMatch(spec, /@0\.2\.0|^wasi:/, `${file} imports ${spec}`);
+      if (spec.startsWith('./')) visit(spec.slice(2));
+    }
+  };
+  visit('v0.1.0.js');
+  assert.deepEqual([...seen].sort(), ['errors.js', 'handler-core.js', 'objects.js', 'v0.1.0.js']);
+});
+
+test('only Trap escapes the handler layer', () => {
+  assert.throws(() => handler({ onAdd() { throw new Trap('asked'); } }).onAdd(wit(CM), true), Trap);
+  assert.throws(() => v010.handler({ onDelete() { throw new Trap('asked'); } }).onDelete(wit(CM), false), Trap);
 });
 
 function run(h, thrown) {

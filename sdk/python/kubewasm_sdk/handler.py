@@ -1,28 +1,51 @@
 """The handler a guest writes: a class declaring what it watches and asks for, with `on_*`
 methods taking `Object`s; `world()` turns it into the exports componentize-py expects, where
-every exception becomes a handler-error (a guest built on the SDK never traps by accident)."""
+every exception becomes a handler-error (a guest built on the SDK never traps by accident).
+
+The same handler layer serves both worlds, so the 0.1.0 reference components use it too:
+under `kubewasm:handler@0.1.0` (no permissions, origins, Events, projections or `on-synced`)
+`describe()` reports only the name and subscriptions, and asking for more is an error at build
+time rather than a component that silently asks for less."""
 
 from componentize_py_types import Err
 import wit_world
-from wit_world.imports import kubewasm_handler_types as _types
+
+try:  # 0.2.0: beside wasi:http's `types`, the bindings name the package's own interface in full
+    from wit_world.imports import kubewasm_handler_types as _types
+except ImportError:  # 0.1.0
+    from wit_world.imports import types as _types
 
 from . import log
 from .errors import ApiError, Fatal, Retry
 from .objects import Object
+
+WORLD_VERSION = "0.2.0" if hasattr(_types, "Permission") else "0.1.0"
+"""The version of `kubewasm:handler` the component is built against."""
+
+
+def _only_in_0_2_0(what: str) -> None:
+    if WORLD_VERSION != "0.2.0":
+        raise ValueError(f"{what} needs kubewasm:handler@0.2.0; this component is built against {WORLD_VERSION}")
 
 
 def subscription(api_version: str, kind: str, namespace: str = None, labels: str = None,
                  field_selector: str = None, resync_ms: int = 0, metadata_only: bool = False,
                  fields: list = ()) -> _types.Subscription:
     """What to be told about: a kind, optionally one namespace, a label and a field selector, a
-    resync period, and a projection (`metadata_only`, or JSON pointers in `fields`)."""
+    resync period, and a projection (`metadata_only`, or JSON pointers in `fields`; 0.2.0)."""
+    if WORLD_VERSION == "0.1.0":
+        if metadata_only or fields:
+            _only_in_0_2_0("a projection (metadata_only, fields)")
+        return _types.Subscription(api_version=api_version, kind=kind, namespace=namespace,
+                                   label_selector=labels, field_selector=field_selector, resync_period_ms=resync_ms)
     return _types.Subscription(api_version=api_version, kind=kind, namespace=namespace,
                                label_selector=labels, field_selector=field_selector,
                                resync_period_ms=resync_ms, metadata_only=metadata_only, fields=list(fields))
 
 
-def permission(api_version: str, kind: str, verbs: list, namespace: str = None) -> _types.Permission:
-    """Access to ask the operator for (`get`, `create`, `apply`, `patch`, `update`, `delete`)."""
+def permission(api_version: str, kind: str, verbs: list, namespace: str = None) -> "_types.Permission":
+    """Access to ask the operator for (`get`, `create`, `apply`, `patch`, `update`, `delete`; 0.2.0)."""
+    _only_in_0_2_0("a permission")
     return _types.Permission(api_version=api_version, kind=kind, namespace=namespace, verbs=list(verbs))
 
 
@@ -46,7 +69,7 @@ class Handler:
         """An object is gone (`unknown`: inferred from a relist, `obj` is its last known state)."""
 
     def on_synced(self) -> None:
-        """After every initial replay: the handler has seen every object."""
+        """After every initial replay: the handler has seen every object (0.2.0 only)."""
 
 
 def outcome(e: BaseException):
@@ -62,39 +85,57 @@ def outcome(e: BaseException):
     return _types.HandlerError_Retry(f"{type(e).__name__}: {e}")
 
 
-def _run(export: str, fn, *args) -> None:
-    # Only Exception is caught: a BaseException (SystemExit…) still traps, as asked.
-    try:
-        fn(*args)
-    except Err:
-        raise
-    except Exception as e:  # noqa: BLE001 - every failure becomes a handler-error, see outcome()
-        err = outcome(e)
-        if not isinstance(e, (Retry, Fatal, ApiError)):
-            log.error(f"{export}: {type(e).__name__}: {e}")
-        raise Err(err) from None
+def _failed(export: str, e: Exception):
+    """What an export raises for `e`, which escaped the handler: `Err` as it is, anything else
+    as the handler-error `outcome` gives (logged when it is not one the SDK defines)."""
+    if isinstance(e, Err):
+        return e
+    if not isinstance(e, (Retry, Fatal, ApiError)):
+        log.error(f"{export}: {type(e).__name__}: {e}")
+    return Err(outcome(e))
 
 
 def world(handler: Handler) -> type:
     """The `WitWorld` class componentize-py exports, calling `handler`: in the app module,
-    `WitWorld = world(MyHandler())`."""
+    `WitWorld = world(MyHandler())`. Objects reach the handler undecoded (`Object.of`)."""
+
+    of = Object.of
 
     class World(wit_world.WitWorld):
         def describe(self) -> _types.PluginInfo:
+            if WORLD_VERSION == "0.1.0":
+                if handler.permissions or handler.http_origins or handler.events:
+                    _only_in_0_2_0("asking for permissions, http_origins or events")
+                return _types.PluginInfo(name=handler.name, subscriptions=list(handler.subscriptions))
             return _types.PluginInfo(name=handler.name, subscriptions=list(handler.subscriptions),
                                      permissions=list(handler.permissions),
                                      http_origins=list(handler.http_origins), events=bool(handler.events))
 
+        # Each export catches inline (no wrapper call, no closure): these run once per
+        # notification, and a no-op handler should cost little more than the call itself.
+        # Only Exception is caught: a BaseException (SystemExit…) still traps, as asked.
         def on_add(self, obj, is_in_initial_list: bool) -> None:
-            _run("on-add", lambda: handler.on_add(Object.of(obj), is_in_initial_list))
+            try:
+                handler.on_add(of(obj), is_in_initial_list)
+            except Exception as e:  # noqa: BLE001 - every failure becomes a handler-error
+                raise _failed("on-add", e) from None
 
         def on_update(self, old, new, is_sync: bool) -> None:
-            _run("on-update", lambda: handler.on_update(Object.of(old), Object.of(new), is_sync))
+            try:
+                handler.on_update(of(old), of(new), is_sync)
+            except Exception as e:  # noqa: BLE001
+                raise _failed("on-update", e) from None
 
         def on_delete(self, obj, final_state_unknown: bool) -> None:
-            _run("on-delete", lambda: handler.on_delete(Object.of(obj), final_state_unknown))
+            try:
+                handler.on_delete(of(obj), final_state_unknown)
+            except Exception as e:  # noqa: BLE001
+                raise _failed("on-delete", e) from None
 
         def on_synced(self) -> None:
-            _run("on-synced", handler.on_synced)
+            try:
+                handler.on_synced()
+            except Exception as e:  # noqa: BLE001
+                raise _failed("on-synced", e) from None
 
     return World

@@ -42,6 +42,55 @@ class ObjectTest(unittest.TestCase):
         self.assertEqual(o["data"], {"k": "v"})
         self.assertIsNone(o.created)
 
+    def test_metadata_helpers_do_not_decode(self):
+        o = sdk.Object.of(wit(CM))
+        got = (o.api_version, o.kind, o.namespace, o.name, o.uid, o.key, o.label("a"), o.label("x", "-"))
+        self.assertEqual(got, ("v1", "ConfigMap", "ns", "cm", "u1", "ns/cm", "b", "-"))
+        self.assertFalse(o.decoded)
+
+    def test_first_dict_use_decodes_once(self):
+        reads = []
+
+        class Counting:
+            meta = wit(CM).meta
+
+            @property
+            def json(self):
+                reads.append(1)
+                return json.dumps(CM)
+
+        o = sdk.Object.of(Counting())
+        self.assertEqual(o["data"], {"k": "v"})
+        self.assertTrue(o.decoded)
+        self.assertEqual((o.get("kind"), len(o), o.label("a"), o.labels), ("ConfigMap", 4, "b", {"a": "b"}))
+        self.assertEqual(len(reads), 1)
+
+    def test_every_dict_view_of_an_undecoded_object_is_whole(self):
+        import copy
+        import pickle
+        views = [
+            lambda o: json.loads(json.dumps(o)), lambda o: json.loads(json.dumps(o, indent=1, sort_keys=True)),
+            lambda o: json.loads(json.dumps([o]))[0], dict, lambda o: {**o}, lambda o: dict(o.items()),
+            lambda o: {k: o[k] for k in o}, copy.copy, copy.deepcopy, lambda o: pickle.loads(pickle.dumps(o)),
+            lambda o: o | {}, lambda o: {} | o, lambda o: sdk.Object(o), lambda o: o.copy(),
+        ]
+        for i, view in enumerate(views):
+            self.assertEqual(view(sdk.Object.of(wit(CM))), CM, i)
+        self.assertEqual(sdk.Object.of(wit(CM)), CM)
+        self.assertEqual(CM, sdk.Object.of(wit(CM)))
+        self.assertEqual(sdk.Object.of(wit(CM)), sdk.Object.of(wit(CM)))
+        self.assertIn("data", sdk.Object.of(wit(CM)))
+        self.assertTrue(sdk.Object.of(wit(CM)))
+        self.assertEqual(repr(sdk.Object.of(wit(CM))), repr(CM))
+
+    def test_writes_to_an_undecoded_object_keep_the_rest(self):
+        o = sdk.Object.of(wit(CM))
+        o["data"] = {"n": "m"}
+        self.assertEqual(o["metadata"]["uid"], "u1")
+        o = sdk.Object.of(wit(CM))
+        o.labels["c"] = "d"
+        self.assertEqual((o.labels, o.label("c"), o["data"]), ({"a": "b", "c": "d"}, "d", {"k": "v"}))
+
     def test_cluster_scoped_key_and_ref(self):
         r = sdk.Object.ref("v1", "Namespace", "team-a")
         self.assertIsNone(r.namespace)

@@ -1,138 +1,72 @@
-"""configmap-logger: the kubewasm reference handler in Python.
+"""configmap-logger: the kubewasm reference handler in Python, on the SDK (sdk/python) and the
+world kubewasm:handler@0.1.0.
 
 Logs one line per notification and answers according to the label `kubewasm.io/fail` of the
 object (for on-update: the new object):
   retry -> Err(retry), fatal -> Err(fatal), trap -> the instance traps, anything else -> ok.
 
 The label `kubewasm.io/bench` (tests/benches/languages.rs) skips all of that: `noop` returns at
-once, `parse` runs json.loads on the object(s) and returns; neither logs.
+once, `parse` decodes the object(s) and returns; neither logs. The SDK decodes an object only when
+the handler reads it as a dict, and `label()` reads the host's metadata, so `noop` parses nothing.
 """
 
-import functools
-import json
-
-import wit_world
-from componentize_py_types import Err
-from wit_world.imports import log, types
-from wit_world.imports.types import HandlerError_Fatal, HandlerError_Retry
+from kubewasm_sdk import Fatal, Handler, Object, Retry, log, subscription, world
 
 FAIL_LABEL = "kubewasm.io/fail"
 BENCH_LABEL = "kubewasm.io/bench"
 
 
 class DeliberateTrap(BaseException):
-    """Derives from BaseException so the `guarded` safety net (which catches Exception) lets it
-    escape: an escaping non-Err exception traps the instance, which is what `trap` asks for."""
-
-
-def guarded(export):
-    """The safe pattern for every export that returns result<_, handler-error>.
-
-    componentize-py turns `raise Err(handler_error)` into the WIT `err` value; ANY other exception
-    escaping an export traps the instance (the host discards it and counts a trap). So: let `Err`
-    through, and map every other Exception to a handler-error. A bug does not heal on redelivery,
-    so it becomes `fatal`; errors that may be transient become `retry`.
-    """
-
-    @functools.wraps(export)
-    def wrapper(*args):
-        try:
-            return export(*args)
-        except Err:
-            raise
-        except (OSError, TimeoutError) as e:
-            log.log(log.Level.WARN, f"{export.__name__}: {type(e).__name__}: {e}")
-            raise Err(HandlerError_Retry(f"{type(e).__name__}: {e}"))
-        except Exception as e:  # noqa: BLE001 - deliberately broad, see above
-            log.log(log.Level.ERROR, f"{export.__name__}: {type(e).__name__}: {e}")
-            raise Err(HandlerError_Fatal(f"{type(e).__name__}: {e}"))
-
-    return wrapper
-
-
-def key(meta: types.ObjectMeta) -> str:
-    return f"{meta.namespace}/{meta.name}" if meta.namespace is not None else meta.name
+    """The SDK turns every Exception into a handler-error; a BaseException escapes it and traps
+    the instance, which is what `trap` asks for."""
 
 
 def flag(value: bool) -> str:
     return "true" if value else "false"
 
 
-def label(meta: types.ObjectMeta, name: str):
-    for k, v in meta.labels:
-        if k == name:
-            return v
-    return None
-
-
-def bench(new: types.Object, old: types.Object = None) -> bool:
+def bench(new: Object, old: Object = None) -> bool:
     """True when the call is a benchmark call and has been handled."""
-    mode = label(new.meta, BENCH_LABEL)
-    if mode == "noop":
-        return True
+    mode = new.label(BENCH_LABEL)
     if mode == "parse":
-        if old is not None:
-            json.loads(old.json)
-        json.loads(new.json)
-        return True
-    return False
+        for obj in (old, new):
+            if obj is not None:
+                len(obj)  # decodes: json.loads of the object
+    return mode in ("noop", "parse")
 
 
-def outcome(obj: types.Object) -> None:
-    """Returns normally for ok; raises Err for retry/fatal; escapes for trap."""
-    value = label(obj.meta, FAIL_LABEL)
+def outcome(obj: Object) -> None:
+    """Returns normally for ok; raises Retry/Fatal; escapes the SDK for trap."""
+    value = obj.label(FAIL_LABEL)
     if value == "retry":
-        raise Err(HandlerError_Retry(f"{FAIL_LABEL}=retry"))
+        raise Retry(f"{FAIL_LABEL}=retry")
     if value == "fatal":
-        raise Err(HandlerError_Fatal(f"{FAIL_LABEL}=fatal"))
+        raise Fatal(f"{FAIL_LABEL}=fatal")
     if value == "trap":
         raise DeliberateTrap(f"{FAIL_LABEL}=trap")
 
 
-class WitWorld(wit_world.WitWorld):
-    def describe(self) -> types.PluginInfo:
-        return types.PluginInfo(
-            name="configmap-logger",
-            subscriptions=[
-                types.Subscription(
-                    api_version="v1",
-                    kind="ConfigMap",
-                    namespace=None,
-                    label_selector=None,
-                    field_selector=None,
-                    resync_period_ms=0,
-                )
-            ],
-        )
+class ConfigMapLogger(Handler):
+    name = "configmap-logger"
+    subscriptions = [subscription("v1", "ConfigMap")]
 
-    @guarded
-    def on_add(self, obj: types.Object, is_in_initial_list: bool) -> None:
+    def on_add(self, obj: Object, initial: bool) -> None:
         if bench(obj):
             return
-        log.log(
-            log.Level.INFO,
-            f"add {key(obj.meta)} rv={obj.meta.resource_version} init={flag(is_in_initial_list)}",
-        )
+        log.info(f"add {obj.key} rv={obj.resource_version} init={flag(initial)}")
         outcome(obj)
 
-    @guarded
-    def on_update(self, old: types.Object, new: types.Object, is_sync: bool) -> None:
+    def on_update(self, old: Object, new: Object, is_sync: bool) -> None:
         if bench(new, old):
             return
-        log.log(
-            log.Level.INFO,
-            f"update {key(new.meta)} rv={old.meta.resource_version}->{new.meta.resource_version}"
-            f" sync={flag(is_sync)}",
-        )
+        log.info(f"update {new.key} rv={old.resource_version}->{new.resource_version} sync={flag(is_sync)}")
         outcome(new)
 
-    @guarded
-    def on_delete(self, obj: types.Object, final_state_unknown: bool) -> None:
+    def on_delete(self, obj: Object, unknown: bool) -> None:
         if bench(obj):
             return
-        log.log(
-            log.Level.INFO,
-            f"delete {key(obj.meta)} rv={obj.meta.resource_version}"
-            f" final-state-unknown={flag(final_state_unknown)}",
-        )
+        log.info(f"delete {obj.key} rv={obj.resource_version} final-state-unknown={flag(unknown)}")
         outcome(obj)
+
+
+WitWorld = world(ConfigMapLogger())
