@@ -151,7 +151,9 @@ impl Describe {
     /// `describe`'s answer as a `kubewasm:handler@0.1.0` component. 0.1.0 has no projections,
     /// permissions, HTTP or Events: asking for one is a mistake the component cannot report from
     /// `describe`, so it panics, and the host refuses to load it with this message.
-    pub fn into_info_v0_1<K: Object>(self) -> crate::bindings_v0_1::kubewasm::handler::types::PluginInfo {
+    pub fn into_info_v0_1<K: Object>(
+        self,
+    ) -> crate::bindings_v0_1::kubewasm::handler::types::PluginInfo {
         use crate::bindings_v0_1::kubewasm::handler::types as v0_1;
         assert!(
             !self.metadata_only
@@ -241,9 +243,8 @@ mod tests {
             ("ResourceQuota", Some("app"))
         );
         assert_eq!(s.resync_period_ms, 30_000);
-        let asks = std::panic::catch_unwind(|| {
-            Describe::new("x").events().into_info_v0_1::<Namespace>()
-        });
+        let asks =
+            std::panic::catch_unwind(|| Describe::new("x").events().into_info_v0_1::<Namespace>());
         assert!(asks.is_err());
     }
 }

@@ -147,7 +147,10 @@ mod tests {
     #[test]
     fn metadata_reads_need_no_decode_and_the_decode_happens_once() {
         let obj = Lazy::<ConfigMap>::new(raw(r#"{"metadata":{"name":"b"},"data":{"k":"v"}}"#));
-        assert_eq!((obj.key(), obj.label("team")), ("a/b".to_string(), Some("x")));
+        assert_eq!(
+            (obj.key(), obj.label("team")),
+            ("a/b".to_string(), Some("x"))
+        );
         assert_eq!((obj.uid(), obj.resource_version()), ("u", "7"));
         assert!(obj.typed.get().is_none());
         let first: *const ConfigMap = obj.get().unwrap();
@@ -160,7 +163,10 @@ mod tests {
         let obj = Lazy::<ConfigMap>::new(raw(r#"{"data":{"k":1}}"#));
         let e = obj.get().unwrap_err();
         assert!(!e.is_retryable());
-        assert!(e.to_string().starts_with("cannot decode ConfigMap a/b:"), "{e}");
+        assert!(
+            e.to_string().starts_with("cannot decode ConfigMap a/b:"),
+            "{e}"
+        );
         assert!(obj.into_inner().is_err());
     }
 }
