@@ -179,9 +179,11 @@ const RUST_FILES: &[TemplateFile] = &[
     sdk_rust!("src/handler.rs"),
     sdk_rust!("src/http.rs"),
     sdk_rust!("src/kube.rs"),
+    sdk_rust!("src/lazy.rs"),
     sdk_rust!("src/log.rs"),
     sdk_rust!("src/object.rs"),
     sdk_rust!("src/patch.rs"),
+    sdk_rust!("src/world.rs"),
     sdk_rust!("wit/handler.wit"),
     sdk_rust!("wit/deps/cli.wit"),
     sdk_rust!("wit/deps/clocks.wit"),
@@ -190,6 +192,8 @@ const RUST_FILES: &[TemplateFile] = &[
     sdk_rust!("wit/deps/io.wit"),
     sdk_rust!("wit/deps/random.wit"),
     sdk_rust!("wit/deps/sockets.wit"),
+    sdk_rust!("wit-0.1.0/handler.wit"),
+    sdk_rust!("wit-0.1.0/sdk.wit"),
 ];
 
 const PYTHON_FILES: &[TemplateFile] = &[

@@ -147,6 +147,42 @@ impl Describe {
     }
 }
 
+impl Describe {
+    /// `describe`'s answer as a `kubewasm:handler@0.1.0` component. 0.1.0 has no projections,
+    /// permissions, HTTP or Events: asking for one is a mistake the component cannot report from
+    /// `describe`, so it panics, and the host refuses to load it with this message.
+    pub fn into_info_v0_1<K: Object>(
+        self,
+    ) -> crate::bindings_v0_1::kubewasm::handler::types::PluginInfo {
+        use crate::bindings_v0_1::kubewasm::handler::types as v0_1;
+        assert!(
+            !self.metadata_only
+                && self.fields.is_empty()
+                && self.permissions.is_empty()
+                && self.http_origins.is_empty()
+                && !self.events,
+            "{}: a kubewasm:handler@0.1.0 component cannot ask for metadata_only, project, can, http or events; export it with handler! (0.2.0)",
+            self.name
+        );
+        let info = self.into_info::<K>();
+        v0_1::PluginInfo {
+            name: info.name,
+            subscriptions: info
+                .subscriptions
+                .into_iter()
+                .map(|s| v0_1::Subscription {
+                    api_version: s.api_version,
+                    kind: s.kind,
+                    namespace: s.namespace,
+                    label_selector: s.label_selector,
+                    field_selector: s.field_selector,
+                    resync_period_ms: s.resync_period_ms,
+                })
+                .collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,5 +229,22 @@ mod tests {
             ("example.com/v1", "Widget")
         );
         assert!(s.metadata_only && !info.events && info.permissions.is_empty());
+    }
+
+    #[test]
+    fn a_0_1_0_handler_keeps_its_subscription_and_may_not_ask_for_more() {
+        let info = Describe::new("logger")
+            .labels("app")
+            .resync(Duration::from_secs(30))
+            .into_info_v0_1::<ResourceQuota>();
+        let s = &info.subscriptions[0];
+        assert_eq!(
+            (s.kind.as_str(), s.label_selector.as_deref()),
+            ("ResourceQuota", Some("app"))
+        );
+        assert_eq!(s.resync_period_ms, 30_000);
+        let asks =
+            std::panic::catch_unwind(|| Describe::new("x").events().into_info_v0_1::<Namespace>());
+        assert!(asks.is_err());
     }
 }

@@ -3,30 +3,29 @@
 
 use crate::bindings::kubewasm::handler::events::{self as raw, EventType};
 use crate::bindings::kubewasm::handler::types::ObjectMeta as RawMeta;
-use crate::object::Object;
+use crate::object::Named;
 
-fn regarding(obj: &impl Object) -> RawMeta {
-    let m = obj.meta();
-    let (api_version, kind) = obj.type_of();
+fn regarding(obj: &(impl Named + ?Sized)) -> RawMeta {
     RawMeta {
-        api_version,
-        kind,
-        namespace: m.namespace.clone(),
-        name: m.name.clone().unwrap_or_default(),
-        uid: m.uid.clone().unwrap_or_default(),
-        resource_version: m.resource_version.clone().unwrap_or_default(),
-        generation: m.generation,
+        api_version: obj.api_version().to_string(),
+        kind: obj.kind().to_string(),
+        namespace: obj.namespace().map(str::to_string),
+        name: obj.name().to_string(),
+        uid: obj.uid().to_string(),
+        resource_version: obj.resource_version().to_string(),
+        generation: obj.generation(),
         // The host reads only the reference fields of `regarding`.
         labels: Vec::new(),
     }
 }
 
-/// Records a Normal Event: `action` happened to `obj` for `reason` (CamelCase); `note` says more.
-pub fn normal(obj: &impl Object, reason: &str, action: &str, note: &str) {
+/// Records a Normal Event: `action` happened to `obj` (a typed object or a
+/// [`Lazy`](crate::Lazy) one) for `reason` (CamelCase); `note` says more.
+pub fn normal(obj: &(impl Named + ?Sized), reason: &str, action: &str, note: &str) {
     raw::emit(&regarding(obj), EventType::Normal, reason, action, note);
 }
 
 /// Records a Warning Event about `obj`.
-pub fn warning(obj: &impl Object, reason: &str, action: &str, note: &str) {
+pub fn warning(obj: &(impl Named + ?Sized), reason: &str, action: &str, note: &str) {
     raw::emit(&regarding(obj), EventType::Warning, reason, action, note);
 }

@@ -1,10 +1,12 @@
-//! [`Handler`]: the trait a handler implements for its kind, and the adapter the [`handler!`]
-//! macro exports, which decodes objects and maps errors so a handler never sees raw JSON.
+//! [`Handler`]: the trait a handler implements for its kind, and the adapters the [`handler!`]
+//! and [`handler_v0_1!`] macros export, which wrap objects as [`Lazy`] and map errors.
 //!
 //! [`handler!`]: crate::handler
+//! [`handler_v0_1!`]: crate::handler_v0_1
 
 use crate::describe::Describe;
 use crate::error::Result;
+use crate::lazy::Lazy;
 use crate::object::Object;
 
 /// `on_add`'s flag: true while the informer replays its initial list (or a late join).
@@ -20,7 +22,9 @@ pub struct Sync(pub bool);
 pub struct FinalStateUnknown(pub bool);
 
 /// A handler of one kind of object. Every notification method defaults to doing nothing.
-/// A returned error becomes `retry` or `fatal` by [`Error::is_retryable`](crate::Error::is_retryable).
+/// Objects arrive as [`Lazy`]: metadata (name, namespace, uid, labels …) is free to read, the
+/// typed object is decoded by the first `get()?`. A returned error becomes `retry` or `fatal`
+/// by [`Error::is_retryable`](crate::Error::is_retryable).
 pub trait Handler {
     /// The kind handled: a `k8s-openapi` type or [`DynamicObject`](crate::DynamicObject).
     type Kind: Object;
@@ -29,66 +33,113 @@ pub trait Handler {
     fn describe() -> Describe;
 
     /// An object appeared.
-    fn on_add(obj: &Self::Kind, init: Init) -> Result<()> {
+    fn on_add(obj: &Lazy<Self::Kind>, init: Init) -> Result<()> {
         let _ = (obj, init);
         Ok(())
     }
 
     /// An object changed (or, `Sync(true)`, was replayed unchanged).
-    fn on_update(old: &Self::Kind, new: &Self::Kind, sync: Sync) -> Result<()> {
+    fn on_update(old: &Lazy<Self::Kind>, new: &Lazy<Self::Kind>, sync: Sync) -> Result<()> {
         let _ = (old, new, sync);
         Ok(())
     }
 
     /// An object is gone.
-    fn on_delete(obj: &Self::Kind, unknown: FinalStateUnknown) -> Result<()> {
+    fn on_delete(obj: &Lazy<Self::Kind>, unknown: FinalStateUnknown) -> Result<()> {
         let _ = (obj, unknown);
         Ok(())
     }
 
-    /// Every object has been seen since load or leadership: clean up orphans.
+    /// Every object has been seen since load or leadership: clean up orphans (0.2.0 only).
     fn on_synced() -> Result<()> {
         Ok(())
     }
 }
 
-/// What [`handler!`](crate::handler) calls; not for handlers themselves.
+/// What [`handler!`](crate::handler) calls; not for handlers themselves. Nothing is decoded
+/// here and a success allocates nothing.
 #[doc(hidden)]
 pub mod adapter {
     use super::*;
     use crate::bindings::kubewasm::handler::types::{
         HandlerError, Object as RawObject, PluginInfo,
     };
+    use crate::world::{V0_2, select};
 
     type Raw = std::result::Result<(), HandlerError>;
 
-    /// An object whose JSON does not decode as the kind cannot decode later either: fatal.
-    fn decode<K: Object>(obj: &RawObject) -> std::result::Result<K, HandlerError> {
-        serde_json::from_str(&obj.json).map_err(|e| {
-            HandlerError::Fatal(format!(
-                "cannot decode {} {}: {e}",
-                obj.meta.kind, obj.meta.name
-            ))
-        })
-    }
-
     pub fn describe<H: Handler>() -> PluginInfo {
+        select(&V0_2);
         H::describe().into_info::<H::Kind>()
     }
 
     pub fn on_add<H: Handler>(obj: RawObject, init: bool) -> Raw {
-        Ok(H::on_add(&decode(&obj)?, Init(init))?)
+        select(&V0_2);
+        Ok(H::on_add(&Lazy::new(obj), Init(init))?)
     }
 
     pub fn on_update<H: Handler>(old: RawObject, new: RawObject, sync: bool) -> Raw {
-        Ok(H::on_update(&decode(&old)?, &decode(&new)?, Sync(sync))?)
+        select(&V0_2);
+        Ok(H::on_update(&Lazy::new(old), &Lazy::new(new), Sync(sync))?)
     }
 
     pub fn on_delete<H: Handler>(obj: RawObject, unknown: bool) -> Raw {
-        Ok(H::on_delete(&decode(&obj)?, FinalStateUnknown(unknown))?)
+        select(&V0_2);
+        Ok(H::on_delete(&Lazy::new(obj), FinalStateUnknown(unknown))?)
     }
 
     pub fn on_synced<H: Handler>() -> Raw {
+        select(&V0_2);
         Ok(H::on_synced()?)
+    }
+}
+
+/// What [`handler_v0_1!`](crate::handler_v0_1) calls: the same handler exported as a
+/// `kubewasm:handler@0.1.0` component (no `on_synced`, no writes, Events or HTTP).
+#[doc(hidden)]
+pub mod adapter_v0_1 {
+    use super::*;
+    use crate::bindings_v0_1::kubewasm::handler::types::{
+        HandlerError, Object as RawObject, PluginInfo,
+    };
+    use crate::world::{V0_1, from_v0_1, select};
+
+    type Raw = std::result::Result<(), HandlerError>;
+
+    fn raw(r: Result<()>) -> Raw {
+        r.map_err(|e| {
+            if e.is_retryable() {
+                HandlerError::Retry(e.to_string())
+            } else {
+                HandlerError::Fatal(e.to_string())
+            }
+        })
+    }
+
+    pub fn describe<H: Handler>() -> PluginInfo {
+        select(&V0_1);
+        H::describe().into_info_v0_1::<H::Kind>()
+    }
+
+    pub fn on_add<H: Handler>(obj: RawObject, init: bool) -> Raw {
+        select(&V0_1);
+        raw(H::on_add(&Lazy::new(from_v0_1(obj)), Init(init)))
+    }
+
+    pub fn on_update<H: Handler>(old: RawObject, new: RawObject, sync: bool) -> Raw {
+        select(&V0_1);
+        raw(H::on_update(
+            &Lazy::new(from_v0_1(old)),
+            &Lazy::new(from_v0_1(new)),
+            Sync(sync),
+        ))
+    }
+
+    pub fn on_delete<H: Handler>(obj: RawObject, unknown: bool) -> Raw {
+        select(&V0_1);
+        raw(H::on_delete(
+            &Lazy::new(from_v0_1(obj)),
+            FinalStateUnknown(unknown),
+        ))
     }
 }

@@ -134,6 +134,17 @@ impl Request {
                 .append(name, value)
                 .map_err(|e| fatal(format!("header {name}: {e:?}")))?;
         }
+        // A declared length, not chunked encoding: simple servers (Python's http.server) read
+        // exactly Content-Length bytes.
+        let declared = self
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("content-length"));
+        if let (Some(bytes), false) = (&self.body, declared) {
+            headers
+                .append("content-length", bytes.len().to_string().as_bytes())
+                .map_err(|e| fatal(format!("header content-length: {e:?}")))?;
+        }
         let request = OutgoingRequest::new(headers);
         let set = |ok: std::result::Result<(), ()>, what: &str| {
             ok.map_err(|()| fatal(format!("invalid {what} in {}", self.url)))
@@ -153,14 +164,20 @@ impl Request {
         let _ = options.set_connect_timeout(Some(nanos));
         let _ = options.set_first_byte_timeout(Some(nanos));
         let _ = options.set_between_bytes_timeout(Some(nanos));
-        let outgoing = request
-            .body()
-            .map_err(|()| fatal("request body already taken".into()))?;
-        let future = outgoing_handler::handle(request, Some(options)).map_err(from_code)?;
-        if let Some(bytes) = &self.body {
-            write_body(&outgoing, bytes)?;
-        }
-        OutgoingBody::finish(outgoing, None).map_err(from_code)?;
+        // A request without a body is sent without one: taking the body stream would make it
+        // a chunked upload of nothing, which a simple server may not drain.
+        let future = match &self.body {
+            None => outgoing_handler::handle(request, Some(options)).map_err(from_code)?,
+            Some(bytes) => {
+                let outgoing = request
+                    .body()
+                    .map_err(|()| fatal("request body already taken".into()))?;
+                let future = outgoing_handler::handle(request, Some(options)).map_err(from_code)?;
+                write_body(&outgoing, bytes)?;
+                OutgoingBody::finish(outgoing, None).map_err(from_code)?;
+                future
+            }
+        };
         future.subscribe().block();
         let response = match future.get() {
             Some(Ok(Ok(response))) => response,

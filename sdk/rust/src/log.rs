@@ -1,18 +1,9 @@
 //! Logging macros over the host's log pipeline (tagged with the plugin's name, rate limited).
 
-use crate::bindings::kubewasm::handler::log::{Level, log};
-
-/// What the macros call.
+/// What the macros call: 0 trace … 4 error, to the exported world's `log` import.
 #[doc(hidden)]
 pub fn write(level: u8, message: &str) {
-    let level = match level {
-        0 => Level::Trace,
-        1 => Level::Debug,
-        2 => Level::Info,
-        3 => Level::Warn,
-        _ => Level::Error,
-    };
-    log(level, message);
+    (crate::world::imports().log)(level, message);
 }
 
 /// Logs at `trace`, `format!`-style.

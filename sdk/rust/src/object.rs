@@ -15,7 +15,7 @@ pub trait Object: Serialize + DeserializeOwned {
     /// Its `metadata`.
     fn meta(&self) -> &ObjectMeta;
     /// Its `apiVersion` and `kind`.
-    fn type_of(&self) -> (String, String);
+    fn type_of(&self) -> (&str, &str);
 }
 
 impl<K> Object for K
@@ -31,8 +31,8 @@ where
         k8s_openapi::Metadata::metadata(self)
     }
 
-    fn type_of(&self) -> (String, String) {
-        (K::API_VERSION.to_string(), K::KIND.to_string())
+    fn type_of(&self) -> (&str, &str) {
+        (K::API_VERSION, K::KIND)
     }
 }
 
@@ -60,24 +60,78 @@ impl Object for DynamicObject {
         &self.metadata
     }
 
-    fn type_of(&self) -> (String, String) {
-        (self.api_version.clone(), self.kind.clone())
+    fn type_of(&self) -> (&str, &str) {
+        (&self.api_version, &self.kind)
+    }
+}
+
+/// What names an object and reads its labels, implemented by typed objects and by
+/// [`Lazy`](crate::Lazy) (from the metadata the host extracted, without a decode), so [`key`],
+/// [`label`] and [`events`](crate::events) take either.
+pub trait Named {
+    /// e.g. `v1`, `apps/v1`.
+    fn api_version(&self) -> &str;
+    /// e.g. `Service`.
+    fn kind(&self) -> &str;
+    /// `None` for cluster-scoped objects.
+    fn namespace(&self) -> Option<&str>;
+    /// `metadata.name`.
+    fn name(&self) -> &str;
+    /// `metadata.uid` (empty on an object not yet stored).
+    fn uid(&self) -> &str;
+    /// `metadata.resourceVersion` (empty on an object not yet stored).
+    fn resource_version(&self) -> &str;
+    /// `metadata.generation`, when the server tracks it.
+    fn generation(&self) -> Option<i64>;
+    /// The value of label `name`, if set.
+    fn label(&self, name: &str) -> Option<&str>;
+}
+
+impl<K: Object> Named for K {
+    fn api_version(&self) -> &str {
+        self.type_of().0
+    }
+
+    fn kind(&self) -> &str {
+        self.type_of().1
+    }
+
+    fn namespace(&self) -> Option<&str> {
+        self.meta().namespace.as_deref()
+    }
+
+    fn name(&self) -> &str {
+        self.meta().name.as_deref().unwrap_or_default()
+    }
+
+    fn uid(&self) -> &str {
+        self.meta().uid.as_deref().unwrap_or_default()
+    }
+
+    fn resource_version(&self) -> &str {
+        self.meta().resource_version.as_deref().unwrap_or_default()
+    }
+
+    fn generation(&self) -> Option<i64> {
+        self.meta().generation
+    }
+
+    fn label(&self, name: &str) -> Option<&str> {
+        self.meta().labels.as_ref()?.get(name).map(String::as_str)
     }
 }
 
 /// `namespace/name`, or `name` for cluster-scoped objects: how logs and the host name objects.
-pub fn key(obj: &impl Object) -> String {
-    let m = obj.meta();
-    let name = m.name.as_deref().unwrap_or_default();
-    match &m.namespace {
-        Some(ns) => format!("{ns}/{name}"),
-        None => name.to_string(),
+pub fn key(obj: &(impl Named + ?Sized)) -> String {
+    match obj.namespace() {
+        Some(ns) => format!("{ns}/{}", obj.name()),
+        None => obj.name().to_string(),
     }
 }
 
 /// The value of label `name`, if set.
-pub fn label<'a>(obj: &'a impl Object, name: &str) -> Option<&'a str> {
-    obj.meta().labels.as_ref()?.get(name).map(String::as_str)
+pub fn label<'a>(obj: &'a (impl Named + ?Sized), name: &str) -> Option<&'a str> {
+    obj.label(name)
 }
 
 #[cfg(test)]
@@ -103,7 +157,7 @@ mod tests {
     fn dynamic_objects_keep_what_they_do_not_type() {
         let text = r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"size":3}}"#;
         let w: DynamicObject = serde_json::from_str(text).unwrap();
-        assert_eq!(w.type_of(), ("example.com/v1".into(), "Widget".into()));
+        assert_eq!(w.type_of(), ("example.com/v1", "Widget"));
         assert_eq!(w.rest["spec"]["size"], 3);
         let back: serde_json::Value = serde_json::to_value(&w).unwrap();
         assert_eq!(

@@ -1,4 +1,5 @@
-//! Audits that every ConfigMap carries `app.kubernetes.io/name` and keeps the set of violators.
+//! Audits that every ConfigMap carries `app.kubernetes.io/name` and keeps the set of violators
+//! (a `kubewasm:handler@0.1.0` component, the SDK's `handler_v0_1!`).
 //!
 //! The set is derived state built from events. Events alone can leave it wrong (a handler that
 //! returned early, an instance that was restarted after a trap and lost its memory, a bug), so
@@ -6,19 +7,17 @@
 //! - every `on-update(is-sync = true)` re-checks that one object against the set;
 //! - at most once per resync period, a full audit recomputes the set from `cache.list` and logs
 //!   every object whose status changed without the handler noticing ("drift").
-
-wit_bindgen::generate!({
-    path: "../../../wit",
-    world: "handler",
-});
+//!
+//! Only labels are read, which the host extracts: no ConfigMap is ever decoded.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use kubewasm::handler::cache;
-use kubewasm::handler::log::{Level, log};
-use kubewasm::handler::types::{ObjectMeta, Subscription};
+use kubewasm_sdk::api::core::v1::ConfigMap;
+use kubewasm_sdk::{
+    Describe, Error, FinalStateUnknown, Handler, Init, Lazy, Named, Result, Sync, cache, info, warn,
+};
 
 const REQUIRED_LABEL: &str = "app.kubernetes.io/name";
 const RESYNC: Duration = Duration::from_secs(30);
@@ -37,115 +36,78 @@ thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
 }
 
-fn key(meta: &ObjectMeta) -> String {
-    match &meta.namespace {
-        Some(ns) => format!("{ns}/{}", meta.name),
-        None => meta.name.clone(),
-    }
-}
-
-fn compliant(meta: &ObjectMeta) -> bool {
-    meta.labels
-        .iter()
-        .any(|(k, v)| k == REQUIRED_LABEL && !v.is_empty())
+fn compliant(obj: &Lazy<ConfigMap>) -> bool {
+    obj.label(REQUIRED_LABEL).is_some_and(|v| !v.is_empty())
 }
 
 /// Records the object's current status; returns true if the set changed.
-fn record(state: &mut State, meta: &ObjectMeta) -> bool {
-    let key = key(meta);
-    if compliant(meta) {
-        state.violators.remove(&key)
+fn record(state: &mut State, obj: &Lazy<ConfigMap>) -> bool {
+    if compliant(obj) {
+        state.violators.remove(&obj.key())
     } else {
-        state.violators.insert(key)
+        state.violators.insert(obj.key())
     }
 }
 
 /// Recomputes the violators from the informer cache and reports what the events missed.
-fn full_audit(state: &mut State) -> Result<(), HandlerError> {
-    let all = cache::list("v1", "ConfigMap", None, None)
-        .map_err(|e| HandlerError::Retry(format!("cache.list failed: {e}")))?;
+fn full_audit(state: &mut State) -> Result<()> {
+    let all = cache::list::<ConfigMap>(None, None)
+        .map_err(|e| Error::retry(format!("cache.list failed: {e}")))?;
     let fresh: BTreeSet<String> = all
         .iter()
-        .filter(|o| !compliant(&o.meta))
-        .map(|o| key(&o.meta))
+        .filter(|o| !compliant(o))
+        .map(Lazy::key)
         .collect();
     for k in state.violators.difference(&fresh) {
-        log(
-            Level::Warn,
-            &format!("drift {k}: no longer a violator (missed event)"),
-        );
+        warn!("drift {k}: no longer a violator (missed event)");
     }
     for k in fresh.difference(&state.violators) {
-        log(
-            Level::Warn,
-            &format!("drift {k}: violator not seen before (missed event)"),
-        );
+        warn!("drift {k}: violator not seen before (missed event)");
     }
-    log(
-        Level::Info,
-        &format!("audit: {} configmaps, {} violators", all.len(), fresh.len()),
-    );
+    info!("audit: {} configmaps, {} violators", all.len(), fresh.len());
     state.violators = fresh;
     state.last_audit = Some(Instant::now());
     Ok(())
 }
 
-impl Guest for LabelAuditor {
-    fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "label-auditor".to_string(),
-            subscriptions: vec![Subscription {
-                api_version: "v1".to_string(),
-                kind: "ConfigMap".to_string(),
-                namespace: None,
-                label_selector: None,
-                field_selector: None,
-                resync_period_ms: RESYNC.as_millis() as u64,
-            }],
-        }
+impl Handler for LabelAuditor {
+    type Kind = ConfigMap;
+
+    fn describe() -> Describe {
+        Describe::new("label-auditor").resync(RESYNC)
     }
 
-    fn on_add(obj: Object, _is_in_initial_list: bool) -> Result<(), HandlerError> {
+    fn on_add(obj: &Lazy<ConfigMap>, _: Init) -> Result<()> {
         STATE.with_borrow_mut(|s| {
-            if record(s, &obj.meta) && !compliant(&obj.meta) {
-                log(
-                    Level::Warn,
-                    &format!("violation {}: missing {REQUIRED_LABEL}", key(&obj.meta)),
-                );
+            if record(s, obj) && !compliant(obj) {
+                warn!("violation {}: missing {REQUIRED_LABEL}", obj.key());
             }
         });
         Ok(())
     }
 
-    fn on_update(_old: Object, new: Object, is_sync: bool) -> Result<(), HandlerError> {
+    fn on_update(_: &Lazy<ConfigMap>, new: &Lazy<ConfigMap>, sync: Sync) -> Result<()> {
         STATE.with_borrow_mut(|s| {
-            let changed = record(s, &new.meta);
-            let k = key(&new.meta);
-            match (is_sync, changed, compliant(&new.meta)) {
+            let changed = record(s, new);
+            let k = new.key();
+            match (sync.0, changed, compliant(new)) {
                 // A resync replay should never change anything: if it does, events were missed.
-                (true, true, _) => log(Level::Warn, &format!("drift {k}: corrected on resync")),
-                (false, true, true) => log(Level::Info, &format!("fixed {k}")),
-                (false, true, false) => log(
-                    Level::Warn,
-                    &format!("violation {k}: missing {REQUIRED_LABEL}"),
-                ),
+                (true, true, _) => warn!("drift {k}: corrected on resync"),
+                (false, true, true) => info!("fixed {k}"),
+                (false, true, false) => warn!("violation {k}: missing {REQUIRED_LABEL}"),
                 _ => {}
             }
             let due = s
                 .last_audit
                 .is_none_or(|t| t.elapsed() >= RESYNC - RESYNC / 10);
-            if is_sync && due {
-                full_audit(s)
-            } else {
-                Ok(())
-            }
+            if sync.0 && due { full_audit(s) } else { Ok(()) }
         })
     }
 
-    fn on_delete(obj: Object, _final_state_unknown: bool) -> Result<(), HandlerError> {
-        STATE.with_borrow_mut(|s| s.violators.remove(&key(&obj.meta)));
+    fn on_delete(obj: &Lazy<ConfigMap>, _: FinalStateUnknown) -> Result<()> {
+        STATE.with_borrow_mut(|s| s.violators.remove(&obj.key()));
         Ok(())
     }
 }
 
-export!(LabelAuditor);
+kubewasm_sdk::handler_v0_1!(LabelAuditor);

@@ -1,43 +1,40 @@
-//! A load-balancer controller as a `kubewasm:handler@0.2.0` component: for every Service of type
-//! `LoadBalancer` it keeps a load balancer in an external cloud API (over `wasi:http`), writes its
-//! address to `status.loadBalancer.ingress`, holds a finalizer so that no delete is missed, and
-//! records Events. See README.md for the why of each part.
+//! A load-balancer controller as a `kubewasm:handler@0.2.0` component on the Rust SDK: for every
+//! Service of type `LoadBalancer` it keeps a load balancer in an external cloud API (over
+//! `wasi:http`), writes its address to `status.loadBalancer.ingress`, holds a finalizer so that no
+//! delete is missed, and records Events. See README.md for the why of each part.
 //!
 //! Level-triggered: every notification, resync replays included, compares the Service with the
 //! cloud and repairs whatever differs, so a load balancer deleted behind the controller's back
 //! comes back at the next `is-sync` replay, when no event would otherwise arrive.
 
-wit_bindgen::generate!({
-    path: "../../../wit/0.2.0",
-    world: "handler",
-    generate_all,
-});
-
 mod cloud;
-mod service;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::time::Duration;
 
-use serde_json::{Value, json};
+use kubewasm_sdk::api::core::v1::{ConfigMap, LoadBalancerIngress, Service};
+use kubewasm_sdk::patch::JsonPatch;
+use kubewasm_sdk::serde_json::{Value, json};
+use kubewasm_sdk::{
+    Describe, Error, FinalStateUnknown, Handler, Init, Lazy, Named, Result, Sync, cache, debug,
+    events, info, kube, warn,
+};
 
 use cloud::{Cloud, valid_id};
-use kubewasm::handler::cache;
-use kubewasm::handler::events::{self, EventType};
-use kubewasm::handler::kube::{self, PatchType, WriteOptions};
-use kubewasm::handler::log::{Level, log};
-use kubewasm::handler::types::{ApiError, ObjectMeta, Permission, Subscription};
-use service::{Service, ingress_for};
 
 /// Where the operator configures the cloud endpoint (namespace, name, `data` key).
 const CONFIG_NAMESPACE: &str = "default";
 const CONFIG_NAME: &str = "lb-controller";
 const CONFIG_KEY: &str = "endpoint";
 
+/// The finalizer that keeps a Service (and so its delete) around until its load balancer is gone.
+const FINALIZER: &str = "kubewasm.io/lb-controller";
+
 /// How often every Service is replayed as `on-update(is-sync = true)`, which is how a load
 /// balancer deleted behind the controller's back is noticed. Short so that a repair shows within
 /// seconds in tests and the demo; an operator sets `resync-period-ms` in the manifest.
-const RESYNC_PERIOD_MS: u64 = 10_000;
+const RESYNC: Duration = Duration::from_secs(10);
 
 thread_local! {
     /// The cloud endpoint, read once per instance and forgotten after any failed call, so a
@@ -47,94 +44,122 @@ thread_local! {
 
 struct LbController;
 
-fn retry(msg: impl Into<String>) -> HandlerError {
-    HandlerError::Retry(msg.into())
-}
-
-/// `namespace/name`.
-fn key(meta: &ObjectMeta) -> String {
-    match &meta.namespace {
-        Some(ns) => format!("{ns}/{}", meta.name),
-        None => meta.name.clone(),
-    }
-}
-
-fn api_error(e: &ApiError) -> String {
-    format!("{} {}: {}", e.code, e.reason, e.message)
-}
-
 /// The cloud endpoint from ConfigMap `default/lb-controller`, key `endpoint`.
-fn cloud() -> Result<Cloud, HandlerError> {
+fn cloud() -> Result<Cloud> {
     if let Some(c) = CLOUD.with_borrow(Clone::clone) {
         return Ok(c);
     }
-    let missing = || {
-        retry(format!(
-            "no cloud endpoint configured: ConfigMap {CONFIG_NAMESPACE}/{CONFIG_NAME} key {CONFIG_KEY}"
-        ))
-    };
-    let cm = kube::get("v1", "ConfigMap", Some(CONFIG_NAMESPACE), CONFIG_NAME)
-        .map_err(|e| {
-            retry(format!(
-                "reading ConfigMap {CONFIG_NAMESPACE}/{CONFIG_NAME}: {}",
-                api_error(&e)
+    let config = format!("ConfigMap {CONFIG_NAMESPACE}/{CONFIG_NAME}");
+    let cm = kube::get::<ConfigMap>(Some(CONFIG_NAMESPACE), CONFIG_NAME)
+        .map_err(|e| Error::retry(format!("reading {config}: {e}")))?;
+    let endpoint = cm
+        .and_then(|cm| cm.data?.remove(CONFIG_KEY))
+        .ok_or_else(|| {
+            Error::retry(format!(
+                "no cloud endpoint configured: {config} key {CONFIG_KEY}"
             ))
-        })?
-        .ok_or_else(missing)?;
-    let v: Value = serde_json::from_str(&cm.json)
-        .map_err(|e| retry(format!("ConfigMap {CONFIG_NAMESPACE}/{CONFIG_NAME}: {e}")))?;
-    let endpoint = v
-        .get("data")
-        .and_then(|d| d.get(CONFIG_KEY))
-        .and_then(Value::as_str)
-        .ok_or_else(missing)?;
-    let c = Cloud::parse(endpoint.trim()).map_err(retry)?;
+        })?;
+    let c = Cloud::parse(endpoint.trim()).map_err(Error::retry)?;
     CLOUD.set(Some(c.clone()));
     Ok(c)
 }
 
 /// Forgets the cached endpoint when a call failed, so the next attempt reads it again.
-fn guarded(result: Result<(), HandlerError>) -> Result<(), HandlerError> {
+fn guarded(result: Result<()>) -> Result<()> {
     if result.is_err() {
         CLOUD.set(None);
     }
     result
 }
 
-/// Patches the Service (or its `status`); `Ok(false)` when the Service is gone. A 409 or 422
+/// What this controller decides on, read from a Service.
+struct Lb<'a> {
+    /// `spec.type == "LoadBalancer"` (the API server defaults an absent type to ClusterIP).
+    wants_lb: bool,
+    /// `metadata.deletionTimestamp` is set: the Service waits for its finalizers.
+    deleting: bool,
+    finalizers: &'a [String],
+    /// The ports the load balancer forwards: `[{"port", "protocol"}]` (plus `name` when set).
+    ports: Value,
+    /// `status.loadBalancer.ingress`, empty when absent.
+    ingress: &'a [LoadBalancerIngress],
+}
+
+impl<'a> Lb<'a> {
+    fn of(svc: &'a Service) -> Self {
+        let spec = svc.spec.as_ref();
+        let ports = spec.and_then(|s| s.ports.as_deref()).unwrap_or_default();
+        let ports = ports.iter().map(|p| {
+            let mut entry =
+                json!({"port": p.port, "protocol": p.protocol.as_deref().unwrap_or("TCP")});
+            if let Some(name) = &p.name {
+                entry["name"] = json!(name);
+            }
+            entry
+        });
+        let lb = svc.status.as_ref().and_then(|s| s.load_balancer.as_ref());
+        Lb {
+            wants_lb: spec.and_then(|s| s.type_.as_deref()) == Some("LoadBalancer"),
+            deleting: svc.metadata.deletion_timestamp.is_some(),
+            finalizers: svc.metadata.finalizers.as_deref().unwrap_or_default(),
+            ports: ports.collect(),
+            ingress: lb.and_then(|l| l.ingress.as_deref()).unwrap_or_default(),
+        }
+    }
+
+    /// Where this controller's finalizer sits in `metadata.finalizers`.
+    fn finalizer_index(&self) -> Option<usize> {
+        self.finalizers.iter().position(|f| f == FINALIZER)
+    }
+
+    /// A JSON patch adding the finalizer, valid only against the finalizers this Service shows:
+    /// a concurrent change of the list makes the `test` fail (422) instead of being overwritten.
+    fn add_finalizer(&self) -> JsonPatch {
+        match self.finalizers {
+            // A `test` of null passes on an absent list, as on the real API server.
+            [] => JsonPatch::new()
+                .test("/metadata/finalizers", Value::Null)
+                .add("/metadata/finalizers", json!([FINALIZER])),
+            list => JsonPatch::new()
+                .test("/metadata/finalizers", list.to_vec())
+                .add("/metadata/finalizers/-", FINALIZER),
+        }
+    }
+}
+
+/// A JSON patch removing the finalizer at `index`, which fails (422) if the entry there is no
+/// longer ours because the list changed meanwhile.
+fn remove_finalizer(index: usize) -> JsonPatch {
+    let path = format!("/metadata/finalizers/{index}");
+    JsonPatch::new().test(&path, FINALIZER).remove(&path)
+}
+
+/// `status.loadBalancer.ingress` for `address`: `ip` for an IP address, `hostname` otherwise.
+fn ingress_for(address: &str) -> LoadBalancerIngress {
+    let ip = address.parse::<std::net::IpAddr>().is_ok();
+    LoadBalancerIngress {
+        ip: ip.then(|| address.to_string()),
+        hostname: (!ip).then(|| address.to_string()),
+        ..Default::default()
+    }
+}
+
+/// What a patch of the Service answered: `Ok(false)` when the Service is gone. A 409 or 422
 /// means it changed meanwhile (a `test` failed): retry, by which time the newer version has
-/// usually arrived and replaces the retry.
-fn patch_service(
-    m: &ObjectMeta,
-    kind: PatchType,
-    patch: &str,
-    subresource: Option<&str>,
-    what: &str,
-) -> Result<bool, HandlerError> {
-    let opts = WriteOptions {
-        dry_run: false,
-        force: false,
-    };
-    let r = kube::patch(
-        "v1",
-        "Service",
-        m.namespace.as_deref(),
-        &m.name,
-        kind,
-        patch,
-        subresource,
-        opts,
-    );
+/// usually arrived and replaces the retry. Every other failure is retried too.
+fn patched(obj: &Lazy<Service>, what: &str, r: Result<Service>) -> Result<bool> {
+    let key = obj.key();
     match r {
         Ok(_) => Ok(true),
-        Err(e) if e.code == 404 => Ok(false),
-        Err(e) if e.code == 409 || e.code == 422 => Err(retry(format!(
-            "{}: {what}: the Service changed meanwhile ({} {})",
-            key(m),
-            e.code,
-            e.reason
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(Error::Api {
+            code: code @ (409 | 422),
+            reason,
+            ..
+        }) => Err(Error::retry(format!(
+            "{key}: {what}: the Service changed meanwhile ({code} {reason})"
         ))),
-        Err(e) => Err(retry(format!("{}: {what}: {}", key(m), api_error(&e)))),
+        Err(e) => Err(Error::retry(format!("{key}: {what}: {e}"))),
     }
 }
 
@@ -162,297 +187,164 @@ fn shown(s: &str) -> String {
     }
 }
 
-/// What ensuring a load balancer did in the cloud.
-enum Outcome {
-    /// It was there with the right ports.
-    InPlace,
-    /// It was there with other ports and was updated.
-    Updated,
-    /// It was made for the first time.
-    Created,
-    /// It had existed (the Service shows an address, or held the finalizer at a resync) but
-    /// was missing: made again.
-    Recreated,
+/// A uid goes into the cloud's URLs: anything else is a bad object, never redelivered better.
+fn checked_uid(obj: &Lazy<Service>) -> Result<&str> {
+    match obj.uid() {
+        uid if valid_id(uid) => Ok(uid),
+        uid => Err(Error::fatal(format!(
+            "{}: uid {uid:?} is not a uid",
+            obj.key()
+        ))),
+    }
 }
 
 /// Brings one Service and its load balancer in line, whatever the notification was.
 /// `resync` is true for an `is-sync` replay: a load balancer missing then, for a Service that
 /// already held the finalizer, was deleted behind the controller's back (without the finalizer,
 /// the first attempt failed, e.g. before the endpoint was configured, and this is a creation).
-fn reconcile(obj: &Object, resync: bool) -> Result<(), HandlerError> {
-    let m = &obj.meta;
-    let svc =
-        Service::parse(&obj.json).map_err(|e| HandlerError::Fatal(format!("{}: {e}", key(m))))?;
-    if !valid_id(&m.uid) {
-        return Err(HandlerError::Fatal(format!(
-            "{}: uid {:?} is not a uid",
-            key(m),
-            m.uid
-        )));
-    }
+fn reconcile(obj: &Lazy<Service>, resync: bool) -> Result<()> {
+    let svc = Lb::of(obj.get()?);
+    checked_uid(obj)?;
     if svc.wants_lb && !svc.deleting {
-        ensure(m, &svc, resync)
+        ensure(obj, &svc, resync)
     } else if let Some(index) = svc.finalizer_index() {
-        release(m, &svc, index)
+        release(obj, &svc, index)
     } else {
         Ok(())
     }
 }
 
-/// Whether the server holds a newer version of the Service than `m` (or none at all): then a
-/// notification about that version (or the delete) follows, and acting on `m` is redundant.
-fn superseded(m: &ObjectMeta) -> Result<bool, HandlerError> {
-    match kube::get("v1", "Service", m.namespace.as_deref(), &m.name) {
-        Ok(Some(live)) => Ok(live.meta.resource_version != m.resource_version),
+/// Whether the server holds a newer version of the Service than `obj` (or none at all): then a
+/// notification about that version (or the delete) follows, and acting on `obj` is redundant.
+fn superseded(obj: &Lazy<Service>) -> Result<bool> {
+    match kube::get::<Service>(obj.namespace(), obj.name()) {
+        Ok(Some(live)) => Ok(live.resource_version() != obj.resource_version()),
         Ok(None) => Ok(true),
-        Err(e) => Err(retry(format!("{}: reading the Service: {}", key(m), api_error(&e)))),
+        Err(e) => Err(Error::retry(format!(
+            "{}: reading the Service: {e}",
+            obj.key()
+        ))),
     }
 }
 
 /// Finalizer first (so the delete cannot be missed once the load balancer exists), then the
 /// load balancer, then the status.
-fn ensure(m: &ObjectMeta, svc: &Service, resync: bool) -> Result<(), HandlerError> {
-    let key = key(m);
-    let uid = &m.uid;
+fn ensure(obj: &Lazy<Service>, svc: &Lb, resync: bool) -> Result<()> {
+    let (key, uid, ns, name) = (obj.key(), obj.uid(), obj.namespace(), obj.name());
     // Before the finalizer: without an endpoint the finalizer could not be honoured.
     let cloud = cloud()?;
+    let held = svc.finalizer_index().is_some();
     // The finalizer but no address yet is how our own finalizer patch looks when its update
     // arrives after the same call wrote the status: a stale version, whose status write would
     // repeat ours. When the server already holds a newer version, its update follows and does
     // whatever is left; an attempt that failed after the finalizer still finds itself current.
-    if !resync && svc.finalizer_index().is_some() && !svc.has_ingress() && superseded(m)? {
-        log(
-            Level::Debug,
-            &format!("skipped {key}: a newer version is on its way"),
-        );
+    if !resync && held && svc.ingress.is_empty() && superseded(obj)? {
+        debug!("skipped {key}: a newer version is on its way");
         return Ok(());
     }
-    if svc.finalizer_index().is_none()
-        && !patch_service(
-            m,
-            PatchType::Json,
-            &svc.add_finalizer_patch(),
-            None,
-            "adding the finalizer",
-        )?
-    {
+    let add = || kube::patch_json(ns, name, &svc.add_finalizer());
+    if !held && !patched(obj, "adding the finalizer", add())? {
         return Ok(()); // gone; on-delete follows
     }
-    let (lb, outcome) = match cloud.get(uid).map_err(retry)? {
-        Some(lb) if lb.ports == svc.ports => (lb, Outcome::InPlace),
-        Some(_) => (
-            cloud.put(uid, &key, &svc.ports).map_err(retry)?,
-            Outcome::Updated,
-        ),
-        None if svc.has_ingress() || (resync && svc.finalizer_index().is_some()) => {
-            log(
-                Level::Warn,
-                &format!("repaired {key}: load balancer was missing"),
-            );
-            (
-                cloud.put(uid, &key, &svc.ports).map_err(retry)?,
-                Outcome::Recreated,
-            )
+    let put = || cloud.put(uid, &key, &svc.ports).map_err(Error::retry);
+    let (lb, how) = match cloud.get(uid).map_err(Error::retry)? {
+        Some(lb) if lb.ports == svc.ports => (lb, None),
+        Some(_) => (put()?, Some("updated")),
+        None if !svc.ingress.is_empty() || (resync && held) => {
+            warn!("repaired {key}: load balancer was missing");
+            (put()?, Some("recreated"))
         }
-        None => (
-            cloud.put(uid, &key, &svc.ports).map_err(retry)?,
-            Outcome::Created,
-        ),
+        None => (put()?, Some("created")),
     };
-    if !valid_address(&lb.address) {
-        return Err(retry(format!(
+    let address = &lb.address;
+    if !valid_address(address) {
+        return Err(Error::retry(format!(
             "{key}: the cloud gave load balancer {uid} the invalid address {}",
-            shown(&lb.address)
+            shown(address)
         )));
     }
-    let address = &lb.address;
-    let (event, how) = match outcome {
-        Outcome::InPlace => (None, None),
-        Outcome::Updated => (
-            Some((
-                EventType::Normal,
-                "Updated",
-                "UpdateLoadBalancer",
-                format!("updated the ports of load balancer {uid}"),
-            )),
-            Some("updated"),
-        ),
-        Outcome::Created => (
-            Some((
-                EventType::Normal,
-                "Created",
-                "CreateLoadBalancer",
-                format!("created load balancer {uid} with address {address}"),
-            )),
-            Some("created"),
-        ),
-        Outcome::Recreated => (
-            Some((
-                EventType::Warning,
-                "Recreated",
-                "CreateLoadBalancer",
-                format!("load balancer {uid} was missing; created it again with address {address}"),
-            )),
-            Some("recreated"),
-        ),
-    };
     // The Event records what happened in the cloud even if the status write below fails.
-    if let Some((kind, reason, action, note)) = event {
-        events::emit(m, kind, reason, action, &note);
+    match how {
+        Some("updated") => events::normal(
+            obj,
+            "Updated",
+            "UpdateLoadBalancer",
+            &format!("updated the ports of load balancer {uid}"),
+        ),
+        Some("created") => events::normal(
+            obj,
+            "Created",
+            "CreateLoadBalancer",
+            &format!("created load balancer {uid} with address {address}"),
+        ),
+        Some(_) => events::warning(
+            obj,
+            "Recreated",
+            "CreateLoadBalancer",
+            &format!("load balancer {uid} was missing; created it again with address {address}"),
+        ),
+        None => {}
     }
-    let want = ingress_for(address);
+    let want = [ingress_for(address)];
     let status_differs = svc.ingress != want;
     if status_differs {
-        let patch = json!({"status": {"loadBalancer": {"ingress": want}}}).to_string();
-        if !patch_service(
-            m,
-            PatchType::Merge,
-            &patch,
-            Some("status"),
-            "writing the status",
-        )? {
+        let status = json!({"loadBalancer": {"ingress": want}});
+        let write = kube::patch_status(ns, name, status);
+        if !patched(obj, "writing the status", write)? {
             return Ok(());
         }
     }
     match (how, status_differs) {
-        (Some(how), _) => log(
-            Level::Info,
-            &format!("ensured {key} lb={uid} address={address} ({how})"),
-        ),
-        (None, true) => log(
-            Level::Info,
-            &format!("ensured {key} lb={uid} address={address} (status updated)"),
-        ),
-        (None, false) => log(
-            Level::Debug,
-            &format!("ensured {key} lb={uid} address={address} (unchanged)"),
-        ),
+        (Some(how), _) => info!("ensured {key} lb={uid} address={address} ({how})"),
+        (None, true) => info!("ensured {key} lb={uid} address={address} (status updated)"),
+        (None, false) => debug!("ensured {key} lb={uid} address={address} (unchanged)"),
     }
     Ok(())
 }
 
 /// The Service is being deleted or no longer wants a load balancer but still holds the
 /// finalizer: delete the load balancer, clear the status, then let the Service go.
-fn release(m: &ObjectMeta, svc: &Service, index: usize) -> Result<(), HandlerError> {
-    let key = key(m);
-    let uid = &m.uid;
-    let cloud = cloud()?;
-    let existed = cloud.delete(uid).map_err(retry)?;
+fn release(obj: &Lazy<Service>, svc: &Lb, index: usize) -> Result<()> {
+    let (key, uid, ns, name) = (obj.key(), obj.uid(), obj.namespace(), obj.name());
+    let existed = cloud()?.delete(uid).map_err(Error::retry)?;
     let note = if existed {
         format!("deleted load balancer {uid}")
     } else {
         format!("load balancer {uid} was already gone")
     };
-    events::emit(m, EventType::Normal, "Deleted", "DeleteLoadBalancer", &note);
-    if !svc.deleting
-        && svc.has_ingress()
-        && !patch_service(
-            m,
-            PatchType::Merge,
-            r#"{"status":{"loadBalancer":{"ingress":null}}}"#,
-            Some("status"),
-            "clearing the status",
-        )?
-    {
-        return Ok(());
+    events::normal(obj, "Deleted", "DeleteLoadBalancer", &note);
+    if !svc.deleting && !svc.ingress.is_empty() {
+        let clear = kube::patch_status(ns, name, json!({"loadBalancer": {"ingress": null}}));
+        if !patched(obj, "clearing the status", clear)? {
+            return Ok(());
+        }
     }
-    patch_service(
-        m,
-        PatchType::Json,
-        &Service::remove_finalizer_patch(index),
-        None,
-        "removing the finalizer",
-    )?;
+    let remove = kube::patch_json(ns, name, &remove_finalizer(index));
+    patched(obj, "removing the finalizer", remove)?;
     let why = match (svc.deleting, existed) {
         (true, true) => "",
         (true, false) => " (was already gone)",
         (false, _) => " (service is no longer a LoadBalancer)",
     };
-    log(Level::Info, &format!("deleted {key} lb={uid}{why}"));
+    info!("deleted {key} lb={uid}{why}");
     Ok(())
-}
-
-impl Guest for LbController {
-    fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "lb-controller".to_string(),
-            subscriptions: vec![Subscription {
-                api_version: "v1".to_string(),
-                kind: "Service".to_string(),
-                namespace: None,
-                label_selector: None,
-                field_selector: None,
-                resync_period_ms: RESYNC_PERIOD_MS,
-                metadata_only: false,
-                fields: Vec::new(),
-            }],
-            permissions: vec![
-                // The finalizer and the `status` subresource are both written with patches;
-                // `get` tells a stale update (our own finalizer patch's) from a current one.
-                Permission {
-                    api_version: "v1".to_string(),
-                    kind: "Service".to_string(),
-                    namespace: None,
-                    verbs: vec!["get".to_string(), "patch".to_string()],
-                },
-                // The cloud endpoint, read from the API server (no informer for one object).
-                Permission {
-                    api_version: "v1".to_string(),
-                    kind: "ConfigMap".to_string(),
-                    namespace: Some(CONFIG_NAMESPACE.to_string()),
-                    verbs: vec!["get".to_string()],
-                },
-            ],
-            // The cloud stand-in listens on loopback on a port chosen at start; a real
-            // deployment names its cloud API's origin, e.g. https://lb.example.com.
-            http_origins: vec!["http://127.0.0.1:*".to_string()],
-            events: true,
-        }
-    }
-
-    fn on_add(obj: Object, _is_in_initial_list: bool) -> Result<(), HandlerError> {
-        guarded(reconcile(&obj, false))
-    }
-
-    fn on_update(_old: Object, new: Object, is_sync: bool) -> Result<(), HandlerError> {
-        guarded(reconcile(&new, is_sync))
-    }
-
-    fn on_delete(obj: Object, final_state_unknown: bool) -> Result<(), HandlerError> {
-        guarded(forget(&obj, final_state_unknown))
-    }
-
-    fn on_synced() -> Result<(), HandlerError> {
-        guarded(remove_orphans())
-    }
 }
 
 /// A Service is gone. The finalizer normally made the controller delete its load balancer
 /// before; this covers deletes it could not hold (the finalizer removed by hand, a relist).
-fn forget(obj: &Object, final_state_unknown: bool) -> Result<(), HandlerError> {
-    let m = &obj.meta;
-    let svc =
-        Service::parse(&obj.json).map_err(|e| HandlerError::Fatal(format!("{}: {e}", key(m))))?;
-    if !svc.wants_lb && svc.finalizer_index().is_none() && !svc.has_ingress() {
+fn forget(obj: &Lazy<Service>, unknown: FinalStateUnknown) -> Result<()> {
+    let svc = Lb::of(obj.get()?);
+    if !svc.wants_lb && svc.finalizer_index().is_none() && svc.ingress.is_empty() {
         return Ok(());
     }
-    if !valid_id(&m.uid) {
-        return Err(HandlerError::Fatal(format!(
-            "{}: uid {:?} is not a uid",
-            key(m),
-            m.uid
-        )));
-    }
-    if cloud()?.delete(&m.uid).map_err(retry)? {
-        let how = if final_state_unknown {
+    let uid = checked_uid(obj)?;
+    if cloud()?.delete(uid).map_err(Error::retry)? {
+        let how = if unknown.0 {
             " (delete seen in a relist)"
         } else {
             ""
         };
-        log(
-            Level::Info,
-            &format!("deleted {} lb={}{how}", key(m), m.uid),
-        );
+        info!("deleted {} lb={uid}{how}", obj.key());
     }
     Ok(())
 }
@@ -460,20 +352,23 @@ fn forget(obj: &Object, final_state_unknown: bool) -> Result<(), HandlerError> {
 /// After the replay every Service is in the cache: a load balancer that no cached
 /// LoadBalancer Service (or Service still holding the finalizer) accounts for lost its Service
 /// while nobody was watching, and is deleted.
-fn remove_orphans() -> Result<(), HandlerError> {
+fn remove_orphans() -> Result<()> {
     let cloud = cloud()?;
-    let lbs = cloud.list().map_err(retry)?;
-    let services = cache::list("v1", "Service", None, None)
-        .map_err(|e| retry(format!("listing the cached Services: {e}")))?;
+    let lbs = cloud.list().map_err(Error::retry)?;
+    let services = cache::list::<Service>(None, None)
+        .map_err(|e| Error::retry(format!("listing the cached Services: {e}")))?;
     // uid -> (namespace/name, whether it accounts for a load balancer)
     let mut known: HashMap<String, (String, bool)> = HashMap::new();
-    for s in services {
-        let accounts = match Service::parse(&s.json) {
-            Ok(p) => p.wants_lb || p.finalizer_index().is_some(),
+    for s in &services {
+        let accounts = match s.get() {
+            Ok(svc) => {
+                let svc = Lb::of(svc);
+                svc.wants_lb || svc.finalizer_index().is_some()
+            }
             // Cannot tell: keep its load balancer rather than delete a live one.
             Err(_) => true,
         };
-        known.insert(s.meta.uid.clone(), (key(&s.meta), accounts));
+        known.insert(s.uid().to_string(), (s.key(), accounts));
     }
     let mut removed = 0;
     for lb in &lbs {
@@ -483,37 +378,115 @@ fn remove_orphans() -> Result<(), HandlerError> {
             None => format!("service {} gone", shown(&lb.service)),
         };
         if !valid_id(&lb.id) {
-            log(
-                Level::Warn,
-                &format!("skipping load balancer {}: not a uid", shown(&lb.id)),
-            );
+            warn!("skipping load balancer {}: not a uid", shown(&lb.id));
             continue;
         }
-        cloud.delete(&lb.id).map_err(retry)?;
-        log(Level::Info, &format!("removed orphan lb={} ({why})", lb.id));
+        cloud.delete(&lb.id).map_err(Error::retry)?;
+        info!("removed orphan lb={} ({why})", lb.id);
         removed += 1;
     }
-    log(
-        Level::Info,
-        &format!(
-            "synced: {} load balancers, {removed} orphans removed",
-            lbs.len()
-        ),
+    info!(
+        "synced: {} load balancers, {removed} orphans removed",
+        lbs.len()
     );
     Ok(())
 }
 
-export!(LbController);
+impl Handler for LbController {
+    type Kind = Service;
+
+    fn describe() -> Describe {
+        Describe::new("lb-controller")
+            .resync(RESYNC)
+            // The finalizer and the `status` subresource are both written with patches;
+            // `get` tells a stale update (our own finalizer patch's) from a current one.
+            .can::<Service>(&["get", "patch"])
+            // The cloud endpoint, read from the API server (no informer for one object).
+            .can_kind("v1", "ConfigMap", Some(CONFIG_NAMESPACE), &["get"])
+            // The cloud stand-in listens on loopback on a port chosen at start; a real
+            // deployment names its cloud API's origin, e.g. https://lb.example.com.
+            .http("http://127.0.0.1:*")
+            .events()
+    }
+
+    fn on_add(obj: &Lazy<Service>, _: Init) -> Result<()> {
+        guarded(reconcile(obj, false))
+    }
+
+    fn on_update(_: &Lazy<Service>, new: &Lazy<Service>, sync: Sync) -> Result<()> {
+        guarded(reconcile(new, sync.0))
+    }
+
+    fn on_delete(obj: &Lazy<Service>, unknown: FinalStateUnknown) -> Result<()> {
+        guarded(forget(obj, unknown))
+    }
+
+    fn on_synced() -> Result<()> {
+        guarded(remove_orphans())
+    }
+}
+
+kubewasm_sdk::handler!(LbController);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lb(json: Value) -> Service {
+        kubewasm_sdk::serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn reads_a_load_balancer_service() {
+        let svc = lb(json!({
+            "metadata": {"name": "web", "finalizers": ["a", FINALIZER],
+                         "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"type": "LoadBalancer",
+                     "ports": [{"port": 80, "name": "http"}, {"port": 53, "protocol": "UDP"}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}
+        }));
+        let s = Lb::of(&svc);
+        assert!(s.wants_lb && s.deleting && s.ingress == [ingress_for("203.0.113.7")]);
+        assert_eq!(s.finalizer_index(), Some(1));
+        let ports =
+            json!([{"port":80,"protocol":"TCP","name":"http"},{"port":53,"protocol":"UDP"}]);
+        assert_eq!(s.ports, ports);
+        let plain = lb(json!({"metadata": {"name": "db"}, "spec": {}}));
+        let s = Lb::of(&plain);
+        assert!(!s.wants_lb && !s.deleting && s.ingress.is_empty());
+        assert_eq!((s.finalizer_index(), s.ports.clone()), (None, json!([])));
+    }
+
+    #[test]
+    fn finalizer_patches_test_what_they_change() {
+        let patch = |s: &Service| -> Value {
+            kubewasm_sdk::serde_json::from_str(&Lb::of(s).add_finalizer().to_json()).unwrap()
+        };
+        let p = patch(&lb(json!({"metadata": {}})));
+        assert_eq!(
+            p[0],
+            json!({"op":"test","path":"/metadata/finalizers","value":null})
+        );
+        let p = patch(&lb(json!({"metadata": {"finalizers": ["a"]}})));
+        assert_eq!(p[0]["value"], json!(["a"]));
+        assert_eq!(p[1]["path"], "/metadata/finalizers/-");
+        let p: Value = kubewasm_sdk::serde_json::from_str(&remove_finalizer(2).to_json()).unwrap();
+        let at = "/metadata/finalizers/2";
+        assert_eq!(
+            p,
+            json!([{"op":"test","path":at,"value":FINALIZER},{"op":"remove","path":at}])
+        );
+    }
 
     #[test]
     fn addresses_and_shown_strings() {
         assert!(valid_address("203.0.113.7") && valid_address("2001:db8::1"));
         assert!(valid_address("lb-1.example.com"));
         assert!(!valid_address("a b") && !valid_address("") && !valid_address("x\n"));
+        assert_eq!(
+            ingress_for("lb-1.example.com").hostname.as_deref(),
+            Some("lb-1.example.com")
+        );
         assert_eq!(shown("default/web"), "default/web");
         assert_eq!(shown("a\nb"), "\"a\\nb\"");
     }

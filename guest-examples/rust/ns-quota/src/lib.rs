@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use kubewasm_sdk::api::core::v1::{Namespace, ResourceQuota, ResourceQuotaSpec};
 use kubewasm_sdk::apimachinery::pkg::api::resource::Quantity;
-use kubewasm_sdk::{Describe, Handler, Init, ObjectMeta, Result, Sync, events, info, kube, label};
+use kubewasm_sdk::{
+    Describe, Handler, Init, Lazy, ObjectMeta, Result, Sync, events, info, kube, label,
+};
 
 const QUOTA: &str = "team-quota";
 const MANAGED: &str = "app.kubernetes.io/managed-by";
@@ -82,12 +84,12 @@ impl Handler for NsQuota {
             .events()
     }
 
-    fn on_add(ns: &Namespace, _: Init) -> Result<()> {
-        reconcile(ns)
+    fn on_add(ns: &Lazy<Namespace>, _: Init) -> Result<()> {
+        reconcile(ns.get()?)
     }
 
-    fn on_update(_: &Namespace, ns: &Namespace, _: Sync) -> Result<()> {
-        reconcile(ns)
+    fn on_update(_: &Lazy<Namespace>, ns: &Lazy<Namespace>, _: Sync) -> Result<()> {
+        reconcile(ns.get()?)
     }
 }
 

@@ -5,7 +5,7 @@
 //! it sees added (the one act it needs a grant for: `events = true` in {{name}}.toml).
 
 use kubewasm_sdk::{
-    Describe, DynamicObject, FinalStateUnknown, Handler, Init, Result, Sync, events, info, key,
+    Describe, DynamicObject, FinalStateUnknown, Handler, Init, Lazy, Result, Sync, events, info,
 };
 
 struct Observer;
@@ -20,20 +20,22 @@ impl Handler for Observer {
         Describe::new("{{name}}").kind("{{api-version}}", "{{kind}}").events()
     }
 
-    fn on_add(obj: &DynamicObject, init: Init) -> Result<()> {
-        let k = key(obj);
+    // Objects arrive as `Lazy`: `key()`, labels, uid … come free; `obj.get()?` decodes the
+    // typed object on first use.
+    fn on_add(obj: &Lazy<DynamicObject>, init: Init) -> Result<()> {
+        let k = obj.key();
         info!("add {k} init={}", init.0);
         events::normal(obj, "Observed", "Observe", &format!("{{name}} saw {k}"));
         Ok(())
     }
 
-    fn on_update(_old: &DynamicObject, new: &DynamicObject, sync: Sync) -> Result<()> {
-        info!("update {} sync={}", key(new), sync.0);
+    fn on_update(_old: &Lazy<DynamicObject>, new: &Lazy<DynamicObject>, sync: Sync) -> Result<()> {
+        info!("update {} sync={}", new.key(), sync.0);
         Ok(())
     }
 
-    fn on_delete(obj: &DynamicObject, unknown: FinalStateUnknown) -> Result<()> {
-        info!("delete {} final-state-unknown={}", key(obj), unknown.0);
+    fn on_delete(obj: &Lazy<DynamicObject>, unknown: FinalStateUnknown) -> Result<()> {
+        info!("delete {} final-state-unknown={}", obj.key(), unknown.0);
         Ok(())
     }
 
