@@ -12,6 +12,7 @@ cargo test --release --workspace --lib --bins --tests
 bash scripts/scenarios.sh
 # The Rust SDK's unit tests (native: its pure parts) and its copy of the WIT it wraps.
 diff -r wit/0.2.0 sdk/rust/wit
+diff wit/handler.wit sdk/rust/wit-0.1.0/handler.wit  # its 0.1.0 mode (handler_v0_1!)
 (cd sdk/rust && CARGO_TARGET_DIR="$PWD/../../target/sdk-native" cargo test --release)
 # The SDKs' own unit tests (pure parts, on the native runtimes with stub bindings).
 python3 -m unittest discover -s sdk/python/tests

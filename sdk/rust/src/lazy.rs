@@ -1,6 +1,6 @@
 //! [`Lazy`]: an object as the host delivered it, decoded into its typed kind only when the
 //! handler first asks, so a handler that routes or filters on metadata (or returns at once)
-//! never pays for a decode, which costs ~10× the call itself for a Pod-sized object.
+//! never pays for a decode, which costs about nine calls' worth for a Pod-sized object.
 
 use std::cell::OnceCell;
 use std::fmt;
