@@ -24,6 +24,7 @@ mod identity;
 mod lb_controller;
 mod notifier;
 mod observer;
+mod registry;
 mod replicator;
 mod startup;
 
