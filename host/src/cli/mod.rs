@@ -1,8 +1,9 @@
 //! The `kubewasm` command line: `run`, `dev`, `apiserver`, `check`, `rbac`, `test`, `new`,
-//! `push` and `pull`.
+//! `push`, `pull` and `generate-key-pair`.
 
 pub mod check;
 pub mod dev;
+pub mod keys;
 pub mod logging;
 pub mod new;
 pub mod pull;
@@ -44,6 +45,8 @@ enum Command {
     Push(push::PushArgs),
     /// Fetch a handler component from a registry, every digest checked.
     Pull(pull::PullArgs),
+    /// Write an ECDSA P-256 key pair (`cosign.key`, `cosign.pub`) to sign pushes with.
+    GenerateKeyPair(keys::GenerateKeyPairArgs),
 }
 
 /// Entry point of the binary: parses arguments, runs the subcommand, maps errors to exit code 1.
@@ -65,6 +68,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Check(args) => check::check(args),
         Command::Rbac(args) => rbac::rbac(args),
         Command::New(args) => new::new(args),
+        Command::GenerateKeyPair(args) => keys::generate_key_pair(args),
         command => match tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -79,7 +83,10 @@ pub fn main() -> std::process::ExitCode {
                         Command::Pull(a) => pull::pull(a).await,
                         #[cfg(feature = "scenario")]
                         Command::Test(_) => unreachable!("handled above"),
-                        Command::Check(_) | Command::Rbac(_) | Command::New(_) => {
+                        Command::Check(_)
+                        | Command::Rbac(_)
+                        | Command::New(_)
+                        | Command::GenerateKeyPair(_) => {
                             unreachable!("handled above")
                         }
                     }

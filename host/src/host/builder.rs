@@ -15,7 +15,7 @@ use crate::plugins::{
     ClusterContext, DeliveryMode, GrantPolicy, ManagerConfig, OwnObjects, PluginManager,
     PluginMetrics, SourceMetrics,
 };
-use crate::registry::Registry;
+use crate::registry::Registry as ArtifactRegistry;
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics, SharedObserver};
 
 /// How long in-flight handler calls may run on at shutdown before they are abandoned by
@@ -29,7 +29,7 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 pub struct HostBuilder {
     client: kube::Client,
     plugins_dir: Option<PathBuf>,
-    plugin_sources: Option<(PathBuf, Registry)>,
+    plugin_sources: Option<(PathBuf, ArtifactRegistry)>,
     runtime: RuntimeConfig,
     informers: ReflectorConfig,
     limits: Limits,
@@ -81,7 +81,7 @@ impl HostBuilder {
     /// Loads every plugin the sources file names from its registry (through `registry`, which
     /// holds the credentials) before `start` returns, then follows them: a followed tag is
     /// polled, failures retried. Works beside [`HostBuilder::plugins_dir`]; names must differ.
-    pub fn plugin_sources(mut self, file: impl Into<PathBuf>, registry: Registry) -> Self {
+    pub fn plugin_sources(mut self, file: impl Into<PathBuf>, registry: ArtifactRegistry) -> Self {
         self.plugin_sources = Some((file.into(), registry));
         self
     }

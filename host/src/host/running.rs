@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::election::LeaderElector;
 use crate::informer::InformerFactory;
 use crate::plugins::{DirectoryWatcher, PluginManager, PluginSources, SourceMetrics};
-use crate::registry::Registry;
+use crate::registry::Registry as ArtifactRegistry;
 use crate::runtime::Runtime;
 
 /// A running host; [`Host::shutdown`] stops it in order (watcher and sources, plugins,
@@ -94,7 +94,7 @@ impl Host {
     /// Pulls, loads and then follows the plugins a sources file names, for hosts started
     /// without one (tests attach a recorder first). Its pull counters are not served; those of
     /// [`super::HostBuilder::plugin_sources`] are.
-    pub async fn follow_sources(self, file: PathBuf, registry: Registry) -> anyhow::Result<Host> {
+    pub async fn follow_sources(self, file: PathBuf, registry: ArtifactRegistry) -> anyhow::Result<Host> {
         self.load_initial(None, Some((file, registry, SourceMetrics::default())))
             .await
     }
@@ -105,7 +105,7 @@ impl Host {
     pub(super) async fn load_initial(
         mut self,
         dir: Option<PathBuf>,
-        sources: Option<(PathBuf, Registry, SourceMetrics)>,
+        sources: Option<(PathBuf, ArtifactRegistry, SourceMetrics)>,
     ) -> anyhow::Result<Host> {
         if let Some(dir) = &dir {
             anyhow::ensure!(

@@ -30,7 +30,8 @@ pub struct Blob {
 }
 
 impl Blob {
-    fn new(data: Vec<u8>) -> Self {
+    /// The blob of `data`, its digest computed.
+    pub fn new(data: Vec<u8>) -> Self {
         let digest = sha256_digest(&data);
         Blob { data, digest }
     }

@@ -10,6 +10,13 @@ use super::artifact::{
 };
 use super::credentials::CredentialStore;
 use super::reference::ArtifactRef;
+use super::signature::{self, PublicKey, SigningKey};
+
+/// Manifest media types a signature manifest may have: cosign writes OCI or Docker v2.
+const SIGNATURE_MANIFEST_MEDIA_TYPES: [&str; 2] = [
+    OCI_MANIFEST_MEDIA_TYPE,
+    "application/vnd.docker.distribution.manifest.v2+json",
+];
 
 /// Why a push or pull failed; the message names the reference.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +64,16 @@ pub enum RegistryError {
     /// Refused before any request (plain HTTP with credentials to another machine, ...).
     #[error("{reference}: {message}")]
     Refused {
+        /// The reference.
+        reference: String,
+        /// Why.
+        message: String,
+    },
+    /// No signature by a required key vouches for this digest: unsigned, signed with another
+    /// key, or a signature copied from another artifact. May pass once it is signed, which
+    /// happens after the push.
+    #[error("{reference}: signature not verified: {message}")]
+    Unverified {
         /// The reference.
         reference: String,
         /// Why.
@@ -224,55 +241,195 @@ impl Registry {
         reference: &ArtifactRef,
         plain_http: bool,
     ) -> Result<Pulled, RegistryError> {
+        self.pull_signed(reference, &[], plain_http).await
+    }
+
+    /// As [`Registry::pull`], and when `keys` are given the manifest digest must carry a
+    /// cosign signature by one of them, checked before the component is downloaded.
+    pub async fn pull_signed(
+        &self,
+        reference: &ArtifactRef,
+        keys: &[PublicKey],
+        plain_http: bool,
+    ) -> Result<Pulled, RegistryError> {
         let (raw, digest) = self.manifest(reference, plain_http).await?;
         let layer =
             artifact::component_layer(&raw).map_err(|message| RegistryError::NotAnArtifact {
                 reference: reference.to_string(),
                 message,
             })?;
-        let (client, _) = self.client_for(reference, plain_http)?;
         let pinned = reference.pinned(&digest);
-        let mut stream = client
-            .pull_blob_stream(&pinned.to_oci(), layer.digest.as_str())
-            .await
-            .map_err(|e| classify(reference, e))?
-            .stream;
-        let mut wasm = Vec::with_capacity(layer.size as usize);
-        let mut hasher = Sha256::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| RegistryError::Unreachable {
-                reference: reference.to_string(),
-                message: format!("reading the component: {e}"),
-            })?;
-            if (wasm.len() + chunk.len()) as u64 > layer.size {
-                return Err(RegistryError::DigestMismatch {
-                    reference: reference.to_string(),
-                    message: format!(
-                        "the registry sent more than the {} bytes the manifest says",
-                        layer.size
-                    ),
-                });
-            }
-            hasher.update(&chunk);
-            wasm.extend_from_slice(&chunk);
+        if !keys.is_empty() {
+            self.verify(&pinned, keys, plain_http).await?;
         }
-        let got = format!("sha256:{}", hex::encode(hasher.finalize()));
-        if got != layer.digest || wasm.len() as u64 != layer.size {
-            return Err(RegistryError::DigestMismatch {
-                reference: reference.to_string(),
-                message: format!(
-                    "the component layer hashes to {got} ({} bytes), not {} ({} bytes)",
-                    wasm.len(),
-                    layer.digest,
-                    layer.size
-                ),
-            });
-        }
+        let wasm = self
+            .blob(&pinned, &layer.digest, layer.size, plain_http)
+            .await?;
         Ok(Pulled {
             reference: pinned,
             digest,
             wasm,
         })
+    }
+
+    /// Reads blob `digest` of `reference`'s repository: at most `size` bytes, which must hash
+    /// to `digest`.
+    async fn blob(
+        &self,
+        reference: &ArtifactRef,
+        digest: &str,
+        size: u64,
+        plain_http: bool,
+    ) -> Result<Vec<u8>, RegistryError> {
+        let (client, _) = self.client_for(reference, plain_http)?;
+        let mut stream = client
+            .pull_blob_stream(&reference.to_oci(), digest)
+            .await
+            .map_err(|e| classify(reference, e))?
+            .stream;
+        let mut bytes = Vec::with_capacity(size as usize);
+        let mut hasher = Sha256::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| RegistryError::Unreachable {
+                reference: reference.to_string(),
+                message: format!("reading blob {digest}: {e}"),
+            })?;
+            if (bytes.len() + chunk.len()) as u64 > size {
+                return Err(RegistryError::DigestMismatch {
+                    reference: reference.to_string(),
+                    message: format!(
+                        "the registry sent more than the {size} bytes the manifest says for {digest}"
+                    ),
+                });
+            }
+            hasher.update(&chunk);
+            bytes.extend_from_slice(&chunk);
+        }
+        let got = format!("sha256:{}", hex::encode(hasher.finalize()));
+        if got != digest || bytes.len() as u64 != size {
+            return Err(RegistryError::DigestMismatch {
+                reference: reference.to_string(),
+                message: format!(
+                    "blob {digest} ({size} bytes) arrived as {got} ({} bytes)",
+                    bytes.len()
+                ),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Signs the artifact `pinned` names (cosign's layout: a simple-signing payload under the
+    /// tag `sha256-<hex>.sig`, replacing signatures already there). Returns the signature's
+    /// reference.
+    pub async fn sign(
+        &self,
+        pinned: &ArtifactRef,
+        key: &SigningKey,
+        plain_http: bool,
+    ) -> Result<ArtifactRef, RegistryError> {
+        let refused = |message: String| RegistryError::Refused {
+            reference: pinned.to_string(),
+            message,
+        };
+        let digest = pinned
+            .digest
+            .as_deref()
+            .ok_or_else(|| refused("only a reference pinned by digest is signed".into()))?;
+        let payload = signature::payload(&pinned.repository_name(), digest);
+        let sig = key.sign(&payload).map_err(refused)?;
+        let m = signature::signature_manifest(payload, &sig);
+        let target = pinned.signature_ref();
+        let (client, auth) = self.client_for(&target, plain_http)?;
+        let oci = target.to_oci();
+        let err = |e| classify(&target, e);
+        client
+            .auth(&oci, &auth, oci_client::RegistryOperation::Push)
+            .await
+            .map_err(err)?;
+        client
+            .push_blob(&oci, m.payload.data, &m.payload.digest)
+            .await
+            .map_err(err)?;
+        client
+            .push_blob(&oci, m.config.data, &m.config.digest)
+            .await
+            .map_err(err)?;
+        client
+            .push_manifest_raw(
+                &oci,
+                m.manifest.data,
+                HeaderValue::from_static(OCI_MANIFEST_MEDIA_TYPE),
+            )
+            .await
+            .map_err(err)?;
+        Ok(target)
+    }
+
+    /// Succeeds when a cosign signature of `pinned`'s digest verifies with one of `keys` and
+    /// its payload names that digest; else says what was found.
+    pub async fn verify(
+        &self,
+        pinned: &ArtifactRef,
+        keys: &[PublicKey],
+        plain_http: bool,
+    ) -> Result<(), RegistryError> {
+        let unverified = |message: String| RegistryError::Unverified {
+            reference: pinned.to_string(),
+            message,
+        };
+        let Some(digest) = pinned.digest.as_deref() else {
+            return Err(unverified("only a digest can be verified".into()));
+        };
+        let target = pinned.signature_ref();
+        let (client, auth) = self.client_for(&target, plain_http)?;
+        let raw = match client
+            .pull_manifest_raw(&target.to_oci(), &auth, &SIGNATURE_MANIFEST_MEDIA_TYPES)
+            .await
+            .map_err(|e| classify(&target, e))
+        {
+            Ok((raw, _)) => raw,
+            Err(RegistryError::NotFound { .. }) => {
+                return Err(unverified(format!(
+                    "unsigned: the registry has no signature ({})",
+                    target.tag.as_deref().unwrap_or_default()
+                )));
+            }
+            Err(e) => return Err(e),
+        };
+        if raw.len() > MAX_MANIFEST_BYTES {
+            return Err(unverified(format!(
+                "signature manifest of {} bytes, over {MAX_MANIFEST_BYTES}",
+                raw.len()
+            )));
+        }
+        let layers = signature::signature_layers(&raw).map_err(unverified)?;
+        let mut other_digests = Vec::new();
+        for layer in &layers {
+            let payload = self
+                .blob(&target, &layer.digest, layer.size, plain_http)
+                .await?;
+            if !keys.iter().any(|k| k.verifies(&payload, &layer.signature)) {
+                continue;
+            }
+            match signature::signed_digest(&payload) {
+                Ok(d) if d == digest => return Ok(()),
+                Ok(d) => other_digests.push(d),
+                Err(e) => other_digests.push(e),
+            }
+        }
+        let keys: Vec<String> = keys.iter().map(PublicKey::fingerprint).collect();
+        Err(unverified(if let Some(other) = other_digests.first() {
+            format!(
+                "the signature by key {} is for another artifact ({other}), not {digest}",
+                keys.join(", ")
+            )
+        } else {
+            format!(
+                "none of its {} signature(s) verifies with key(s) {}",
+                layers.len(),
+                keys.join(", ")
+            )
+        }))
     }
 }
 

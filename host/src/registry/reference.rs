@@ -74,6 +74,25 @@ impl ArtifactRef {
         }
     }
 
+    /// `REGISTRY/REPOSITORY`, without tag or digest: the identity a signature names.
+    pub fn repository_name(&self) -> String {
+        format!("{}/{}", self.registry, self.repository)
+    }
+
+    /// Where cosign keeps the signatures of this pinned artifact: the tag `sha256-<hex>.sig`
+    /// in the same repository (the digest-less tag `sha256-.sig` if unpinned, which never
+    /// exists).
+    pub fn signature_ref(&self) -> ArtifactRef {
+        ArtifactRef {
+            registry: self.registry.clone(),
+            repository: self.repository.clone(),
+            tag: Some(super::signature::signature_tag(
+                self.digest.as_deref().unwrap_or("sha256:"),
+            )),
+            digest: None,
+        }
+    }
+
     /// Whether the registry is this machine (`localhost`, `127.0.0.0/8`, `[::1]`): the only
     /// place credentials may travel over plain HTTP.
     pub fn is_loopback(&self) -> bool {

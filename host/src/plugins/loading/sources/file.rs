@@ -9,12 +9,14 @@ use serde::Deserialize;
 
 use crate::plugins::loading::describe::check_file_name;
 use crate::plugins::loading::manifest::Manifest;
-use crate::registry::ArtifactRef;
+use crate::registry::{ArtifactRef, PublicKey};
 
 /// Most plugins one sources file may name.
 pub(crate) const MAX_SOURCES: usize = 256;
 /// Largest sources file read.
 const MAX_FILE_BYTES: u64 = 1 << 20;
+/// Most public keys one plugin may list (each is tried on each signature).
+const MAX_KEYS: usize = 8;
 /// Shortest and longest poll interval of a followed tag.
 const MIN_POLL: Duration = Duration::from_secs(1);
 const MAX_POLL: Duration = Duration::from_secs(24 * 3600);
@@ -51,6 +53,8 @@ pub(crate) struct Source {
     pub(crate) follow: Option<Duration>,
     /// Talk plain HTTP to this registry.
     pub(crate) plain_http: bool,
+    /// Cosign public keys; when any are given, a digest runs only if one of them signed it.
+    pub(crate) keys: Vec<PublicKey>,
     /// The `NAME.toml` text the plugin is loaded with (`None`: the default grants).
     pub(crate) manifest: Option<String>,
 }
@@ -122,13 +126,14 @@ fn entry(e: EntryToml, dir: &Path) -> Result<Source, String> {
              set follow = \"5m\" to follow the tag"
         )));
     }
-    if !e.keys.is_empty() {
-        return Err(at(
-            "keys: signature verification is not available in this build; remove keys or pin \
-             a digest you trust"
-                .into(),
-        ));
+    if e.keys.len() > MAX_KEYS {
+        return Err(at(format!("keys: at most {MAX_KEYS}")));
     }
+    let keys = e
+        .keys
+        .iter()
+        .map(|k| PublicKey::load(&dir.join(k)).map_err(|m| at(format!("keys: {m}"))))
+        .collect::<Result<Vec<_>, _>>()?;
     let manifest = match (e.manifest, e.manifest_file) {
         (Some(_), Some(_)) => {
             return Err(at("set manifest or manifest-file, not both".into()));
@@ -149,6 +154,7 @@ fn entry(e: EntryToml, dir: &Path) -> Result<Source, String> {
         reference,
         follow,
         plain_http: e.plain_http,
+        keys,
         manifest,
     })
 }
@@ -213,8 +219,8 @@ mod tests {
                 "follow",
             ),
             (
-                format!("name = \"a\"\nreference = \"ghcr.io/a@{DIGEST}\"\nkeys = [\"k.pub\"]"),
-                "signature",
+                format!("name = \"a\"\nreference = \"ghcr.io/a@{DIGEST}\"\nkeys = [\"nowhere.pub\"]"),
+                "nowhere.pub",
             ),
             (
                 format!(
@@ -242,5 +248,38 @@ mod tests {
                 .unwrap_err()
                 .contains("named twice")
         );
+    }
+
+    #[test]
+    fn keys_and_manifest_files_are_read_relative_to_the_sources_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, public) = crate::registry::SigningKey::generate().unwrap();
+        std::fs::write(dir.path().join("cosign.pub"), public.to_pem()).unwrap();
+        std::fs::write(
+            dir.path().join("bad.pub"),
+            "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("a.toml"), "deadline-ms = 700\n").unwrap();
+        let entry = |extra: &str| {
+            format!("[[plugin]]\nname = \"a\"\nreference = \"ghcr.io/a@{DIGEST}\"\n{extra}")
+        };
+        let s = parse(
+            &entry("keys = [\"cosign.pub\"]\nmanifest-file = \"a.toml\""),
+            dir.path(),
+        )
+        .unwrap();
+        assert_eq!(s[0].keys, [public]);
+        assert_eq!(s[0].manifest.as_deref(), Some("deadline-ms = 700\n"));
+        let e = parse(&entry("keys = [\"bad.pub\"]"), dir.path()).unwrap_err();
+        assert!(e.contains("bad.pub") && e.contains("P-256"), "{e}");
+        let e = parse(&entry("manifest-file = \"none.toml\""), dir.path()).unwrap_err();
+        assert!(e.contains("none.toml"), "{e}");
+        let e = parse(
+            &entry("manifest-file = \"a.toml\"\n[plugin.manifest]\ndeadline-ms = 1"),
+            dir.path(),
+        )
+        .unwrap_err();
+        assert!(e.contains("not both"), "{e}");
     }
 }

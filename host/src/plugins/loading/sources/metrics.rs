@@ -22,6 +22,8 @@ pub(crate) enum PullResult {
     DigestMismatch,
     /// Not a one-layer wasm artifact within bounds, or refused before asking.
     Refused,
+    /// Unsigned, or no signature by a required key vouches for the digest.
+    Unverified,
 }
 
 impl From<&RegistryError> for PullResult {
@@ -34,6 +36,7 @@ impl From<&RegistryError> for PullResult {
             RegistryError::NotAnArtifact { .. } | RegistryError::Refused { .. } => {
                 PullResult::Refused
             }
+            RegistryError::Unverified { .. } => PullResult::Unverified,
         }
     }
 }

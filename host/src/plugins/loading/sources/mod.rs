@@ -16,6 +16,12 @@ use crate::registry::Registry;
 use metrics::SourceMetrics;
 use sync::SourceSync;
 
+/// The plugin names a sources file lists, checked exactly as the host checks it at start
+/// (references, keys, manifests): how a deployment's file is validated before it ships.
+pub fn read_sources_file(path: &Path) -> Result<Vec<String>, String> {
+    Ok(file::load(path)?.into_iter().map(|s| s.name).collect())
+}
+
 /// The plugins of a sources file, each kept equal to its source by a task of its own.
 pub struct PluginSources {
     tasks: Vec<JoinHandle<()>>,

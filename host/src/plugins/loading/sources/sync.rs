@@ -168,7 +168,12 @@ impl SourceSync {
         if matches!(&self.state, SyncState::Refused { digest: d, .. } if *d == digest) {
             return Attempt::Permanent(digest);
         }
-        let pulled = match self.registry.pull(&reference.pinned(&digest), plain).await {
+        let pinned = reference.pinned(&digest);
+        let pulled = match self
+            .registry
+            .pull_signed(&pinned, &self.source.keys, plain)
+            .await
+        {
             Ok(p) => p,
             Err(e) => {
                 fail(&e, PullResult::from(&e));
@@ -233,9 +238,14 @@ fn transient_or(e: &RegistryError, digest: Option<String>) -> Attempt {
     }
 }
 
-/// Failures that may pass without the operator: unreachable, or not pushed yet.
+/// Failures that may pass without the operator: unreachable, not pushed yet, or not signed
+/// yet (cosign signs after the push).
 fn retriable(e: &RegistryError) -> bool {
-    e.is_transient() || matches!(e, RegistryError::NotFound { .. })
+    e.is_transient()
+        || matches!(
+            e,
+            RegistryError::NotFound { .. } | RegistryError::Unverified { .. }
+        )
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
