@@ -394,9 +394,10 @@ fn the_registry_variant_renders_with_a_sources_file_the_host_accepts() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&String::from_utf8(out.stdout).unwrap())
-        .map(|d| serde::Deserialize::deserialize(d).expect("rendered YAML"))
-        .collect();
+    let docs: Vec<Value> =
+        serde_yaml::Deserializer::from_str(&String::from_utf8(out.stdout).unwrap())
+            .map(|d| serde::Deserialize::deserialize(d).expect("rendered YAML"))
+            .collect();
     let d = by_kind(&docs, "Deployment")[0];
     let pod = &d["spec"]["template"]["spec"];
     let args: Vec<String> = pod["containers"][0]["args"]
@@ -444,8 +445,14 @@ fn the_registry_variant_renders_with_a_sources_file_the_host_accepts() {
     assert_eq!(names, ["python-replicator", "javascript-notifier"]);
     // The manifests grant what the examples' own manifests grant.
     for (file, example) in [
-        ("python-replicator.toml", "python/replicator/replicator.toml"),
-        ("javascript-notifier.toml", "javascript/notifier/notifier.toml"),
+        (
+            "python-replicator.toml",
+            "python/replicator/replicator.toml",
+        ),
+        (
+            "javascript-notifier.toml",
+            "javascript/notifier/notifier.toml",
+        ),
     ] {
         let read = |p: PathBuf| -> toml::Table {
             toml::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()

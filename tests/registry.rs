@@ -3,7 +3,6 @@
 //! following a sources file.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
@@ -12,90 +11,10 @@ use kubewasm::plugins::PluginEvent;
 use kubewasm::registry::{ArtifactRef, CredentialStore, Registry, RegistryError, SigningKey};
 use kubewasm::runtime::RuntimeConfig;
 use kubewasm_e2e::*;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::{LOGGER, create};
 
-/// bcrypt (cost 4) of `kubewasm-test`: distribution reads only bcrypt htpasswd entries.
-const HTPASSWD: &str = "tester:$2b$04$VQt5sVGXkcLQWFX/Wv.0GuI3y4UYd9psWrcsXt32bW0EYpmwpDJim\n";
 const MANIFEST: &str = "[grants]\nwatch = [{ api-version = \"v1\", kind = \"ConfigMap\" }]\n";
-
-/// A `docker-registry serve` on a free loopback port, killed on drop.
-struct TestRegistry {
-    child: tokio::process::Child,
-    addr: String,
-    dir: tempfile::TempDir,
-}
-
-impl TestRegistry {
-    /// Starts one (with htpasswd auth when `auth`) and returns once it listens.
-    async fn start(auth: bool) -> TestRegistry {
-        let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let mut config = format!(
-            "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
-            dir.path().join("data").display()
-        );
-        if auth {
-            std::fs::write(dir.path().join("htpasswd"), HTPASSWD).unwrap();
-            config.push_str(&format!(
-                "auth:\n  htpasswd:\n    realm: kubewasm-test\n    path: {}\n",
-                dir.path().join("htpasswd").display()
-            ));
-        }
-        std::fs::write(dir.path().join("config.yml"), config).unwrap();
-        let mut child = tokio::process::Command::new("docker-registry")
-            .arg("serve")
-            .arg(dir.path().join("config.yml"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("docker-registry (apt-get install docker-registry; scripts/setup.sh does)");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        tokio::time::timeout(PATIENCE, async {
-            while let Some(line) = lines.next_line().await.unwrap() {
-                if line.contains("listening on") {
-                    return;
-                }
-            }
-            panic!("docker-registry exited before listening");
-        })
-        .await
-        .expect("docker-registry listens");
-        // Keep draining its log so it never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        TestRegistry {
-            child,
-            addr,
-            dir,
-        }
-    }
-
-    fn reference(&self, repo_tag: &str) -> ArtifactRef {
-        ArtifactRef::parse(&format!("{}/{repo_tag}", self.addr)).unwrap()
-    }
-
-    /// Where the registry stores blob `digest` (its filesystem driver's layout).
-    fn blob_file(&self, digest: &str) -> PathBuf {
-        let hex = digest.strip_prefix("sha256:").unwrap();
-        self.dir
-            .path()
-            .join("data/docker/registry/v2/blobs/sha256")
-            .join(&hex[..2])
-            .join(hex)
-            .join("data")
-    }
-
-    async fn stop(&mut self) {
-        self.child.kill().await.unwrap();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_sources_file_stops_the_start_naming_the_file_and_entry() {
@@ -363,9 +282,9 @@ async fn plugins_run_from_a_registry_and_a_followed_tag_swaps_or_keeps_running()
         .unwrap();
     recorder
         .wait("the followed plugin swapped to the new digest", |r| {
-            r.events()
-                .iter()
-                .any(|e| matches!(e, PluginEvent::Swapped { plugin, .. } if plugin == "reg-followed"))
+            r.events().iter().any(
+                |e| matches!(e, PluginEvent::Swapped { plugin, .. } if plugin == "reg-followed"),
+            )
         })
         .await;
 
@@ -468,11 +387,20 @@ async fn the_python_replicator_and_the_javascript_notifier_run_from_a_registry()
     .await
     .expect("the replicator pulled from the registry copies the ConfigMap")
     .unwrap();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(kube.clone(), "default");
+    let pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "from-registry"},
+        "spec": {"containers": [{"name": "c", "image": "example.invalid/c:1"}]},
+    }))
+    .unwrap();
+    pods.create(&kube::api::PostParams::default(), &pod)
+        .await
+        .unwrap();
     recorder
         .wait_call(
             "notifier",
             "the notifier pulled from the registry handles events",
-            |_| true,
+            |c| c.key == "default/from-registry",
         )
         .await;
     host.shutdown().await;
@@ -627,11 +555,14 @@ async fn only_artifacts_signed_with_the_operators_key_run() {
     let stable_v2 = r.push(&followed, v2.clone(), true).await.unwrap();
     r.sign(&stable_v2, &key, true).await.unwrap();
     recorder
-        .wait("the followed plugin swapped to the new signed digest", |r| {
-            r.events().iter().any(
+        .wait(
+            "the followed plugin swapped to the new signed digest",
+            |r| {
+                r.events().iter().any(
                 |e| matches!(e, PluginEvent::Swapped { plugin, .. } if plugin == "sig-followed"),
             )
-        })
+            },
+        )
         .await;
     let stable_c = r.push(&followed, c.clone(), true).await.unwrap();
     let seen = host_lines().of("sig-followed").len();
@@ -647,10 +578,16 @@ async fn only_artifacts_signed_with_the_operators_key_run() {
     let swaps = |r: &Recorder| {
         r.events()
             .iter()
-            .filter(|e| matches!(e, PluginEvent::Swapped { plugin, .. } if plugin == "sig-followed"))
+            .filter(
+                |e| matches!(e, PluginEvent::Swapped { plugin, .. } if plugin == "sig-followed"),
+            )
             .count()
     };
-    assert_eq!(swaps(&recorder), 1, "the unsigned digest was never swapped in");
+    assert_eq!(
+        swaps(&recorder),
+        1,
+        "the unsigned digest was never swapped in"
+    );
     assert_eq!(host.manager.names().await, ["sig-followed", "sig-signed"]);
     let rv2 = create(&api, "signed-later", &[]).await;
     recorder

@@ -4,10 +4,6 @@
 //! counted from the start of `watch_directory`. The goal (issue 24): the Rust logger's list
 //! handled within 1 s whatever the others do, and every list within 1 s of the slowest compile.
 //!
-//! Then, with Debian's `docker-registry` on 127.0.0.1: push the 18 MB Python logger, and time a
-//! pull (digests checked) and a host following a sources file from start to the first call, with
-//! the compile cache the runs above filled.
-//!
 //! Run with `cargo bench -p kubewasm-e2e --bench startup` after `bash guest-examples/build.sh`.
 
 use std::collections::BTreeMap;
@@ -178,98 +174,4 @@ async fn main() {
         &format!("Warm start, the cache that run filled, {OBJECTS} ConfigMaps"),
         &start_once(&server, plugins.path(), &cache).await,
     );
-    from_registry(&server, &cache).await;
-}
-
-/// Pull + verify, and start to first call, of the Python logger from a local registry.
-async fn from_registry(server: &apiserver::ApiServer, cache: &std::path::Path) {
-    use kubewasm::registry::{ArtifactRef, CredentialStore, Registry};
-    use tokio::io::AsyncBufReadExt;
-    let dir = tempfile::tempdir().unwrap();
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    std::fs::write(
-        dir.path().join("config.yml"),
-        format!(
-            "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
-            dir.path().join("data").display()
-        ),
-    )
-    .unwrap();
-    let Ok(mut child) = tokio::process::Command::new("docker-registry")
-        .arg("serve")
-        .arg(dir.path().join("config.yml"))
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-    else {
-        println!("\ndocker-registry not installed: no registry figures");
-        return;
-    };
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    while let Some(line) = lines.next_line().await.unwrap() {
-        if line.contains("listening on") {
-            break;
-        }
-    }
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let registry = Registry::new(CredentialStore::default());
-    let wasm = std::fs::read(guest("python-configmap-logger.wasm")).unwrap();
-    let bytes = wasm.len();
-    let tag = ArtifactRef::parse(&format!("{addr}/bench/python-logger:1")).unwrap();
-    let started = Instant::now();
-    let pinned = registry.push(&tag, wasm, true).await.unwrap();
-    let push = started.elapsed();
-    let started = Instant::now();
-    registry.pull(&pinned, true).await.unwrap();
-    let pull = started.elapsed();
-    let sources = dir.path().join("sources.toml");
-    std::fs::write(
-        &sources,
-        format!(
-            "[[plugin]]\nname = \"python\"\nreference = \"{pinned}\"\nplain-http = true\n[plugin.manifest.grants]\nwatch = [{{ api-version = \"v1\", kind = \"ConfigMap\" }}]\n"
-        ),
-    )
-    .unwrap();
-    let clock = Arc::new(Clock {
-        started: Instant::now(),
-        seen: Mutex::new(BTreeMap::new()),
-        done: tokio::sync::Notify::new(),
-    });
-    let host = kubewasm::host::HostBuilder::new(client(server))
-        .runtime(RuntimeConfig {
-            cache_dir: Some(cache.to_path_buf()),
-            ..RuntimeConfig::default()
-        })
-        .observer(clock.clone())
-        .start()
-        .await
-        .unwrap();
-    let started = Instant::now();
-    let host = host.follow_sources(sources, registry).await.unwrap();
-    let loaded = started.elapsed();
-    let first = clock.seen.lock().get("python").map(|v| v.0);
-    host.shutdown().await;
-    println!("\nFrom a local registry, the Python logger ({bytes} bytes)\n");
-    println!("| step | time |\n| --- | --- |");
-    println!(
-        "| push (not part of start-up) | {:.0} ms |",
-        push.as_secs_f64() * 1e3
-    );
-    println!(
-        "| pull, digests checked | {:.0} ms |",
-        pull.as_secs_f64() * 1e3
-    );
-    println!(
-        "| sources file to plugin loaded (pull, cached compile, describe) | {:.0} ms |",
-        loaded.as_secs_f64() * 1e3
-    );
-    if let Some(first) = first {
-        println!(
-            "| host start to first call | {:.0} ms |",
-            first.as_secs_f64() * 1e3
-        );
-    }
 }

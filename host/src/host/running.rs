@@ -94,7 +94,11 @@ impl Host {
     /// Pulls, loads and then follows the plugins a sources file names, for hosts started
     /// without one (tests attach a recorder first). Its pull counters are not served; those of
     /// [`super::HostBuilder::plugin_sources`] are.
-    pub async fn follow_sources(self, file: PathBuf, registry: ArtifactRegistry) -> anyhow::Result<Host> {
+    pub async fn follow_sources(
+        self,
+        file: PathBuf,
+        registry: ArtifactRegistry,
+    ) -> anyhow::Result<Host> {
         self.load_initial(None, Some((file, registry, SourceMetrics::default())))
             .await
     }

@@ -43,8 +43,8 @@ pub use loading::grants::{
 };
 pub use loading::lifecycle::{LoadOutcome, ManagerConfig, PluginManager, PluginStatus};
 pub use loading::manifest::{Manifest, ManifestError};
-pub use loading::sources::{PluginSources, read_sources_file};
 pub use loading::sources::metrics::SourceMetrics;
+pub use loading::sources::{PluginSources, read_sources_file};
 pub use loading::subscriptions::SubscriptionPlan;
 pub use loading::watcher::{DirectoryWatcher, is_plugin_file};
 pub use metrics::{EventDropLabels, PluginMetrics, RateLimitLabels};

@@ -290,9 +290,17 @@ impl Registry {
         let mut bytes = Vec::with_capacity(size as usize);
         let mut hasher = Sha256::new();
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| RegistryError::Unreachable {
-                reference: reference.to_string(),
-                message: format!("reading blob {digest}: {e}"),
+            let chunk = chunk.map_err(|e| {
+                let message = format!("reading blob {digest}: {e}");
+                let reference = reference.to_string();
+                // oci-client checks the digest itself at the end of the stream.
+                if e.get_ref()
+                    .is_some_and(|i| i.is::<oci_client::errors::DigestError>())
+                {
+                    RegistryError::DigestMismatch { reference, message }
+                } else {
+                    RegistryError::Unreachable { reference, message }
+                }
             })?;
             if (bytes.len() + chunk.len()) as u64 > size {
                 return Err(RegistryError::DigestMismatch {

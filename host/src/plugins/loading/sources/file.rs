@@ -219,7 +219,9 @@ mod tests {
                 "follow",
             ),
             (
-                format!("name = \"a\"\nreference = \"ghcr.io/a@{DIGEST}\"\nkeys = [\"nowhere.pub\"]"),
+                format!(
+                    "name = \"a\"\nreference = \"ghcr.io/a@{DIGEST}\"\nkeys = [\"nowhere.pub\"]"
+                ),
                 "nowhere.pub",
             ),
             (
