@@ -365,3 +365,102 @@ fn the_plugins_rbac_is_what_kubewasm_rbac_prints_for_the_shipped_plugins() {
         "deploy/plugins-rbac.yaml is stale: regenerate it with `kubewasm rbac deploy/plugins`"
     );
 }
+
+/// `deploy-registry/`, the variant pulling handlers from a registry: it renders over the base,
+/// its Deployment's flags are ones kubewasm accepts, and its sources file and manifests are
+/// what the host reads at start.
+#[test]
+fn the_registry_variant_renders_with_a_sources_file_the_host_accepts() {
+    if !kubectl_available() {
+        eprintln!("NOTICE: kubectl not found on PATH; skipping the deploy-registry/ test");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    staged_base(tmp.path());
+    let variant = tmp.path().join("deploy-registry");
+    std::fs::create_dir_all(&variant).unwrap();
+    for entry in std::fs::read_dir(repo().join("deploy-registry")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, variant.join(path.file_name().unwrap())).unwrap();
+    }
+    let out = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&variant)
+        .env("HOME", tmp.path())
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<Value> =
+        serde_yaml::Deserializer::from_str(&String::from_utf8(out.stdout).unwrap())
+            .map(|d| serde::Deserialize::deserialize(d).expect("rendered YAML"))
+            .collect();
+    let d = by_kind(&docs, "Deployment")[0];
+    let pod = &d["spec"]["template"]["spec"];
+    let args: Vec<String> = pod["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        args.contains(&"--plugin-sources=/sources/sources.toml".to_string()),
+        "{args:?}"
+    );
+    let argv = std::iter::once("kubewasm".to_string()).chain(args.iter().cloned());
+    if let Err(e) = kubewasm::cli::Cli::try_parse_from(argv) {
+        panic!("the Deployment's args are not valid kubewasm flags: {e}");
+    }
+    // The sources ConfigMap (name hashed by kustomize) is the one the pod mounts.
+    let sources = by_kind(&docs, "ConfigMap")
+        .into_iter()
+        .find(|c| {
+            c["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("kubewasm-plugin-sources")
+        })
+        .expect("the sources ConfigMap");
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "sources")
+        .expect("the sources volume");
+    assert_eq!(
+        volume["configMap"]["name"], sources["metadata"]["name"],
+        "the pod mounts the rendered ConfigMap"
+    );
+    // What the pod would see at /sources: the host reads it as at start.
+    let mounted = tmp.path().join("mounted");
+    std::fs::create_dir_all(&mounted).unwrap();
+    for (file, text) in sources["data"].as_object().unwrap() {
+        std::fs::write(mounted.join(file), text.as_str().unwrap()).unwrap();
+    }
+    let names = kubewasm::plugins::read_sources_file(&mounted.join("sources.toml"))
+        .unwrap_or_else(|e| panic!("deploy-registry/sources.toml: {e}"));
+    assert_eq!(names, ["python-replicator", "javascript-notifier"]);
+    // The manifests grant what the examples' own manifests grant.
+    for (file, example) in [
+        (
+            "python-replicator.toml",
+            "python/replicator/replicator.toml",
+        ),
+        (
+            "javascript-notifier.toml",
+            "javascript/notifier/notifier.toml",
+        ),
+    ] {
+        let read = |p: PathBuf| -> toml::Table {
+            toml::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+        };
+        assert_eq!(
+            read(mounted.join(file)),
+            read(repo().join("guest-examples").join(example)),
+            "deploy-registry/{file} differs from guest-examples/{example}"
+        );
+    }
+}

@@ -25,6 +25,7 @@ mod lb_controller;
 mod notifier;
 mod observer;
 mod real_cluster;
+mod registry;
 mod replicator;
 mod startup;
 

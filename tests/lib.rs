@@ -736,3 +736,85 @@ impl Drop for TestNamespace {
         }
     }
 }
+
+/// The user `tester` with password `kubewasm-test` (bcrypt, cost 4) of [`TestRegistry`]'s
+/// auth: distribution reads only bcrypt htpasswd entries.
+pub const HTPASSWD: &str = "tester:$2b$04$VQt5sVGXkcLQWFX/Wv.0GuI3y4UYd9psWrcsXt32bW0EYpmwpDJim\n";
+
+/// A `docker-registry serve` (Debian's CNCF distribution, installed by `scripts/setup.sh`) on a
+/// free loopback port, killed on drop: the registry the OCI tests and benches push to.
+pub struct TestRegistry {
+    child: tokio::process::Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    dir: tempfile::TempDir,
+}
+
+impl TestRegistry {
+    /// Starts one (with htpasswd auth when `auth`) and returns once it listens.
+    pub async fn start(auth: bool) -> TestRegistry {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut config = format!(
+            "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+            dir.path().join("data").display()
+        );
+        if auth {
+            std::fs::write(dir.path().join("htpasswd"), HTPASSWD).unwrap();
+            config.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: kubewasm-test\n    path: {}\n",
+                dir.path().join("htpasswd").display()
+            ));
+        }
+        std::fs::write(dir.path().join("config.yml"), config).unwrap();
+        let mut child = tokio::process::Command::new("docker-registry")
+            .arg("serve")
+            .arg(dir.path().join("config.yml"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("docker-registry (apt-get install docker-registry; scripts/setup.sh does)");
+        use tokio::io::AsyncBufReadExt as _;
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        tokio::time::timeout(PATIENCE, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if line.contains("listening on") {
+                    return;
+                }
+            }
+            panic!("docker-registry exited before listening");
+        })
+        .await
+        .expect("docker-registry listens");
+        // Keep draining its log so it never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        TestRegistry { child, addr, dir }
+    }
+
+    /// `REPO:TAG` in this registry.
+    pub fn reference(&self, repo_tag: &str) -> kubewasm::registry::ArtifactRef {
+        kubewasm::registry::ArtifactRef::parse(&format!("{}/{repo_tag}", self.addr)).unwrap()
+    }
+
+    /// Where the registry stores blob `digest` (its filesystem driver's layout).
+    pub fn blob_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.strip_prefix("sha256:").unwrap();
+        self.dir
+            .path()
+            .join("data/docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+
+    /// Kills it: as a registry that went away.
+    pub async fn stop(&mut self) {
+        self.child.kill().await.unwrap();
+    }
+}

@@ -6,6 +6,8 @@
 //! - [`workqueue`] and [`informer`]: Kubernetes list/watch machinery, no knowledge of WASM.
 //! - [`election`]: leader election on a Lease, no knowledge of informers or WASM.
 //! - [`runtime`]: wasmtime engine and the `kubewasm:handler` world, no knowledge of watches.
+//! - [`registry`]: handlers as OCI artifacts (push, pull, credentials), no knowledge of WASM
+//!   beyond media types nor of plugins.
 //! - [`plugins`]: glues informers to runtime instances (directory watching, lifecycle, dispatch).
 //! - [`host`]: assembles a running host from those layers (the one builder every entry point
 //!   uses) and serves its endpoints.
@@ -23,6 +25,7 @@ pub mod host;
 pub mod identity;
 pub mod informer;
 pub mod plugins;
+pub mod registry;
 pub mod runtime;
 #[cfg(feature = "scenario")]
 pub mod scenario;

@@ -1,5 +1,6 @@
-//! `kubewasm check FILE.wasm`: validate a handler and print what it declares, what it is
-//! granted and what is missing, without a cluster.
+//! `kubewasm check FILE.wasm` (or `kubewasm check REF`, pulled from a registry): validate a
+//! handler and print what it declares, what it is granted and what is missing, without a
+//! cluster.
 //!
 //! Exit status: 0 when every file would load (valid, and its grants cover everything its
 //! `describe()` asks for); 1 otherwise, so CI can catch a handler that needs a manifest change
@@ -13,9 +14,13 @@ use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
 /// Arguments of `kubewasm check`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CheckArgs {
-    /// The handler component(s) to validate.
+    /// The handler component(s) to validate: files, or registry references
+    /// (`REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`) for arguments that are not files.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    /// Registry access, for references.
+    #[command(flatten)]
+    pub registry: super::registry::RegistryArgs,
     /// Grants for plugins whose `NAME.toml` has no `[grants]` table, as `kubewasm run` takes
     /// them (default: the built-in default).
     #[arg(long, value_name = "FILE")]
@@ -36,7 +41,17 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
         RuntimeMetrics::unregistered(),
     )?;
     let mut failed = 0;
-    for file in &args.files {
+    // Pulled components go here under their repository's last name, as `NAME.wasm`.
+    let pulled_dir = tempfile::tempdir()?;
+    for arg in &args.files {
+        let file = &match fetch(arg, &args.registry, pulled_dir.path()) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("error: {}: {e:#}", arg.display());
+                failed += 1;
+                continue;
+            }
+        };
         match check_one(&runtime, &policy, file) {
             Ok((json, None)) => println!("{json}"),
             Ok((json, Some(e))) => {
@@ -54,6 +69,29 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
         anyhow::bail!("{failed} of {} file(s) failed validation", args.files.len());
     }
     Ok(())
+}
+
+/// `arg` itself when it is a file; else the component it names in a registry, pulled into
+/// `dir` with every digest checked.
+fn fetch(
+    arg: &Path,
+    registry: &super::registry::RegistryArgs,
+    dir: &Path,
+) -> anyhow::Result<PathBuf> {
+    let text = arg.to_string_lossy();
+    if arg.exists() || !text.contains('/') || text.ends_with(".wasm") {
+        return Ok(arg.to_path_buf());
+    }
+    let reference = super::registry::parse_reference(&text)?;
+    let client = registry.registry()?;
+    let pulled = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(client.pull(&reference, registry.plain_http))?;
+    let path = dir.join(super::pull::default_file(&reference));
+    std::fs::write(&path, &pulled.wasm)?;
+    eprintln!("pulled {}", pulled.reference);
+    Ok(path)
 }
 
 /// The JSON report of one file and, if it would not load for its grants, why.

@@ -72,7 +72,9 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     server.write_kubeconfig(&kubeconfig)?;
 
     let client = crate::identity::client(kube::Config::new(server.url().parse()?))?;
-    let mut builder = args.host.host_builder(client.clone(), plugins.clone())?;
+    let mut builder = args
+        .host
+        .host_builder(client.clone(), Some(plugins.clone()))?;
     if args.host.default_grants.is_none() {
         // Development: a plugin gets what it asks for, so a new handler runs without a
         // manifest; `--default-grants` makes dev grant like `run`.

@@ -1,10 +1,15 @@
-//! The `kubewasm` command line: `run`, `dev`, `apiserver`, `check`, `rbac`, `test` and `new`.
+//! The `kubewasm` command line: `run`, `dev`, `apiserver`, `check`, `rbac`, `test`, `new`,
+//! `push`, `pull` and `generate-key-pair`.
 
 pub mod check;
 pub mod dev;
+pub mod keys;
 pub mod logging;
 pub mod new;
+pub mod pull;
+pub mod push;
 pub mod rbac;
+pub mod registry;
 pub mod run;
 #[cfg(feature = "scenario")]
 pub mod test;
@@ -36,6 +41,12 @@ enum Command {
     Test(test::TestArgs),
     /// Create a handler folder (source, build script, manifest, scenario) in a language.
     New(new::NewArgs),
+    /// Publish a handler component as a wasm OCI artifact; prints the reference pinned by digest.
+    Push(push::PushArgs),
+    /// Fetch a handler component from a registry, every digest checked.
+    Pull(pull::PullArgs),
+    /// Write an ECDSA P-256 key pair (`cosign.key`, `cosign.pub`) to sign pushes with.
+    GenerateKeyPair(keys::GenerateKeyPairArgs),
 }
 
 /// Entry point of the binary: parses arguments, runs the subcommand, maps errors to exit code 1.
@@ -57,6 +68,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Check(args) => check::check(args),
         Command::Rbac(args) => rbac::rbac(args),
         Command::New(args) => new::new(args),
+        Command::GenerateKeyPair(args) => keys::generate_key_pair(args),
         command => match tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -67,9 +79,14 @@ pub fn main() -> std::process::ExitCode {
                         Command::Run(a) => run::run(a).await,
                         Command::Dev(a) => dev::dev(a).await,
                         Command::Apiserver(a) => apiserver::cli::run(a).await,
+                        Command::Push(a) => push::push(a).await,
+                        Command::Pull(a) => pull::pull(a).await,
                         #[cfg(feature = "scenario")]
                         Command::Test(_) => unreachable!("handled above"),
-                        Command::Check(_) | Command::Rbac(_) | Command::New(_) => {
+                        Command::Check(_)
+                        | Command::Rbac(_)
+                        | Command::New(_)
+                        | Command::GenerateKeyPair(_) => {
                             unreachable!("handled above")
                         }
                     }

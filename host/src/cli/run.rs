@@ -79,21 +79,43 @@ pub struct HostArgs {
     /// it, so none can rewrite its own grants.
     #[arg(long, default_value = DEFAULT_PLUGINS_CONFIGMAP)]
     pub plugins_configmap: String,
+    /// Plugins pulled from OCI registries: a TOML file naming each plugin, its reference
+    /// (pinned by digest, or following a tag) and its manifest (see README, *Plugins from a
+    /// registry*). Works beside `--plugins`; names must differ.
+    #[arg(long, value_name = "FILE")]
+    pub plugin_sources: Option<PathBuf>,
+    /// Registry credentials for `--plugin-sources`: docker's `config.json` shape (a mounted
+    /// `kubernetes.io/dockerconfigjson` Secret works); default `$DOCKER_CONFIG/config.json`
+    /// or `~/.docker/config.json` if present.
+    #[arg(long, value_name = "FILE", env = "KUBEWASM_REGISTRY_CONFIG")]
+    pub registry_config: Option<PathBuf>,
 }
 
 impl HostArgs {
-    /// A host as these flags describe it, watching `plugins_dir`.
+    /// A host as these flags describe it, watching `plugins_dir` and following
+    /// `--plugin-sources`.
     pub fn host_builder(
         &self,
         client: kube::Client,
-        plugins_dir: PathBuf,
+        plugins_dir: Option<PathBuf>,
     ) -> anyhow::Result<HostBuilder> {
         let election = self.election_config(&client)?;
         let own_objects = self.own_objects(&client, election.as_ref())?;
         let grants = GrantPolicy::operator(self.default_grants.as_deref())
             .map_err(|e| anyhow::anyhow!("--default-grants: {e}"))?;
-        Ok(HostBuilder::new(client)
-            .plugins_dir(plugins_dir)
+        let mut builder = HostBuilder::new(client);
+        if let Some(dir) = plugins_dir {
+            builder = builder.plugins_dir(dir);
+        }
+        if let Some(file) = &self.plugin_sources {
+            let registry = super::registry::RegistryArgs {
+                registry_config: self.registry_config.clone(),
+                plain_http: false,
+            }
+            .registry()?;
+            builder = builder.plugin_sources(file, registry);
+        }
+        Ok(builder
             .runtime(RuntimeConfig {
                 cache_dir: self.cache_dir.clone().or_else(default_cache_dir),
                 ..RuntimeConfig::default()
@@ -202,9 +224,10 @@ pub fn parse_addr(flag: &str, s: &str) -> anyhow::Result<Option<SocketAddr>> {
 /// Arguments of `kubewasm run`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Directory of handler components (`*.wasm`, with optional `NAME.toml` manifests).
-    #[arg(long)]
-    pub plugins: PathBuf,
+    /// Directory of handler components (`*.wasm`, with optional `NAME.toml` manifests);
+    /// optional with `--plugin-sources`.
+    #[arg(long, required_unless_present = "plugin_sources")]
+    pub plugins: Option<PathBuf>,
     /// Kubeconfig file (default: like kubectl — KUBECONFIG, ~/.kube/config, then in-cluster).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,

@@ -13,8 +13,9 @@ use crate::election::{ElectionConfig, ElectionMetrics, LeaderElector};
 use crate::informer::{InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig};
 use crate::plugins::{
     ClusterContext, DeliveryMode, GrantPolicy, ManagerConfig, OwnObjects, PluginManager,
-    PluginMetrics,
+    PluginMetrics, SourceMetrics,
 };
+use crate::registry::Registry as ArtifactRegistry;
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics, SharedObserver};
 
 /// How long in-flight handler calls may run on at shutdown before they are abandoned by
@@ -28,6 +29,7 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 pub struct HostBuilder {
     client: kube::Client,
     plugins_dir: Option<PathBuf>,
+    plugin_sources: Option<(PathBuf, ArtifactRegistry)>,
     runtime: RuntimeConfig,
     informers: ReflectorConfig,
     limits: Limits,
@@ -50,6 +52,7 @@ impl HostBuilder {
         HostBuilder {
             client,
             plugins_dir: None,
+            plugin_sources: None,
             runtime: RuntimeConfig::default(),
             informers: ReflectorConfig::default(),
             limits: Limits::default(),
@@ -72,6 +75,14 @@ impl HostBuilder {
     /// [`Host::manager`] only.
     pub fn plugins_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.plugins_dir = Some(dir.into());
+        self
+    }
+
+    /// Loads every plugin the sources file names from its registry (through `registry`, which
+    /// holds the credentials) before `start` returns, then follows them: a followed tag is
+    /// polled, failures retried. Works beside [`HostBuilder::plugins_dir`]; names must differ.
+    pub fn plugin_sources(mut self, file: impl Into<PathBuf>, registry: ArtifactRegistry) -> Self {
+        self.plugin_sources = Some((file.into(), registry));
         self
     }
 
@@ -179,6 +190,10 @@ impl HostBuilder {
         let informer_metrics = InformerMetrics::new(&mut registry);
         let runtime_metrics = RuntimeMetrics::new(&mut registry);
         let plugin_metrics = PluginMetrics::new(&mut registry);
+        let source_metrics = self
+            .plugin_sources
+            .as_ref()
+            .map(|_| SourceMetrics::new(&mut registry));
         let election_metrics = self
             .election
             .as_ref()
@@ -238,12 +253,16 @@ impl HostBuilder {
             self.health_addr,
             self.shutdown_grace,
             elector,
-            self.plugins_dir.is_some(),
+            self.plugins_dir.is_some() || self.plugin_sources.is_some(),
         )
         .await?;
-        match self.plugins_dir {
-            Some(dir) => host.watch_directory(dir).await,
-            None => Ok(host),
+        let sources = self
+            .plugin_sources
+            .zip(source_metrics)
+            .map(|((file, registry), metrics)| (file, registry, metrics));
+        if self.plugins_dir.is_none() && sources.is_none() {
+            return Ok(host);
         }
+        host.load_initial(self.plugins_dir, sources).await
     }
 }

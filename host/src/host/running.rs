@@ -11,10 +11,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::election::LeaderElector;
 use crate::informer::InformerFactory;
-use crate::plugins::{DirectoryWatcher, PluginManager};
+use crate::plugins::{DirectoryWatcher, PluginManager, PluginSources, SourceMetrics};
+use crate::registry::Registry as ArtifactRegistry;
 use crate::runtime::Runtime;
 
-/// A running host; [`Host::shutdown`] stops it in order (watcher, plugins, informers, endpoints).
+/// A running host; [`Host::shutdown`] stops it in order (watcher and sources, plugins,
+/// informers, endpoints).
 pub struct Host {
     /// The plugin manager, for loading files directly and subscribing to events.
     pub manager: PluginManager,
@@ -30,6 +32,8 @@ pub struct Host {
     pub health_addr: Option<SocketAddr>,
     stop: CancellationToken,
     watcher: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    /// The plugins of a sources file, if the host follows one.
+    sources: Option<PluginSources>,
     /// True until the plugins directory's initial contents are loaded (`/readyz` says 503).
     starting: Arc<AtomicBool>,
     shutdown_grace: Duration,
@@ -70,6 +74,7 @@ impl Host {
             health_addr,
             stop,
             watcher: None,
+            sources: None,
             starting,
             shutdown_grace,
             elector,
@@ -82,21 +87,76 @@ impl Host {
     /// described: the first to subscribe starts an informer, later ones join it with a replay
     /// of its cache (`is-in-initial-list` adds), as on a hot swap, so one slow compile delays
     /// nobody else. This returns, and `/readyz` turns ready, only once every load has settled.
-    pub async fn watch_directory(mut self, dir: PathBuf) -> anyhow::Result<Host> {
-        anyhow::ensure!(
-            self.watcher.is_none(),
-            "the host already watches a plugins directory"
-        );
-        if !dir.is_dir() {
-            anyhow::bail!(
-                "plugins directory {} does not exist or is not a directory",
-                dir.display()
+    pub async fn watch_directory(self, dir: PathBuf) -> anyhow::Result<Host> {
+        self.load_initial(Some(dir), None).await
+    }
+
+    /// Pulls, loads and then follows the plugins a sources file names, for hosts started
+    /// without one (tests attach a recorder first). Its pull counters are not served; those of
+    /// [`super::HostBuilder::plugin_sources`] are.
+    pub async fn follow_sources(
+        self,
+        file: PathBuf,
+        registry: ArtifactRegistry,
+    ) -> anyhow::Result<Host> {
+        self.load_initial(None, Some((file, registry, SourceMetrics::default())))
+            .await
+    }
+
+    /// Loads the plugins of a plugins directory and of a sources file side by side (each
+    /// delivering as soon as it is loaded), then keeps following both; `/readyz` turns ready
+    /// once every first load has settled.
+    pub(super) async fn load_initial(
+        mut self,
+        dir: Option<PathBuf>,
+        sources: Option<(PathBuf, ArtifactRegistry, SourceMetrics)>,
+    ) -> anyhow::Result<Host> {
+        if let Some(dir) = &dir {
+            anyhow::ensure!(
+                self.watcher.is_none(),
+                "the host already watches a plugins directory"
             );
+            if !dir.is_dir() {
+                anyhow::bail!(
+                    "plugins directory {} does not exist or is not a directory",
+                    dir.display()
+                );
+            }
         }
-        let mut w = DirectoryWatcher::new(dir, self.manager.clone());
-        w.rescan().await;
+        anyhow::ensure!(
+            sources.is_none() || self.sources.is_none(),
+            "the host already follows a sources file"
+        );
+        let manager = self.manager.clone();
+        let directory = async {
+            match dir {
+                Some(dir) => {
+                    let mut w = DirectoryWatcher::new(dir, manager.clone());
+                    w.rescan().await;
+                    Some(w)
+                }
+                None => None,
+            }
+        };
+        let stop = self.stop.clone();
+        let from_registries = async {
+            match sources {
+                Some((file, registry, metrics)) => {
+                    PluginSources::start(&file, registry, manager.clone(), metrics, stop)
+                        .await
+                        .map(Some)
+                }
+                None => Ok(None),
+            }
+        };
+        let (w, sources) = tokio::join!(directory, from_registries);
+        if let Some(sources) = sources? {
+            self.sources = Some(sources);
+        }
+        if let Some(w) = w {
+            self.watcher = Some(tokio::spawn(w.run(self.stop.clone())));
+        }
         self.starting.store(false, Ordering::Release);
-        self.watcher = Some(tokio::spawn(w.run(self.stop.clone())));
         Ok(self)
     }
 
@@ -119,6 +179,9 @@ impl Host {
         self.stop.cancel();
         if let Some(w) = self.watcher {
             let _ = w.await;
+        }
+        if let Some(s) = self.sources {
+            s.stopped().await;
         }
         self.manager.shutdown(self.shutdown_grace).await;
         if let Some(e) = self.elector {

@@ -1,8 +1,9 @@
 //! Plugins: the glue between informers and the WASM runtime, in three rooms by job.
 //!
 //! - `loading/`: a file (and its `NAME.toml`) becomes a running version: describe, grants,
-//!   manifest, subscriptions, the [`PluginManager`]'s lifecycle (load, hot swap, unload) and the
-//!   [`DirectoryWatcher`] that keeps the plugins equal to a folder's files.
+//!   manifest, subscriptions, the [`PluginManager`]'s lifecycle (load, hot swap, unload), the
+//!   [`DirectoryWatcher`] that keeps the plugins equal to a folder's files and the
+//!   [`PluginSources`] that keep them equal to OCI artifacts.
 //! - `delivery/`: notifications flow through a bounded per-plugin queue to a [`Dispatcher`] and
 //!   the worker that owns the guest instance; quarantine, the plugin state machine, and
 //!   following leadership (a standby keeps its plugins loaded and caches warm, delivers nothing).
@@ -42,6 +43,8 @@ pub use loading::grants::{
 };
 pub use loading::lifecycle::{LoadOutcome, ManagerConfig, PluginManager, PluginStatus};
 pub use loading::manifest::{Manifest, ManifestError};
+pub use loading::sources::metrics::SourceMetrics;
+pub use loading::sources::{PluginSources, read_sources_file};
 pub use loading::subscriptions::SubscriptionPlan;
 pub use loading::watcher::{DirectoryWatcher, is_plugin_file};
 pub use metrics::{EventDropLabels, PluginMetrics, RateLimitLabels};

@@ -1,0 +1,494 @@
+//! [`Registry`]: push a component as a wasm artifact, pull one back with every digest checked.
+
+use futures::StreamExt;
+use http::HeaderValue;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use sha2::{Digest, Sha256};
+
+use super::artifact::{
+    self, MAX_ARTIFACT_BYTES, MAX_MANIFEST_BYTES, OCI_MANIFEST_MEDIA_TYPE, sha256_digest,
+};
+use super::credentials::CredentialStore;
+use super::reference::ArtifactRef;
+use super::signature::{self, PublicKey, SigningKey};
+
+/// Manifest media types a signature manifest may have: cosign writes OCI or Docker v2.
+const SIGNATURE_MANIFEST_MEDIA_TYPES: [&str; 2] = [
+    OCI_MANIFEST_MEDIA_TYPE,
+    "application/vnd.docker.distribution.manifest.v2+json",
+];
+
+/// Why a push or pull failed; the message names the reference.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// Could not talk to the registry (refused, timed out, 5xx): may pass by itself.
+    #[error("{reference}: registry unreachable: {message}")]
+    Unreachable {
+        /// The reference.
+        reference: String,
+        /// Why.
+        message: String,
+    },
+    /// The registry refused the credentials, or there were none where it needs some.
+    #[error("{reference}: not authorized: {message}")]
+    Unauthorized {
+        /// The reference.
+        reference: String,
+        /// Why.
+        message: String,
+    },
+    /// No such repository, tag or digest.
+    #[error("{reference}: not found in the registry: {message}")]
+    NotFound {
+        /// The reference.
+        reference: String,
+        /// What the registry said.
+        message: String,
+    },
+    /// Bytes that do not hash to the digest that names them.
+    #[error("{reference}: digest mismatch: {message}")]
+    DigestMismatch {
+        /// The reference.
+        reference: String,
+        /// Which digest.
+        message: String,
+    },
+    /// A manifest that is not a one-layer wasm artifact within the bounds.
+    #[error("{reference}: {message}")]
+    NotAnArtifact {
+        /// The reference.
+        reference: String,
+        /// Why.
+        message: String,
+    },
+    /// Refused before any request (plain HTTP with credentials to another machine, ...).
+    #[error("{reference}: {message}")]
+    Refused {
+        /// The reference.
+        reference: String,
+        /// Why.
+        message: String,
+    },
+    /// No signature by a required key vouches for this digest: unsigned, signed with another
+    /// key, or a signature copied from another artifact. May pass once it is signed, which
+    /// happens after the push.
+    #[error("{reference}: signature not verified: {message}")]
+    Unverified {
+        /// The reference.
+        reference: String,
+        /// Why.
+        message: String,
+    },
+}
+
+impl RegistryError {
+    /// Whether retrying later may succeed without anyone changing anything.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, RegistryError::Unreachable { .. })
+    }
+}
+
+/// A pulled component whose bytes matched every digest.
+#[derive(Clone, Debug)]
+pub struct Pulled {
+    /// The reference pinned to the manifest digest it resolved to.
+    pub reference: ArtifactRef,
+    /// `sha256:<hex>` of the manifest.
+    pub digest: String,
+    /// The component's bytes.
+    pub wasm: Vec<u8>,
+}
+
+/// Pushes and pulls wasm artifacts, authenticating from a docker credentials file.
+#[derive(Clone)]
+pub struct Registry {
+    credentials: CredentialStore,
+    https: oci_client::Client,
+    http: oci_client::Client,
+}
+
+impl Registry {
+    /// A client using `credentials` (anonymous for registries it does not name). TLS uses the
+    /// platform's roots.
+    pub fn new(credentials: CredentialStore) -> Self {
+        // reqwest is built without a crypto provider of its own: it uses the process default,
+        // the ring provider kube uses too (an error only means one is installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = |protocol| {
+            oci_client::Client::new(ClientConfig {
+                protocol,
+                connect_timeout: Some(std::time::Duration::from_secs(10)),
+                read_timeout: Some(std::time::Duration::from_secs(60)),
+                // A manifest list is never a handler: refuse it instead of picking a platform.
+                platform_resolver: None,
+                ..ClientConfig::default()
+            })
+        };
+        Registry {
+            credentials,
+            https: client(ClientProtocol::Https),
+            http: client(ClientProtocol::Http),
+        }
+    }
+
+    fn client_for(
+        &self,
+        r: &ArtifactRef,
+        plain_http: bool,
+    ) -> Result<(&oci_client::Client, oci_client::secrets::RegistryAuth), RegistryError> {
+        let creds = self.credentials.for_registry(&r.registry);
+        if !plain_http {
+            return Ok((&self.https, creds.to_oci()));
+        }
+        if !creds.is_anonymous() && !r.is_loopback() {
+            return Err(RegistryError::Refused {
+                reference: r.to_string(),
+                message: "credentials are never sent over plain HTTP except to this machine \
+                          (localhost, 127.0.0.0/8, ::1)"
+                    .into(),
+            });
+        }
+        Ok((&self.http, creds.to_oci()))
+    }
+
+    /// Pushes `wasm` under `reference` (its tag) and returns the reference pinned to the
+    /// manifest digest.
+    pub async fn push(
+        &self,
+        reference: &ArtifactRef,
+        wasm: Vec<u8>,
+        plain_http: bool,
+    ) -> Result<ArtifactRef, RegistryError> {
+        let (client, auth) = self.client_for(reference, plain_http)?;
+        let oci = reference.to_oci();
+        let err = |e| classify(reference, e);
+        if wasm.len() as u64 > MAX_ARTIFACT_BYTES {
+            return Err(RegistryError::NotAnArtifact {
+                reference: reference.to_string(),
+                message: format!("the component is over the {MAX_ARTIFACT_BYTES}-byte limit"),
+            });
+        }
+        let a = artifact::build(wasm);
+        client
+            .auth(&oci, &auth, oci_client::RegistryOperation::Push)
+            .await
+            .map_err(err)?;
+        client
+            .push_blob(&oci, a.layer.data, &a.layer.digest)
+            .await
+            .map_err(err)?;
+        client
+            .push_blob(&oci, a.config.data, &a.config.digest)
+            .await
+            .map_err(err)?;
+        client
+            .push_manifest_raw(
+                &oci,
+                a.manifest.data,
+                HeaderValue::from_static(OCI_MANIFEST_MEDIA_TYPE),
+            )
+            .await
+            .map_err(err)?;
+        Ok(reference.pinned(&a.manifest.digest))
+    }
+
+    /// The manifest digest `reference` names now (its own digest when pinned), without the
+    /// component: how a followed tag is polled.
+    pub async fn resolve(
+        &self,
+        reference: &ArtifactRef,
+        plain_http: bool,
+    ) -> Result<String, RegistryError> {
+        if let Some(d) = &reference.digest {
+            return Ok(d.clone());
+        }
+        Ok(self.manifest(reference, plain_http).await?.1)
+    }
+
+    async fn manifest(
+        &self,
+        reference: &ArtifactRef,
+        plain_http: bool,
+    ) -> Result<(bytes::Bytes, String), RegistryError> {
+        let (client, auth) = self.client_for(reference, plain_http)?;
+        let (raw, _) = client
+            .pull_manifest_raw(&reference.to_oci(), &auth, &[OCI_MANIFEST_MEDIA_TYPE])
+            .await
+            .map_err(|e| classify(reference, e))?;
+        if raw.len() > MAX_MANIFEST_BYTES {
+            return Err(RegistryError::NotAnArtifact {
+                reference: reference.to_string(),
+                message: format!("manifest of {} bytes, over {MAX_MANIFEST_BYTES}", raw.len()),
+            });
+        }
+        // The digest of the bytes received, never the one the registry says.
+        let digest = sha256_digest(&raw);
+        if let Some(pinned) = &reference.digest
+            && *pinned != digest
+        {
+            return Err(RegistryError::DigestMismatch {
+                reference: reference.to_string(),
+                message: format!("the registry sent a manifest whose digest is {digest}"),
+            });
+        }
+        Ok((raw, digest))
+    }
+
+    /// Pulls the component `reference` names: the manifest (its digest checked when pinned),
+    /// then its one layer (size bounded, digest checked).
+    pub async fn pull(
+        &self,
+        reference: &ArtifactRef,
+        plain_http: bool,
+    ) -> Result<Pulled, RegistryError> {
+        self.pull_signed(reference, &[], plain_http).await
+    }
+
+    /// As [`Registry::pull`], and when `keys` are given the manifest digest must carry a
+    /// cosign signature by one of them, checked before the component is downloaded.
+    pub async fn pull_signed(
+        &self,
+        reference: &ArtifactRef,
+        keys: &[PublicKey],
+        plain_http: bool,
+    ) -> Result<Pulled, RegistryError> {
+        let (raw, digest) = self.manifest(reference, plain_http).await?;
+        let layer =
+            artifact::component_layer(&raw).map_err(|message| RegistryError::NotAnArtifact {
+                reference: reference.to_string(),
+                message,
+            })?;
+        let pinned = reference.pinned(&digest);
+        if !keys.is_empty() {
+            self.verify(&pinned, keys, plain_http).await?;
+        }
+        let wasm = self
+            .blob(&pinned, &layer.digest, layer.size, plain_http)
+            .await?;
+        Ok(Pulled {
+            reference: pinned,
+            digest,
+            wasm,
+        })
+    }
+
+    /// Reads blob `digest` of `reference`'s repository: at most `size` bytes, which must hash
+    /// to `digest`.
+    async fn blob(
+        &self,
+        reference: &ArtifactRef,
+        digest: &str,
+        size: u64,
+        plain_http: bool,
+    ) -> Result<Vec<u8>, RegistryError> {
+        let (client, _) = self.client_for(reference, plain_http)?;
+        let mut stream = client
+            .pull_blob_stream(&reference.to_oci(), digest)
+            .await
+            .map_err(|e| classify(reference, e))?
+            .stream;
+        let mut bytes = Vec::with_capacity(size as usize);
+        let mut hasher = Sha256::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                let message = format!("reading blob {digest}: {e}");
+                let reference = reference.to_string();
+                // oci-client checks the digest itself at the end of the stream.
+                if e.get_ref()
+                    .is_some_and(|i| i.is::<oci_client::errors::DigestError>())
+                {
+                    RegistryError::DigestMismatch { reference, message }
+                } else {
+                    RegistryError::Unreachable { reference, message }
+                }
+            })?;
+            if (bytes.len() + chunk.len()) as u64 > size {
+                return Err(RegistryError::DigestMismatch {
+                    reference: reference.to_string(),
+                    message: format!(
+                        "the registry sent more than the {size} bytes the manifest says for {digest}"
+                    ),
+                });
+            }
+            hasher.update(&chunk);
+            bytes.extend_from_slice(&chunk);
+        }
+        let got = format!("sha256:{}", hex::encode(hasher.finalize()));
+        if got != digest || bytes.len() as u64 != size {
+            return Err(RegistryError::DigestMismatch {
+                reference: reference.to_string(),
+                message: format!(
+                    "blob {digest} ({size} bytes) arrived as {got} ({} bytes)",
+                    bytes.len()
+                ),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Signs the artifact `pinned` names (cosign's layout: a simple-signing payload under the
+    /// tag `sha256-<hex>.sig`, replacing signatures already there). Returns the signature's
+    /// reference.
+    pub async fn sign(
+        &self,
+        pinned: &ArtifactRef,
+        key: &SigningKey,
+        plain_http: bool,
+    ) -> Result<ArtifactRef, RegistryError> {
+        let refused = |message: String| RegistryError::Refused {
+            reference: pinned.to_string(),
+            message,
+        };
+        let digest = pinned
+            .digest
+            .as_deref()
+            .ok_or_else(|| refused("only a reference pinned by digest is signed".into()))?;
+        let payload = signature::payload(&pinned.repository_name(), digest);
+        let sig = key.sign(&payload).map_err(refused)?;
+        let m = signature::signature_manifest(payload, &sig);
+        let target = pinned.signature_ref();
+        let (client, auth) = self.client_for(&target, plain_http)?;
+        let oci = target.to_oci();
+        let err = |e| classify(&target, e);
+        client
+            .auth(&oci, &auth, oci_client::RegistryOperation::Push)
+            .await
+            .map_err(err)?;
+        client
+            .push_blob(&oci, m.payload.data, &m.payload.digest)
+            .await
+            .map_err(err)?;
+        client
+            .push_blob(&oci, m.config.data, &m.config.digest)
+            .await
+            .map_err(err)?;
+        client
+            .push_manifest_raw(
+                &oci,
+                m.manifest.data,
+                HeaderValue::from_static(OCI_MANIFEST_MEDIA_TYPE),
+            )
+            .await
+            .map_err(err)?;
+        Ok(target)
+    }
+
+    /// Succeeds when a cosign signature of `pinned`'s digest verifies with one of `keys` and
+    /// its payload names that digest; else says what was found.
+    pub async fn verify(
+        &self,
+        pinned: &ArtifactRef,
+        keys: &[PublicKey],
+        plain_http: bool,
+    ) -> Result<(), RegistryError> {
+        let unverified = |message: String| RegistryError::Unverified {
+            reference: pinned.to_string(),
+            message,
+        };
+        let Some(digest) = pinned.digest.as_deref() else {
+            return Err(unverified("only a digest can be verified".into()));
+        };
+        let target = pinned.signature_ref();
+        let (client, auth) = self.client_for(&target, plain_http)?;
+        let raw = match client
+            .pull_manifest_raw(&target.to_oci(), &auth, &SIGNATURE_MANIFEST_MEDIA_TYPES)
+            .await
+            .map_err(|e| classify(&target, e))
+        {
+            Ok((raw, _)) => raw,
+            Err(RegistryError::NotFound { .. }) => {
+                return Err(unverified(format!(
+                    "unsigned: the registry has no signature ({})",
+                    target.tag.as_deref().unwrap_or_default()
+                )));
+            }
+            Err(e) => return Err(e),
+        };
+        if raw.len() > MAX_MANIFEST_BYTES {
+            return Err(unverified(format!(
+                "signature manifest of {} bytes, over {MAX_MANIFEST_BYTES}",
+                raw.len()
+            )));
+        }
+        let layers = signature::signature_layers(&raw).map_err(unverified)?;
+        let mut other_digests = Vec::new();
+        for layer in &layers {
+            let payload = self
+                .blob(&target, &layer.digest, layer.size, plain_http)
+                .await?;
+            if !keys.iter().any(|k| k.verifies(&payload, &layer.signature)) {
+                continue;
+            }
+            match signature::signed_digest(&payload) {
+                Ok(d) if d == digest => return Ok(()),
+                Ok(d) => other_digests.push(d),
+                Err(e) => other_digests.push(e),
+            }
+        }
+        let keys: Vec<String> = keys.iter().map(PublicKey::fingerprint).collect();
+        Err(unverified(if let Some(other) = other_digests.first() {
+            format!(
+                "the signature by key {} is for another artifact ({other}), not {digest}",
+                keys.join(", ")
+            )
+        } else {
+            format!(
+                "none of its {} signature(s) verifies with key(s) {}",
+                layers.len(),
+                keys.join(", ")
+            )
+        }))
+    }
+}
+
+/// Sorts an `oci-client` error into what an operator can act on.
+fn classify(reference: &ArtifactRef, e: oci_client::errors::OciDistributionError) -> RegistryError {
+    use oci_client::errors::{OciDistributionError as E, OciErrorCode};
+    let reference = reference.to_string();
+    let message = e.to_string();
+    match &e {
+        E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => {
+            RegistryError::Unauthorized { reference, message }
+        }
+        E::ImageManifestNotFoundError(_) => RegistryError::NotFound { reference, message },
+        E::RegistryError { envelope, .. } => {
+            let codes: Vec<_> = envelope.errors.iter().map(|x| &x.code).collect();
+            if codes
+                .iter()
+                .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
+            {
+                RegistryError::Unauthorized { reference, message }
+            } else if codes.iter().any(|c| {
+                matches!(
+                    c,
+                    OciErrorCode::ManifestUnknown
+                        | OciErrorCode::NameUnknown
+                        | OciErrorCode::BlobUnknown
+                        | OciErrorCode::NotFound
+                )
+            }) {
+                RegistryError::NotFound { reference, message }
+            } else {
+                RegistryError::Refused { reference, message }
+            }
+        }
+        E::ServerError { code, .. } if *code == 401 || *code == 403 => {
+            RegistryError::Unauthorized { reference, message }
+        }
+        E::ServerError { code, .. } if *code == 404 => {
+            RegistryError::NotFound { reference, message }
+        }
+        E::ServerError { code, .. } if *code >= 500 || *code == 429 => {
+            RegistryError::Unreachable { reference, message }
+        }
+        E::RequestError(r) if r.is_connect() || r.is_timeout() || r.is_request() => {
+            RegistryError::Unreachable {
+                reference,
+                message: format!("{e:#}"),
+            }
+        }
+        E::IoError(_) => RegistryError::Unreachable { reference, message },
+        E::DigestError(_) => RegistryError::DigestMismatch { reference, message },
+        _ => RegistryError::Refused { reference, message },
+    }
+}

@@ -1,0 +1,22 @@
+//! Handlers as OCI artifacts: the CNCF wasm artifact layout (a `application/vnd.wasm.config.v0+json`
+//! config and one `application/wasm` layer), pushed to and pulled from any OCI registry.
+//!
+//! [`reference`] checks what an operator or author names; [`credentials`] reads docker's
+//! `config.json` (also the shape of a `kubernetes.io/dockerconfigjson` Secret); [`artifact`]
+//! builds and checks manifests; [`signature`] signs and verifies them as cosign does;
+//! [`client`] pushes and pulls, checking every digest, bound and signature.
+//!
+//! Knows nothing of compiling or running components, nor of plugins: it moves bytes whose
+//! digests match, and the layers above decide what runs.
+
+pub mod artifact;
+pub mod client;
+pub mod credentials;
+pub mod reference;
+pub mod signature;
+
+pub use artifact::{MAX_ARTIFACT_BYTES, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
+pub use client::{Pulled, Registry, RegistryError};
+pub use credentials::{CredentialStore, Credentials};
+pub use reference::ArtifactRef;
+pub use signature::{PublicKey, SigningKey};
