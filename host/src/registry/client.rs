@@ -160,8 +160,6 @@ impl Registry {
         plain_http: bool,
     ) -> Result<ArtifactRef, RegistryError> {
         let (client, auth) = self.client_for(reference, plain_http)?;
-        let oci = reference.to_oci();
-        let err = |e| classify(reference, e);
         if wasm.len() as u64 > MAX_ARTIFACT_BYTES {
             return Err(RegistryError::NotAnArtifact {
                 reference: reference.to_string(),
@@ -169,27 +167,9 @@ impl Registry {
             });
         }
         let a = artifact::build(wasm);
-        client
-            .auth(&oci, &auth, oci_client::RegistryOperation::Push)
-            .await
-            .map_err(err)?;
-        client
-            .push_blob(&oci, a.layer.data, &a.layer.digest)
-            .await
-            .map_err(err)?;
-        client
-            .push_blob(&oci, a.config.data, &a.config.digest)
-            .await
-            .map_err(err)?;
-        client
-            .push_manifest_raw(
-                &oci,
-                a.manifest.data,
-                HeaderValue::from_static(OCI_MANIFEST_MEDIA_TYPE),
-            )
-            .await
-            .map_err(err)?;
-        Ok(reference.pinned(&a.manifest.digest))
+        let digest = a.manifest.digest.clone();
+        push_image(client, &auth, reference, [a.layer, a.config], a.manifest).await?;
+        Ok(reference.pinned(&digest))
     }
 
     /// The manifest digest `reference` names now (its own digest when pinned), without the
@@ -348,28 +328,7 @@ impl Registry {
         let m = signature::signature_manifest(payload, &sig);
         let target = pinned.signature_ref();
         let (client, auth) = self.client_for(&target, plain_http)?;
-        let oci = target.to_oci();
-        let err = |e| classify(&target, e);
-        client
-            .auth(&oci, &auth, oci_client::RegistryOperation::Push)
-            .await
-            .map_err(err)?;
-        client
-            .push_blob(&oci, m.payload.data, &m.payload.digest)
-            .await
-            .map_err(err)?;
-        client
-            .push_blob(&oci, m.config.data, &m.config.digest)
-            .await
-            .map_err(err)?;
-        client
-            .push_manifest_raw(
-                &oci,
-                m.manifest.data,
-                HeaderValue::from_static(OCI_MANIFEST_MEDIA_TYPE),
-            )
-            .await
-            .map_err(err)?;
+        push_image(client, &auth, &target, [m.payload, m.config], m.manifest).await?;
         Ok(target)
     }
 
@@ -442,6 +401,38 @@ impl Registry {
 }
 
 /// Sorts an `oci-client` error into what an operator can act on.
+/// Pushes one image to `target`: its blobs first, then the manifest naming them, since a registry
+/// refuses a manifest whose blobs it does not hold. A component and a signature are both pushed so.
+async fn push_image(
+    client: &oci_client::Client,
+    auth: &oci_client::secrets::RegistryAuth,
+    target: &ArtifactRef,
+    blobs: [artifact::Blob; 2],
+    manifest: artifact::Blob,
+) -> Result<(), RegistryError> {
+    let oci = target.to_oci();
+    let err = |e| classify(target, e);
+    client
+        .auth(&oci, auth, oci_client::RegistryOperation::Push)
+        .await
+        .map_err(err)?;
+    for blob in blobs {
+        client
+            .push_blob(&oci, blob.data, &blob.digest)
+            .await
+            .map_err(err)?;
+    }
+    client
+        .push_manifest_raw(
+            &oci,
+            manifest.data,
+            HeaderValue::from_static(OCI_MANIFEST_MEDIA_TYPE),
+        )
+        .await
+        .map_err(err)?;
+    Ok(())
+}
+
 fn classify(reference: &ArtifactRef, e: oci_client::errors::OciDistributionError) -> RegistryError {
     use oci_client::errors::{OciDistributionError as E, OciErrorCode};
     let reference = reference.to_string();
