@@ -13,10 +13,9 @@ use kubewasm::runtime::{
     CallKind, CallOutcome, GuestLogLevel, Limits, Observer, RuntimeConfig, SharedObserver,
 };
 use parking_lot::Mutex;
-
-/// A memory cgroup (or RSS) for running the host under the deploy's limit in attack tests.
-pub mod cgroup;
 use tokio::sync::{Notify, broadcast};
+
+pub mod cgroup;
 
 /// Upper bound for any awaited condition: a failure guard, never a synchronisation device.
 pub const PATIENCE: Duration = Duration::from_secs(60);
