@@ -5,18 +5,34 @@
 # scenario files through `kubewasm test` (scripts/scenarios.sh). Builds skip what is up to date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-bash guest-examples/build.sh
-bash tests/fixtures/build.sh
-cargo test --release --workspace --lib --bins --tests
-bash scripts/scenarios.sh
+# Each stage is timed; the summary is printed at the end (also when a stage fails), so the next
+# regression in the test command's length shows which stage grew.
+stages=()
+stage() {
+  local name="$1" start rc=0
+  shift
+  start=$(date +%s)
+  "$@" || rc=$?
+  stages+=("$(printf '%6d s  %s' "$(( $(date +%s) - start ))" "$name")")
+  return "$rc"
+}
+summary() {
+  echo "test.sh: time per stage"
+  printf '  %s\n' "${stages[@]}"
+}
+trap summary EXIT
+stage "setup (toolchains)" bash scripts/setup.sh
+stage "guest examples" bash guest-examples/build.sh
+stage "test fixtures" bash tests/fixtures/build.sh
+stage "cargo test (build + run)" cargo test --release --workspace --lib --bins --tests
+stage "example scenarios" bash scripts/scenarios.sh
 # The Rust SDK's unit tests (native: its pure parts) and its copy of the WIT it wraps.
-diff -r wit/0.2.0 sdk/rust/wit
-diff wit/handler.wit sdk/rust/wit-0.1.0/handler.wit  # its 0.1.0 mode (handler_v0_1!)
-(cd sdk/rust && CARGO_TARGET_DIR="$PWD/../../target/sdk-native" cargo test --release)
+stage "Rust SDK WIT copies" diff -r wit/0.2.0 sdk/rust/wit
+stage "Rust SDK WIT 0.1.0 copy" diff wit/handler.wit sdk/rust/wit-0.1.0/handler.wit # handler_v0_1!
+stage "Rust SDK unit tests" bash -c 'cd sdk/rust && CARGO_TARGET_DIR="$PWD/../../target/sdk-native" cargo test --release'
 # The SDKs' own unit tests (pure parts, on the native runtimes with stub bindings).
-python3 -m unittest discover -s sdk/python/tests
-(cd sdk/javascript && node --import ./test/register.js --test test/sdk.test.js)
-# The Python SDK inside a real component (wasi:http requests and errors, the export guard).
-bash sdk/python/tests/component/run.sh
-bash sdk/javascript/test/component/run.sh
+stage "Python SDK unit tests" python3 -m unittest discover -s sdk/python/tests
+stage "JavaScript SDK unit tests" bash -c 'cd sdk/javascript && node --import ./test/register.js --test test/sdk.test.js'
+# The SDKs inside real components (wasi:http requests and errors, the export guard).
+stage "Python SDK component" bash sdk/python/tests/component/run.sh
+stage "JavaScript SDK component" bash sdk/javascript/test/component/run.sh
