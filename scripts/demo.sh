@@ -26,5 +26,13 @@ done
 endpoint="$(sed -n 's/^listening on //p' "$out" | head -1)"
 [[ -n "$endpoint" ]] || { echo "demo: the cloud stand-in did not start" >&2; exit 1; }
 echo "demo: cloud stand-in at $endpoint (try: curl $endpoint/lbs)"
+# The API server's port: 6443 as on a cluster, unless something else holds it (k3s and many
+# local clusters do) and no --port was given, then any free port; kubectl finds it through the
+# printed KUBECONFIG either way.
+port=()
+if [[ " $* " != *" --port"* ]] && ! python3 -c 'import socket; socket.socket().bind(("127.0.0.1", 6443))' 2>/dev/null; then
+  port=(--port "$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')")
+  echo "demo: 127.0.0.1:6443 is taken; the API server uses port ${port[1]} (choose one with --port N)"
+fi
 target/release/kubewasm dev --plugins guest-examples/dist --cache-dir target/scenario-cache \
-  --demo --demo-cloud "$endpoint" "$@"
+  --demo --demo-cloud "$endpoint" "${port[@]}" "$@"

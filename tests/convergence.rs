@@ -187,7 +187,7 @@ impl Run {
             ..ReflectorConfig::default()
         };
         let t = start_host_on(
-            target.client(),
+            target.host_client(),
             Some(dir.path().to_path_buf()),
             Limits::default(),
             informers,

@@ -67,6 +67,20 @@ pub fn client(server: &apiserver::ApiServer) -> kube::Client {
     kubewasm::identity::client(config).expect("client")
 }
 
+/// The User-Agent of the harness's own requests (`Target::client`); a server that names a
+/// write's field manager after the User-Agent then records `kubewasm-e2e`, never `kubewasm`.
+pub const HARNESS_USER_AGENT: &str = "kubewasm-e2e/0";
+
+/// A client for `config` that identifies itself as the harness, not the host.
+fn harness_client(mut config: kube::Config) -> kube::Client {
+    let name = http::HeaderName::from_static("user-agent");
+    config.headers.retain(|(h, _)| h != name);
+    config
+        .headers
+        .push((name, http::HeaderValue::from_static(HARNESS_USER_AGENT)));
+    kube::Client::try_from(config).expect("client")
+}
+
 /// One guest log line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GuestLine {
@@ -588,8 +602,15 @@ impl Target {
         }
     }
 
-    /// A client with the kubeconfig's (on a real cluster: cluster-admin) identity.
+    /// The test harness's client, with the kubeconfig's (on a real cluster: cluster-admin)
+    /// identity and a User-Agent of its own ([`HARNESS_USER_AGENT`]), so the harness's writes
+    /// are not mistaken for the host's in `managedFields` or an audit log.
     pub fn client(&self) -> kube::Client {
+        harness_client(self.config())
+    }
+
+    /// A client for a host under test: the kubeconfig's identity with the host's User-Agent.
+    pub fn host_client(&self) -> kube::Client {
         kubewasm::identity::client(self.config()).expect("client")
     }
 
@@ -599,7 +620,7 @@ impl Target {
     pub fn client_as(&self, user: &str) -> kube::Client {
         let mut config = self.config();
         config.auth_info.impersonate = Some(user.to_string());
-        kubewasm::identity::client(config).expect("client")
+        harness_client(config)
     }
 
     /// A kubeconfig file for processes the test starts: the given one, or the embedded
