@@ -41,10 +41,10 @@ impl MemoryCgroup {
                 .any(|c| c == "memory")
                 .then(|| Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/')))
         });
-        if let Some(parent) = v1 {
-            if let Some(cg) = Self::make(&parent.join(&leaf), Version::V1, limit_bytes) {
-                return Some(cg);
-            }
+        if let Some(parent) = v1
+            && let Some(cg) = Self::make(&parent.join(&leaf), Version::V1, limit_bytes)
+        {
+            return Some(cg);
         }
         let v2 = own
             .lines()
@@ -59,15 +59,18 @@ impl MemoryCgroup {
             dir: dir.to_path_buf(),
             version,
         };
+        // The limit must hold; the swap limit only where the kernel accounts swap, so the
+        // process has no swap to hide in (its failure is not an error).
         let limited = match version {
             Version::V1 => {
-                cg.write("memory.limit_in_bytes", &limit.to_string())
-                    // No swap to hide in, where the kernel accounts it.
-                    && (cg.write("memory.memsw.limit_in_bytes", &limit.to_string()) || true)
+                let ok = cg.write("memory.limit_in_bytes", &limit.to_string());
+                cg.write("memory.memsw.limit_in_bytes", &limit.to_string());
+                ok
             }
             Version::V2 => {
-                cg.write("memory.max", &limit.to_string())
-                    && (cg.write("memory.swap.max", "0") || true)
+                let ok = cg.write("memory.max", &limit.to_string());
+                cg.write("memory.swap.max", "0");
+                ok
             }
         };
         limited.then_some(cg)
@@ -159,8 +162,14 @@ mod tests {
 
     #[test]
     fn counters_are_read_by_key() {
-        assert_eq!(counter("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"), 3);
-        assert_eq!(counter("low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n", "oom_kill"), 1);
+        assert_eq!(
+            counter("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"),
+            3
+        );
+        assert_eq!(
+            counter("low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n", "oom_kill"),
+            1
+        );
         assert_eq!(counter("", "oom_kill"), 0);
     }
 }
