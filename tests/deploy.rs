@@ -248,8 +248,8 @@ async fn kustomize_base_renders_and_applies_to_the_embedded_server() {
     );
     assert_eq!(server.stats().writes, writes, "a dry run stores nothing");
 
-    // With the namespace in place, the server-side dry run README gives passes and stores
-    // nothing. (Client-side apply is not what README gives: the plugins ConfigMap outgrows the
+    // With the namespace in place, the server-side dry run deploy/README.md gives passes and stores
+    // nothing. (Client-side apply is not what deploy/README.md gives: the plugins ConfigMap outgrows the
     // 256 KiB last-applied annotation, as it would on a real cluster.)
     let ns = base.join("namespace.yaml").display().to_string();
     k.ok(&["apply", "-f", &ns]).await;

@@ -388,7 +388,7 @@ mod tests {
     }
 
     /// Everything `g` grants, spelled as RBAC tuples, written from the grants reference
-    /// (README *Grants*) rather than from the code under test.
+    /// (`docs/grants.md`) rather than from the code under test.
     fn granted(g: &Grants, plural: &dyn Fn(&str) -> String) -> BTreeSet<Tuple> {
         let scopes = |ns: &Option<crate::plugins::NamespaceList>| -> Vec<Option<String>> {
             match ns {

@@ -80,8 +80,8 @@ pub struct HostArgs {
     #[arg(long, default_value = DEFAULT_PLUGINS_CONFIGMAP)]
     pub plugins_configmap: String,
     /// Plugins pulled from OCI registries: a TOML file naming each plugin, its reference
-    /// (pinned by digest, or following a tag) and its manifest (see README, *Plugins from a
-    /// registry*). Works beside `--plugins`; names must differ.
+    /// (pinned by digest, or following a tag) and its manifest (see `docs/registry.md`). Works
+    /// beside `--plugins`; names must differ.
     #[arg(long, value_name = "FILE")]
     pub plugin_sources: Option<PathBuf>,
     /// Registry credentials for `--plugin-sources`: docker's `config.json` shape (a mounted
