@@ -40,7 +40,7 @@ pub struct HostArgs {
     #[arg(long, default_value_t = DEFAULT_COMPILE_MEMORY_BUDGET >> 20)]
     pub compile_memory_budget_mib: u64,
     /// Wall time one plugin compile may take before it is stopped and the component refused.
-    #[arg(long, default_value = "180s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
     pub compile_timeout: Duration,
     /// Wall-clock deadline of one handler call, for plugins without a manifest.
     #[arg(long, default_value_t = 1000)]

@@ -17,7 +17,7 @@
 //! The child is this same executable started with the hidden subcommand [`WORKER_SUBCOMMAND`]
 //! (the runtime knows nothing of the command line: the CLI only dispatches it to
 //! [`compile_worker`]). It reads the wasm on stdin and writes `Component::serialize`'s artifact on
-//! stdout. The parent deserializes the artifact from memory: it came through a pipe only the
+//! stdout (`Engine::precompile_component`, the same format). The parent deserializes the artifact from memory: it came through a pipe only the
 //! parent holds, from the parent's own executable (re-run through `/proc/self/exe`), and wasmtime
 //! checks that a compatible engine made it. Its size is capped by the child's memory limit.
 //!
@@ -36,23 +36,30 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use wasmtime::component::Component;
-
 /// The hidden subcommand that makes the binary a compile worker (see [`compile_worker`]).
 pub const WORKER_SUBCOMMAND: &str = "__compile";
 
-/// Memory one compile may use by default. The largest shipped example, the 18 MB Python
-/// replicator, peaks at about 250 MiB in the child with parallel compilation (docs/limits.md,
-/// *Compiles*); the rest is headroom for larger interpreters.
-pub const DEFAULT_COMPILE_MEMORY_LIMIT: u64 = 320 << 20;
+/// The most memory one compile may use by default: the largest shipped examples peak at
+/// 341 MiB (Python replicator, 18.5 MB) and 344 MiB (JavaScript notifier, 13.7 MB) of
+/// `RLIMIT_DATA`-counted memory compiling on one thread (docs/limits.md, *Compiles*).
+pub const DEFAULT_COMPILE_MEMORY_LIMIT: u64 = 384 << 20;
 
-/// Memory all compiles at once may use by default: one compile at the limit. With the deploy's
-/// 512 MiB container that leaves the host its own ~190 MiB (docs/limits.md, *Compiles*).
-pub const DEFAULT_COMPILE_MEMORY_BUDGET: u64 = DEFAULT_COMPILE_MEMORY_LIMIT;
+/// Memory all compiles at once may use by default: one compile at the limit and a small one
+/// beside it (a Rust handler's limit is under 64 MiB), so a Rust handler does not wait for an
+/// 18 MB Python one, while two large ones compile one after the other.
+pub const DEFAULT_COMPILE_MEMORY_BUDGET: u64 = DEFAULT_COMPILE_MEMORY_LIMIT + (64 << 20);
 
-/// Wall time one compile may take by default: the Python replicator takes about 20 s alone on
-/// two cores; several times that covers a busy machine.
-pub const DEFAULT_COMPILE_TIME_LIMIT: Duration = Duration::from_secs(180);
+/// Wall time one compile may take by default: the Python replicator took 111–138 s on a
+/// two-core machine loaded 7 times over, 12 s on a quiet one.
+pub const DEFAULT_COMPILE_TIME_LIMIT: Duration = Duration::from_secs(300);
+
+/// Memory a compile of a tiny component needs: the worker process, its engine, the input and
+/// the artifact (a 94 KB Rust handler peaked at 9 MiB).
+pub const COMPILE_BASE_BYTES: u64 = 32 << 20;
+
+/// Memory a compile needs per byte of component over [`COMPILE_BASE_BYTES`]: the shipped
+/// examples needed 18–50 (docs/limits.md, *Compiles*).
+pub const COMPILE_BYTES_PER_WASM_BYTE: u64 = 64;
 
 /// Exit code of a worker whose component wasmtime refused (the reason is on stderr).
 const EXIT_INVALID: u8 = 1;
@@ -62,13 +69,6 @@ const EXIT_IO: u8 = 2;
 const EXIT_NO_MEMORY: u8 = 3;
 /// Most of the worker's stderr the parent keeps (a wasmtime error is one line).
 const MAX_STDERR_BYTES: usize = 4096;
-
-/// Memory a compile of a tiny component needs: the worker process, its engine and threads.
-pub const COMPILE_BASE_BYTES: u64 = 96 << 20;
-
-/// Memory a compile needs per byte of component, over [`COMPILE_BASE_BYTES`]: the most any
-/// shipped example needed, with headroom (docs/limits.md, *Compiles*).
-pub const COMPILE_BYTES_PER_WASM_BYTE: u64 = 16;
 
 /// How fresh compiles are bounded.
 #[derive(Clone, Debug)]
@@ -86,7 +86,8 @@ pub struct CompileLimits {
     /// Wall time after which a compile's child is killed.
     pub time_limit: Duration,
     /// Compile a component's functions on all cores (wasmtime's parallel compilation) rather
-    /// than one: faster, and measured to cost little more memory (docs/limits.md).
+    /// than one: 1.2–1.4 times faster on two cores, but the JavaScript notifier then peaked at
+    /// 439 MiB instead of 344 (docs/limits.md), so off by default.
     pub parallel: bool,
 }
 
@@ -97,7 +98,7 @@ impl Default for CompileLimits {
             memory_limit_bytes: DEFAULT_COMPILE_MEMORY_LIMIT,
             memory_budget_bytes: DEFAULT_COMPILE_MEMORY_BUDGET,
             time_limit: DEFAULT_COMPILE_TIME_LIMIT,
-            parallel: true,
+            parallel: false,
         }
     }
 }
@@ -422,8 +423,8 @@ fn compile_to_artifact(wasm: &[u8], threads: usize) -> anyhow::Result<Vec<u8>> {
         .num_threads(threads)
         .thread_name(|i| format!("kubewasm-compile-{i}"))
         .build()?;
-    let component = pool.install(|| Component::from_binary(&engine, wasm))?;
-    Ok(component.serialize()?)
+    // The artifact directly, as for ahead-of-time compiles: no loaded copy of the code beside it.
+    Ok(pool.install(|| engine.precompile_component(wasm))?)
 }
 
 /// Shares the compile memory budget out: a compile enters once its limit fits in what the
