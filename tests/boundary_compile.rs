@@ -34,34 +34,53 @@ const BINARY: &str = env!("CARGO_BIN_EXE_kubewasm-replica");
 /// bytes a step). wasmtime compiles every core module a component holds, used or not, and
 /// Cranelift's memory grows with the values a function keeps live: four functions of 400,000
 /// (6 MB) took a host compiling in-process to 780 MB in 11 s.
+///
+/// Encoded by hand: four sections of one instruction pattern, where `wasm-encoder` would change
+/// the features wasmtime is built with in this crate (and so rebuild it for one test helper).
 fn with_unused_module(base: &[u8], functions: u32, depth: u32) -> Vec<u8> {
-    use wasm_encoder::{
-        CodeSection, ComponentSection, Encode, Function, FunctionSection, Module, ModuleSection,
-        TypeSection, ValType,
-    };
-    let mut types = TypeSection::new();
-    types.ty().function([], [ValType::I64]);
-    let mut declared = FunctionSection::new();
-    let mut code = CodeSection::new();
-    for _ in 0..functions {
-        declared.function(0);
-        let mut body = Function::new([]);
-        let mut sink = body.instructions();
-        for i in 0..depth {
-            sink.i64_const(i64::from(i % 1000));
+    fn leb(mut n: u64, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
         }
-        for _ in 1..depth {
-            sink.i64_add();
-        }
-        sink.end();
-        code.function(&body);
     }
-    let mut module = Module::new();
-    module.section(&types).section(&declared).section(&code);
+    fn section(id: u8, payload: &[u8], out: &mut Vec<u8>) {
+        out.push(id);
+        leb(payload.len() as u64, out);
+        out.extend_from_slice(payload);
+    }
+    const I64_CONST: u8 = 0x42;
+    const I64_ADD: u8 = 0x7c;
+    const END: u8 = 0x0b;
+    let mut body = vec![0]; // no locals
+    for i in 0..depth {
+        // Constants under 64 are one signed-LEB byte.
+        body.extend_from_slice(&[I64_CONST, (i % 64) as u8]);
+    }
+    body.extend(std::iter::repeat_n(I64_ADD, depth as usize - 1));
+    body.push(END);
+    let mut code = Vec::new();
+    leb(u64::from(functions), &mut code);
+    for _ in 0..functions {
+        leb(body.len() as u64, &mut code);
+        code.extend_from_slice(&body);
+    }
+    let mut declared = Vec::new();
+    leb(u64::from(functions), &mut declared);
+    declared.extend(std::iter::repeat_n(0u8, functions as usize));
+    let mut module = b"\0asm\x01\0\0\0".to_vec();
+    // One type: [] -> [i64].
+    section(1, &[1, 0x60, 0, 1, 0x7e], &mut module);
+    section(3, &declared, &mut module);
+    section(10, &code, &mut module);
     let mut bytes = base.to_vec();
-    let section = ModuleSection(&module);
-    bytes.push(section.id());
-    section.encode(&mut bytes);
+    // The component's core module section.
+    section(1, &module, &mut bytes);
     bytes
 }
 
@@ -94,12 +113,12 @@ fn a_compile_bomb_stops_at_the_child_memory_limit_and_the_next_compile_works() {
     let rt = runtime(in_child());
     let bomb = compile_bomb();
     let before = rss_bytes(std::process::id());
-    let err = rt
-        .compile(&bomb)
-        .err()
-        .expect("the bomb must not compile");
+    let err = rt.compile(&bomb).err().expect("the bomb must not compile");
     assert!(
-        matches!(err, RuntimeError::CompileAborted(CompileAborted::MemoryLimit { .. })),
+        matches!(
+            err,
+            RuntimeError::CompileAborted(CompileAborted::MemoryLimit { .. })
+        ),
         "{err}"
     );
     assert!(err.to_string().contains("memory limit"), "{err}");
@@ -108,7 +127,9 @@ fn a_compile_bomb_stops_at_the_child_memory_limit_and_the_next_compile_works() {
     assert!(grown < 128 << 20, "the test process grew by {grown} bytes");
     // A handler compiled in a child loads, and instantiates like one compiled here.
     let logger = std::fs::read(guest("rust-configmap-logger.wasm")).unwrap();
-    let compiled = rt.compile(&logger).expect("a handler compiles in the child");
+    let compiled = rt
+        .compile(&logger)
+        .expect("a handler compiles in the child");
     assert!(!compiled.cache_hit());
     rt.handler_instance(
         &compiled,
@@ -128,7 +149,10 @@ fn a_compile_past_its_time_limit_is_stopped() {
     let wasm = std::fs::read(guest("rust-configmap-logger.wasm")).unwrap();
     let err = rt.compile(&wasm).err().expect("1 ms is too short");
     assert!(
-        matches!(err, RuntimeError::CompileAborted(CompileAborted::TimeLimit { .. })),
+        matches!(
+            err,
+            RuntimeError::CompileAborted(CompileAborted::TimeLimit { .. })
+        ),
         "{err}"
     );
 }
@@ -294,7 +318,8 @@ async fn a_compile_bomb_hot_reload_is_refused_and_the_old_version_keeps_running(
     let refused = host
         .wait_line("the bomb refused", |l| {
             field(l, "plugin") == "victim"
-                && field(l, "message") == "new version not loaded; the running version keeps running"
+                && field(l, "message")
+                    == "new version not loaded; the running version keeps running"
         })
         .await;
     assert!(
@@ -349,7 +374,8 @@ async fn the_python_and_javascript_examples_compile_from_an_empty_cache_within_t
     let names = install_registry_pair(&plugins);
     let mut host = HostProcess::start(tmp.path(), &plugins, &kubeconfig, "pair").await;
     for name in names {
-        host.wait_line(&format!("{name} loaded"), loaded(name)).await;
+        host.wait_line(&format!("{name} loaded"), loaded(name))
+            .await;
     }
     host.assert_alive_and_within_the_limit();
 }

@@ -152,7 +152,9 @@ impl DiskCache {
     pub(crate) fn store(&self, wasm_sha256: &[u8; 32], component: &Component) {
         match component.serialize() {
             Ok(artifact) => self.store_artifact(wasm_sha256, &artifact),
-            Err(e) => tracing::warn!(error = %e, "cannot serialize a compiled component for the cache"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot serialize a compiled component for the cache")
+            }
         }
     }
 
@@ -165,7 +167,12 @@ impl DiskCache {
         }
     }
 
-    fn try_store(&self, path: &Path, wasm_sha256: &[u8; 32], artifact: &[u8]) -> std::io::Result<()> {
+    fn try_store(
+        &self,
+        path: &Path,
+        wasm_sha256: &[u8; 32],
+        artifact: &[u8],
+    ) -> std::io::Result<()> {
         let digest = trailer_digest(wasm_sha256, artifact);
         let mut tmp = tempfile_in(&self.dir)?;
         tmp.1.write_all(artifact)?;

@@ -152,7 +152,9 @@ pub enum CompileAborted {
     /// Someone else killed the child: the kernel's OOM killer when the host's memory is full
     /// (the child is its first choice), or an operator. Not the component's doing alone, so
     /// worth another try.
-    #[error("the compile process was killed by signal {signal} (the OOM killer, when the host's memory is full)")]
+    #[error(
+        "the compile process was killed by signal {signal} (the OOM killer, when the host's memory is full)"
+    )]
     Killed {
         /// The signal.
         signal: i32,
@@ -260,8 +262,7 @@ pub(crate) fn compile_in_child(
         let detail = s.spawn(move || read_stderr(&mut stderr));
         let timed_out = &timed_out;
         s.spawn(move || {
-            if let Err(mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(limits.time_limit)
-            {
+            if let Err(mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(limits.time_limit) {
                 timed_out.store(true, Ordering::Release);
                 kill(pid);
             }

@@ -350,7 +350,10 @@ impl Runtime {
         };
         tracing::debug!(target: "kubewasm::runtime", bytes = wasm.len(),
             elapsed_ms = started.elapsed().as_millis() as u64, "compiled component");
-        Ok((check_world(&inner.engine, &inner.linker, &component)?, artifact))
+        Ok((
+            check_world(&inner.engine, &inner.linker, &component)?,
+            artifact,
+        ))
     }
 
     /// A handle for `plugin_name`'s instances that instantiates on first use; refuses limits the
