@@ -230,9 +230,10 @@ impl HostProcess {
                     if rss == 0 {
                         return;
                     }
-                    let mut p = peak.lock();
-                    *p = (*p).max(rss);
-                    drop(p);
+                    {
+                        let mut p = peak.lock();
+                        *p = (*p).max(rss);
+                    }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             });

@@ -327,7 +327,7 @@ impl Runtime {
                         return Err(aborted.into());
                     }
                 };
-                // SAFETY: the artifact is `Component::serialize` output of this executable,
+                // SAFETY: the artifact is `Engine::precompile_component` output of this executable,
                 // received over a pipe only this process holds (see `compile_child`); wasmtime
                 // refuses one made by an engine of other settings or version.
                 let component = unsafe { Component::deserialize(&inner.engine, &artifact) }
