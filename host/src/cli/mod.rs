@@ -47,11 +47,23 @@ enum Command {
     Pull(pull::PullArgs),
     /// Write an ECDSA P-256 key pair (`cosign.key`, `cosign.pub`) to sign pushes with.
     GenerateKeyPair(keys::GenerateKeyPairArgs),
+    /// Internal: compiles one component for a running host, which starts it (see
+    /// `runtime::compile_worker`).
+    #[command(name = crate::runtime::WORKER_SUBCOMMAND, hide = true)]
+    CompileWorker {
+        /// The worker's own arguments, read by the runtime.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 /// Entry point of the binary: parses arguments, runs the subcommand, maps errors to exit code 1.
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // Before logging is set up: the worker's stderr carries only its error, for the host.
+    if let Command::CompileWorker { args } = &cli.command {
+        return crate::runtime::compile_worker(args);
+    }
     let format = match &cli.command {
         Command::Run(a) => a.host.log_format,
         Command::Dev(a) => a.host.log_format,
@@ -86,7 +98,8 @@ pub fn main() -> std::process::ExitCode {
                         Command::Check(_)
                         | Command::Rbac(_)
                         | Command::New(_)
-                        | Command::GenerateKeyPair(_) => {
+                        | Command::GenerateKeyPair(_)
+                        | Command::CompileWorker { .. } => {
                             unreachable!("handled above")
                         }
                     }
@@ -113,6 +126,17 @@ pub fn default_cache_dir() -> Option<std::path::PathBuf> {
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
         .map(|d| d.join("kubewasm"))
+}
+
+/// The executable to re-run as a compile worker: this one. On Linux through `/proc/self/exe`,
+/// which names the running binary even after it was replaced or removed on disk (a different
+/// binary would compile for another engine).
+pub fn compile_worker_binary() -> Option<std::path::PathBuf> {
+    let own = std::path::Path::new("/proc/self/exe");
+    if cfg!(target_os = "linux") && own.exists() {
+        return Some(own.to_path_buf());
+    }
+    std::env::current_exe().ok()
 }
 
 /// Runs a host's shutdown; a second SIGTERM/SIGINT meanwhile cuts it short.

@@ -270,6 +270,10 @@ pub fn rbac(args: RbacArgs) -> anyhow::Result<()> {
     let runtime = Runtime::new(
         RuntimeConfig {
             cache_dir: super::default_cache_dir(),
+            compile: crate::runtime::CompileLimits {
+                worker: super::compile_worker_binary(),
+                ..Default::default()
+            },
             ..RuntimeConfig::default()
         },
         RuntimeMetrics::unregistered(),

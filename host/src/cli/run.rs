@@ -11,7 +11,10 @@ use super::logging::LogFormat;
 use crate::host::{Host, HostBuilder};
 use crate::informer::ReflectorConfig;
 use crate::plugins::{DEFAULT_PLUGINS_CONFIGMAP, GrantPolicy, OwnObjects};
-use crate::runtime::{Limits, RuntimeConfig};
+use crate::runtime::{
+    CompileLimits, DEFAULT_COMPILE_MEMORY_BUDGET, DEFAULT_COMPILE_MEMORY_LIMIT, Limits,
+    RuntimeConfig,
+};
 
 /// Flags shared by every subcommand that runs a host.
 #[derive(clap::Args, Debug, Clone)]
@@ -28,6 +31,17 @@ pub struct HostArgs {
     /// Where compiled plugins are cached (default: `$XDG_CACHE_HOME/kubewasm`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    /// Memory one plugin compile may use; a component that needs more is refused (the compile
+    /// runs in a child process killed at this limit).
+    #[arg(long, default_value_t = DEFAULT_COMPILE_MEMORY_LIMIT >> 20, value_parser = clap::value_parser!(u64).range(16..))]
+    pub compile_memory_limit_mib: u64,
+    /// Memory all plugin compiles at once may use: as many compiles run at once as limits fit
+    /// in it (at least one).
+    #[arg(long, default_value_t = DEFAULT_COMPILE_MEMORY_BUDGET >> 20)]
+    pub compile_memory_budget_mib: u64,
+    /// Wall time one plugin compile may take before it is stopped and the component refused.
+    #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
+    pub compile_timeout: Duration,
     /// Wall-clock deadline of one handler call, for plugins without a manifest.
     #[arg(long, default_value_t = 1000)]
     pub deadline_ms: u64,
@@ -118,6 +132,7 @@ impl HostArgs {
         Ok(builder
             .runtime(RuntimeConfig {
                 cache_dir: self.cache_dir.clone().or_else(default_cache_dir),
+                compile: self.compile_limits(),
                 ..RuntimeConfig::default()
             })
             .informers(ReflectorConfig {
@@ -147,6 +162,18 @@ impl HostArgs {
 }
 
 impl HostArgs {
+    /// How this host's compiles are bounded: in a child process (this executable re-run), with
+    /// the flags' limits.
+    pub fn compile_limits(&self) -> CompileLimits {
+        CompileLimits {
+            worker: super::compile_worker_binary(),
+            memory_limit_bytes: self.compile_memory_limit_mib << 20,
+            memory_budget_bytes: self.compile_memory_budget_mib << 20,
+            time_limit: self.compile_timeout,
+            ..CompileLimits::default()
+        }
+    }
+
     /// The host's own objects: the plugins ConfigMap and the RBAC in its namespace, and the
     /// Lease it elects with (or would, with `--leader-elect`).
     pub fn own_objects(

@@ -150,8 +150,19 @@ impl DiskCache {
 
     /// Stores a freshly compiled component; failures are logged, never fatal.
     pub(crate) fn store(&self, wasm_sha256: &[u8; 32], component: &Component) {
+        match component.serialize() {
+            Ok(artifact) => self.store_artifact(wasm_sha256, &artifact),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot serialize a compiled component for the cache")
+            }
+        }
+    }
+
+    /// Stores an artifact (`Component::serialize` output, e.g. from a compile worker) that
+    /// this process has already loaded; failures are logged, never fatal.
+    pub(crate) fn store_artifact(&self, wasm_sha256: &[u8; 32], artifact: &[u8]) {
         let path = self.path_for(wasm_sha256);
-        if let Err(e) = self.try_store(&path, wasm_sha256, component) {
+        if let Err(e) = self.try_store(&path, wasm_sha256, artifact) {
             tracing::warn!(path = %path.display(), error = %e, "cannot write compile cache entry");
         }
     }
@@ -160,12 +171,11 @@ impl DiskCache {
         &self,
         path: &Path,
         wasm_sha256: &[u8; 32],
-        component: &Component,
-    ) -> anyhow::Result<()> {
-        let artifact = component.serialize()?;
-        let digest = trailer_digest(wasm_sha256, &artifact);
+        artifact: &[u8],
+    ) -> std::io::Result<()> {
+        let digest = trailer_digest(wasm_sha256, artifact);
         let mut tmp = tempfile_in(&self.dir)?;
-        tmp.1.write_all(&artifact)?;
+        tmp.1.write_all(artifact)?;
         tmp.1.write_all(&digest)?;
         tmp.1.write_all(TRAILER_MAGIC)?;
         tmp.1.sync_all()?;

@@ -15,6 +15,9 @@ pub enum RuntimeError {
     /// A component that wasmtime could not validate or compile.
     #[error("cannot compile component: {0}")]
     Compile(String),
+    /// The compile was stopped at a limit (memory, time) or by the kernel before it finished.
+    #[error("cannot compile component: {0}")]
+    CompileAborted(#[from] super::CompileAborted),
     /// Creating an instance failed (its start code trapped, limits too small).
     #[error("cannot instantiate handler: {0}")]
     Instantiate(String),

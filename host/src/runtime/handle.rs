@@ -12,6 +12,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 
 use super::bindings::{v1, v2};
 use super::compile_cache::DiskCache;
+use super::compile_child::{ChildOutcome, CompileGate, CompileLimits, compile_in_child};
 use super::engine::{build_engine, spawn_epoch_ticker};
 use super::error::{CallError, RuntimeError};
 use super::http_bounds::OpenCount;
@@ -88,6 +89,9 @@ pub struct RuntimeConfig {
     /// Answers name lookups of outgoing requests before the system resolver (tests point
     /// names at chosen addresses with it); every answer is still checked.
     pub resolver: Option<Arc<dyn super::Resolver>>,
+    /// How fresh compiles are bounded: in a child process with a memory and time limit, and
+    /// how many at once.
+    pub compile: CompileLimits,
 }
 
 impl Default for RuntimeConfig {
@@ -101,6 +105,7 @@ impl Default for RuntimeConfig {
             max_outgoing_connections: None,
             cluster_api_addresses: Vec::new(),
             resolver: None,
+            compile: CompileLimits::default(),
         }
     }
 }
@@ -114,6 +119,7 @@ impl fmt::Debug for RuntimeConfig {
             .field("http_stub", &self.http_stub.as_ref().map(|_| "<stub>"))
             .field("max_outgoing_connections", &self.max_outgoing_connections)
             .field("cluster_api_addresses", &self.cluster_api_addresses)
+            .field("compile", &self.compile)
             .finish()
     }
 }
@@ -138,6 +144,8 @@ pub(crate) struct RuntimeInner {
     pub connections: OpenCount,
     /// [`RuntimeConfig::cluster_api_addresses`] with `KUBERNETES_SERVICE_HOST`.
     pub cluster_api: Arc<[std::net::IpAddr]>,
+    /// Lets fresh compiles run at once while their memory limits fit the compile budget.
+    pub compile_gate: CompileGate,
 }
 
 /// How many compiled handlers stay shared in memory after their last plugin is gone.
@@ -205,6 +213,7 @@ impl Runtime {
                         .unwrap_or_else(super::default_host_connections),
                 ),
                 cluster_api: cluster_api_addresses(&config),
+                compile_gate: CompileGate::new(config.compile.memory_budget_bytes),
                 config,
                 metrics,
                 recent: parking_lot::Mutex::new(std::collections::VecDeque::new()),
@@ -257,7 +266,7 @@ impl Runtime {
     ) -> Result<CompiledHandler, RuntimeError> {
         let inner = &*self.inner;
         let Some(disk) = &inner.disk_cache else {
-            let pre = self.compile_fresh(wasm)?;
+            let (pre, _) = self.compile_fresh(wasm)?;
             inner.metrics.compiled("uncached");
             return Ok(CompiledHandler {
                 pre,
@@ -280,8 +289,11 @@ impl Runtime {
                     "cached artifact no longer validates; recompiling"),
             }
         }
-        let pre = self.compile_fresh(wasm)?;
-        disk.store(&wasm_sha256, pre.component());
+        let (pre, artifact) = self.compile_fresh(wasm)?;
+        match artifact {
+            Some(artifact) => disk.store_artifact(&wasm_sha256, &artifact),
+            None => disk.store(&wasm_sha256, pre.component()),
+        }
         inner.metrics.compiled("miss");
         Ok(CompiledHandler {
             pre,
@@ -290,20 +302,58 @@ impl Runtime {
         })
     }
 
-    fn compile_fresh(&self, wasm: &[u8]) -> Result<WorldPre, RuntimeError> {
+    /// Compiles with Cranelift once a place under the compile memory budget is free: in a child
+    /// process when a worker binary is configured (then the artifact it sent comes back too, for
+    /// the disk cache), else in this process.
+    fn compile_fresh(&self, wasm: &[u8]) -> Result<(WorldPre, Option<Vec<u8>>), RuntimeError> {
+        let inner = &*self.inner;
+        let limits = &inner.config.compile;
+        let memory = limits.limit_for(wasm.len());
+        let _share = inner.compile_gate.enter(memory);
         let started = Instant::now();
-        let compile = || Component::from_binary(&self.inner.engine, wasm);
-        // Cranelift compiles functions on rayon's pool, and a thread outside a pool gets a turn
-        // only when no worker has work left: a small component queued behind an 18 MB one
-        // waited for all of it. A pool per compile lets the OS share the cores between them.
-        let component = match compile_pool(wasm.len()) {
-            Some(pool) => pool.install(compile),
-            None => compile(),
-        }
-        .map_err(|e| RuntimeError::Compile(format!("{e:#}")))?;
+        let (component, artifact) = match &limits.worker {
+            Some(worker) => {
+                let nice = compile_niceness(wasm.len());
+                let artifact = match compile_in_child(worker, limits, memory, nice, wasm) {
+                    Ok(ChildOutcome::Artifact(a)) => a,
+                    Ok(ChildOutcome::Invalid(message)) => {
+                        return Err(RuntimeError::Compile(message));
+                    }
+                    Err(aborted) => {
+                        inner.metrics.compiled(aborted.metric());
+                        tracing::warn!(target: "kubewasm::runtime", bytes = wasm.len(),
+                            elapsed_ms = started.elapsed().as_millis() as u64,
+                            error = %aborted, "compile stopped");
+                        return Err(aborted.into());
+                    }
+                };
+                // SAFETY: the artifact is `Engine::precompile_component` output of this executable,
+                // received over a pipe only this process holds (see `compile_child`); wasmtime
+                // refuses one made by an engine of other settings or version.
+                let component = unsafe { Component::deserialize(&inner.engine, &artifact) }
+                    .map_err(|e| RuntimeError::Compile(format!("compiled artifact: {e:#}")))?;
+                (component, Some(artifact))
+            }
+            None => {
+                let compile = || Component::from_binary(&inner.engine, wasm);
+                // Cranelift compiles functions on rayon's pool, and a thread outside a pool gets
+                // a turn only when no worker has work left: a small component queued behind an
+                // 18 MB one waited for all of it. A pool per compile lets the OS share the cores
+                // between them.
+                let component = match compile_pool(wasm.len()) {
+                    Some(pool) => pool.install(compile),
+                    None => compile(),
+                }
+                .map_err(|e| RuntimeError::Compile(format!("{e:#}")))?;
+                (component, None)
+            }
+        };
         tracing::debug!(target: "kubewasm::runtime", bytes = wasm.len(),
             elapsed_ms = started.elapsed().as_millis() as u64, "compiled component");
-        check_world(&self.inner.engine, &self.inner.linker, &component)
+        Ok((
+            check_world(&inner.engine, &inner.linker, &component)?,
+            artifact,
+        ))
     }
 
     /// A handle for `plugin_name`'s instances that instantiates on first use; refuses limits the

@@ -9,6 +9,7 @@
 mod bindings;
 mod cluster;
 mod compile_cache;
+mod compile_child;
 mod convert;
 mod engine;
 mod error;
@@ -39,6 +40,11 @@ mod tests;
 pub use cluster::{
     ClusterAccess, EventCall, EventType, KubeAnswer, KubeCall, KubeFuture, KubeResult,
     MAX_WRITE_BYTES, NoClusterAccess, ObjectRef, PatchType, Regarding, WriteOptions,
+};
+pub use compile_child::{
+    COMPILE_BASE_BYTES, COMPILE_BYTES_PER_WASM_BYTE, CompileAborted, CompileLimits,
+    DEFAULT_COMPILE_MEMORY_BUDGET, DEFAULT_COMPILE_MEMORY_LIMIT, DEFAULT_COMPILE_TIME_LIMIT,
+    WORKER_SUBCOMMAND, compile_worker,
 };
 pub use engine::EPOCH_TICK;
 pub use error::{CallError, RuntimeError};

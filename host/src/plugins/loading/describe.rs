@@ -110,7 +110,12 @@ fn describe_ungated(
         path: path.to_path_buf(),
         message,
     };
-    let compiled = runtime.compile(wasm).map_err(|e| invalid(e.to_string()))?;
+    let compiled = runtime.compile(wasm).map_err(|e| match e {
+        // Killed from outside (the OOM killer when the host's memory is full): the same bytes
+        // may compile later, so the load is retried rather than refused for good.
+        crate::runtime::RuntimeError::CompileAborted(a) if a.is_transient() => busy(a.to_string()),
+        e => invalid(e.to_string()),
+    })?;
     // describe() runs before the subscriptions are known, so it gets a cache that refuses
     // everything; the worker's instances get the plugin's own.
     let mut probe = runtime
