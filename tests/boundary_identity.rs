@@ -210,7 +210,10 @@ async fn what_the_hosts_pod_names_is_never_written_whatever_the_grants() {
     )
     .await;
     for (label, object) in [
-        ("patch host pod", format!("Pod {OPS}/{POD} (the host's Pod)")),
+        (
+            "patch host pod",
+            format!("Pod {OPS}/{POD} (the host's Pod)"),
+        ),
         (
             "patch sibling pod",
             format!("Pod {OPS}/host-5d4f8b-* (a replica of the host)"),
@@ -261,7 +264,10 @@ async fn what_the_hosts_pod_names_is_never_written_whatever_the_grants() {
         })
         .collect();
     assert!(reached.is_empty(), "reached the server: {reached:#?}");
-    let p = Api::<Pod>::namespaced(c.clone(), OPS).get(POD).await.unwrap();
+    let p = Api::<Pod>::namespaced(c.clone(), OPS)
+        .get(POD)
+        .await
+        .unwrap();
     assert_eq!(
         p.spec.unwrap().containers[0].image.as_deref(),
         Some("kubewasm:0.1.0")
@@ -274,14 +280,7 @@ async fn a_plugins_calls_reach_the_server_as_its_own_service_account() {
     let server = start_server().await;
     host_objects(&client(&server)).await;
     let (t, _dir) = host(&server, true).await;
-    let lines = run(
-        &server,
-        &t,
-        "ident-whoami",
-        json!({}),
-        "ident-whoami done",
-    )
-    .await;
+    let lines = run(&server, &t, "ident-whoami", json!({}), "ident-whoami done").await;
     assert_eq!(answer(&lines, "ident-whoami"), "ok");
     let seen = server.stats().impersonated;
     assert!(

@@ -144,9 +144,18 @@ fn check_rendered(docs: &[Value], plugins: &Path) {
         );
     }
     assert!(cr["rules"].to_string().contains("configmaps"));
-    let roles: String = by_kind(docs, "Role").iter().map(|r| r.to_string()).collect();
-    assert!(roles.contains("leases") && roles.contains("update"), "{roles}");
-    assert!(roles.contains("impersonate") && roles.contains("resourceNames"), "{roles}");
+    let roles: String = by_kind(docs, "Role")
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    assert!(
+        roles.contains("leases") && roles.contains("update"),
+        "{roles}"
+    );
+    assert!(
+        roles.contains("impersonate") && roles.contains("resourceNames"),
+        "{roles}"
+    );
 
     // The Deployment: two replicas electing a leader, probes, metrics, hardened, cache on an
     // emptyDir, plugins from the ConfigMap as a whole directory (no subPath).

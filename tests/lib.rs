@@ -369,10 +369,7 @@ pub async fn start_host_built(
         // Short, so tests that leave a guest sleeping shut down quickly.
         .shutdown_grace(Duration::from_secs(2))
         .observer(logs.observer());
-    let host = customise(builder)
-        .start()
-        .await
-        .expect("host starts");
+    let host = customise(builder).start().await.expect("host starts");
     let recorder = Recorder::start(host.manager.subscribe());
     let host = match plugins_dir {
         Some(dir) => host

@@ -403,7 +403,14 @@ fn rbac_covers_the_granted_watches_writes_and_events() {
         &[("asks", ASKS_GRANTED), ("logger", LOGGER_GRANTED)],
     );
     let out = kubewasm()
-        .args(["rbac", "--shared-identity", "--service-account", "sa", "--namespace", "ops"])
+        .args([
+            "rbac",
+            "--shared-identity",
+            "--service-account",
+            "sa",
+            "--namespace",
+            "ops",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();

@@ -429,10 +429,11 @@ pub fn rbac(args: RbacArgs) -> anyhow::Result<()> {
                     needs.add_plugin(&name, &plugin, Part::All);
                 } else {
                     needs.add_plugin(&name, &plugin, Part::Host);
-                    plugins
-                        .entry(name.clone())
-                        .or_default()
-                        .add_plugin(&name, &plugin, Part::Plugin);
+                    plugins.entry(name.clone()).or_default().add_plugin(
+                        &name,
+                        &plugin,
+                        Part::Plugin,
+                    );
                 }
             }
             Err(e) => {
@@ -587,32 +588,32 @@ mod tests {
         }
         for w in g.write_grants() {
             for scope in scopes(&w.namespaces) {
-              for (group, base) in targets(w.api_version.as_str(), w.kind.as_str(), &scope) {
-                for verb in w.verbs.verbs() {
-                    let rbac: &[&str] = match verb {
-                        Verb::Apply => &["create", "patch"],
-                        Verb::Create => &["create"],
-                        Verb::Update => &["update"],
-                        Verb::Patch => &["patch"],
-                        Verb::Delete => &["delete"],
-                    };
-                    for v in rbac {
-                        out.insert((scope.clone(), group.clone(), base.clone(), v.to_string()));
-                    }
-                    if matches!(verb, Verb::Patch | Verb::Update) {
-                        let subs = std::iter::once("status")
-                            .chain(w.subresources.iter().map(|s| s.as_str()));
-                        for sub in subs {
-                            out.insert((
-                                scope.clone(),
-                                group.clone(),
-                                format!("{base}/{sub}"),
-                                rbac[0].to_string(),
-                            ));
+                for (group, base) in targets(w.api_version.as_str(), w.kind.as_str(), &scope) {
+                    for verb in w.verbs.verbs() {
+                        let rbac: &[&str] = match verb {
+                            Verb::Apply => &["create", "patch"],
+                            Verb::Create => &["create"],
+                            Verb::Update => &["update"],
+                            Verb::Patch => &["patch"],
+                            Verb::Delete => &["delete"],
+                        };
+                        for v in rbac {
+                            out.insert((scope.clone(), group.clone(), base.clone(), v.to_string()));
+                        }
+                        if matches!(verb, Verb::Patch | Verb::Update) {
+                            let subs = std::iter::once("status")
+                                .chain(w.subresources.iter().map(|s| s.as_str()));
+                            for sub in subs {
+                                out.insert((
+                                    scope.clone(),
+                                    group.clone(),
+                                    format!("{base}/{sub}"),
+                                    rbac[0].to_string(),
+                                ));
+                            }
                         }
                     }
                 }
-              }
                 event_scopes.insert(scope);
             }
         }
@@ -658,7 +659,10 @@ mod tests {
         for r in ["pods", "nodes", "configmaps", "deployments"] {
             assert!(resources.contains(r), "{r}: {resources:?}");
         }
-        assert!(!needs.notes.is_empty(), "the note says custom kinds need naming");
+        assert!(
+            !needs.notes.is_empty(),
+            "the note says custom kinds need naming"
+        );
     }
 
     /// Per-plugin identities: the plugin's account holds its `get` and writes, the host its
@@ -717,16 +721,23 @@ mod tests {
         assert_eq!(binding["subjects"][0]["name"], "kubewasm-plugin-notifier-1");
         assert_eq!(binding["subjects"][0]["namespace"], "ops");
         let reads = serde_yaml::to_string(&find("ClusterRole", "kw-notifier-1")["rules"]).unwrap();
-        assert!(reads.contains("configmaps") && !reads.contains("patch"), "{reads}");
+        assert!(
+            reads.contains("configmaps") && !reads.contains("patch"),
+            "{reads}"
+        );
         // The host: the informers' reads and the Events, never the plugin's writes.
         let host_rules: String = docs
             .iter()
             .filter(|d| {
-                d["metadata"]["name"] == "kw" && ["Role", "ClusterRole"].contains(&d["kind"].as_str().unwrap())
+                d["metadata"]["name"] == "kw"
+                    && ["Role", "ClusterRole"].contains(&d["kind"].as_str().unwrap())
             })
             .map(|d| serde_yaml::to_string(&d["rules"]).unwrap())
             .collect();
-        assert!(host_rules.contains("configmaps") && host_rules.contains("events"), "{host_rules}");
+        assert!(
+            host_rules.contains("configmaps") && host_rules.contains("events"),
+            "{host_rules}"
+        );
         assert!(!host_rules.contains("pods"), "{host_rules}");
     }
 

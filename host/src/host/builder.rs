@@ -12,8 +12,8 @@ use super::running::Host;
 use crate::election::{ElectionConfig, ElectionMetrics, LeaderElector};
 use crate::informer::{InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig};
 use crate::plugins::{
-    ClusterContext, DeliveryMode, GrantPolicy, HostPod, ManagerConfig, OwnObjects,
-    PluginManager, PluginMetrics, SourceMetrics,
+    ClusterContext, DeliveryMode, GrantPolicy, HostPod, ManagerConfig, OwnObjects, PluginManager,
+    PluginMetrics, SourceMetrics,
 };
 use crate::registry::Registry as ArtifactRegistry;
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics, SharedObserver};

@@ -542,9 +542,10 @@ impl Inner {
         // On the request rather than in a client of its own: the plugins share the host's
         // connection pool, and impersonation is one header.
         if let Some(user) = &self.impersonate {
-            request
-                .headers_mut()
-                .insert(http::HeaderName::from_static(IMPERSONATE_USER), user.clone());
+            request.headers_mut().insert(
+                http::HeaderName::from_static(IMPERSONATE_USER),
+                user.clone(),
+            );
         }
         Ok(request)
     }

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
-use kubewasm_apimachinery::labels::{LabelSelector as Selector, Operator, Requirement};
+use kubewasm_apimachinery::{LabelSelector as Selector, Operator, Requirement};
 
 use super::own_objects::{OwnName, OwnObject, OwnScope};
 
@@ -35,7 +35,11 @@ impl HostPod {
     /// The Pod the downward API names (`POD_NAMESPACE`, `POD_NAME`), or `None` outside a
     /// cluster (or when the Deployment does not export them).
     pub fn from_env() -> Option<HostPod> {
-        let get = |k| std::env::var(k).ok().filter(|v: &String| !v.trim().is_empty());
+        let get = |k| {
+            std::env::var(k)
+                .ok()
+                .filter(|v: &String| !v.trim().is_empty())
+        };
         Some(HostPod {
             namespace: get("POD_NAMESPACE")?,
             name: get("POD_NAME")?,
@@ -263,14 +267,7 @@ pub fn from_replica_set(rs: &ReplicaSet) -> Vec<OwnObject> {
             1,
             "a ReplicaSet of the host's Deployment",
         ),
-        generated(
-            "v1",
-            "Pod",
-            ns,
-            &owner.name,
-            2,
-            "a replica of the host",
-        ),
+        generated("v1", "Pod", ns, &owner.name, 2, "a replica of the host"),
     ]
 }
 
@@ -290,7 +287,15 @@ pub fn from_service_account(sa: &ServiceAccount) -> Vec<OwnObject> {
         );
     tokens
         .filter(|n| !n.is_empty())
-        .map(|n| exact("v1", "Secret", ns, &n, "a Secret of the host's ServiceAccount"))
+        .map(|n| {
+            exact(
+                "v1",
+                "Secret",
+                ns,
+                &n,
+                "a Secret of the host's ServiceAccount",
+            )
+        })
         .collect()
 }
 
@@ -444,14 +449,26 @@ mod tests {
         own.add(from_pod(&pod()));
         let found = |kind, ns, name| own.find("v1", kind, Some(ns), name).is_some();
         assert!(found("Pod", "kw", "host-5d4f8b-x7k2p"));
-        assert!(found("Pod", "kw", "host-5d4f8b-q9z2w"), "a sibling created later");
-        assert!(!found("Pod", "kw", "host-5d4f8b"), "a Pod merely named like the set");
+        assert!(
+            found("Pod", "kw", "host-5d4f8b-q9z2w"),
+            "a sibling created later"
+        );
+        assert!(
+            !found("Pod", "kw", "host-5d4f8b"),
+            "a Pod merely named like the set"
+        );
         assert!(!found("Pod", "kw", "other-5d4f8b-x7k2p"));
         assert!(!found("Pod", "web", "host-5d4f8b-q9z2w"));
         for cm in ["plugin-sources-abc", "proj-cm", "env-cm"] {
             assert!(found("ConfigMap", "kw", cm), "{cm}");
         }
-        for s in ["registry", "proj-secret", "env-secret", "pull", "host-token-abcde"] {
+        for s in [
+            "registry",
+            "proj-secret",
+            "env-secret",
+            "pull",
+            "host-token-abcde",
+        ] {
             assert!(found("Secret", "kw", s), "{s}");
         }
         assert!(found("ServiceAccount", "kw", "host"));
@@ -513,10 +530,16 @@ mod tests {
         let mut own = OwnObjects::new("kw", "plugins", ("kw", "lead"));
         own.add(from_replica_set(&rs));
         own.add(from_bindings("kw", "host", &[rb, other], &[crb]));
-        own.add(from_pdbs(&pod(), &[pdb("mine", "host"), pdb("theirs", "web")]));
+        own.add(from_pdbs(
+            &pod(),
+            &[pdb("mine", "host"), pdb("theirs", "web")],
+        ));
         let f = |v, k, ns, n| own.find(v, k, ns, n).is_some();
         assert!(f("apps/v1", "Deployment", Some("kw"), "host"));
-        assert!(f("apps/v1", "ReplicaSet", Some("kw"), "host-7c9d2f"), "next rollout");
+        assert!(
+            f("apps/v1", "ReplicaSet", Some("kw"), "host-7c9d2f"),
+            "next rollout"
+        );
         assert!(f("v1", "Pod", Some("kw"), "host-7c9d2f-abcde"), "its Pods");
         assert!(f(RBAC, "RoleBinding", Some("web"), "host-writes"));
         assert!(f(RBAC, "Role", Some("web"), "writer"));

@@ -252,7 +252,9 @@ impl OwnObjects {
             }),
             why: Some("a plugin's identity"),
         };
-        let e = |api_version, kind, scope, name: &str| OwnObject::exact(api_version, kind, scope, name, None);
+        let e = |api_version, kind, scope, name: &str| {
+            OwnObject::exact(api_version, kind, scope, name, None)
+        };
         let objects = vec![
             e("v1", "ConfigMap", here(), plugins_configmap),
             e(
@@ -335,7 +337,8 @@ impl OwnObjects {
         namespace: Option<&str>,
         name: &str,
     ) -> Option<&OwnObject> {
-        if name.is_empty() || (verb == "get" && !(kind == "Secret" && group(api_version).is_empty()))
+        if name.is_empty()
+            || (verb == "get" && !(kind == "Secret" && group(api_version).is_empty()))
         {
             return None;
         }
