@@ -45,22 +45,21 @@ write = [{ api-version = "v1", kind = "Pod", verbs = ["patch"], namespaces = ["o
          { api-version = "policy/v1", kind = "PodDisruptionBudget", verbs = ["delete"], namespaces = ["ops"] }]
 "#;
 
-async fn create<K>(c: &kube::Client, ns: Option<&str>, json: serde_json::Value) -> K
+async fn create<K>(api: Api<K>, json: serde_json::Value) -> K
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
+    K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
-    let api: Api<K> = match ns {
-        Some(ns) => Api::namespaced(c.clone(), ns),
-        None => Api::all(c.clone()),
-    };
     let obj: K = serde_json::from_value(json).expect("a valid object");
     api.create(&PostParams::default(), &obj)
         .await
         .expect("create")
+}
+
+fn ops<K>(c: &kube::Client) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    Api::namespaced(c.clone(), OPS)
 }
 
 fn pod(name: &str, rs_uid: &str) -> serde_json::Value {
@@ -83,42 +82,34 @@ fn pod(name: &str, rs_uid: &str) -> serde_json::Value {
 /// The host's Deployment, ReplicaSet, Pod, ServiceAccount, mounted objects and PDB in `ops`.
 async fn host_objects(c: &kube::Client) {
     for ns in [OPS, NS] {
-        create::<Namespace>(c, None, json!({"metadata": {"name": ns}})).await;
+        create(Api::<Namespace>::all(c.clone()), json!({"metadata": {"name": ns}})).await;
     }
     let template = json!({"metadata": {"labels": {"app": "host"}},
         "spec": {"containers": [{"name": "kubewasm", "image": "kubewasm:0.1.0"}]}});
     let d: Deployment = create(
-        c,
-        Some(OPS),
+        ops(c),
         json!({"metadata": {"name": "host"}, "spec": {"selector": {"matchLabels": {"app": "host"}},
             "template": template}}),
     )
     .await;
     let rs: ReplicaSet = create(
-        c,
-        Some(OPS),
+        ops(c),
         json!({"metadata": {"name": RS, "ownerReferences": [{"apiVersion": "apps/v1",
                 "kind": "Deployment", "name": "host", "uid": d.metadata.uid.unwrap(), "controller": true}]},
             "spec": {"selector": {"matchLabels": {"app": "host"}}, "template": template}}),
     )
     .await;
-    create::<Pod>(c, Some(OPS), pod(POD, &rs.metadata.uid.unwrap())).await;
-    create::<ServiceAccount>(c, Some(OPS), json!({"metadata": {"name": "host"}})).await;
-    create::<ConfigMap>(
-        c,
-        Some(OPS),
+    create(ops::<Pod>(c), pod(POD, &rs.metadata.uid.unwrap())).await;
+    create(ops::<ServiceAccount>(c), json!({"metadata": {"name": "host"}})).await;
+    create(ops::<ConfigMap>(c),
         json!({"metadata": {"name": SOURCES}, "data": {"sources.toml": ""}}),
     )
     .await;
-    create::<Secret>(
-        c,
-        Some(OPS),
+    create(ops::<Secret>(c),
         json!({"metadata": {"name": SECRET}, "stringData": {"token": "registry-credential"}}),
     )
     .await;
-    create::<PodDisruptionBudget>(
-        c,
-        Some(OPS),
+    create(ops::<PodDisruptionBudget>(c),
         json!({"metadata": {"name": "host"}, "spec": {"maxUnavailable": 1,
             "selector": {"matchLabels": {"app": "host"}}}}),
     )
@@ -164,9 +155,8 @@ async fn run(
 ) -> Vec<String> {
     let mut data = data;
     data["attack"] = json!(attack);
-    create::<ConfigMap>(
-        &client(server),
-        Some(NS),
+    create(
+        Api::<ConfigMap>::namespaced(client(server), NS),
         json!({"metadata": {"name": attack}, "data": data}),
     )
     .await;
@@ -198,7 +188,7 @@ async fn what_the_hosts_pod_names_is_never_written_whatever_the_grants() {
         .metadata
         .uid
         .unwrap();
-    create::<Pod>(&c, Some(OPS), pod(SIBLING, &rs_uid)).await;
+    create(ops::<Pod>(&c), pod(SIBLING, &rs_uid)).await;
 
     let lines = run(
         &server,
