@@ -82,7 +82,11 @@ fn pod(name: &str, rs_uid: &str) -> serde_json::Value {
 /// The host's Deployment, ReplicaSet, Pod, ServiceAccount, mounted objects and PDB in `ops`.
 async fn host_objects(c: &kube::Client) {
     for ns in [OPS, NS] {
-        create(Api::<Namespace>::all(c.clone()), json!({"metadata": {"name": ns}})).await;
+        create(
+            Api::<Namespace>::all(c.clone()),
+            json!({"metadata": {"name": ns}}),
+        )
+        .await;
     }
     let template = json!({"metadata": {"labels": {"app": "host"}},
         "spec": {"containers": [{"name": "kubewasm", "image": "kubewasm:0.1.0"}]}});
@@ -100,16 +104,23 @@ async fn host_objects(c: &kube::Client) {
     )
     .await;
     create(ops::<Pod>(c), pod(POD, &rs.metadata.uid.unwrap())).await;
-    create(ops::<ServiceAccount>(c), json!({"metadata": {"name": "host"}})).await;
-    create(ops::<ConfigMap>(c),
+    create(
+        ops::<ServiceAccount>(c),
+        json!({"metadata": {"name": "host"}}),
+    )
+    .await;
+    create(
+        ops::<ConfigMap>(c),
         json!({"metadata": {"name": SOURCES}, "data": {"sources.toml": ""}}),
     )
     .await;
-    create(ops::<Secret>(c),
+    create(
+        ops::<Secret>(c),
         json!({"metadata": {"name": SECRET}, "stringData": {"token": "registry-credential"}}),
     )
     .await;
-    create(ops::<PodDisruptionBudget>(c),
+    create(
+        ops::<PodDisruptionBudget>(c),
         json!({"metadata": {"name": "host"}, "spec": {"maxUnavailable": 1,
             "selector": {"matchLabels": {"app": "host"}}}}),
     )
