@@ -91,18 +91,20 @@ fn by_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
 
 /// What `kubectl kustomize` rendered must be a deployable kubewasm: checked field by field.
 fn check_rendered(docs: &[Value], plugins: &Path) {
-    for kind in [
-        "Namespace",
-        "ServiceAccount",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Role",
-        "RoleBinding",
-        "ConfigMap",
-        "Deployment",
-        "PodDisruptionBudget",
+    // The host's ServiceAccount and one per shipped plugin (`kubewasm rbac`'s identities); the
+    // host's reads, and each plugin's; leader election and the host's `impersonate`.
+    for (kind, n) in [
+        ("Namespace", 1),
+        ("ServiceAccount", 3),
+        ("ClusterRole", 3),
+        ("ClusterRoleBinding", 3),
+        ("Role", 2),
+        ("RoleBinding", 2),
+        ("ConfigMap", 1),
+        ("Deployment", 1),
+        ("PodDisruptionBudget", 1),
     ] {
-        assert_eq!(by_kind(docs, kind).len(), 1, "one {kind} in the base");
+        assert_eq!(by_kind(docs, kind).len(), n, "{n} {kind} in the base");
     }
     for d in docs.iter().filter(|d| d["kind"] != "Namespace") {
         let cluster = ["ClusterRole", "ClusterRoleBinding"].contains(&d["kind"].as_str().unwrap());
@@ -142,8 +144,18 @@ fn check_rendered(docs: &[Value], plugins: &Path) {
         );
     }
     assert!(cr["rules"].to_string().contains("configmaps"));
-    let role = by_kind(docs, "Role")[0].to_string();
-    assert!(role.contains("leases") && role.contains("update"), "{role}");
+    let roles: String = by_kind(docs, "Role")
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    assert!(
+        roles.contains("leases") && roles.contains("update"),
+        "{roles}"
+    );
+    assert!(
+        roles.contains("impersonate") && roles.contains("resourceNames"),
+        "{roles}"
+    );
 
     // The Deployment: two replicas electing a leader, probes, metrics, hardened, cache on an
     // emptyDir, plugins from the ConfigMap as a whole directory (no subPath).

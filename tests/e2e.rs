@@ -16,6 +16,7 @@ use kubewasm_e2e::*;
 mod bad_input;
 mod boundary_compile;
 mod boundary_http;
+mod boundary_identity;
 mod boundary_kube;
 mod boundary_log;
 mod capabilities;

@@ -357,10 +357,22 @@ pub async fn start_host_on(
     limits: Limits,
     informers: ReflectorConfig,
 ) -> TestHost {
+    start_host_built(client, plugins_dir, limits, informers, |b| b).await
+}
+
+/// Like [`start_host_on`], with `customise` setting what the harness leaves at its default
+/// (the host's Pod, plugin identities, …) on the builder before it starts.
+pub async fn start_host_built(
+    client: kube::Client,
+    plugins_dir: Option<PathBuf>,
+    limits: Limits,
+    informers: ReflectorConfig,
+    customise: impl FnOnce(HostBuilder) -> HostBuilder,
+) -> TestHost {
     let logs = GuestLogs::default();
     // The recorder must subscribe before the first plugin loads, so the directory is attached
     // after the host (and its event channel) exists.
-    let host = HostBuilder::new(client)
+    let builder = HostBuilder::new(client)
         .runtime(RuntimeConfig {
             cache_dir: Some(shared_compile_cache()),
             ..RuntimeConfig::default()
@@ -370,10 +382,8 @@ pub async fn start_host_on(
         .health_addr(Some("127.0.0.1:0".parse().unwrap()))
         // Short, so tests that leave a guest sleeping shut down quickly.
         .shutdown_grace(Duration::from_secs(2))
-        .observer(logs.observer())
-        .start()
-        .await
-        .expect("host starts");
+        .observer(logs.observer());
+    let host = customise(builder).start().await.expect("host starts");
     let recorder = Recorder::start(host.manager.subscribe());
     let host = match plugins_dir {
         Some(dir) => host

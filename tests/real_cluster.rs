@@ -46,6 +46,9 @@ async fn under_printed_rbac(target: &Target, ns: &TestNamespace, dir: &Path) -> 
             &ns.name,
         ])
         .args(["--name", &format!("kubewasm-plugins-{}", ns.name)])
+        // The host itself impersonates that account here, and impersonation does not nest:
+        // the plugins act as the host (per-plugin accounts need the host to run with a token).
+        .arg("--shared-identity")
         .output()
         .await
         .expect("kubewasm rbac runs");

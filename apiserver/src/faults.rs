@@ -144,6 +144,9 @@ pub struct Stats {
     /// `METHOD path` of the last [`RECENT_REQUESTS`] requests, oldest first: tests assert
     /// that a request a client should have refused never arrived.
     pub recent: Vec<String>,
+    /// `USER METHOD path` of the last [`RECENT_REQUESTS`] requests that named a user in
+    /// `Impersonate-User`, oldest first: who a real server would have judged and audited.
+    pub impersonated: Vec<String>,
 }
 
 /// Requests [`Stats::recent`] remembers.
@@ -169,6 +172,7 @@ pub(crate) struct Counters {
     writes: AtomicU64,
     per_resource: Mutex<HashMap<String, (u64, u64)>>,
     recent: Mutex<std::collections::VecDeque<String>>,
+    impersonated: Mutex<std::collections::VecDeque<String>>,
 }
 
 impl Counters {
@@ -198,6 +202,14 @@ impl Counters {
         recent.push_back(format!("{method} {path}"));
     }
 
+    pub(crate) fn impersonated(&self, user: &str, method: &str, path: &str) {
+        let mut recent = self.impersonated.lock();
+        if recent.len() >= RECENT_REQUESTS {
+            recent.pop_front();
+        }
+        recent.push_back(format!("{user} {method} {path}"));
+    }
+
     pub(crate) fn write(&self) {
         self.writes.fetch_add(1, Ordering::Relaxed);
     }
@@ -209,6 +221,7 @@ impl Counters {
             writes: self.writes.load(Ordering::Relaxed),
             per_resource: self.per_resource.lock().clone(),
             recent: self.recent.lock().iter().cloned().collect(),
+            impersonated: self.impersonated.lock().iter().cloned().collect(),
         }
     }
 }

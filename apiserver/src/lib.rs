@@ -55,6 +55,15 @@ pub fn builtin_kinds() -> Vec<(String, String, bool)> {
         .collect()
 }
 
+/// The resources of [`builtin_kinds`] as RBAC names them: `(group, plural, namespaced)`.
+pub fn builtin_resources() -> Vec<(String, String, bool)> {
+    Registry::with_builtins()
+        .all()
+        .iter()
+        .map(|rt| (rt.group.clone(), rt.plural.clone(), rt.namespaced))
+        .collect()
+}
+
 /// How to run the server. `Config::default()` is the safe, in-memory, loopback-only setup tests want.
 #[derive(Debug, Clone)]
 pub struct Config {

@@ -84,6 +84,17 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         return fault_endpoint(&app, &req, &path);
     }
     app.counters.request(req.method().as_str(), &path);
+    // No RBAC here, so impersonation changes nothing but the record: what a real server's
+    // audit log would name as the user.
+    if let Some(user) = req
+        .headers()
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+    {
+        tracing::debug!(target: "apiserver::audit", user = ?user, method = %req.method(), path = ?path, "impersonated request");
+        app.counters
+            .impersonated(user, req.method().as_str(), &path);
+    }
     let latency = app.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;

@@ -338,12 +338,17 @@ fn check_warns_when_a_grant_covers_the_hosts_own_objects() {
     // A warning, not an error: the grant loads, and the host refuses those writes at the call.
     assert!(out.status.success(), "{stdout}{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // deploy/'s names: the plugins ConfigMap and deploy-registry/'s sources ConfigMap.
     assert_eq!(
         v["never_writable"],
-        serde_json::json!(["ConfigMap kubewasm/kubewasm-plugins"])
+        serde_json::json!([
+            "ConfigMap kubewasm/kubewasm-plugins",
+            "ConfigMap kubewasm/kubewasm-plugin-sources",
+            "ConfigMap kubewasm/kubewasm-plugin-sources-*"
+        ])
     );
     assert!(
-        stderr.contains("warning: wide: the write grants cover the host's own ConfigMap kubewasm/kubewasm-plugins: writes to them will always be refused"),
+        stderr.contains("warning: wide: the write grants cover the host's own ConfigMap kubewasm/kubewasm-plugins, ConfigMap kubewasm/kubewasm-plugin-sources, ConfigMap kubewasm/kubewasm-plugin-sources-*: writes to them will always be refused"),
         "{stderr}"
     );
 }
@@ -398,7 +403,14 @@ fn rbac_covers_the_granted_watches_writes_and_events() {
         &[("asks", ASKS_GRANTED), ("logger", LOGGER_GRANTED)],
     );
     let out = kubewasm()
-        .args(["rbac", "--service-account", "sa", "--namespace", "ops"])
+        .args([
+            "rbac",
+            "--shared-identity",
+            "--service-account",
+            "sa",
+            "--namespace",
+            "ops",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -563,7 +575,11 @@ fn rbac_output_applies_with_kubectl() {
         ],
         &[("asks", ASKS_GRANTED)],
     );
-    let out = kubewasm().arg("rbac").arg(dir.path()).output().unwrap();
+    let out = kubewasm()
+        .args(["rbac", "--shared-identity"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",

@@ -1,5 +1,5 @@
-//! `kubewasm rbac DIR`: the Kubernetes RBAC the host's ServiceAccount needs for the plugins in
-//! a directory, as YAML for `kubectl apply -f -`.
+//! `kubewasm rbac DIR`: the Kubernetes RBAC the host and the plugins in a directory need, as
+//! YAML for `kubectl apply -f -`.
 //!
 //! Each plugin is described exactly as the host loads it (manifest, `describe()`, grants), and
 //! its RBAC is derived from its **grants**, the operator's intent, not from what `describe()`
@@ -13,12 +13,22 @@
 //!   plugin's other grants name (an Event is recorded only there), cluster-wide only when one
 //!   of them covers every namespace.
 //!
-//! `api-version = "apps/*"` becomes API group `apps`, `*` every group; `kind = "*"` becomes
-//! resource `*`. RBAC has no exceptions, so a wildcard kind also covers Secrets there (the host
-//! itself still refuses them to the plugin); a note on stderr says so. An entry with
+//! `api-version = "apps/*"` becomes API group `apps`, `*` every group. `kind = "*"` becomes
+//! every built-in resource of those groups by name, never RBAC's resource `*`: that would
+//! also grant every subresource (`nodes/proxy`, `pods/log`, `serviceaccounts/token`, …) and
+//! Secrets, which `kind = "*"` does not cover; custom resources must then be named (a note on
+//! stderr says so). An entry with
 //! `namespaces` goes into a Role and RoleBinding in each; the rest into one ClusterRole and
 //! ClusterRoleBinding. Resource names are derived from kinds the way kube-rs does without
 //! discovery (`Service` → `services`); check irregular plurals of custom kinds.
+//!
+//! Each plugin acts under an identity of its own (the host runs with `--plugin-identity own`,
+//! the default in a Pod): its `get` and writes go into (Cluster)Roles `<--name>-<plugin>` bound
+//! to ServiceAccount `kubewasm-plugin-<plugin>` of `--namespace`, which the host impersonates,
+//! so the API server's RBAC enforces the grants too and its audit log names the plugin. The
+//! host's ServiceAccount keeps what it does itself (the informers' `get`/`list`/`watch` and
+//! the plugins' Events) and gets `impersonate` on exactly those ServiceAccounts
+//! (`resourceNames`). `--shared-identity` binds everything to the host's ServiceAccount instead.
 //!
 //! A plugin that would not load (invalid, or asking for more than it is granted) contributes
 //! nothing and is reported on stderr; the exit status is then 1, after the YAML of the others.
@@ -26,6 +36,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
@@ -33,8 +44,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, GroupVersionKind};
 
 use crate::plugins::{
-    DescribedPlugin, GrantPolicy, Grants, READ_VERBS, Verb, describe_file, is_plugin_file,
-    plugin_name,
+    DescribedPlugin, GrantPolicy, Grants, PLUGIN_ACCOUNT_PREFIX, READ_VERBS, Verb, describe_file,
+    is_plugin_file, plugin_account, plugin_name,
 };
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
 
@@ -56,6 +67,23 @@ pub struct RbacArgs {
     /// them (default: the built-in default).
     #[arg(long, value_name = "FILE")]
     pub default_grants: Option<PathBuf>,
+    /// Bind every plugin's grants to the host's ServiceAccount, for a host run with
+    /// `--plugin-identity host` (default: one ServiceAccount per plugin, which the host
+    /// impersonates).
+    #[arg(long)]
+    pub shared_identity: bool,
+}
+
+/// Which of a plugin's needs a set of rules takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// Everything, for one shared identity.
+    All,
+    /// What the host does for the plugin under its own name: the informers' reads (`watch`
+    /// grants) and the plugin's Events, which the host records.
+    Host,
+    /// What the plugin's own calls do: `get` and the writes.
+    Plugin,
 }
 
 /// Verbs per (API group, resource), for one scope.
@@ -80,28 +108,36 @@ impl Needs {
             .extend(verbs);
     }
 
-    /// Adds what `plugin`'s grants allow.
-    fn add_plugin(&mut self, name: &str, plugin: &DescribedPlugin) {
+    /// Adds `part` of what `plugin`'s grants allow.
+    fn add_plugin(&mut self, name: &str, plugin: &DescribedPlugin, part: Part) {
         self.plugins.push(name.to_string());
-        self.add_grants(name, &plugin.grants);
+        self.add_part(name, &plugin.grants, part);
     }
 
     /// Adds one rule per grant entry, namespace and verb (see the module doc).
+    #[cfg(test)]
     fn add_grants(&mut self, name: &str, grants: &Grants) {
+        self.add_part(name, grants, Part::All);
+    }
+
+    /// Adds the rules of `part` of `grants`, one per entry, namespace and verb.
+    fn add_part(&mut self, name: &str, grants: &Grants, part: Part) {
         // Where the plugin's Events may go: every namespace a grant names, or everywhere.
         let mut event_scopes: BTreeSet<Option<&str>> = BTreeSet::new();
         let mut wildcard = false;
         for w in grants.watch_grants() {
-            let (group, resource) = rule_target(w.api_version.as_str(), w.kind.as_str());
-            wildcard |= resource == "*";
+            let targets = rule_targets(w.api_version.as_str(), w.kind.as_str());
+            wildcard |= w.kind.as_str() == "*";
             for scope in scopes(&w.namespaces) {
-                self.add(scope, &group, &resource, &READ_VERBS);
+                for (group, resource) in in_scope(&targets, scope) {
+                    self.add(scope, group, resource, &READ_VERBS);
+                }
                 event_scopes.insert(scope);
             }
         }
         for w in grants.write_grants() {
-            let (group, resource) = rule_target(w.api_version.as_str(), w.kind.as_str());
-            wildcard |= resource == "*";
+            let targets = rule_targets(w.api_version.as_str(), w.kind.as_str());
+            wildcard |= w.kind.as_str() == "*";
             let verbs: Vec<&'static str> = w
                 .verbs
                 .verbs()
@@ -121,16 +157,21 @@ impl Needs {
                 std::iter::once("status").chain(w.subresources.iter().map(|s| s.as_str()));
             let subresources: Vec<&str> = subresources.collect();
             for scope in scopes(&w.namespaces) {
-                self.add(scope, &group, &resource, &verbs);
-                if !sub_verbs.is_empty() {
-                    for sub in &subresources {
-                        self.add(scope, &group, &format!("{resource}/{sub}"), &sub_verbs);
+                event_scopes.insert(scope);
+                if part == Part::Host {
+                    continue;
+                }
+                for (group, resource) in in_scope(&targets, scope) {
+                    self.add(scope, group, resource, &verbs);
+                    if !sub_verbs.is_empty() {
+                        for sub in &subresources {
+                            self.add(scope, group, &format!("{resource}/{sub}"), &sub_verbs);
+                        }
                     }
                 }
-                event_scopes.insert(scope);
             }
         }
-        if grants.events() {
+        if grants.events() && part != Part::Plugin {
             let everywhere = event_scopes.contains(&None);
             for scope in event_scopes {
                 if everywhere && scope.is_some() {
@@ -139,11 +180,11 @@ impl Needs {
                 self.add(scope, "events.k8s.io", "events", &["create", "patch"]);
             }
         }
-        if wildcard {
+        if wildcard && part != Part::Plugin {
             self.notes.push(format!(
-                "{name}: kind = \"*\" is resource \"*\" in RBAC, which includes Secrets (RBAC \
-                 has no exceptions); the host still refuses Secrets to the plugin. Name the kinds \
-                 for a least-privilege ServiceAccount."
+                "{name}: kind = \"*\" is printed as every built-in resource by name (RBAC's \
+                 \"*\" would also grant every subresource, such as nodes/proxy and pods/log, and \
+                 Secrets); custom resources are not among them: name their kinds."
             ));
         }
     }
@@ -157,16 +198,49 @@ fn scopes(namespaces: &Option<crate::plugins::NamespaceList>) -> Vec<Option<&str
     }
 }
 
-/// The API group and resource of a grant's `api-version` and `kind` patterns: `*` stays `*`,
-/// `group/*` is the group (RBAC has no versions).
-fn rule_target(api_version: &str, kind: &str) -> (String, String) {
+/// One RBAC target: API group, resource, and whether the resource is namespaced (`true`
+/// for a named kind, whose scope `rbac` cannot know).
+type Target = (String, String, bool);
+
+/// The targets of `scope` (`None`: a ClusterRole): a Role holds only namespaced resources.
+fn in_scope<'a>(
+    targets: &'a [Target],
+    scope: Option<&str>,
+) -> impl Iterator<Item = (&'a str, &'a str)> {
+    targets
+        .iter()
+        .filter(move |t| scope.is_none() || t.2)
+        .map(|t| (t.0.as_str(), t.1.as_str()))
+}
+
+/// The RBAC targets of a grant's `api-version` and `kind` patterns: `group/*` is the group (RBAC
+/// has no versions); `kind = "*"` is every built-in resource of the matching groups by name,
+/// Secrets excepted (RBAC's `*` would add every subresource and Secrets).
+fn rule_targets(api_version: &str, kind: &str) -> Vec<Target> {
     let group = match api_version {
         "*" => "*".to_string(),
         v => v.split_once('/').map_or("", |(g, _)| g).to_string(),
     };
     if kind == "*" {
-        return (group, "*".to_string());
+        return wildcard_resources(&group);
     }
+    let (group, resource) = rule_target(api_version, kind, group);
+    vec![(group, resource, true)]
+}
+
+/// The built-in resources of `group` (`*`: every group) that `kind = "*"` covers.
+fn wildcard_resources(group: &str) -> Vec<Target> {
+    let mut out: Vec<Target> = apiserver::builtin_resources()
+        .into_iter()
+        .filter(|(g, r, _)| (group == "*" || g == group) && !(g.is_empty() && r == "secrets"))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The API group and resource of a named kind under `api-version` pattern `api_version`.
+fn rule_target(api_version: &str, kind: &str, group: String) -> (String, String) {
     // The plural does not depend on the version; `group/*` has none to give.
     let version = api_version
         .rsplit('/')
@@ -200,28 +274,102 @@ fn policy_rules(rules: &Rules) -> Vec<PolicyRule> {
         .collect()
 }
 
-/// The YAML documents for `needs`.
-fn render(needs: &Needs, args: &RbacArgs) -> anyhow::Result<String> {
-    let subject = Subject {
+fn account(name: &str, namespace: &str) -> Subject {
+    Subject {
         kind: "ServiceAccount".into(),
-        name: args.service_account.clone(),
-        namespace: Some(args.namespace.clone()),
+        name: name.to_string(),
+        namespace: Some(namespace.to_string()),
         ..Subject::default()
-    };
-    let meta = |namespace: Option<&String>| ObjectMeta {
-        name: Some(args.name.clone()),
+    }
+}
+
+fn meta(name: &str, namespace: Option<&String>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
         namespace: namespace.cloned(),
         labels: Some(BTreeMap::from([(
             "app.kubernetes.io/managed-by".to_string(),
             "kubewasm-rbac".to_string(),
         )])),
         ..ObjectMeta::default()
-    };
-    let role_ref = |kind: &str| RoleRef {
+    }
+}
+
+/// The YAML documents for `needs`, all of one shared identity.
+fn render(needs: &Needs, args: &RbacArgs) -> anyhow::Result<String> {
+    let subject = account(&args.service_account, &args.namespace);
+    let docs = documents(needs, &args.name, &subject)?;
+    Ok(format!(
+        "# RBAC for the kubewasm plugins {} (generated by `kubewasm rbac`)\n{}",
+        needs.plugins.join(", "),
+        docs.join("---\n")
+    ))
+}
+
+/// The YAML documents for per-plugin identities: the host's reads and Events under its
+/// ServiceAccount, its `impersonate` permission limited by `resourceNames` to the plugins'
+/// accounts, and for each plugin its ServiceAccount `kubewasm-plugin-<plugin>` (the host's
+/// namespace) with exactly its grants, in (Cluster)Roles named `<--name>-<plugin>`.
+fn render_identities(
+    host: &Needs,
+    plugins: &BTreeMap<String, Needs>,
+    args: &RbacArgs,
+) -> anyhow::Result<String> {
+    let mut docs = documents(
+        host,
+        &args.name,
+        &account(&args.service_account, &args.namespace),
+    )?;
+    let accounts: Vec<String> = plugins.keys().map(|p| plugin_account(p)).collect();
+    if !accounts.is_empty() {
+        let name = format!("{}-impersonate", args.name);
+        let ns = Some(&args.namespace);
+        docs.push(serde_yaml::to_string(&Role {
+            metadata: meta(&name, ns),
+            rules: Some(vec![PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["serviceaccounts".into()]),
+                resource_names: Some(accounts.clone()),
+                verbs: vec!["impersonate".into()],
+                ..PolicyRule::default()
+            }]),
+        })?);
+        docs.push(serde_yaml::to_string(&RoleBinding {
+            metadata: meta(&name, ns),
+            role_ref: role_ref("Role", &name),
+            subjects: Some(vec![account(&args.service_account, &args.namespace)]),
+        })?);
+    }
+    for (plugin, needs) in plugins {
+        let sa = plugin_account(plugin);
+        docs.push(serde_yaml::to_string(&ServiceAccount {
+            metadata: meta(&sa, Some(&args.namespace)),
+            ..ServiceAccount::default()
+        })?);
+        let suffix = sa.strip_prefix(PLUGIN_ACCOUNT_PREFIX).unwrap_or(&sa);
+        let name = format!("{}-{suffix}", args.name);
+        docs.extend(documents(needs, &name, &account(&sa, &args.namespace))?);
+    }
+    Ok(format!(
+        "# RBAC for the kubewasm plugins {}, each under a ServiceAccount of its own the host \
+         impersonates (generated by `kubewasm rbac`)\n{}",
+        host.plugins.join(", "),
+        docs.join("---\n")
+    ))
+}
+
+fn role_ref(kind: &str, name: &str) -> RoleRef {
+    RoleRef {
         api_group: Some("rbac.authorization.k8s.io".into()),
         kind: kind.into(),
-        name: args.name.clone(),
-    };
+        name: name.to_string(),
+    }
+}
+
+/// A (Cluster)Role named `name` per scope of `needs`, each bound to `subject`.
+fn documents(needs: &Needs, name: &str, subject: &Subject) -> anyhow::Result<Vec<String>> {
+    let meta = |namespace: Option<&String>| meta(name, namespace);
+    let role_ref = |kind: &str| role_ref(kind, name);
     let mut docs = Vec::new();
     for (scope, rules) in &needs.scopes {
         match scope {
@@ -250,11 +398,7 @@ fn render(needs: &Needs, args: &RbacArgs) -> anyhow::Result<String> {
             }
         }
     }
-    Ok(format!(
-        "# RBAC for the kubewasm plugins {} (generated by `kubewasm rbac`)\n{}",
-        needs.plugins.join(", "),
-        docs.join("---\n")
-    ))
+    Ok(docs)
 }
 
 /// Describes every plugin in `args.dir` and prints the RBAC they need.
@@ -279,10 +423,23 @@ pub fn rbac(args: RbacArgs) -> anyhow::Result<()> {
         RuntimeMetrics::unregistered(),
     )?;
     let mut needs = Needs::default();
+    let mut plugins: BTreeMap<String, Needs> = BTreeMap::new();
     let mut failed = 0;
     for file in &files {
         match describe_loadable(&runtime, &policy, file) {
-            Ok(plugin) => needs.add_plugin(&plugin_name(file), &plugin),
+            Ok(plugin) => {
+                let name = plugin_name(file);
+                if args.shared_identity {
+                    needs.add_plugin(&name, &plugin, Part::All);
+                } else {
+                    needs.add_plugin(&name, &plugin, Part::Host);
+                    plugins.entry(name.clone()).or_default().add_plugin(
+                        &name,
+                        &plugin,
+                        Part::Plugin,
+                    );
+                }
+            }
             Err(e) => {
                 eprintln!("skipped (would not load): {e:#}");
                 failed += 1;
@@ -292,7 +449,11 @@ pub fn rbac(args: RbacArgs) -> anyhow::Result<()> {
     for note in &needs.notes {
         eprintln!("note: {note}");
     }
-    print!("{}", render(&needs, &args)?);
+    if args.shared_identity {
+        print!("{}", render(&needs, &args)?);
+    } else {
+        print!("{}", render_identities(&needs, &plugins, &args)?);
+    }
     if failed > 0 {
         anyhow::bail!(
             "{failed} of {} plugin(s) would not load and are not covered",
@@ -400,53 +561,60 @@ mod tests {
                 Some(l) => l.names().map(|n| Some(n.to_string())).collect(),
             }
         };
-        let resource = |kind: &str| {
-            if kind == "*" {
-                "*".to_string()
-            } else {
-                plural(kind)
+        // `kind = "*"`: every built-in resource of the group but Secrets, each by name (only
+        // the namespaced ones in a Role).
+        let targets = |api: &str, kind: &str, scope: &Option<String>| -> Vec<(String, String)> {
+            let group = group_of(api);
+            if kind != "*" {
+                return vec![(group, plural(kind))];
             }
+            apiserver::builtin_resources()
+                .into_iter()
+                .filter(|(g, r, namespaced)| {
+                    (group == "*" || *g == group)
+                        && !(g.is_empty() && r == "secrets")
+                        && (scope.is_none() || *namespaced)
+                })
+                .map(|(g, r, _)| (g, r))
+                .collect()
         };
         let mut out = BTreeSet::new();
         let mut event_scopes = BTreeSet::new();
         for w in g.watch_grants() {
             for scope in scopes(&w.namespaces) {
-                for verb in ["get", "list", "watch"] {
-                    out.insert((
-                        scope.clone(),
-                        group_of(w.api_version.as_str()),
-                        resource(w.kind.as_str()),
-                        verb.to_string(),
-                    ));
+                for (group, resource) in targets(w.api_version.as_str(), w.kind.as_str(), &scope) {
+                    for verb in ["get", "list", "watch"] {
+                        out.insert((scope.clone(), group.clone(), resource.clone(), verb.into()));
+                    }
                 }
                 event_scopes.insert(scope);
             }
         }
         for w in g.write_grants() {
             for scope in scopes(&w.namespaces) {
-                let group = group_of(w.api_version.as_str());
-                let base = resource(w.kind.as_str());
-                for verb in w.verbs.verbs() {
-                    let rbac: &[&str] = match verb {
-                        Verb::Apply => &["create", "patch"],
-                        Verb::Create => &["create"],
-                        Verb::Update => &["update"],
-                        Verb::Patch => &["patch"],
-                        Verb::Delete => &["delete"],
-                    };
-                    for v in rbac {
-                        out.insert((scope.clone(), group.clone(), base.clone(), v.to_string()));
-                    }
-                    if matches!(verb, Verb::Patch | Verb::Update) {
-                        let subs = std::iter::once("status")
-                            .chain(w.subresources.iter().map(|s| s.as_str()));
-                        for sub in subs {
-                            out.insert((
-                                scope.clone(),
-                                group.clone(),
-                                format!("{base}/{sub}"),
-                                rbac[0].to_string(),
-                            ));
+                for (group, base) in targets(w.api_version.as_str(), w.kind.as_str(), &scope) {
+                    for verb in w.verbs.verbs() {
+                        let rbac: &[&str] = match verb {
+                            Verb::Apply => &["create", "patch"],
+                            Verb::Create => &["create"],
+                            Verb::Update => &["update"],
+                            Verb::Patch => &["patch"],
+                            Verb::Delete => &["delete"],
+                        };
+                        for v in rbac {
+                            out.insert((scope.clone(), group.clone(), base.clone(), v.to_string()));
+                        }
+                        if matches!(verb, Verb::Patch | Verb::Update) {
+                            let subs = std::iter::once("status")
+                                .chain(w.subresources.iter().map(|s| s.as_str()));
+                            for sub in subs {
+                                out.insert((
+                                    scope.clone(),
+                                    group.clone(),
+                                    format!("{base}/{sub}"),
+                                    rbac[0].to_string(),
+                                ));
+                            }
                         }
                     }
                 }
@@ -478,6 +646,105 @@ mod tests {
         allowed.contains(t)
     }
 
+    /// Attack 12: `kind = "*"` used to print RBAC's resource `*`, which also grants every
+    /// subresource (`nodes/proxy`, `pods/log`, `serviceaccounts/token`) and Secrets.
+    #[test]
+    fn a_wildcard_kind_grants_no_subresource_and_no_secret() {
+        let g = grants("[grants]\nwatch = [{ api-version = \"*\", kind = \"*\" }]\n");
+        let mut needs = Needs::default();
+        needs.add_grants("p", &g);
+        let rules = &needs.scopes[&None];
+        let resources: BTreeSet<&str> = rules.keys().map(|(_, r)| r.as_str()).collect();
+        assert!(
+            resources.iter().all(|r| *r != "*" && !r.contains('/')),
+            "{resources:?}"
+        );
+        assert!(!rules.contains_key(&(String::new(), "secrets".to_string())));
+        for r in ["pods", "nodes", "configmaps", "deployments"] {
+            assert!(resources.contains(r), "{r}: {resources:?}");
+        }
+        assert!(
+            !needs.notes.is_empty(),
+            "the note says custom kinds need naming"
+        );
+    }
+
+    /// Per-plugin identities: the plugin's account holds its `get` and writes, the host its
+    /// reads, Events and `impersonate` on exactly the plugins' accounts.
+    #[test]
+    fn each_plugin_gets_an_account_with_its_grants_and_the_host_may_impersonate_only_those() {
+        let args = RbacArgs {
+            dir: PathBuf::new(),
+            service_account: "kubewasm".into(),
+            namespace: "ops".into(),
+            name: "kw".into(),
+            default_grants: None,
+            shared_identity: false,
+        };
+        let g = grants(
+            "[grants]\nwatch = [{ api-version = \"v1\", kind = \"ConfigMap\" }]\n\
+             write = [{ api-version = \"v1\", kind = \"Pod\", verbs = [\"patch\"], namespaces = [\"web\"] }]\n\
+             events = true\n",
+        );
+        let mut host = Needs::default();
+        host.plugins.push("Notifier_1".into());
+        host.add_part("Notifier_1", &g, Part::Host);
+        let mut plugin = Needs::default();
+        plugin.add_part("Notifier_1", &g, Part::Plugin);
+        let plugins = BTreeMap::from([("Notifier_1".to_string(), plugin)]);
+        let yaml = render_identities(&host, &plugins, &args).unwrap();
+        let docs: Vec<serde_yaml::Value> = yaml
+            .split_once('\n')
+            .unwrap()
+            .1
+            .split("\n---\n")
+            .map(|d| serde_yaml::from_str(d).unwrap())
+            .collect();
+        let find = |kind: &str, name: &str| {
+            docs.iter()
+                .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("no {kind} {name} in\n{yaml}"))
+        };
+        let sa = find("ServiceAccount", "kubewasm-plugin-notifier-1");
+        assert_eq!(sa["metadata"]["namespace"], "ops");
+        let imp = find("Role", "kw-impersonate");
+        assert_eq!(imp["metadata"]["namespace"], "ops");
+        assert_eq!(
+            serde_yaml::to_string(&imp["rules"]).unwrap(),
+            "- apiGroups:\n  - ''\n  resourceNames:\n  - kubewasm-plugin-notifier-1\n  resources:\n  - serviceaccounts\n  verbs:\n  - impersonate\n"
+        );
+        assert_eq!(
+            find("RoleBinding", "kw-impersonate")["subjects"][0]["name"],
+            "kubewasm"
+        );
+        // The plugin: its reads cluster-wide, its patch in web; no Events (the host records them).
+        let role = serde_yaml::to_string(&find("Role", "kw-notifier-1")["rules"]).unwrap();
+        assert!(role.contains("pods") && role.contains("patch"), "{role}");
+        assert!(!role.contains("events"), "{role}");
+        let binding = find("RoleBinding", "kw-notifier-1");
+        assert_eq!(binding["subjects"][0]["name"], "kubewasm-plugin-notifier-1");
+        assert_eq!(binding["subjects"][0]["namespace"], "ops");
+        let reads = serde_yaml::to_string(&find("ClusterRole", "kw-notifier-1")["rules"]).unwrap();
+        assert!(
+            reads.contains("configmaps") && !reads.contains("patch"),
+            "{reads}"
+        );
+        // The host: the informers' reads and the Events, never the plugin's writes.
+        let host_rules: String = docs
+            .iter()
+            .filter(|d| {
+                d["metadata"]["name"] == "kw"
+                    && ["Role", "ClusterRole"].contains(&d["kind"].as_str().unwrap())
+            })
+            .map(|d| serde_yaml::to_string(&d["rules"]).unwrap())
+            .collect();
+        assert!(
+            host_rules.contains("configmaps") && host_rules.contains("events"),
+            "{host_rules}"
+        );
+        assert!(!host_rules.contains("pods"), "{host_rules}");
+    }
+
     #[test]
     fn rbac_is_exactly_the_grants() {
         let args = RbacArgs {
@@ -486,6 +753,7 @@ mod tests {
             namespace: "kubewasm".into(),
             name: "kubewasm-plugins".into(),
             default_grants: None,
+            shared_identity: true,
         };
         let plural = |kind: &str| resource_of("v1", kind).1;
         let manifests = [

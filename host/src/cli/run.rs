@@ -10,7 +10,7 @@ use super::default_cache_dir;
 use super::logging::LogFormat;
 use crate::host::{Host, HostBuilder};
 use crate::informer::ReflectorConfig;
-use crate::plugins::{DEFAULT_PLUGINS_CONFIGMAP, GrantPolicy, OwnObjects};
+use crate::plugins::{DEFAULT_PLUGINS_CONFIGMAP, GrantPolicy, HostPod, OwnObjects};
 use crate::runtime::{
     CompileLimits, DEFAULT_COMPILE_MEMORY_BUDGET, DEFAULT_COMPILE_MEMORY_LIMIT, Limits,
     RuntimeConfig,
@@ -103,6 +103,23 @@ pub struct HostArgs {
     /// or `~/.docker/config.json` if present.
     #[arg(long, value_name = "FILE", env = "KUBEWASM_REGISTRY_CONFIG")]
     pub registry_config: Option<PathBuf>,
+    /// Whose identity the plugins' `kube` calls carry: `own` impersonates ServiceAccount
+    /// `kubewasm-plugin-<plugin>` of the host's namespace (apply what `kubewasm rbac` prints),
+    /// `host` sends them as the host; `auto` is `own` in a Pod (`POD_NAME` and
+    /// `POD_NAMESPACE` set), `host` elsewhere.
+    #[arg(long, value_enum, default_value_t = PluginIdentity::Auto)]
+    pub plugin_identity: PluginIdentity,
+}
+
+/// Whose identity the plugins' `kube` calls carry (`--plugin-identity`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PluginIdentity {
+    /// `own` in a Pod, `host` elsewhere.
+    Auto,
+    /// Each plugin's own ServiceAccount, impersonated.
+    Own,
+    /// The host's.
+    Host,
 }
 
 impl HostArgs {
@@ -115,6 +132,13 @@ impl HostArgs {
     ) -> anyhow::Result<HostBuilder> {
         let election = self.election_config(&client)?;
         let own_objects = self.own_objects(&client, election.as_ref())?;
+        let host_pod = HostPod::from_env();
+        let own_identity = match self.plugin_identity {
+            PluginIdentity::Auto => host_pod.is_some(),
+            PluginIdentity::Own => true,
+            PluginIdentity::Host => false,
+        };
+        let plugin_accounts = own_identity.then(|| own_objects.namespace().to_string());
         let grants = GrantPolicy::operator(self.default_grants.as_deref())
             .map_err(|e| anyhow::anyhow!("--default-grants: {e}"))?;
         let mut builder = HostBuilder::new(client);
@@ -147,6 +171,8 @@ impl HostArgs {
             .default_concurrency(self.default_concurrency as usize)
             .grants(grants)
             .own_objects(own_objects)
+            .host_pod(host_pod)
+            .plugin_accounts(plugin_accounts)
             .dry_run(self.dry_run)
             .metrics_addr(parse_addr(
                 "--metrics-bind-address",

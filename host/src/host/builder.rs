@@ -12,7 +12,7 @@ use super::running::Host;
 use crate::election::{ElectionConfig, ElectionMetrics, LeaderElector};
 use crate::informer::{InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig};
 use crate::plugins::{
-    ClusterContext, DeliveryMode, GrantPolicy, ManagerConfig, OwnObjects, PluginManager,
+    ClusterContext, DeliveryMode, GrantPolicy, HostPod, ManagerConfig, OwnObjects, PluginManager,
     PluginMetrics, SourceMetrics,
 };
 use crate::registry::Registry as ArtifactRegistry;
@@ -36,6 +36,8 @@ pub struct HostBuilder {
     default_concurrency: usize,
     grants: GrantPolicy,
     own_objects: OwnObjects,
+    host_pod: Option<HostPod>,
+    plugin_accounts: Option<String>,
     dry_run: bool,
     metrics_addr: Option<SocketAddr>,
     health_addr: Option<SocketAddr>,
@@ -59,6 +61,8 @@ impl HostBuilder {
             default_concurrency: 1,
             grants: GrantPolicy::default(),
             own_objects: OwnObjects::default(),
+            host_pod: None,
+            plugin_accounts: None,
             dry_run: false,
             metrics_addr: None,
             health_addr: None,
@@ -128,6 +132,23 @@ impl HostBuilder {
     /// The host's own objects, which no plugin may write (default: `deploy/`'s names).
     pub fn own_objects(mut self, own_objects: OwnObjects) -> Self {
         self.own_objects = own_objects;
+        self
+    }
+
+    /// The host's own Pod: at start the host reads it and adds what it names (its siblings,
+    /// ReplicaSet, Deployment, mounted ConfigMaps and Secrets, ServiceAccount, bindings, PDB)
+    /// to the own objects; `kubewasm run` passes the downward API's (`POD_NAME`,
+    /// `POD_NAMESPACE`). Without one, the own objects are the static ones.
+    pub fn host_pod(mut self, pod: Option<HostPod>) -> Self {
+        self.host_pod = pod;
+        self
+    }
+
+    /// Makes every plugin's `kube` calls impersonate its own ServiceAccount
+    /// (`kubewasm-plugin-<name>`) in `namespace` (`None`, the default: they act as the host).
+    /// The host then needs the `impersonate` permission `kubewasm rbac` prints.
+    pub fn plugin_accounts(mut self, namespace: Option<String>) -> Self {
+        self.plugin_accounts = namespace;
         self
     }
 
@@ -221,12 +242,23 @@ impl HostBuilder {
             }
             _ => (None, self.leadership),
         };
-        let cluster = ClusterContext::with_own_objects(
+        let own_objects = match &self.host_pod {
+            Some(pod) => super::host_pod::with_host_pod(&self.client, pod, self.own_objects).await,
+            None => self.own_objects,
+        };
+        if let Some(ns) = &self.plugin_accounts {
+            tracing::info!(
+                namespace = %ns,
+                "plugins act under identities of their own: each kube call impersonates ServiceAccount kubewasm-plugin-<plugin>"
+            );
+        }
+        let cluster = ClusterContext::with_identity(
             self.client.clone(),
             self.dry_run,
             plugin_metrics.clone(),
             runtime.observer().cloned(),
-            self.own_objects,
+            own_objects,
+            self.plugin_accounts,
         );
         if self.dry_run {
             tracing::warn!(

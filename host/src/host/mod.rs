@@ -12,6 +12,7 @@
 
 mod builder;
 mod endpoints;
+mod host_pod;
 mod running;
 
 pub use builder::{DEFAULT_SHUTDOWN_GRACE, HostBuilder};

@@ -25,7 +25,9 @@ mod metrics;
 #[cfg(test)]
 mod tests;
 
-pub use capabilities::kube_client::{ClusterContext, PluginClient};
+pub use capabilities::kube_client::{
+    ClusterContext, IMPERSONATE_USER, PluginClient, plugin_account, plugin_user,
+};
 pub use capabilities::projected::ProjectionCache;
 pub use capabilities::projection::{Projection, ProjectionError};
 pub use delivery::attachment::DeliveryMode;
@@ -38,8 +40,9 @@ pub use loading::describe::{DescribedPlugin, describe_file, plugin_name};
 pub use loading::error::LoadError;
 pub use loading::grants::{
     DEFAULT_PLUGINS_CONFIGMAP, GrantChange, GrantError, GrantPolicy, GrantSource, Grants,
-    GrantsTable, Missing, NEVER_GRANTED_SUBRESOURCES, NamespaceList, OriginPattern, OwnObject,
-    OwnObjects, OwnScope, READ_VERBS, ResourceGrant, Verb, WriteGrant,
+    GrantsTable, HostPod, Missing, NEVER_GRANTED_SUBRESOURCES, NamespaceList, OriginPattern,
+    OwnName, OwnObject, OwnObjects, OwnScope, PLUGIN_ACCOUNT_PREFIX, READ_VERBS, ResourceGrant,
+    Verb, WriteGrant, host_pod_objects,
 };
 pub use loading::lifecycle::{LoadOutcome, ManagerConfig, PluginManager, PluginStatus};
 pub use loading::manifest::{Manifest, ManifestError};

@@ -49,6 +49,34 @@ pub(crate) const KUBE_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 const TARGET: &str = "kubewasm::plugins::kube";
 
+/// The header a request names the user it acts as with (the API server checks the sender's
+/// `impersonate` permission on that ServiceAccount).
+pub const IMPERSONATE_USER: &str = "impersonate-user";
+
+/// The ServiceAccount plugin `plugin` acts as in namespace `namespace`: `kubewasm-plugin-`
+/// and the plugin's name made a valid object name (lower case, `[a-z0-9.-]`).
+pub fn plugin_account(plugin: &str) -> String {
+    let name: String = plugin
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '-' | '.') => c,
+            _ => '-',
+        })
+        .collect();
+    let name = format!("{}{name}", crate::plugins::PLUGIN_ACCOUNT_PREFIX);
+    let trimmed: String = name.chars().take(253).collect();
+    trimmed.trim_end_matches(['-', '.']).to_string()
+}
+
+/// The user name of plugin `plugin`'s ServiceAccount in `namespace`, as `Impersonate-User`
+/// and audit logs spell it.
+pub fn plugin_user(namespace: &str, plugin: &str) -> String {
+    format!(
+        "system:serviceaccount:{namespace}:{}",
+        plugin_account(plugin)
+    )
+}
+
 /// What every plugin's client shares: the host's kube client, the kinds resolved so far, the
 /// runtime the requests run on and the host-wide dry-run switch.
 pub struct ClusterContext {
@@ -65,6 +93,9 @@ pub struct ClusterContext {
     observer: Option<SharedObserver>,
     /// What no plugin may write, whatever its grants.
     own_objects: OwnObjects,
+    /// Namespace of the per-plugin ServiceAccounts the plugins' calls impersonate; `None`: they
+    /// act as the host.
+    plugin_accounts: Option<String>,
 }
 
 impl ClusterContext {
@@ -88,6 +119,21 @@ impl ClusterContext {
         observer: Option<SharedObserver>,
         own_objects: OwnObjects,
     ) -> Arc<Self> {
+        Self::with_identity(client, dry_run, metrics, observer, own_objects, None)
+    }
+
+    /// Like [`ClusterContext::with_own_objects`]; with `plugin_accounts`, every `kube` call of
+    /// plugin `p` impersonates ServiceAccount `kubewasm-plugin-<p>` of that namespace
+    /// ([`plugin_user`]), so the API server's RBAC judges it by the plugin's own grants and its
+    /// audit log names the plugin.
+    pub fn with_identity(
+        client: kube::Client,
+        dry_run: bool,
+        metrics: PluginMetrics,
+        observer: Option<SharedObserver>,
+        own_objects: OwnObjects,
+        plugin_accounts: Option<String>,
+    ) -> Arc<Self> {
         let instance = crate::identity::replica_name();
         Arc::new(ClusterContext {
             client,
@@ -98,7 +144,16 @@ impl ClusterContext {
             instance,
             observer,
             own_objects,
+            plugin_accounts,
         })
+    }
+
+    /// The user plugin `plugin`'s calls impersonate, if plugins act under identities of
+    /// their own.
+    pub fn plugin_user(&self, plugin: &str) -> Option<String> {
+        self.plugin_accounts
+            .as_deref()
+            .map(|ns| plugin_user(ns, plugin))
     }
 
     /// What no plugin may write.
@@ -177,6 +232,8 @@ pub struct PluginClient {
 
 struct Inner {
     plugin: Arc<str>,
+    /// `Impersonate-User` of every request, when the plugin acts under an identity of its own.
+    impersonate: Option<http::HeaderValue>,
     lines: GuestCausedLog,
     ctx: Arc<ClusterContext>,
     grants: Arc<Grants>,
@@ -206,6 +263,9 @@ impl PluginClient {
         PluginClient {
             inner: Arc::new(Inner {
                 plugin: plugin.into(),
+                impersonate: ctx
+                    .plugin_user(plugin)
+                    .and_then(|u| http::HeaderValue::from_str(&u).ok()),
                 lines,
                 writes: BucketRateLimiter::new(grants.write_qps(), grants.write_burst()),
                 reads: BucketRateLimiter::new(grants.read_qps(), grants.read_burst()),
@@ -368,10 +428,10 @@ impl Inner {
         }
         // The body's name for a create too (`p.name` is `None` there): empty only for
         // `generateName`, which cannot pick an existing object.
-        if p.verb != "get"
-            && let Some(own) = Some(t.name.as_str())
-                .filter(|n| !n.is_empty())
-                .and_then(|name| self.ctx.own_objects.find(&t.api_version, &t.kind, ns, name))
+        if let Some(own) =
+            self.ctx
+                .own_objects
+                .refuses(p.verb, &t.api_version, &t.kind, ns, &t.name)
         {
             return Err(api_error(
                 403,
@@ -478,7 +538,16 @@ impl Inner {
         ar: &ApiResource,
     ) -> Result<http::Request<Vec<u8>>, ApiError> {
         let collection = resource_path(ar, p.target.namespace.as_deref(), None, None);
-        build_request(p, &collection, &self.plugin, self.dry_run)
+        let mut request = build_request(p, &collection, &self.plugin, self.dry_run)?;
+        // On the request rather than in a client of its own: the plugins share the host's
+        // connection pool, and impersonation is one header.
+        if let Some(user) = &self.impersonate {
+            request.headers_mut().insert(
+                http::HeaderName::from_static(IMPERSONATE_USER),
+                user.clone(),
+            );
+        }
+        Ok(request)
     }
 
     /// Counts a call its bucket delayed or refused; `class` is `read` or `write`.

@@ -65,6 +65,7 @@ use crate::runtime::{Permission, PluginInfo};
 
 mod change;
 mod diff;
+mod host_pod;
 mod origin;
 mod own_objects;
 mod policy;
@@ -72,6 +73,14 @@ mod schema;
 
 pub use change::*;
 pub use diff::*;
+pub use host_pod::HostPod;
+/// Pure derivations of the host's own objects from its Pod and what the Pod names.
+pub mod host_pod_objects {
+    pub use super::host_pod::{
+        controller, from_bindings, from_pdbs, from_pod, from_replica_set, from_service_account,
+        mounted, service_account,
+    };
+}
 pub use origin::*;
 pub use own_objects::*;
 pub use policy::*;

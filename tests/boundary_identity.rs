@@ -1,0 +1,299 @@
+//! The host's identity, `ident-…` attacks (tests/fixtures/rust/attack-fixture/src/identity.rs):
+//! a plugin granted writes on Pods, ConfigMaps, Secrets, ReplicaSets and PDBs of the host's
+//! namespace aims them at what the host's own Pod names, and its calls carry an identity of
+//! their own.
+//!
+//! The host runs in namespace `ops` (not `deploy/`'s `kubewasm`, whose fixed names the host
+//! falls back to), as Pod `host-5d4f8b-x7k2p` of ReplicaSet `host-5d4f8b` of Deployment
+//! `host`, mounting ConfigMap `host-plugin-sources-h4sh` and Secret `host-registry`: only
+//! what the host derives from its Pod protects them. Before the Pod was read (a static list of
+//! `deploy/`'s names) every one of these writes was accepted (200).
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Api;
+use kube::api::PostParams;
+use kubewasm::informer::ReflectorConfig;
+use kubewasm::plugins::HostPod;
+use kubewasm::runtime::Limits;
+use kubewasm_e2e::*;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::install;
+
+const ATTACKER: &str = "rust-attack-fixture.wasm";
+/// The host's namespace.
+const OPS: &str = "ops";
+/// Where the attacks are started from.
+const NS: &str = "attack";
+const POD: &str = "host-5d4f8b-x7k2p";
+const SIBLING: &str = "host-5d4f8b-q9z2w";
+const RS: &str = "host-5d4f8b";
+const SOURCES: &str = "host-plugin-sources-h4sh";
+const SECRET: &str = "host-registry";
+
+const MANIFEST: &str = r#"
+[grants]
+watch = [{ api-version = "v1", kind = "ConfigMap" },
+         { api-version = "v1", kind = "Secret", namespaces = ["ops"] }]
+write = [{ api-version = "v1", kind = "Pod", verbs = ["patch"], namespaces = ["ops"] },
+         { api-version = "v1", kind = "ConfigMap", verbs = ["apply"], namespaces = ["ops"] },
+         { api-version = "v1", kind = "Secret", verbs = ["patch"], namespaces = ["ops"] },
+         { api-version = "apps/v1", kind = "ReplicaSet", verbs = ["patch"], namespaces = ["ops"] },
+         { api-version = "policy/v1", kind = "PodDisruptionBudget", verbs = ["delete"], namespaces = ["ops"] }]
+"#;
+
+async fn create<K>(api: Api<K>, json: serde_json::Value) -> K
+where
+    K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(json).expect("a valid object");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create")
+}
+
+fn ops<K>(c: &kube::Client) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    Api::namespaced(c.clone(), OPS)
+}
+
+fn pod(name: &str, rs_uid: &str) -> serde_json::Value {
+    json!({
+        "metadata": {"name": name, "labels": {"app": "host", "pod-template-hash": "5d4f8b"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": RS,
+                "uid": rs_uid, "controller": true}]},
+        "spec": {
+            "serviceAccountName": "host",
+            "containers": [{"name": "kubewasm", "image": "kubewasm:0.1.0",
+                "envFrom": [{"configMapRef": {"name": "host-env"}}]}],
+            "volumes": [
+                {"name": "sources", "configMap": {"name": SOURCES}},
+                {"name": "registry", "secret": {"secretName": SECRET}},
+            ],
+        },
+    })
+}
+
+/// The host's Deployment, ReplicaSet, Pod, ServiceAccount, mounted objects and PDB in `ops`.
+async fn host_objects(c: &kube::Client) {
+    for ns in [OPS, NS] {
+        create(
+            Api::<Namespace>::all(c.clone()),
+            json!({"metadata": {"name": ns}}),
+        )
+        .await;
+    }
+    let template = json!({"metadata": {"labels": {"app": "host"}},
+        "spec": {"containers": [{"name": "kubewasm", "image": "kubewasm:0.1.0"}]}});
+    let d: Deployment = create(
+        ops(c),
+        json!({"metadata": {"name": "host"}, "spec": {"selector": {"matchLabels": {"app": "host"}},
+            "template": template}}),
+    )
+    .await;
+    let rs: ReplicaSet = create(
+        ops(c),
+        json!({"metadata": {"name": RS, "ownerReferences": [{"apiVersion": "apps/v1",
+                "kind": "Deployment", "name": "host", "uid": d.metadata.uid.unwrap(), "controller": true}]},
+            "spec": {"selector": {"matchLabels": {"app": "host"}}, "template": template}}),
+    )
+    .await;
+    create(ops::<Pod>(c), pod(POD, &rs.metadata.uid.unwrap())).await;
+    create(
+        ops::<ServiceAccount>(c),
+        json!({"metadata": {"name": "host"}}),
+    )
+    .await;
+    create(
+        ops::<ConfigMap>(c),
+        json!({"metadata": {"name": SOURCES}, "data": {"sources.toml": ""}}),
+    )
+    .await;
+    create(
+        ops::<Secret>(c),
+        json!({"metadata": {"name": SECRET}, "stringData": {"token": "registry-credential"}}),
+    )
+    .await;
+    create(
+        ops::<PodDisruptionBudget>(c),
+        json!({"metadata": {"name": "host"}, "spec": {"maxUnavailable": 1,
+            "selector": {"matchLabels": {"app": "host"}}}}),
+    )
+    .await;
+}
+
+/// Starts the host as Pod `ops/host-5d4f8b-x7k2p` with the attacker loaded as `attack`, its
+/// calls impersonating `kubewasm-plugin-attack` of `ops` when `own_identity`.
+async fn host(server: &apiserver::ApiServer, own_identity: bool) -> (TestHost, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("attack.toml"), MANIFEST).unwrap();
+    install(&guest(ATTACKER), dir.path(), "attack.wasm");
+    let t = start_host_built(
+        client(server),
+        Some(dir.path().to_path_buf()),
+        Limits::default(),
+        ReflectorConfig::default(),
+        |b| {
+            b.host_pod(Some(HostPod {
+                namespace: OPS.into(),
+                name: POD.into(),
+            }))
+            .plugin_accounts(own_identity.then(|| OPS.to_string()))
+        },
+    )
+    .await;
+    assert!(
+        t.host.manager.names().await.iter().any(|n| n == "attack"),
+        "{:#?}",
+        t.recorder.events()
+    );
+    (t, dir)
+}
+
+/// Runs attack `attack` with `data` from a ConfigMap in [`NS`]; the `attack: …` lines once the
+/// summary arrived.
+async fn run(
+    server: &apiserver::ApiServer,
+    t: &TestHost,
+    attack: &str,
+    data: serde_json::Value,
+    summary: &str,
+) -> Vec<String> {
+    let mut data = data;
+    data["attack"] = json!(attack);
+    create(
+        Api::<ConfigMap>::namespaced(client(server), NS),
+        json!({"metadata": {"name": attack}, "data": data}),
+    )
+    .await;
+    let want = format!("attack: {summary}");
+    t.logs
+        .wait_for("attack", &want, |l| l.iter().any(|x| x.starts_with(&want)))
+        .await
+}
+
+fn answer<'a>(lines: &'a [String], label: &str) -> &'a str {
+    let prefix = format!("attack: {label} -> ");
+    lines
+        .iter()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no answer for {label}: {lines:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_hosts_pod_names_is_never_written_whatever_the_grants() {
+    let server = start_server().await;
+    let c = client(&server);
+    host_objects(&c).await;
+    let (t, _dir) = host(&server, false).await;
+    // A replica created after the host started is protected as well.
+    let rs_uid = Api::<ReplicaSet>::namespaced(c.clone(), OPS)
+        .get(RS)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    create(ops::<Pod>(&c), pod(SIBLING, &rs_uid)).await;
+
+    let lines = run(
+        &server,
+        &t,
+        "ident-host",
+        json!({"namespace": OPS, "pod": POD, "sibling": SIBLING, "configmap": SOURCES,
+            "secret": SECRET, "replicaset": RS, "pdb": "host"}),
+        "ident-host done",
+    )
+    .await;
+    for (label, object) in [
+        (
+            "patch host pod",
+            format!("Pod {OPS}/{POD} (the host's Pod)"),
+        ),
+        (
+            "patch sibling pod",
+            format!("Pod {OPS}/host-5d4f8b-* (a replica of the host)"),
+        ),
+        (
+            "apply sources configmap",
+            format!("ConfigMap {OPS}/{SOURCES} (mounted or read by the host's Pod)"),
+        ),
+        (
+            "patch mounted secret",
+            format!("Secret {OPS}/{SECRET} (mounted or read by the host's Pod)"),
+        ),
+        (
+            "get mounted secret",
+            format!("Secret {OPS}/{SECRET} (mounted or read by the host's Pod)"),
+        ),
+        (
+            "patch replicaset",
+            format!("ReplicaSet {OPS}/{RS} (controls the host's Pod)"),
+        ),
+        (
+            "delete pdb",
+            format!("PodDisruptionBudget {OPS}/host (selects the host's Pod)"),
+        ),
+    ] {
+        let a = answer(&lines, label);
+        assert!(
+            a.starts_with("403 Forbidden: refused: plugin attack may not") && a.contains(&object),
+            "{label}: {a}"
+        );
+        assert!(a.contains("one of the host's own objects"), "{label}: {a}");
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "attack: ident-host done: 0 accepted"),
+        "{lines:#?}"
+    );
+    // Refused at the call: nothing reached the server, and the Pod still runs the host's image.
+    let reached: Vec<String> = server
+        .stats()
+        .recent
+        .into_iter()
+        .filter(|r| {
+            r.contains(&format!("/namespaces/{OPS}/"))
+                && (!r.starts_with("GET ") || r.contains("/secrets/"))
+                && !r.starts_with("POST ")
+        })
+        .collect();
+    assert!(reached.is_empty(), "reached the server: {reached:#?}");
+    let p = Api::<Pod>::namespaced(c.clone(), OPS)
+        .get(POD)
+        .await
+        .unwrap();
+    assert_eq!(
+        p.spec.unwrap().containers[0].image.as_deref(),
+        Some("kubewasm:0.1.0")
+    );
+    t.host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_calls_reach_the_server_as_its_own_service_account() {
+    let server = start_server().await;
+    host_objects(&client(&server)).await;
+    let (t, _dir) = host(&server, true).await;
+    let lines = run(&server, &t, "ident-whoami", json!({}), "ident-whoami done").await;
+    assert_eq!(answer(&lines, "ident-whoami"), "ok");
+    let seen = server.stats().impersonated;
+    assert!(
+        seen.contains(&format!(
+            "system:serviceaccount:{OPS}:kubewasm-plugin-attack GET /api/v1/namespaces/{NS}/configmaps/ident-whoami"
+        )),
+        "{seen:#?}"
+    );
+    // Only the plugin's own calls: the host's informers and reads stay the host's.
+    assert!(
+        seen.iter().all(|r| r.contains("/configmaps/ident-whoami")),
+        "{seen:#?}"
+    );
+    t.host.shutdown().await;
+}
