@@ -28,7 +28,8 @@ pub struct HostArgs {
     /// Where compiled plugins are cached (default: `$XDG_CACHE_HOME/kubewasm`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// Wall-clock deadline of one handler call, for plugins without a manifest.
+    /// Deadline of one handler call, for plugins without a manifest: the call's own running
+    /// time (waits on the host and other calls' turns on the plugin's thread not counted).
     #[arg(long, default_value_t = 1000)]
     pub deadline_ms: u64,
     /// Calls in flight per plugin, for plugins whose manifest sets no `concurrency` (1..=64;
