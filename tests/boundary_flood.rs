@@ -117,7 +117,13 @@ async fn refused_large_writes_at_concurrency_8_leave_healthz_and_a_neighbour_on_
     let (quiet_healthz, quiet_delivery) = figures(&api, &t, good, "flood-quiet").await;
 
     for i in 0..8 {
-        launch(&api, &format!("flood-{i}"), "flood-create", &[("n", "1000000")]).await;
+        launch(
+            &api,
+            &format!("flood-{i}"),
+            "flood-create",
+            &[("n", "1000000")],
+        )
+        .await;
     }
     // The flood is under way once a good number of refusals were logged.
     host_lines()
@@ -202,7 +208,10 @@ async fn the_deadline_counts_each_calls_own_running_time_at_concurrency_8() {
     let lines = t
         .logs
         .wait_for(cpu, "three calls of 400 ms", |l| {
-            l.iter().filter(|x| x.starts_with("attack: cpu-burn")).count() >= 3
+            l.iter()
+                .filter(|x| x.starts_with("attack: cpu-burn"))
+                .count()
+                >= 3
         })
         .await;
     let elapsed: Vec<u64> = lines

@@ -317,7 +317,11 @@ mod tests {
         wait.blocked();
         let during = wait.total_at(Instant::now());
         std::thread::sleep(MS * 5);
-        assert_eq!(wait.total_at(Instant::now()), during, "blocked: not counted");
+        assert_eq!(
+            wait.total_at(Instant::now()),
+            during,
+            "blocked: not counted"
+        );
         wait.polling(true);
         wait.entered_host(false);
         std::thread::sleep(MS * 5);
@@ -363,7 +367,10 @@ mod tests {
         assert!(wall >= MS * 180, "{wall:?}");
         for used in [a, b] {
             assert!(used >= MS * 90, "{used:?}");
-            assert!(used < wall - MS * 60, "{used:?} of {wall:?} counts the other call");
+            assert!(
+                used < wall - MS * 60,
+                "{used:?} of {wall:?} counts the other call"
+            );
         }
     }
 }

@@ -148,10 +148,12 @@ impl EventRecorder {
         }
         let o = &event.regarding.object;
         let namespace = event_namespace(o.namespace.as_deref());
-        if let Err(why) =
-            self.grants
-                .allows_event_about(&o.api_version, &o.kind, o.namespace.as_deref(), namespace)
-        {
+        if let Err(why) = self.grants.allows_event_about(
+            &o.api_version,
+            &o.kind,
+            o.namespace.as_deref(),
+            namespace,
+        ) {
             // Kind and namespaces only (validated above): they are what the grants are about,
             // and no text of the Event reaches the log.
             if self.lines.admit() {

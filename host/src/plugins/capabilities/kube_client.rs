@@ -420,7 +420,11 @@ impl Inner {
             return Ok(());
         }
         let ns = t.namespace.as_deref();
-        match self.ctx.own_objects.find(&t.api_version, &t.kind, ns, &t.name) {
+        match self
+            .ctx
+            .own_objects
+            .find(&t.api_version, &t.kind, ns, &t.name)
+        {
             Some(own) => Err(api_error(
                 403,
                 "Forbidden",
@@ -489,11 +493,10 @@ impl Inner {
         deadline: tokio::time::Instant,
     ) -> Result<Raw, ApiError> {
         let client = self.ctx.client.clone();
-        let task = AbortOnDrop(
-            self.ctx
-                .host
-                .spawn(async move { tokio::time::timeout_at(deadline, send(&client, request)).await }),
-        );
+        let task =
+            AbortOnDrop(self.ctx.host.spawn(async move {
+                tokio::time::timeout_at(deadline, send(&client, request)).await
+            }));
         match task.join().await? {
             Ok(Ok(raw)) => Ok(raw),
             Ok(Err(e)) => Err(api_error(
@@ -789,7 +792,9 @@ fn body_target(json: &str) -> Result<(ObjectRef, Option<String>), ApiError> {
     let kind = head
         .kind
         .ok_or_else(|| bad_request("kind is required".into()))?;
-    let (namespace, name) = head.metadata.map_or((None, None), |m| (m.namespace, m.name));
+    let (namespace, name) = head
+        .metadata
+        .map_or((None, None), |m| (m.namespace, m.name));
     let target = ObjectRef {
         api_version,
         kind,
@@ -1140,7 +1145,8 @@ mod tests {
         };
         let trailing = r#"{"apiVersion":"v1","kind":"ConfigMap","data":{"k":[1,}}"#;
         assert_eq!(prepare(create(trailing)).err().map(|e| e.code), Some(400));
-        let ok = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"k":[{}]}}"#;
+        let ok =
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"k":[{}]}}"#;
         assert!(prepare(create(ok)).is_ok());
     }
 }
