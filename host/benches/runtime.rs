@@ -218,7 +218,7 @@ fn deadline_accounting(
     let mut with = start("with-clock")?;
     let mut without = start("without-clock")?.without_poll_clock_for_benchmarks();
     let n = 10_000u32;
-    let mut time = |h: &mut kubewasm::runtime::HandlerInstance| {
+    let time = |h: &mut kubewasm::runtime::HandlerInstance| {
         exec.block_on(async {
             let t = Instant::now();
             for _ in 0..n {
