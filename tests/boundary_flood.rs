@@ -201,8 +201,8 @@ async fn the_deadline_counts_each_calls_own_running_time_at_concurrency_8() {
         .unwrap();
     let per_ms = (number_after(calibration, "rounds") / 200).max(1);
 
-    // Calibration reads the clock every round, a burn does not: 500 calibrated ms are ~400 ms.
-    let rounds = (per_ms * 500).to_string();
+    // Calibration reads the clock every round, a burn does not: a burn is at most this long.
+    let rounds = (per_ms * 400).to_string();
     for name in ["cpu-a", "cpu-b", "cpu-c"] {
         launch(&api, name, "cpu-burn", &[("rounds", &rounds)]).await;
     }
@@ -228,9 +228,9 @@ async fn the_deadline_counts_each_calls_own_running_time_at_concurrency_8() {
             "{name}: {calls:#?}"
         );
     }
-    // They did take turns: one of them took longer than the deadline in wall-clock time.
+    // They did take turns: each took well over its own time in wall-clock time.
     assert!(
-        elapsed.iter().any(|&ms| ms > 1000),
+        elapsed.iter().all(|&ms| ms > 600),
         "the calls did not overlap: {elapsed:?}"
     );
 
