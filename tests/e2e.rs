@@ -15,6 +15,7 @@ use kubewasm_e2e::*;
 
 mod bad_input;
 mod boundary_compile;
+mod boundary_flood;
 mod boundary_http;
 mod boundary_identity;
 mod boundary_kube;

@@ -197,7 +197,123 @@ fn main() -> anyhow::Result<()> {
         after.saturating_sub(before)
     );
     drop(instances);
+    deadline_accounting(&rt, &exec, &compiled, (&old, &new))?;
+    fuel_cost()?;
     deadline_overshoot(&rt, &exec, &fixtures)?;
+    Ok(())
+}
+
+/// What counting each call's own running time costs a no-op call: the same call with and
+/// without the account of its time inside `poll`, in alternating rounds (the median of the
+/// paired ratios), and what one read of each clock the account could use costs.
+fn deadline_accounting(
+    rt: &Runtime,
+    exec: &tokio::runtime::Runtime,
+    compiled: &kubewasm::runtime::CompiledHandler,
+    (old, new): (&Obj, &Obj),
+) -> anyhow::Result<()> {
+    let start = |name: &str| {
+        exec.block_on(rt.instantiate(compiled, name, Limits::default(), Arc::new(NoCache)))
+    };
+    let mut with = start("with-clock")?;
+    let mut without = start("without-clock")?.without_poll_clock_for_benchmarks();
+    let n = 10_000u32;
+    let time = |h: &mut kubewasm::runtime::HandlerInstance| {
+        exec.block_on(async {
+            let t = Instant::now();
+            for _ in 0..n {
+                h.on_update(old, new, false).await.unwrap();
+            }
+            t.elapsed() / n
+        })
+    };
+    time(&mut with);
+    time(&mut without);
+    let (mut ratios, mut on, mut off) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..20 {
+        let (a, b) = if round % 2 == 0 {
+            let a = time(&mut with);
+            (a, time(&mut without))
+        } else {
+            let b = time(&mut without);
+            (time(&mut with), b)
+        };
+        ratios.push(a.as_secs_f64() / b.as_secs_f64());
+        on.push(a);
+        off.push(b);
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "deadline account (time in poll): no-op call {:.2} us with, {:.2} us without, paired \
+         ratio {:.3} (median of 20 rounds of {n})",
+        median(on).as_secs_f64() * 1e6,
+        median(off).as_secs_f64() * 1e6,
+        ratios[ratios.len() / 2]
+    );
+    let reads = 1_000_000u32;
+    let t = Instant::now();
+    for _ in 0..reads {
+        std::hint::black_box(Instant::now());
+    }
+    let monotonic = t.elapsed() / reads;
+    let t = Instant::now();
+    for _ in 0..reads {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid timespec for the call to write.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        std::hint::black_box(ts);
+    }
+    let thread_cpu = t.elapsed() / reads;
+    println!(
+        "clock read: monotonic {:.0} ns, thread CPU time {:.0} ns (two reads per poll)",
+        monotonic.as_secs_f64() * 1e9,
+        thread_cpu.as_secs_f64() * 1e9
+    );
+    Ok(())
+}
+
+/// What wasmtime's fuel metering costs guest code: a tight loop of 50 M iterations with and
+/// without `consume_fuel`, in alternating rounds (median of the paired ratios).
+fn fuel_cost() -> anyhow::Result<()> {
+    const SPIN: &str = r#"(module (func (export "spin") (param i32) (result i32) (local i32)
+        (loop $l
+          (local.set 1 (i32.add (local.get 1) (local.get 0)))
+          (local.set 0 (i32.sub (local.get 0) (i32.const 1)))
+          (br_if $l (local.get 0)))
+        (local.get 1)))"#;
+    let spinner = |fuel: bool| -> anyhow::Result<_> {
+        let mut config = wasmtime::Config::new();
+        config.consume_fuel(fuel).epoch_interruption(true);
+        let engine = wasmtime::Engine::new(&config)?;
+        let module = wasmtime::Module::new(&engine, SPIN)?;
+        let mut store = wasmtime::Store::new(&engine, ());
+        if fuel {
+            store.set_fuel(u64::MAX)?;
+        }
+        store.set_epoch_deadline(u64::MAX / 2);
+        let instance = wasmtime::Instance::new(&mut store, &module, &[])?;
+        let spin = instance.get_typed_func::<i32, i32>(&mut store, "spin")?;
+        Ok((store, spin))
+    };
+    let (mut fueled, fueled_spin) = spinner(true)?;
+    let (mut plain, plain_spin) = spinner(false)?;
+    let mut ratios = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        fueled_spin.call(&mut fueled, 50_000_000)?;
+        let with = t.elapsed();
+        let t = Instant::now();
+        plain_spin.call(&mut plain, 50_000_000)?;
+        ratios.push(with.as_secs_f64() / t.elapsed().as_secs_f64());
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "fuel metering: guest loop paired ratio {:.2} (median of 5 rounds of 50 M iterations)",
+        ratios[ratios.len() / 2]
+    );
     Ok(())
 }
 

@@ -42,7 +42,8 @@ pub struct HostArgs {
     /// Wall time one plugin compile may take before it is stopped and the component refused.
     #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
     pub compile_timeout: Duration,
-    /// Wall-clock deadline of one handler call, for plugins without a manifest.
+    /// Deadline of one handler call, for plugins without a manifest: the call's own running
+    /// time (waits on the host and other calls' turns on the plugin's thread not counted).
     #[arg(long, default_value_t = 1000)]
     pub deadline_ms: u64,
     /// Calls in flight per plugin, for plugins whose manifest sets no `concurrency` (1..=64;

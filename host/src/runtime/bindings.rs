@@ -12,7 +12,7 @@ pub(crate) mod v1 {
         path: "../wit",
         world: "handler",
         ownership: Borrowing { duplicate_if_necessary: true },
-        // Exports are async so a call can be abandoned at its wall-clock deadline even while the
+        // Exports are async so a call can be abandoned at its deadline even while the
         // guest is blocked in a WASI import (sleep, poll); the host imports stay synchronous.
         exports: { default: async },
     });

@@ -183,8 +183,10 @@ pub type KubeFuture = Pin<Box<dyn Future<Output = KubeResult> + Send>>;
 /// Carries out a plugin's `kube` and `events` imports; one per plugin version. Implementations
 /// decide what is granted and must bound the time a call may take.
 pub trait ClusterAccess: Send + Sync + 'static {
-    /// Performs one call. The guest waits for the future; its time does not count against the
-    /// guest's deadline, only against the plugin's wall-clock limit.
+    /// Performs one call. The future is polled on the plugin's thread as part of the guest's
+    /// call: work it does inside `poll` (checks, parsing) counts against the guest's deadline,
+    /// time it is pending does not, only against the plugin's wall-clock limit. Costly work
+    /// belongs there, not on a shared runtime.
     fn call(&self, call: KubeCall) -> KubeFuture;
 
     /// Records one Event; never waits (Events are best effort, as in client-go).

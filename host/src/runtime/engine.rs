@@ -7,7 +7,7 @@ use wasmtime::{Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAl
 
 /// How often a running guest yields to its executor: the ticker bumps the engine's epoch this
 /// often and every store yields at each bump, so a busy guest is stopped at most this long after
-/// its wall-clock deadline.
+/// its deadline.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 const WASM_PAGE: u64 = 64 << 10;

@@ -77,7 +77,8 @@ use super::cluster::{
 
 impl StoreState {
     /// Hands one `kube` call to the plugin's [`ClusterAccess`](super::ClusterAccess), after the
-    /// one check that needs no grant: a body over the API server's request limit.
+    /// one check that needs no grant: a body over the API server's request limit, refused
+    /// before anything reads it.
     /// Answers the object as served (if any) and the status the server answered with.
     async fn kube(&mut self, call: KubeCall) -> Result<Served, wit2::ApiError> {
         let body = match &call {
@@ -103,8 +104,9 @@ impl StoreState {
             }));
         }
         let fut = self.cluster.call(call);
-        // The wait is the API server's time, not the guest's: it does not count against the
-        // deadline (the call's own timeout and the wall-clock limit bound it).
+        // What the future does on this thread (checks, parsing, serialising) runs inside the
+        // call's `poll` and is the guest's time; while it is pending on the API server a wait
+        // is open, which is not (the call's own timeout and the wall-clock limit bound it).
         let waiting = self.host_wait().enter();
         let result = fut.await;
         drop(waiting);

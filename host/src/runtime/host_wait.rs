@@ -1,20 +1,24 @@
 //! [`HostWait`] and [`CallBudget`]: the rule that decides when a call has used up its time.
 //!
-//! A guest's deadline is a budget of *guest* time: wall-clock time since the call began, minus
-//! the time the guest spent blocked in a host call that waits on an external system for it (an
-//! outbound HTTP exchange, a Kubernetes API call). Such waits have their own timeouts; counting
-//! them against the guest would make a slow peer look like a runaway guest. A second, plain
-//! wall-clock bound ([`Limits::wall_limit`](super::Limits::wall_limit)) ends the call however
-//! long its host calls take.
+//! A guest's deadline is a budget of the guest's *own* time, per call, however many calls of the
+//! plugin share its thread. A call's time is counted while
 //!
-//! What counts as host wait, exactly: time during which the guest is inside a host call (the
-//! store's call hook says when it enters and leaves one, see [`HostWait::entered_host`]) *and*
-//! a wait is open. Two kinds of wait exist: a [`HostWaitGuard`] (a request until its response
-//! headers, a `kube` call), open while its task waits; and a *blocked read*
-//! ([`HostWait::blocked`]), opened by a response body that had no data for the guest and
-//! closed the moment the guest runs again, so a non-blocking `read()` that returns at once
-//! closes its account at once. Time the guest's own code runs is never host wait, nor is a
-//! WASI `sleep` or clock pollable while no wait is open.
+//! - its future is inside `poll` (see [`running`]): the guest's code, and whatever the host does
+//!   synchronously for it (lifting and checking arguments, parsing a body, serialising a request),
+//!   runs there and nowhere else;
+//! - or it is blocked in a host call with no wait open: a WASI `sleep`, a clock or stdin
+//!   pollable. Sleeping is the guest's choice, so it is the guest's time.
+//!
+//! It is not counted while the call is suspended at an epoch tick or ready and waiting for the
+//! thread (other calls of the plugin run then), nor while it is blocked in a host call that waits
+//! on an external system for it: an outbound HTTP exchange, a `kube` call (a [`HostWaitGuard`]
+//! is open), or a response body that had no data ([`HostWait::blocked`], closed the moment the
+//! guest runs again). Such waits have their own timeouts; counting them against the guest would
+//! make a slow peer look like a runaway guest. A second, plain wall-clock bound
+//! ([`Limits::wall_limit`](super::Limits::wall_limit)) ends the call however long they take.
+//!
+//! The store's call hook says when the guest enters and leaves a host call
+//! ([`HostWait::entered_host`]); the account is per store, and a store serves one call at a time.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -22,13 +26,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-/// Per-store account of the time the host spends waiting on external systems for the guest.
-/// Clones share the account; a store's host calls each [`enter`](HostWait::enter) it.
+/// Per-store account of the guest's own time (see the module documentation). Clones share the
+/// account; a store's host calls [`enter`](HostWait::enter) it while they wait on the outside.
 #[derive(Clone, Default)]
 pub(crate) struct HostWait(Arc<Shared>);
 
-/// The call hook runs on every host call and most happen with no wait open, so it takes the
-/// lock only while one is: `in_host` and `active` are a store-then-load pair on each side
+/// The call hook runs on every host call; while no interval is counting and no wait is open it
+/// need not take the lock: `in_host` and `active` are a store-then-load pair on each side
 /// (sequentially consistent), so either the hook sees a wait just opened or the opener sees the
 /// guest in its host call.
 #[derive(Default)]
@@ -42,13 +46,15 @@ struct Shared {
 
 #[derive(Default)]
 struct WaitState {
+    /// The call's future is inside `poll`.
+    polling: bool,
     /// Guards alive.
     open: u32,
     /// A response body found no data for the guest since it last left a host call.
     blocked: bool,
     /// When the current counted interval began (`None`: not counting).
     since: Option<Instant>,
-    /// Closed intervals so far.
+    /// Closed intervals of guest time so far.
     total: Duration,
 }
 
@@ -56,7 +62,8 @@ impl WaitState {
     /// Opens or closes the counted interval after a change of state (the clock is read only
     /// when it does), and says whether the hook still needs the lock.
     fn update(&mut self, in_host: bool, active: &AtomicBool) {
-        let counting = in_host && (self.open > 0 || self.blocked);
+        let waiting = self.open > 0 || self.blocked;
+        let counting = self.polling || (in_host && !waiting);
         match (counting, self.since) {
             (true, None) => self.since = Some(Instant::now()),
             (false, Some(since)) => {
@@ -65,10 +72,7 @@ impl WaitState {
             }
             _ => {}
         }
-        active.store(
-            self.open > 0 || self.blocked || self.since.is_some(),
-            SeqCst,
-        );
+        active.store(waiting || self.since.is_some(), SeqCst);
     }
 }
 
@@ -77,7 +81,7 @@ impl WaitState {
 pub(crate) struct HostWaitGuard(HostWait);
 
 impl HostWait {
-    /// Starts counting host-wait time (nested and concurrent guards count once).
+    /// Starts a wait on an external system (nested and concurrent guards count once).
     pub(crate) fn enter(&self) -> HostWaitGuard {
         let mut s = self.0.state.lock();
         s.open += 1;
@@ -111,7 +115,14 @@ impl HostWait {
         s.update(entered, &self.0.active);
     }
 
-    /// Host-wait time so far, the open interval (if any) up to `now` included.
+    /// The call's future entered (`true`) or left (`false`) `poll`.
+    fn polling(&self, polling: bool) {
+        let mut s = self.0.state.lock();
+        s.polling = polling;
+        s.update(self.0.in_host.load(SeqCst), &self.0.active);
+    }
+
+    /// The guest's time so far, the open interval (if any) up to `now` included.
     fn total_at(&self, now: Instant) -> Duration {
         let s = self.0.state.lock();
         match s.since {
@@ -130,6 +141,23 @@ impl Drop for HostWaitGuard {
     }
 }
 
+/// Drives `f`, counting the time spent inside its `poll` in `wait`'s account: a call's own
+/// running time, which stays its own however many other calls share the thread. `None` counts
+/// nothing (benchmarks only, to measure what the account costs).
+pub(crate) async fn running<F: Future>(wait: Option<&HostWait>, f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    std::future::poll_fn(|cx| {
+        let Some(wait) = wait else {
+            return f.as_mut().poll(cx);
+        };
+        wait.polling(true);
+        let out = f.as_mut().poll(cx);
+        wait.polling(false);
+        out
+    })
+    .await
+}
+
 /// Why a call ran out of time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Overrun {
@@ -146,7 +174,7 @@ pub(crate) struct CallBudget {
     deadline: Duration,
     wall_limit: Duration,
     wait: HostWait,
-    waited_before: Duration,
+    used_before: Duration,
 }
 
 impl CallBudget {
@@ -158,15 +186,13 @@ impl CallBudget {
             deadline,
             wall_limit: wall_limit.max(deadline),
             wait: wait.clone(),
-            waited_before: wait.total_at(now),
+            used_before: wait.total_at(now),
         })
     }
 
     /// Guest time used at `now`.
     fn guest_time(&self, now: Instant) -> Duration {
-        let elapsed = now.saturating_duration_since(self.started);
-        let waited = self.wait.total_at(now).saturating_sub(self.waited_before);
-        elapsed.saturating_sub(waited)
+        self.wait.total_at(now).saturating_sub(self.used_before)
     }
 
     /// `Ok(d)`: the budget cannot run out before `d` from `now` (it may last longer, if host
@@ -206,98 +232,145 @@ impl CallBudget {
 mod tests {
     use super::*;
 
+    const MS: Duration = Duration::from_millis(1);
+
     #[test]
-    fn guest_time_excludes_host_waits_and_wall_limit_does_not() {
+    fn only_time_inside_poll_is_the_guests_however_long_other_calls_run_between() {
         let wait = HostWait::default();
-        let budget = CallBudget::start(&wait, Duration::from_secs(1), Duration::from_secs(3));
+        let budget = CallBudget::start(&wait, MS * 1000, MS * 30_000);
         let t0 = budget.started;
+        wait.polling(true);
+        std::thread::sleep(MS * 20);
+        wait.polling(false);
+        // Suspended at an epoch tick: the plugin's other calls have the thread.
+        let off = Instant::now();
+        std::thread::sleep(MS * 40);
+        let off = off.elapsed();
+        wait.polling(true);
+        std::thread::sleep(MS * 20);
+        wait.polling(false);
+        let now = Instant::now();
+        let used = budget.guest_time(now);
+        assert!(used >= MS * 40, "{used:?}");
+        assert!(
+            used <= now.duration_since(t0) - off,
+            "{used:?} counts time outside poll"
+        );
+    }
+
+    #[test]
+    fn a_sleep_is_the_guests_and_a_wait_on_the_outside_is_not() {
+        let wait = HostWait::default();
+        let budget = CallBudget::start(&wait, MS * 1000, MS * 3000);
+        let t0 = budget.started;
+        // The guest enters a host call and the call's future returns pending in it.
+        wait.polling(true);
         wait.entered_host(true);
         {
             let _g = wait.enter();
             let _nested = wait.enter();
-            // Two seconds in a host call: the guest has used none of its second.
-            let at = t0 + Duration::from_secs(2);
-            assert!(budget.guest_time(at) < Duration::from_millis(100));
+            wait.polling(false);
+            // Two seconds waiting on the API server: none of the guest's second is used.
+            let at = t0 + MS * 2000;
+            assert!(budget.guest_time(at) < MS * 100);
             assert!(budget.check(at).is_ok());
-            assert_eq!(
-                budget.check(t0 + Duration::from_secs(3)),
-                Err(Overrun::WallLimit)
-            );
+            assert_eq!(budget.check(t0 + MS * 3000), Err(Overrun::WallLimit));
         }
-        wait.entered_host(false);
-        // After the wait closed, guest time runs again.
-        let later = Instant::now() + Duration::from_millis(1500);
-        assert!(budget.guest_time(later) >= Duration::from_millis(1400));
-    }
-
-    #[test]
-    fn without_host_waits_the_deadline_is_wall_clock() {
-        let wait = HostWait::default();
-        let budget = CallBudget::start(&wait, Duration::from_millis(500), Duration::from_secs(30));
-        let t0 = budget.started;
-        assert_eq!(
-            budget.check(t0 + Duration::from_millis(200)),
-            Ok(Duration::from_millis(300))
-        );
-        assert_eq!(
-            budget.check(t0 + Duration::from_millis(500)),
-            Err(Overrun::Deadline)
-        );
+        // The wait closed, the guest still in its host call (a WASI sleep): its time runs.
+        let later = Instant::now() + MS * 1500;
+        assert!(budget.guest_time(later) >= MS * 1400);
+        assert_eq!(budget.check(later), Err(Overrun::Deadline));
     }
 
     #[test]
     fn a_wait_open_while_the_guest_runs_its_own_code_is_guest_time() {
         let wait = HostWait::default();
-        let budget = CallBudget::start(&wait, Duration::from_millis(50), Duration::from_secs(30));
+        let budget = CallBudget::start(&wait, MS * 50, MS * 30_000);
         // A request in flight (its task holds the guard) while the guest computes.
         let _g = wait.enter();
+        wait.polling(true);
         assert_eq!(
-            budget.check(budget.started + Duration::from_millis(50)),
+            budget.check(budget.started + MS * 50),
             Err(Overrun::Deadline),
             "computing while a request is in flight uses the guest's 50 ms"
         );
     }
 
     #[test]
-    fn a_read_that_returns_at_once_closes_its_account_at_once() {
+    fn a_read_that_returns_at_once_closes_its_wait_at_once() {
         let wait = HostWait::default();
-        let budget = CallBudget::start(&wait, Duration::from_millis(50), Duration::from_secs(30));
+        let budget = CallBudget::start(&wait, MS * 50, MS * 30_000);
+        wait.polling(true);
         // A non-blocking read on a stalled body: blocked, and back in the guest at once.
         wait.entered_host(true);
         wait.blocked();
         wait.entered_host(false);
-        // Then a sleep: a host call with no wait open.
+        // Then a sleep: pending in a host call with no wait open.
         wait.entered_host(true);
+        wait.polling(false);
         assert_eq!(
-            budget.check(budget.started + Duration::from_millis(60)),
+            budget.check(budget.started + MS * 60),
             Err(Overrun::Deadline),
             "the sleep after the read is guest time"
         );
         // While blocked in a read, the time is the peer's.
         wait.blocked();
-        std::thread::sleep(Duration::from_millis(5));
         let during = wait.total_at(Instant::now());
-        assert!(during >= Duration::from_millis(5), "{during:?}");
-        wait.entered_host(false);
-        let after = wait.total_at(Instant::now());
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(MS * 5);
         assert_eq!(
             wait.total_at(Instant::now()),
-            after,
-            "closed when the guest runs"
+            during,
+            "blocked: not counted"
+        );
+        wait.polling(true);
+        wait.entered_host(false);
+        std::thread::sleep(MS * 5);
+        assert!(
+            wait.total_at(Instant::now()) >= during + MS * 5,
+            "counted again once the guest runs"
         );
     }
 
     #[test]
-    fn an_earlier_calls_waits_do_not_count_for_this_one() {
+    fn an_earlier_calls_time_does_not_count_for_this_one() {
         let wait = HostWait::default();
-        wait.entered_host(true);
-        drop(wait.enter());
-        wait.entered_host(false);
-        let budget = CallBudget::start(&wait, Duration::from_millis(500), Duration::from_secs(30));
+        wait.polling(true);
+        std::thread::sleep(MS * 5);
+        wait.polling(false);
+        let budget = CallBudget::start(&wait, MS * 500, MS * 30_000);
+        assert_eq!(budget.guest_time(Instant::now()), Duration::ZERO);
+        wait.polling(true);
         assert_eq!(
-            budget.check(budget.started + Duration::from_millis(500)),
+            budget.check(Instant::now() + MS * 500),
             Err(Overrun::Deadline)
         );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn calls_interleaved_on_one_thread_each_count_their_own_polls() {
+        // Two calls on one thread, each spinning 30 ms per poll and yielding between polls.
+        let spin = async |wait: HostWait| {
+            let budget = CallBudget::start(&wait, MS * 1000, MS * 30_000);
+            running(Some(&wait), async {
+                for _ in 0..3 {
+                    let t = Instant::now();
+                    while t.elapsed() < MS * 30 {}
+                    tokio::task::yield_now().await;
+                }
+            })
+            .await;
+            budget.guest_time(Instant::now())
+        };
+        let started = Instant::now();
+        let (a, b) = tokio::join!(spin(HostWait::default()), spin(HostWait::default()));
+        let wall = started.elapsed();
+        assert!(wall >= MS * 180, "{wall:?}");
+        for used in [a, b] {
+            assert!(used >= MS * 90, "{used:?}");
+            assert!(
+                used < wall - MS * 60,
+                "{used:?} of {wall:?} counts the other call"
+            );
+        }
     }
 }

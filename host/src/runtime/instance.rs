@@ -13,7 +13,7 @@ use super::error::CallError;
 use super::guest_caused::GuestCausedLog;
 use super::guest_log::GuestLog;
 use super::handle::{CompiledHandler, Runtime};
-use super::host_wait::{CallBudget, Overrun};
+use super::host_wait::{CallBudget, Overrun, running};
 use super::http_policy::HttpPolicy;
 use super::limits::{Limits, MemoryCapExceeded};
 use super::store::StoreState;
@@ -27,8 +27,9 @@ const RUNTIME_TARGET: &str = "kubewasm::runtime";
 /// never survives a failure.
 ///
 /// Every call (and instantiation) is bounded by the plugin's deadline, whatever the guest does,
-/// counting the guest's own time (time the host waits on an external system for it is not
-/// counted; see `host_wait.rs`), and by its wall-clock limit, host waits included. The store
+/// counting the call's own time (its future's time inside `poll` and its sleeps, not the time
+/// other calls on the thread run nor the time the host waits on an external system for it; see
+/// `host_wait.rs`), and by its wall-clock limit, host waits included. The store
 /// yields to the executor at every epoch tick, so a busy loop returns control, and a guest
 /// blocked in a WASI import (sleep, poll, an HTTP response) is just a pending future. When
 /// either bound is reached the call future is dropped, which unwinds the guest's fiber; the
@@ -51,6 +52,8 @@ pub struct HandlerInstance {
     lines: GuestCausedLog,
     live: Option<Live>,
     consecutive_failures: u32,
+    /// Counts each call's time inside `poll` (off only in benchmarks).
+    poll_clock: bool,
 }
 
 struct Live {
@@ -92,6 +95,7 @@ impl HandlerInstance {
             lines,
             live: None,
             consecutive_failures: 0,
+            poll_clock: true,
         }
     }
 
@@ -119,6 +123,15 @@ impl HandlerInstance {
     pub fn without_bounds_for_benchmarks(mut self) -> Self {
         self.http.bounded = false;
         self.http.host_connections = None;
+        self
+    }
+
+    /// Benchmarks only: leaves out the account of each call's time inside `poll`, so
+    /// `cargo bench --bench runtime` can print what it costs in one run. The host never calls
+    /// it; without it, a call's running time does not count against its deadline at all.
+    #[doc(hidden)]
+    pub fn without_poll_clock_for_benchmarks(mut self) -> Self {
+        self.poll_clock = false;
         self
     }
 
@@ -303,15 +316,21 @@ impl HandlerInstance {
                 }
                 Ok(())
             });
+        } else {
+            // Without the hook the guest is taken to be in a host call whenever it is pending,
+            // so a sleep still counts (host waits do not; an epoch yield does).
+            store.data().host_wait().entered_host(true);
         }
         let budget = arm_yield(&mut store, self.limits);
+        let clock = store.data().host_wait().clone();
         let instantiate = async {
             match &self.compiled.pre {
                 WorldPre::V1(pre) => pre.instantiate_async(&mut store).await.map(Bound::V1),
                 WorldPre::V2(pre) => pre.instantiate_async(&mut store).await.map(Bound::V2),
             }
         };
-        let result = within(&budget, instantiate).await;
+        let clock = self.poll_clock.then_some(&clock);
+        let result = within(&budget, running(clock, instantiate)).await;
         store.data_mut().http_hooks.end_call();
         store.data().output.flush();
         let err = match result {
@@ -346,7 +365,9 @@ impl HandlerInstance {
         live.store.data().output.reset_tail();
         live.store.data_mut().limiter.cap_hit = false;
         let budget = arm_yield(&mut live.store, self.limits);
-        let result = within(&budget, f(&live.handler, &mut live.store)).await;
+        let clock = live.store.data().host_wait().clone();
+        let clock = self.poll_clock.then_some(&clock);
+        let result = within(&budget, running(clock, f(&live.handler, &mut live.store))).await;
         live.store.data_mut().http_hooks.end_call();
         live.store.data().output.flush();
         let (err, detail) = match result {
@@ -420,8 +441,8 @@ async fn within<F: Future>(budget: &CallBudget, f: F) -> Result<F::Output, Overr
 /// the guest never leaves wasm code. Checking the budget here, rather than only through the
 /// caller's timer, stops a busy loop at the first tick after the deadline however late the
 /// executor would fire that timer; `yield_now` (not a plain self-wake) lets tokio poll its timer
-/// driver before resuming the guest, which a blocked host call's deadline relies on. The store's call hook tells the instance's [`HostWait`](super::host_wait::HostWait) when the
-/// guest enters and leaves host calls, so only time blocked in one can be host wait.
+/// driver before resuming the guest, which a blocked host call's deadline relies on. Time
+/// suspended at a tick is not the call's: the plugin's other calls run then.
 fn arm_yield(store: &mut Store<StoreState>, limits: Limits) -> Arc<CallBudget> {
     let budget = CallBudget::start(store.data().host_wait(), limits.deadline, limits.wall_limit);
     let ticks = budget.clone();

@@ -131,7 +131,8 @@ impl EventRecorder {
             .is_ok()
     }
 
-    /// Queues `event`, or drops and counts it.
+    /// Queues `event`, or drops and counts it. The checks run on the guest's strings, cheapest
+    /// first, and the Event's body is built only for an Event that passed them all.
     pub(crate) fn emit(&self, event: EventCall) {
         if !self.grants.events() {
             if tracing::enabled!(target: TARGET, tracing::Level::DEBUG) && self.lines.admit() {
@@ -139,26 +140,26 @@ impl EventRecorder {
             }
             return self.drop_event("not_granted");
         }
-        let pending = match self.prepare(event) {
-            Ok(p) => p,
-            Err(why) => {
-                if self.lines.admit() {
-                    tracing::warn!(target: TARGET, plugin = &*self.plugin, why, "event dropped: invalid");
-                }
-                return self.drop_event("invalid");
+        if let Err(why) = validate(&event) {
+            if self.lines.admit() {
+                tracing::warn!(target: TARGET, plugin = &*self.plugin, why, "event dropped: invalid");
             }
-        };
-        let r = &pending.key.regarding;
-        if let Err(why) =
-            self.grants
-                .allows_event_about(&r.0, &r.1, r.2.as_deref(), &pending.namespace)
-        {
-            // Kind and namespaces only: they are what the grants are about, and no text of
-            // the Event reaches the log.
+            return self.drop_event("invalid");
+        }
+        let o = &event.regarding.object;
+        let namespace = event_namespace(o.namespace.as_deref());
+        if let Err(why) = self.grants.allows_event_about(
+            &o.api_version,
+            &o.kind,
+            o.namespace.as_deref(),
+            namespace,
+        ) {
+            // Kind and namespaces only (validated above): they are what the grants are about,
+            // and no text of the Event reaches the log.
             if self.lines.admit() {
                 tracing::warn!(target: TARGET, plugin = &*self.plugin, why,
-                    kind = %r.1, regarding_namespace = r.2.as_deref().unwrap_or(""),
-                    event_namespace = %pending.namespace,
+                    kind = %o.kind, regarding_namespace = o.namespace.as_deref().unwrap_or(""),
+                    event_namespace = %namespace,
                     "event refused: outside the plugin's grants");
             }
             return self.drop_event("outside_grants");
@@ -167,7 +168,7 @@ impl EventRecorder {
             return self.drop_event("rate_limited");
         }
         let Some(backlog) = &self.backlog else { return };
-        if backlog.try_send(pending).is_err() {
+        if backlog.try_send(self.pending(event)).is_err() {
             self.drop_event("backlog");
         }
     }
@@ -183,25 +184,9 @@ impl EventRecorder {
             .inc();
     }
 
-    /// Validates the guest's strings and builds the Event body (without name and series).
-    fn prepare(&self, e: EventCall) -> Result<Pending, &'static str> {
+    /// The Event body (without name and series) of an Event [`validate`] accepted.
+    fn pending(&self, e: EventCall) -> Pending {
         let o = &e.regarding.object;
-        validate_api_version(&o.api_version).map_err(|_| "regarding.apiVersion")?;
-        validate_kind(&o.kind).map_err(|_| "regarding.kind")?;
-        if let Some(ns) = &o.namespace {
-            validate_dns1123_label(ns).map_err(|_| "regarding.namespace")?;
-        }
-        let short = |s: &str, max: usize| !s.is_empty() && s.len() <= max;
-        validate_dns1123_subdomain(&o.name).map_err(|_| "regarding.name")?;
-        if e.regarding.uid.len() > 128 || e.regarding.resource_version.len() > 128 {
-            return Err("regarding.uid");
-        }
-        if !short(&e.reason, MAX_REASON) {
-            return Err("reason");
-        }
-        if !short(&e.action, MAX_ACTION) {
-            return Err("action");
-        }
         let mut note = e.note;
         note.truncate(crate::text::truncate(&note, MAX_NOTE).len());
         let namespace = event_namespace(o.namespace.as_deref()).to_string();
@@ -242,13 +227,36 @@ impl EventRecorder {
             action: e.action,
             note,
         };
-        Ok(Pending {
+        Pending {
             namespace,
             event_type: e.event_type,
             body,
             key,
-        })
+        }
     }
+}
+
+/// Checks the guest's strings of an Event: names by Kubernetes' syntax, the texts by the API
+/// server's length limits (a longer note is cut when the body is built); `Err` names the field.
+fn validate(e: &EventCall) -> Result<(), &'static str> {
+    let o = &e.regarding.object;
+    validate_api_version(&o.api_version).map_err(|_| "regarding.apiVersion")?;
+    validate_kind(&o.kind).map_err(|_| "regarding.kind")?;
+    if let Some(ns) = &o.namespace {
+        validate_dns1123_label(ns).map_err(|_| "regarding.namespace")?;
+    }
+    let short = |s: &str, max: usize| !s.is_empty() && s.len() <= max;
+    validate_dns1123_subdomain(&o.name).map_err(|_| "regarding.name")?;
+    if e.regarding.uid.len() > 128 || e.regarding.resource_version.len() > 128 {
+        return Err("regarding.uid");
+    }
+    if !short(&e.reason, MAX_REASON) {
+        return Err("reason");
+    }
+    if !short(&e.action, MAX_ACTION) {
+        return Err("action");
+    }
+    Ok(())
 }
 
 /// Drains one plugin's backlog in order, so repeats of one Event never race its creation.

@@ -31,7 +31,6 @@ use kubewasm_apimachinery::validation::{
     validate_kind,
 };
 use parking_lot::Mutex;
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::event_recorder::EventRecorder;
@@ -279,10 +278,13 @@ impl PluginClient {
 }
 
 impl ClusterAccess for PluginClient {
-    /// The whole call runs on the host's runtime, never on the plugin's thread: the kube
-    /// client's pooled connections are driven by tasks of the runtime that opened them, and a
-    /// plugin's runtime stalls while its guest computes and ends when the plugin unloads.
-    /// Dropping the returned future (the guest's call was abandoned) aborts the request.
+    /// The call runs on the plugin's thread, as part of the guest's call, so everything it costs
+    /// the host counts against the guest's deadline: the checks, parsing the body, serialising
+    /// the request and parsing the answer. Only the exchange with the API server (and a
+    /// discovery on a kind's first use) runs on the host's runtime, whose tasks drive the kube
+    /// client's pooled connections; a plugin's runtime stalls while its guest computes and ends
+    /// when the plugin unloads. Dropping the returned future (the guest's call was abandoned)
+    /// aborts the request.
     fn call(&self, call: KubeCall) -> KubeFuture {
         let observed = self
             .inner
@@ -291,21 +293,8 @@ impl ClusterAccess for PluginClient {
             .as_ref()
             .map(|o| (o.clone(), self.inner.plugin.clone(), call.clone()));
         let inner = self.inner.clone();
-        let mut task = AbortOnDrop(
-            self.inner
-                .ctx
-                .host
-                .spawn(async move { inner.call(call).await }),
-        );
         Box::pin(async move {
-            let result = match (&mut task.0).await {
-                Ok(result) => result,
-                Err(e) => Err(api_error(
-                    500,
-                    "InternalError",
-                    format!("request task failed: {e}"),
-                )),
-            };
+            let result = inner.call(call).await;
             if let Some((observer, plugin, call)) = observed {
                 observer.kube_request(&plugin, &call, result.as_ref().map(|a| a.code));
             }
@@ -324,10 +313,19 @@ impl ClusterAccess for PluginClient {
     }
 }
 
-/// Aborts the host-side task of a call whose guest stopped waiting.
-struct AbortOnDrop(tokio::task::JoinHandle<KubeResult>);
+/// Aborts a host-side task whose call was abandoned.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 
-impl Drop for AbortOnDrop {
+impl<T> AbortOnDrop<T> {
+    /// The task's output; a task that panicked or was aborted is a 500.
+    async fn join(mut self) -> Result<T, ApiError> {
+        (&mut self.0)
+            .await
+            .map_err(|e| api_error(500, "InternalError", format!("request task failed: {e}")))
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
     }
@@ -344,33 +342,42 @@ struct Prepared {
     guest_dry_run: bool,
 }
 
-/// What a prepared call does, with the body it sends (checked to be JSON).
+/// What a prepared call does, with the body it sends. A create's, apply's or replace's body was
+/// parsed for its target (so it is JSON); a patch is checked only when the request is built,
+/// after the grant and rate checks.
 enum Op {
     Get,
     Create(Vec<u8>),
     /// Server-side apply of a whole object; `force` takes over fields other managers own.
     Apply {
-        body: Box<RawValue>,
+        body: String,
         force: bool,
     },
-    Patch(PatchType, Box<RawValue>),
+    Patch(PatchType, String),
     Replace(Vec<u8>),
     /// Delete, only if the object still has this uid when one is given.
     Delete(Option<String>),
+}
+
+/// What a call's log line names, once known (a body refused before it was read names nothing).
+struct Named {
+    target: ObjectRef,
+    subresource: Option<String>,
+    guest_dry_run: bool,
+}
+
+/// The API server's answer, as read off the wire on the host's runtime.
+struct Raw {
+    code: u16,
+    body: bytes::Bytes,
 }
 
 impl Inner {
     async fn call(&self, call: KubeCall) -> KubeResult {
         let started = Instant::now();
         let verb = call.verb();
-        let mut prepared = match prepare(call) {
-            Ok(p) => p,
-            Err(e) => {
-                self.count(verb, e.code, started);
-                return Err(e);
-            }
-        };
-        let result = self.checked(&mut prepared).await;
+        let mut named = None;
+        let result = self.steps(call, &mut named).await;
         let code = match &result {
             Ok(a) => a.code,
             Err(e) => e.code,
@@ -383,57 +390,100 @@ impl Inner {
             (verb != "get" || code == 403) && self.lines.admit()
         };
         if logged {
-            let t = &prepared.target;
-            let dry = if self.dry_run || prepared.guest_dry_run {
-                " (dry run)"
-            } else {
-                ""
-            };
-            tracing::info!(target: TARGET, plugin = &*self.plugin, verb,
-                object = %format_args!("{} {} {}", t.api_version, t.kind, object_key(t)),
-                subresource = prepared.subresource.as_deref().unwrap_or(""),
-                code, "plugin {verb}{dry}");
+            self.log(verb, code, named.as_ref());
         }
         result
     }
 
-    async fn checked(&self, p: &mut Prepared) -> KubeResult {
-        let t = &p.target;
-        let ns = t.namespace.as_deref();
-        let sub = p.subresource.as_deref();
-        if let Some(s) = sub.filter(|s| NEVER_GRANTED_SUBRESOURCES.contains(s)) {
-            return Err(api_error(
+    /// The call, cheapest check first: nothing costly happens for a call the checks refuse,
+    /// and nothing but the exchange with the API server runs on the host's runtime.
+    async fn steps(&self, call: KubeCall, named: &mut Option<Named>) -> KubeResult {
+        self.holds_verb(&call)?;
+        let mut p = prepare(call)?;
+        *named = Some(Named {
+            target: p.target.clone(),
+            subresource: p.subresource.clone(),
+            guest_dry_run: p.guest_dry_run,
+        });
+        self.refuse_never_granted(&p)?;
+        self.refuse_not_granted(&p)?;
+        self.refuse_own_object(&p)?;
+        let deadline = tokio::time::Instant::now() + KUBE_CALL_TIMEOUT;
+        self.take_token(p.verb).await?;
+        let (ar, namespaced) = self.resolve(&p.target, deadline).await?;
+        check_scope(namespaced, &p.target)?;
+        let request = self.request(&mut p, &ar)?;
+        let raw = self.exchange(request, deadline).await?;
+        answer(&p, raw)
+    }
+
+    /// A body names the object it is about, so its grant cannot be checked before the body is
+    /// read; but a plugin holding no grant for the verb at all is refused without reading it.
+    fn holds_verb(&self, call: &KubeCall) -> Result<(), ApiError> {
+        let body_named = matches!(
+            call,
+            KubeCall::Create { .. } | KubeCall::Apply { .. } | KubeCall::Replace { .. }
+        );
+        if body_named && !self.grants.grants_verb(call.verb()) {
+            return Err(ApiError::not_granted(
+                &self.plugin,
+                &format!("{} any object", call.verb()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `exec`, `attach`, `portforward` and `proxy` are never granted.
+    fn refuse_never_granted(&self, p: &Prepared) -> Result<(), ApiError> {
+        match p.subresource.as_deref() {
+            Some(s) if NEVER_GRANTED_SUBRESOURCES.contains(&s) => Err(api_error(
                 403,
                 "Forbidden",
                 format!(
                     "refused: plugin {} may never {} subresource {s} of {}: exec, attach, \
                      portforward and proxy are never granted",
-                    self.plugin, p.verb, t.kind
+                    self.plugin, p.verb, p.target.kind
                 ),
-            ));
+            )),
+            _ => Ok(()),
         }
+    }
+
+    /// The grant for the verb, kind, namespace and subresource.
+    fn refuse_not_granted(&self, p: &Prepared) -> Result<(), ApiError> {
+        let t = &p.target;
+        let ns = t.namespace.as_deref();
+        let sub = p.subresource.as_deref();
         let granted = if p.verb == "get" {
             self.grants.allows_read(&t.api_version, &t.kind, ns)
         } else {
             self.grants
                 .allows_write_at(&t.api_version, &t.kind, ns, p.verb, sub)
         };
-        if !granted {
-            let place = ns.map_or("cluster-wide".to_string(), |n| format!("in namespace {n}"));
-            let sub = sub.map_or(String::new(), |s| format!(" (subresource {s})"));
-            return Err(ApiError::not_granted(
-                &self.plugin,
-                &format!("{} {} of {} {place}{sub}", p.verb, t.kind, t.api_version),
-            ));
+        if granted {
+            return Ok(());
         }
+        let place = ns.map_or("cluster-wide".to_string(), |n| format!("in namespace {n}"));
+        let sub = sub.map_or(String::new(), |s| format!(" (subresource {s})"));
+        Err(ApiError::not_granted(
+            &self.plugin,
+            &format!("{} {} of {} {place}{sub}", p.verb, t.kind, t.api_version),
+        ))
+    }
+
+    /// A write to one of the host's own objects, or a read of one of its Secrets, whatever the
+    /// grants.
+    fn refuse_own_object(&self, p: &Prepared) -> Result<(), ApiError> {
+        let t = &p.target;
         // The body's name for a create too (`p.name` is `None` there): empty only for
         // `generateName`, which cannot pick an existing object.
-        if let Some(own) =
-            self.ctx
-                .own_objects
-                .refuses(p.verb, &t.api_version, &t.kind, ns, &t.name)
+        let ns = t.namespace.as_deref();
+        match self
+            .ctx
+            .own_objects
+            .refuses(p.verb, &t.api_version, &t.kind, ns, &t.name)
         {
-            return Err(api_error(
+            Some(own) => Err(api_error(
                 403,
                 "Forbidden",
                 format!(
@@ -441,11 +491,16 @@ impl Inner {
                      which no grant covers",
                     self.plugin, p.verb
                 ),
-            ));
+            )),
+            None => Ok(()),
         }
-        let deadline = tokio::time::Instant::now() + KUBE_CALL_TIMEOUT;
+    }
+
+    /// A token of the read or write bucket, waiting for one if that fits in half the call's
+    /// timeout (the wait is the host's, not the guest's time); 429 otherwise.
+    async fn take_token(&self, verb: &str) -> Result<(), ApiError> {
         let g = &self.grants;
-        let (bucket, class, what, qps, burst) = if p.verb == "get" {
+        let (bucket, class, what, qps, burst) = if verb == "get" {
             (&self.reads, "read", "reads", g.read_qps(), g.read_burst())
         } else {
             let writes = (g.write_qps(), g.write_burst());
@@ -467,68 +522,67 @@ impl Inner {
             self.rate_limited(class, "delayed");
             tokio::time::sleep(wait).await;
         }
-        let (ar, namespaced) = self.ctx.resolve(&t.api_version, &t.kind).await?;
-        match (namespaced, ns) {
-            (true, None) => {
-                return Err(bad_request(format!(
-                    "{} is namespaced: the call must name a namespace",
-                    t.kind
-                )));
-            }
-            (false, Some(_)) => {
-                return Err(bad_request(format!(
-                    "{} is cluster-scoped: the call must not name a namespace",
-                    t.kind
-                )));
-            }
-            _ => {}
+        Ok(())
+    }
+
+    /// The resource serving the target's kind and whether it is namespaced: from the cache, or
+    /// through discovery on the host's runtime (only ever for a granted kind).
+    async fn resolve(
+        &self,
+        t: &ObjectRef,
+        deadline: tokio::time::Instant,
+    ) -> Result<(ApiResource, bool), ApiError> {
+        let key = (t.api_version.clone(), t.kind.clone());
+        if let Some(found) = self.ctx.kinds.lock().get(&key) {
+            return Ok(found.clone());
         }
-        // Building the request takes the operation (and its body) out of `p`.
-        let deletes = matches!(p.op, Op::Delete(_));
-        let request = self.request(p, &ar)?;
-        let sent = tokio::time::timeout_at(deadline, send(&self.ctx.client, request)).await;
-        let (code, text) = match sent {
-            Ok(Ok(Answer::Success { code, text })) => (code, text),
-            Ok(Ok(Answer::Failure(s))) => {
-                if p.verb == "get" && s.code == 404 {
-                    return Ok(KubeAnswer {
-                        object: None,
-                        code: 404,
-                    });
-                }
-                return Err(s);
-            }
-            Ok(Err(e)) => {
-                return Err(api_error(
-                    503,
-                    "ServiceUnavailable",
-                    format!("API server unreachable: {e}"),
-                ));
-            }
-            Err(_) => {
-                return Err(api_error(
-                    504,
-                    "Timeout",
-                    format!("no answer within {} s", KUBE_CALL_TIMEOUT.as_secs_f64()),
-                ));
-            }
+        let ctx = self.ctx.clone();
+        let task = AbortOnDrop(self.ctx.host.spawn(async move {
+            tokio::time::timeout_at(deadline, ctx.resolve(&key.0, &key.1)).await
+        }));
+        task.join().await?.unwrap_or_else(|_| Err(timed_out()))
+    }
+
+    /// Sends `request` on the host's runtime and reads the answer's status and bytes there;
+    /// parsing them is left to the caller's thread.
+    async fn exchange(
+        &self,
+        request: http::Request<Vec<u8>>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Raw, ApiError> {
+        let client = self.ctx.client.clone();
+        let task =
+            AbortOnDrop(self.ctx.host.spawn(async move {
+                tokio::time::timeout_at(deadline, send(&client, request)).await
+            }));
+        match task.join().await? {
+            Ok(Ok(raw)) => Ok(raw),
+            Ok(Err(e)) => Err(api_error(
+                503,
+                "ServiceUnavailable",
+                format!("API server unreachable: {e}"),
+            )),
+            Err(_) => Err(timed_out()),
+        }
+    }
+
+    /// The call's one line: plugin, verb, object (once known), subresource and code.
+    fn log(&self, verb: &'static str, code: u16, named: Option<&Named>) {
+        let dry = if self.dry_run || named.is_some_and(|n| n.guest_dry_run) {
+            " (dry run)"
+        } else {
+            ""
         };
-        if deletes {
-            return Ok(KubeAnswer { object: None, code });
-        }
-        let t = &p.target;
-        let obj = KubeObject::from_json_for(text.into_boxed_str(), &t.api_version, &t.kind, true)
-            .map_err(|e| {
-            api_error(
-                500,
-                "InternalError",
-                format!("the API server answered with a malformed object: {e}"),
-            )
-        })?;
-        Ok(KubeAnswer {
-            object: Some(Arc::new(obj) as Arc<dyn GuestObject>),
-            code,
-        })
+        let object = named.map_or_else(
+            || "(body not read)".to_string(),
+            |n| {
+                let t = &n.target;
+                format!("{} {} {}", t.api_version, t.kind, object_key(t))
+            },
+        );
+        let subresource = named.and_then(|n| n.subresource.as_deref()).unwrap_or("");
+        tracing::info!(target: TARGET, plugin = &*self.plugin, verb, object = %object, subresource,
+            code, "plugin {verb}{dry}");
     }
 
     /// The HTTP request for a prepared call against resource `ar`.
@@ -581,39 +635,79 @@ impl Inner {
     }
 }
 
-/// How the API server answered a request that reached it.
-enum Answer {
-    /// 2xx: the status (201 for a create, 200 otherwise) and the body.
-    Success { code: u16, text: String },
-    /// 4xx/5xx, as the server's `Status` says (or the bare status when the body is not one).
-    Failure(ApiError),
+fn timed_out() -> ApiError {
+    api_error(
+        504,
+        "Timeout",
+        format!("no answer within {} s", KUBE_CALL_TIMEOUT.as_secs_f64()),
+    )
+}
+
+/// A namespaced kind needs a namespace, a cluster-scoped one must have none.
+fn check_scope(namespaced: bool, t: &ObjectRef) -> Result<(), ApiError> {
+    match (namespaced, &t.namespace) {
+        (true, None) => Err(bad_request(format!(
+            "{} is namespaced: the call must name a namespace",
+            t.kind
+        ))),
+        (false, Some(_)) => Err(bad_request(format!(
+            "{} is cluster-scoped: the call must not name a namespace",
+            t.kind
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Sends `request` and keeps the response status, which kube's `request_text` drops: a guest
 /// (`apply-outcome`), the logs, metrics and transcripts tell a create (201) from an update by it.
-async fn send(client: &kube::Client, request: http::Request<Vec<u8>>) -> kube::Result<Answer> {
+async fn send(client: &kube::Client, request: http::Request<Vec<u8>>) -> kube::Result<Raw> {
     use http_body_util::BodyExt;
     let response = client.send(request.map(kube::client::Body::from)).await?;
     let code = response.status().as_u16();
-    let bytes = response.into_body().collect().await?.to_bytes();
-    let text = String::from_utf8(bytes.to_vec()).map_err(kube::Error::FromUtf8)?;
-    if code < 400 {
-        return Ok(Answer::Success { code, text });
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok(Raw { code, body })
+}
+
+/// What the guest gets for the API server's answer `raw` to `p`: the object as served, or the
+/// failure its `Status` names (the bare status when the body is not one).
+fn answer(p: &Prepared, raw: Raw) -> KubeResult {
+    let Raw { code, body } = raw;
+    if code >= 400 {
+        if p.verb == "get" && code == 404 {
+            return Ok(KubeAnswer { object: None, code });
+        }
+        return Err(match serde_json::from_slice::<kube::core::Status>(&body) {
+            // A `Status` without a code (some proxies) keeps the response's.
+            Ok(s) => api_error(
+                if s.code == 0 { code } else { s.code },
+                &s.reason,
+                s.message,
+            ),
+            Err(_) => api_error(
+                code,
+                "Unknown",
+                format!("the API server answered {code} without a Status"),
+            ),
+        });
     }
-    let failure = match serde_json::from_str::<kube::core::Status>(&text) {
-        // A `Status` without a code (some proxies) keeps the response's.
-        Ok(s) => api_error(
-            if s.code == 0 { code } else { s.code },
-            &s.reason,
-            s.message,
-        ),
-        Err(_) => api_error(
-            code,
-            "Unknown",
-            format!("the API server answered {code} without a Status"),
-        ),
+    if p.verb == "delete" {
+        return Ok(KubeAnswer { object: None, code });
+    }
+    let malformed = |e: &dyn std::fmt::Display| {
+        api_error(
+            500,
+            "InternalError",
+            format!("the API server answered with a malformed object: {e}"),
+        )
     };
-    Ok(Answer::Failure(failure))
+    let text = std::str::from_utf8(&body).map_err(|e| malformed(&e))?;
+    let t = &p.target;
+    let obj = KubeObject::from_json_for(text.into(), &t.api_version, &t.kind, true)
+        .map_err(|e| malformed(&e))?;
+    Ok(KubeAnswer {
+        object: Some(Arc::new(obj) as Arc<dyn GuestObject>),
+        code,
+    })
 }
 
 /// The HTTP request for `p` on the collection at `collection` (as [`resource_path`] gives it),
@@ -646,8 +740,12 @@ fn build_request(
     let built = match std::mem::replace(&mut p.op, Op::Get) {
         Op::Get => r.get(name, &GetParams::default()),
         Op::Create(body) => r.create(&post, body),
-        Op::Apply { body, force } => r.patch(name, &patch_params(force), &Patch::Apply(&*body)),
+        Op::Apply { body, force } => {
+            let body = raw_json(body, "object")?;
+            r.patch(name, &patch_params(force), &Patch::Apply(&*body))
+        }
         Op::Patch(patch_type, body) => {
+            let body = raw_json(body, "patch")?;
             // kube's `Patch::Json` wants the operations parsed into json-patch's types; the
             // guest's text goes to the server as written (the server judges the operations),
             // so it is built as a merge patch and relabelled.
@@ -689,6 +787,12 @@ fn build_request(
     built.map_err(|e| bad_request(format!("cannot build the request: {e}")))
 }
 
+/// `json` as the server will get it, checked to be JSON (a patch's first check, after the grant
+/// and rate checks; an object was parsed for its target already).
+fn raw_json(json: String, what: &str) -> Result<Box<RawValue>, ApiError> {
+    RawValue::from_string(json).map_err(|e| bad_request(format!("invalid JSON in {what}: {e}")))
+}
+
 /// `namespace/name` or `name`.
 fn object_key(t: &ObjectRef) -> String {
     match &t.namespace {
@@ -727,24 +831,37 @@ fn validate_ref(t: &ObjectRef) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The fields of a body that name its target; everything else is skipped unread (serde_json
+/// checks its syntax without building it).
+#[derive(serde::Deserialize)]
+struct BodyHead {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<String>,
+    kind: Option<String>,
+    metadata: Option<BodyMeta>,
+}
+
+#[derive(serde::Deserialize)]
+struct BodyMeta {
+    namespace: Option<String>,
+    name: Option<String>,
+}
+
 /// What a JSON body names: apiVersion, kind, namespace, name (absent for `generateName`).
+/// Reads only those four fields and checks the rest is JSON, building nothing else: the one
+/// parse of a body, on the plugin's thread.
 fn body_target(json: &str) -> Result<(ObjectRef, Option<String>), ApiError> {
-    let v: Value =
+    let head: BodyHead =
         serde_json::from_str(json).map_err(|e| bad_request(format!("invalid JSON: {e}")))?;
-    let text = |v: Option<&Value>, what: &str| -> Result<Option<String>, ApiError> {
-        match v {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(bad_request(format!("{what} must be a string"))),
-        }
-    };
-    let api_version = text(v.get("apiVersion"), "apiVersion")?
+    let api_version = head
+        .api_version
         .ok_or_else(|| bad_request("apiVersion is required".into()))?;
-    let kind =
-        text(v.get("kind"), "kind")?.ok_or_else(|| bad_request("kind is required".into()))?;
-    let meta = v.get("metadata");
-    let namespace = text(meta.and_then(|m| m.get("namespace")), "metadata.namespace")?;
-    let name = text(meta.and_then(|m| m.get("name")), "metadata.name")?;
+    let kind = head
+        .kind
+        .ok_or_else(|| bad_request("kind is required".into()))?;
+    let (namespace, name) = head
+        .metadata
+        .map_or((None, None), |m| (m.namespace, m.name));
     let target = ObjectRef {
         api_version,
         kind,
@@ -763,9 +880,6 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
         Some(s) => validate_subresource(s)
             .map_err(|why| bad_request(format!("invalid subresource: {why}"))),
         None => Ok(()),
-    };
-    let raw = |json: String, what: &str| {
-        RawValue::from_string(json).map_err(|e| bad_request(format!("invalid JSON in {what}: {e}")))
     };
     let base = |target: ObjectRef, name: Option<String>, op: Op| Prepared {
         verb,
@@ -799,7 +913,7 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
             let name = name.ok_or_else(|| bad_request("apply needs metadata.name".into()))?;
             check_name(&name)?;
             let op = Op::Apply {
-                body: raw(json, "object")?,
+                body: json,
                 force: opts.force,
             };
             Prepared {
@@ -817,7 +931,7 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
             validate_ref(&target)?;
             check_name(&target.name)?;
             check_sub(&subresource)?;
-            let op = Op::Patch(patch_type, raw(patch, "patch")?);
+            let op = Op::Patch(patch_type, patch);
             let name = Some(target.name.clone());
             Prepared {
                 subresource,
@@ -866,6 +980,7 @@ fn prepare(call: KubeCall) -> Result<Prepared, ApiError> {
 mod tests {
     use super::*;
     use crate::runtime::WriteOptions;
+    use serde_json::Value;
 
     #[test]
     fn names_that_could_escape_a_path_or_a_log_or_proxy_are_refused() {
@@ -1072,20 +1187,33 @@ mod tests {
             namespace: Some("default".into()),
             name: "web".into(),
         };
-        let e = prepare(KubeCall::Patch {
+        // A patch is read only once the request is built, after the grant and rate checks.
+        let mut p = prepare(KubeCall::Patch {
             target,
             patch_type: PatchType::Merge,
             patch: "{".into(),
             subresource: None,
             opts: WriteOptions::default(),
         })
-        .err()
         .unwrap();
+        let e = build_request(&mut p, "/api/v1/namespaces/default/services", "p", false)
+            .err()
+            .unwrap();
         assert_eq!(e.code, 400);
         assert!(
             e.message.starts_with("invalid JSON in patch: "),
             "{}",
             e.message
         );
+        // An object's body is read for its target, and must be JSON throughout.
+        let create = |json: &str| KubeCall::Create {
+            json: json.into(),
+            opts: WriteOptions::default(),
+        };
+        let trailing = r#"{"apiVersion":"v1","kind":"ConfigMap","data":{"k":[1,}}"#;
+        assert_eq!(prepare(create(trailing)).err().map(|e| e.code), Some(400));
+        let ok =
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"k":[{}]}}"#;
+        assert!(prepare(create(ok)).is_ok());
     }
 }

@@ -17,8 +17,8 @@ use crate::runtime::Limits;
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Manifest {
-    /// Wall-clock deadline for one call into the guest (and for `describe()` and start-up), in
-    /// milliseconds.
+    /// Deadline for one call into the guest (and for `describe()` and start-up), in
+    /// milliseconds of the call's own running time.
     pub deadline_ms: Option<u64>,
     /// Cap on the guest's linear memory, in MiB.
     pub memory_limit_mib: Option<u64>,

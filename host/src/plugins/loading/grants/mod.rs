@@ -255,6 +255,12 @@ impl Grants {
         })
     }
 
+    /// Does any write grant name `verb`, whatever the kind? The check a call can make before
+    /// parsing a body that names its target: without such a grant no body can be allowed.
+    pub fn grants_verb(&self, verb: &str) -> bool {
+        Verb::parse(verb).is_some_and(|verb| self.write.iter().any(|g| g.verbs.0.contains(&verb)))
+    }
+
     /// May the plugin record Events?
     pub fn events(&self) -> bool {
         self.events
