@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::http_address::{AddressClass, canonical, classify};
+use crate::address::{AddressClass, canonical, classify};
 use super::http_bounds::{DEFAULT_HTTP_MAX_INFLIGHT, OpenCount};
 
 /// Decides which HTTP origins a plugin may reach; implemented by the plugins layer from the operator's grants.
