@@ -317,39 +317,37 @@ async fn a_dripping_first_pull_does_not_hold_the_plugins_directory() {
         .plugins_dir(&plugins)
         // Long enough that only taking pulls off the directory's path can pass this test.
         .plugin_sources(&sources, anonymous().with_pull_deadline(Duration::from_secs(600)));
-    let starting = tokio::spawn(builder.start());
-    until("the first pull drips", || {
-        reg.shared.drips.load(Ordering::Relaxed) >= 1
-    })
-    .await;
-    let listed = |name: &'static str| async move { get(health, "/plugins").await.contains(name) };
-    tokio::time::timeout(PATIENCE, async {
-        while !listed("dir-a").await {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
-    .expect("the directory's plugin loads while the registry drips");
-    std::fs::copy(guest(LOGGER), plugins.join("dir-b.wasm")).unwrap();
-    tokio::time::timeout(PATIENCE, async {
-        while !listed("dir-b").await {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
-    .expect("a file dropped in while the registry drips is loaded: the directory is watched");
-    assert!(
-        get(health, "/readyz").await.contains(" 503 "),
-        "readiness waits for the first pull"
-    );
-    // The registry stops dripping (the manifest ends unparsable): the start settles.
-    reg.set(Mode::Good);
-    let host = tokio::time::timeout(PATIENCE, starting)
+    let checks = async {
+        until("the first pull drips", || {
+            reg.shared.drips.load(Ordering::Relaxed) >= 1
+        })
+        .await;
+        let listed =
+            |name: &'static str| async move { get(health, "/plugins").await.contains(name) };
+        tokio::time::timeout(PATIENCE, async {
+            while !listed("dir-a").await {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
         .await
-        .expect("the start settles once the pull failed")
-        .unwrap()
-        .unwrap();
-    host.shutdown().await;
+        .expect("the directory's plugin loads while the registry drips");
+        std::fs::copy(guest(LOGGER), plugins.join("dir-b.wasm")).unwrap();
+        tokio::time::timeout(PATIENCE, async {
+            while !listed("dir-b").await {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("a file dropped in while the registry drips is loaded: the directory is watched");
+        assert!(
+            get(health, "/readyz").await.contains(" 503 "),
+            "readiness waits for the first pull"
+        );
+        // The registry stops dripping (the manifest ends unparsable): the start settles.
+        reg.set(Mode::Good);
+    };
+    let (host, ()) = tokio::join!(builder.start(), checks);
+    host.unwrap().shutdown().await;
 }
 
 /// Attack 7: a followed tag whose registry starts dripping does not hold a stop (before,

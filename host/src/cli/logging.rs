@@ -137,7 +137,7 @@ mod tests {
         }
         impl std::error::Error for E {}
         let e = E;
-        tracing::error!(error = %e, body = FORGED, err = &e as &dyn std::error::Error,
+        tracing::error!(error = %e, body = FORGED, err = &e as &(dyn std::error::Error + 'static),
             "load failed: {FORGED}");
     }
 

@@ -10,7 +10,7 @@ use http::HeaderValue;
 use oci_client::client::{ClientConfig, ClientProtocol};
 
 use super::artifact::{
-    self, MAX_ARTIFACT_BYTES, MAX_MANIFEST_BYTES, OCI_MANIFEST_MEDIA_TYPE, sha256_digest,
+    self, MAX_ARTIFACT_BYTES, OCI_MANIFEST_MEDIA_TYPE, sha256_digest,
 };
 use super::credentials::{CredentialStore, Credentials};
 use super::fetch::{Fetcher, Session};
@@ -375,7 +375,7 @@ impl Registry {
     }
 }
 
-/// The manifest `reference` names (at most [`MAX_MANIFEST_BYTES`], refused while it streams)
+/// The manifest `reference` names (at most `MAX_MANIFEST_BYTES`, refused while it streams)
 /// and its digest, checked against the pin.
 async fn manifest(
     session: &mut Session<'_>,
