@@ -159,8 +159,14 @@ mod tests {
 
     #[test]
     fn counters_are_read_by_key() {
-        assert_eq!(counter("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"), 3);
-        assert_eq!(counter("low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n", "oom_kill"), 1);
+        assert_eq!(
+            counter("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"),
+            3
+        );
+        assert_eq!(
+            counter("low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n", "oom_kill"),
+            1
+        );
         assert_eq!(counter("", "oom_kill"), 0);
     }
 }

@@ -152,10 +152,16 @@ async fn answer(State(s): State<Arc<Shared>>, uri: Uri, headers: HeaderMap) -> R
             Mode::HugeChunked => huge(s.clone(), None),
             Mode::HugeDeclared => huge(s.clone(), Some(2 << 30)),
             Mode::Drip => drip(s.clone()),
-            Mode::ErrorBody => {
-                (StatusCode::BAD_REQUEST, format!("{FORGED}{}", "x".repeat(8 << 10))).into_response()
-            }
-            _ => ([(header::CONTENT_TYPE, OCI_MANIFEST)], a.manifest.data.clone()).into_response(),
+            Mode::ErrorBody => (
+                StatusCode::BAD_REQUEST,
+                format!("{FORGED}{}", "x".repeat(8 << 10)),
+            )
+                .into_response(),
+            _ => (
+                [(header::CONTENT_TYPE, OCI_MANIFEST)],
+                a.manifest.data.clone(),
+            )
+                .into_response(),
         };
     }
     if let Some((_, digest)) = path.split_once("/blobs/") {
@@ -225,7 +231,10 @@ async fn the_hostile_registry_serves_a_good_artifact_anonymously_and_behind_its_
     assert_eq!(pulled.wasm, reg.wasm());
     assert!(reg.shared.tokens.load(Ordering::Relaxed) >= 1);
     // A redirect to the registry's own host is followed.
-    reg.set(Mode::BlobRedirect(format!("http://{}/redirected/blob", reg.addr)));
+    reg.set(Mode::BlobRedirect(format!(
+        "http://{}/redirected/blob",
+        reg.addr
+    )));
     let pulled = anonymous().pull(&reg.pinned(), true).await.unwrap();
     assert_eq!(pulled.wasm, reg.wasm());
 }
@@ -316,7 +325,10 @@ async fn a_dripping_first_pull_does_not_hold_the_plugins_directory() {
         .health_addr(Some(health))
         .plugins_dir(&plugins)
         // Long enough that only taking pulls off the directory's path can pass this test.
-        .plugin_sources(&sources, anonymous().with_pull_deadline(Duration::from_secs(600)));
+        .plugin_sources(
+            &sources,
+            anonymous().with_pull_deadline(Duration::from_secs(600)),
+        );
     let checks = async {
         until("the first pull drips", || {
             reg.shared.drips.load(Ordering::Relaxed) >= 1
@@ -360,13 +372,19 @@ async fn a_stop_does_not_wait_for_a_dripping_poll() {
     let sources = sources_file(dir.path(), &reg.reference("handlers/x:v1"));
     let host = HostBuilder::new(client(&server))
         .runtime(RuntimeConfig::default())
-        .plugin_sources(&sources, anonymous().with_pull_deadline(Duration::from_secs(600)))
+        .plugin_sources(
+            &sources,
+            anonymous().with_pull_deadline(Duration::from_secs(600)),
+        )
         .start()
         .await
         .unwrap();
     assert_eq!(host.manager.names().await, ["followed"]);
     reg.set(Mode::Drip);
-    until("a poll drips", || reg.shared.drips.load(Ordering::Relaxed) >= 1).await;
+    until("a poll drips", || {
+        reg.shared.drips.load(Ordering::Relaxed) >= 1
+    })
+    .await;
     tokio::time::timeout(Duration::from_secs(20), host.shutdown())
         .await
         .expect("shutdown (and the Lease release in it) does not wait for the poll");
@@ -386,21 +404,34 @@ async fn realms_and_redirects_to_internal_addresses_are_refused() {
         ),
         (Mode::Realm("http://10.0.0.1:8080/token".into()), "private"),
         // A DNS name that resolves to loopback is not the registry's host 127.0.0.1.
-        (Mode::Realm(format!("http://localhost:{port}/token")), "loopback"),
+        (
+            Mode::Realm(format!("http://localhost:{port}/token")),
+            "loopback",
+        ),
         (
             Mode::BlobRedirect("http://169.254.169.254/latest/user-data".into()),
             "cloud metadata",
         ),
         (Mode::BlobRedirect("http://10.1.2.3/blob".into()), "private"),
-        (Mode::BlobRedirect(format!("http://127.0.0.2:{port}/redirected/blob")), "loopback"),
+        (
+            Mode::BlobRedirect(format!("http://127.0.0.2:{port}/redirected/blob")),
+            "loopback",
+        ),
     ] {
         reg.set(mode.clone());
         let e = anonymous().pull(&reg.pinned(), true).await.unwrap_err();
         assert!(matches!(e, RegistryError::Refused { .. }), "{mode:?}: {e}");
         assert!(e.to_string().contains(class), "{mode:?}: {e}");
-        assert!(e.to_string().contains("registry's own host"), "{mode:?}: {e}");
+        assert!(
+            e.to_string().contains("registry's own host"),
+            "{mode:?}: {e}"
+        );
     }
-    assert_eq!(reg.shared.tokens.load(Ordering::Relaxed), 0, "no token was asked for");
+    assert_eq!(
+        reg.shared.tokens.load(Ordering::Relaxed),
+        0,
+        "no token was asked for"
+    );
 }
 
 /// Attack 11: an error body with a line break, a forged log line and a terminal sequence

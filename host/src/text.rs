@@ -15,7 +15,8 @@ pub(crate) fn truncate(s: &str, max_bytes: usize) -> &str {
 /// C0 (newline, CR, ESC, ...), DEL, C1, the Unicode line and paragraph separators and the
 /// bidirectional overrides that reorder what a reader sees.
 fn is_unsafe(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A writer that passes text on with every unsafe character (see `is_unsafe`) written as an

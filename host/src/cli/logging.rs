@@ -146,7 +146,10 @@ mod tests {
         let out = logged(true, emit);
         assert_eq!(out.lines().count(), 1, "{out}");
         assert!(out.ends_with('\n'));
-        assert!(!out.contains('\x1b') && !out.contains('\r') && !out.contains('\u{85}'), "{out}");
+        assert!(
+            !out.contains('\x1b') && !out.contains('\r') && !out.contains('\u{85}'),
+            "{out}"
+        );
         assert!(
             out.contains("load failed: bad export\\n2026-01-01T00:00:00Z  INFO kubewasm: all good\\r\\u{1b}[2K\\u{85}"),
             "{out}"

@@ -9,9 +9,7 @@ use std::time::Duration;
 use http::HeaderValue;
 use oci_client::client::{ClientConfig, ClientProtocol};
 
-use super::artifact::{
-    self, MAX_ARTIFACT_BYTES, OCI_MANIFEST_MEDIA_TYPE, sha256_digest,
-};
+use super::artifact::{self, MAX_ARTIFACT_BYTES, OCI_MANIFEST_MEDIA_TYPE, sha256_digest};
 use super::credentials::{CredentialStore, Credentials};
 use super::fetch::{Fetcher, Session};
 use super::reference::ArtifactRef;
@@ -152,7 +150,11 @@ impl Registry {
 
     /// The credentials for `r`'s registry, unless they would travel over plain HTTP to
     /// another machine.
-    fn credentials_for(&self, r: &ArtifactRef, plain_http: bool) -> Result<Credentials, RegistryError> {
+    fn credentials_for(
+        &self,
+        r: &ArtifactRef,
+        plain_http: bool,
+    ) -> Result<Credentials, RegistryError> {
         let creds = self.credentials.for_registry(&r.registry);
         if plain_http && !creds.is_anonymous() && !r.is_loopback() {
             return Err(RegistryError::Refused {

@@ -109,9 +109,7 @@ impl reqwest::dns::Resolve for GuardedResolver {
         let host = name.as_str().to_ascii_lowercase();
         let own = self.own.read().contains(&host);
         Box::pin(async move {
-            let all: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let all: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             if own {
                 return Ok(Box::new(all.into_iter()) as reqwest::dns::Addrs);
             }
@@ -180,12 +178,11 @@ impl Fetcher {
         let oci = reference.to_oci();
         let registry = oci.resolve_registry();
         let scheme = if plain_http { "http" } else { "https" };
-        let base = Url::parse(&format!("{scheme}://{registry}/")).map_err(|e| {
-            RegistryError::Refused {
+        let base =
+            Url::parse(&format!("{scheme}://{registry}/")).map_err(|e| RegistryError::Refused {
                 reference: reference.to_string(),
                 message: format!("not a registry address: {e}"),
-            }
-        })?;
+            })?;
         if let Some(host) = base.host_str() {
             self.own.write().insert(host.to_ascii_lowercase());
         }
@@ -242,7 +239,10 @@ impl Session<'_> {
 
     /// A GET of `path` under the registry, authenticating as the registry asks (once).
     async fn get(&mut self, path: &str, accept: &str) -> Result<Response, RegistryError> {
-        let url = self.base.join(path).map_err(|e| self.refused(e.to_string()))?;
+        let url = self
+            .base
+            .join(path)
+            .map_err(|e| self.refused(e.to_string()))?;
         let mut challenged = false;
         loop {
             let mut req = self.fetcher.client.get(url.clone()).header(ACCEPT, accept);
@@ -315,8 +315,8 @@ impl Session<'_> {
                 self.refused(format!("token answer of {len} bytes or more"))
             })
             .await?;
-        let token: oci_client::token_cache::RegistryToken = serde_json::from_slice(&body)
-            .map_err(|e| RegistryError::Unauthorized {
+        let token: oci_client::token_cache::RegistryToken =
+            serde_json::from_slice(&body).map_err(|e| RegistryError::Unauthorized {
                 reference: self.reference.to_string(),
                 message: format!("the token answer does not parse: {e}"),
             })?;
@@ -465,9 +465,17 @@ mod tests {
     fn only_the_registry_host_or_public_addresses_are_followed() {
         let local = "http://127.0.0.1:5000/";
         assert_eq!(check("http://127.0.0.1:5000/token", local), Ok(()));
-        assert_eq!(check("http://127.0.0.1:6000/blob", local), Ok(()), "same host, any port");
+        assert_eq!(
+            check("http://127.0.0.1:6000/blob", local),
+            Ok(()),
+            "same host, any port"
+        );
         assert_eq!(check("https://93.184.215.14/x", local), Ok(()));
-        assert_eq!(check("https://cdn.example.com/x", local), Ok(()), "names are judged when resolved");
+        assert_eq!(
+            check("https://cdn.example.com/x", local),
+            Ok(()),
+            "names are judged when resolved"
+        );
         for (url, class) in [
             ("http://169.254.169.254/latest/meta-data", "cloud metadata"),
             ("http://10.1.2.3/", "private (RFC 1918)"),
