@@ -29,6 +29,7 @@ mod notifier;
 mod observer;
 mod real_cluster;
 mod registry;
+mod registry_hostile;
 mod replicator;
 mod startup;
 

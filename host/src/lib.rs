@@ -3,6 +3,8 @@
 //!
 //! Layers, lowest first; a module never imports from a layer above it:
 //! - [`identity`]: the host's User-Agent, field manager and replica name, used by every layer.
+//! - `address` and `text`: rules shared by every layer (which addresses are internal, for guest
+//!   HTTP and registries alike; text budgets and escaping).
 //! - [`workqueue`] and [`informer`]: Kubernetes list/watch machinery, no knowledge of WASM.
 //! - [`election`]: leader election on a Lease, no knowledge of informers or WASM.
 //! - [`runtime`]: wasmtime engine and the `kubewasm:handler` world, no knowledge of watches.
@@ -19,6 +21,7 @@
 // public says what it is for.
 #![warn(missing_docs, unreachable_pub)]
 
+mod address;
 pub mod cli;
 pub mod election;
 pub mod host;

@@ -105,7 +105,8 @@ impl Host {
 
     /// Loads the plugins of a plugins directory and of a sources file side by side (each
     /// delivering as soon as it is loaded), then keeps following both; `/readyz` turns ready
-    /// once every first load has settled.
+    /// once every first load has settled, a pull's within the registry's pull deadline. The
+    /// directory is watched as soon as its own first loads settled.
     pub(super) async fn load_initial(
         mut self,
         dir: Option<PathBuf>,
@@ -128,12 +129,15 @@ impl Host {
             "the host already follows a sources file"
         );
         let manager = self.manager.clone();
+        let watch_stop = self.stop.clone();
+        // The directory is watched as soon as its own plugins settled, whatever a registry
+        // does meanwhile: a slow pull delays only readiness, and that within its deadline.
         let directory = async {
             match dir {
                 Some(dir) => {
                     let mut w = DirectoryWatcher::new(dir, manager.clone());
                     w.rescan().await;
-                    Some(w)
+                    Some(tokio::spawn(w.run(watch_stop)))
                 }
                 None => None,
             }
@@ -150,11 +154,22 @@ impl Host {
             }
         };
         let (w, sources) = tokio::join!(directory, from_registries);
-        if let Some(sources) = sources? {
+        let sources = match sources {
+            Ok(s) => s,
+            Err(e) => {
+                // The host does not start: the watcher already running stops with it.
+                self.stop.cancel();
+                if let Some(w) = w {
+                    let _ = w.await;
+                }
+                return Err(e);
+            }
+        };
+        if let Some(sources) = sources {
             self.sources = Some(sources);
         }
         if let Some(w) = w {
-            self.watcher = Some(tokio::spawn(w.run(self.stop.clone())));
+            self.watcher = Some(w);
         }
         self.starting.store(false, Ordering::Release);
         Ok(self)

@@ -1,14 +1,17 @@
 //! [`Registry`]: push a component as a wasm artifact, pull one back with every digest checked.
+//!
+//! Pushes go through `oci-client`; pulls through [`super::fetch`], which bounds every body and
+//! refuses redirects and auth realms to internal addresses, and each pull as a whole has a
+//! deadline ([`PULL_DEADLINE`] unless [`Registry::with_pull_deadline`] says otherwise).
 
-use futures::StreamExt;
+use std::time::Duration;
+
 use http::HeaderValue;
 use oci_client::client::{ClientConfig, ClientProtocol};
-use sha2::{Digest, Sha256};
 
-use super::artifact::{
-    self, MAX_ARTIFACT_BYTES, MAX_MANIFEST_BYTES, OCI_MANIFEST_MEDIA_TYPE, sha256_digest,
-};
-use super::credentials::CredentialStore;
+use super::artifact::{self, MAX_ARTIFACT_BYTES, OCI_MANIFEST_MEDIA_TYPE, sha256_digest};
+use super::credentials::{CredentialStore, Credentials};
+use super::fetch::{Fetcher, Session};
 use super::reference::ArtifactRef;
 use super::signature::{self, PublicKey, SigningKey};
 
@@ -99,12 +102,18 @@ pub struct Pulled {
     pub wasm: Vec<u8>,
 }
 
+/// Longest a pull (or a tag's resolution) may take as a whole, however the registry paces
+/// its bytes: a 256 MiB component at 2.2 MB/s. Each read also times out after 60 s.
+pub const PULL_DEADLINE: Duration = Duration::from_secs(120);
+
 /// Pushes and pulls wasm artifacts, authenticating from a docker credentials file.
 #[derive(Clone)]
 pub struct Registry {
     credentials: CredentialStore,
     https: oci_client::Client,
     http: oci_client::Client,
+    fetch: Fetcher,
+    deadline: Duration,
 }
 
 impl Registry {
@@ -128,19 +137,26 @@ impl Registry {
             credentials,
             https: client(ClientProtocol::Https),
             http: client(ClientProtocol::Http),
+            fetch: Fetcher::new(),
+            deadline: PULL_DEADLINE,
         }
     }
 
-    fn client_for(
+    /// The same client with another total deadline per pull (and per tag resolution).
+    pub fn with_pull_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The credentials for `r`'s registry, unless they would travel over plain HTTP to
+    /// another machine.
+    fn credentials_for(
         &self,
         r: &ArtifactRef,
         plain_http: bool,
-    ) -> Result<(&oci_client::Client, oci_client::secrets::RegistryAuth), RegistryError> {
+    ) -> Result<Credentials, RegistryError> {
         let creds = self.credentials.for_registry(&r.registry);
-        if !plain_http {
-            return Ok((&self.https, creds.to_oci()));
-        }
-        if !creds.is_anonymous() && !r.is_loopback() {
+        if plain_http && !creds.is_anonymous() && !r.is_loopback() {
             return Err(RegistryError::Refused {
                 reference: r.to_string(),
                 message: "credentials are never sent over plain HTTP except to this machine \
@@ -148,7 +164,44 @@ impl Registry {
                     .into(),
             });
         }
-        Ok((&self.http, creds.to_oci()))
+        Ok(creds)
+    }
+
+    fn client_for(
+        &self,
+        r: &ArtifactRef,
+        plain_http: bool,
+    ) -> Result<(&oci_client::Client, oci_client::secrets::RegistryAuth), RegistryError> {
+        let creds = self.credentials_for(r, plain_http)?.to_oci();
+        Ok((if plain_http { &self.http } else { &self.https }, creds))
+    }
+
+    fn session<'a>(
+        &'a self,
+        r: &'a ArtifactRef,
+        plain_http: bool,
+    ) -> Result<Session<'a>, RegistryError> {
+        let creds = self.credentials_for(r, plain_http)?;
+        self.fetch.session(r, creds, plain_http)
+    }
+
+    /// `work` within the pull deadline; past it, the registry counts as unreachable.
+    async fn within_deadline<T>(
+        &self,
+        reference: &ArtifactRef,
+        work: impl Future<Output = Result<T, RegistryError>>,
+    ) -> Result<T, RegistryError> {
+        tokio::time::timeout(self.deadline, work)
+            .await
+            .unwrap_or_else(|_| {
+                Err(RegistryError::Unreachable {
+                    reference: reference.to_string(),
+                    message: format!(
+                        "the registry did not finish within the pull deadline ({:?})",
+                        self.deadline
+                    ),
+                })
+            })
     }
 
     /// Pushes `wasm` under `reference` (its tag) and returns the reference pinned to the
@@ -182,36 +235,11 @@ impl Registry {
         if let Some(d) = &reference.digest {
             return Ok(d.clone());
         }
-        Ok(self.manifest(reference, plain_http).await?.1)
-    }
-
-    async fn manifest(
-        &self,
-        reference: &ArtifactRef,
-        plain_http: bool,
-    ) -> Result<(bytes::Bytes, String), RegistryError> {
-        let (client, auth) = self.client_for(reference, plain_http)?;
-        let (raw, _) = client
-            .pull_manifest_raw(&reference.to_oci(), &auth, &[OCI_MANIFEST_MEDIA_TYPE])
-            .await
-            .map_err(|e| classify(reference, e))?;
-        if raw.len() > MAX_MANIFEST_BYTES {
-            return Err(RegistryError::NotAnArtifact {
-                reference: reference.to_string(),
-                message: format!("manifest of {} bytes, over {MAX_MANIFEST_BYTES}", raw.len()),
-            });
-        }
-        // The digest of the bytes received, never the one the registry says.
-        let digest = sha256_digest(&raw);
-        if let Some(pinned) = &reference.digest
-            && *pinned != digest
-        {
-            return Err(RegistryError::DigestMismatch {
-                reference: reference.to_string(),
-                message: format!("the registry sent a manifest whose digest is {digest}"),
-            });
-        }
-        Ok((raw, digest))
+        self.within_deadline(reference, async {
+            let mut session = self.session(reference, plain_http)?;
+            Ok(manifest(&mut session, reference).await?.1)
+        })
+        .await
     }
 
     /// Pulls the component `reference` names: the manifest (its digest checked when pinned),
@@ -225,85 +253,35 @@ impl Registry {
     }
 
     /// As [`Registry::pull`], and when `keys` are given the manifest digest must carry a
-    /// cosign signature by one of them, checked before the component is downloaded.
+    /// cosign signature by one of them, checked before the component is downloaded. The
+    /// whole pull, signature included, is within the pull deadline.
     pub async fn pull_signed(
         &self,
         reference: &ArtifactRef,
         keys: &[PublicKey],
         plain_http: bool,
     ) -> Result<Pulled, RegistryError> {
-        let (raw, digest) = self.manifest(reference, plain_http).await?;
-        let layer =
-            artifact::component_layer(&raw).map_err(|message| RegistryError::NotAnArtifact {
-                reference: reference.to_string(),
-                message,
-            })?;
-        let pinned = reference.pinned(&digest);
-        if !keys.is_empty() {
-            self.verify(&pinned, keys, plain_http).await?;
-        }
-        let wasm = self
-            .blob(&pinned, &layer.digest, layer.size, plain_http)
-            .await?;
-        Ok(Pulled {
-            reference: pinned,
-            digest,
-            wasm,
-        })
-    }
-
-    /// Reads blob `digest` of `reference`'s repository: at most `size` bytes, which must hash
-    /// to `digest`.
-    async fn blob(
-        &self,
-        reference: &ArtifactRef,
-        digest: &str,
-        size: u64,
-        plain_http: bool,
-    ) -> Result<Vec<u8>, RegistryError> {
-        let (client, _) = self.client_for(reference, plain_http)?;
-        let mut stream = client
-            .pull_blob_stream(&reference.to_oci(), digest)
-            .await
-            .map_err(|e| classify(reference, e))?
-            .stream;
-        let mut bytes = Vec::with_capacity(size as usize);
-        let mut hasher = Sha256::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                let message = format!("reading blob {digest}: {e}");
-                let reference = reference.to_string();
-                // oci-client checks the digest itself at the end of the stream.
-                if e.get_ref()
-                    .is_some_and(|i| i.is::<oci_client::errors::DigestError>())
-                {
-                    RegistryError::DigestMismatch { reference, message }
-                } else {
-                    RegistryError::Unreachable { reference, message }
+        self.within_deadline(reference, async {
+            let mut session = self.session(reference, plain_http)?;
+            let (raw, digest) = manifest(&mut session, reference).await?;
+            let layer = artifact::component_layer(&raw).map_err(|message| {
+                RegistryError::NotAnArtifact {
+                    reference: reference.to_string(),
+                    message,
                 }
             })?;
-            if (bytes.len() + chunk.len()) as u64 > size {
-                return Err(RegistryError::DigestMismatch {
-                    reference: reference.to_string(),
-                    message: format!(
-                        "the registry sent more than the {size} bytes the manifest says for {digest}"
-                    ),
-                });
+            let pinned = reference.pinned(&digest);
+            if !keys.is_empty() {
+                self.verify_now(&pinned, keys, plain_http).await?;
             }
-            hasher.update(&chunk);
-            bytes.extend_from_slice(&chunk);
-        }
-        let got = format!("sha256:{}", hex::encode(hasher.finalize()));
-        if got != digest || bytes.len() as u64 != size {
-            return Err(RegistryError::DigestMismatch {
-                reference: reference.to_string(),
-                message: format!(
-                    "blob {digest} ({size} bytes) arrived as {got} ({} bytes)",
-                    bytes.len()
-                ),
-            });
-        }
-        Ok(bytes)
+            let wasm = blob(&mut session, &pinned, &layer.digest, layer.size).await?;
+            Ok(Pulled {
+                reference: pinned,
+                digest,
+                wasm,
+            })
+        })
+        .await
     }
 
     /// Signs the artifact `pinned` names (cosign's layout: a simple-signing payload under the
@@ -333,8 +311,18 @@ impl Registry {
     }
 
     /// Succeeds when a cosign signature of `pinned`'s digest verifies with one of `keys` and
-    /// its payload names that digest; else says what was found.
+    /// its payload names that digest; else says what was found. Within the pull deadline.
     pub async fn verify(
+        &self,
+        pinned: &ArtifactRef,
+        keys: &[PublicKey],
+        plain_http: bool,
+    ) -> Result<(), RegistryError> {
+        self.within_deadline(pinned, self.verify_now(pinned, keys, plain_http))
+            .await
+    }
+
+    async fn verify_now(
         &self,
         pinned: &ArtifactRef,
         keys: &[PublicKey],
@@ -348,33 +336,22 @@ impl Registry {
             return Err(unverified("only a digest can be verified".into()));
         };
         let target = pinned.signature_ref();
-        let (client, auth) = self.client_for(&target, plain_http)?;
-        let raw = match client
-            .pull_manifest_raw(&target.to_oci(), &auth, &SIGNATURE_MANIFEST_MEDIA_TYPES)
-            .await
-            .map_err(|e| classify(&target, e))
-        {
-            Ok((raw, _)) => raw,
+        let mut session = self.session(&target, plain_http)?;
+        let tag = target.tag.as_deref().unwrap_or_default();
+        // Bounded like any manifest: an oversized one is refused while it streams.
+        let raw = match session.manifest(tag, &SIGNATURE_MANIFEST_MEDIA_TYPES).await {
+            Ok(raw) => raw,
             Err(RegistryError::NotFound { .. }) => {
                 return Err(unverified(format!(
-                    "unsigned: the registry has no signature ({})",
-                    target.tag.as_deref().unwrap_or_default()
+                    "unsigned: the registry has no signature ({tag})"
                 )));
             }
             Err(e) => return Err(e),
         };
-        if raw.len() > MAX_MANIFEST_BYTES {
-            return Err(unverified(format!(
-                "signature manifest of {} bytes, over {MAX_MANIFEST_BYTES}",
-                raw.len()
-            )));
-        }
         let layers = signature::signature_layers(&raw).map_err(unverified)?;
         let mut other_digests = Vec::new();
         for layer in &layers {
-            let payload = self
-                .blob(&target, &layer.digest, layer.size, plain_http)
-                .await?;
+            let payload = blob(&mut session, &target, &layer.digest, layer.size).await?;
             if !keys.iter().any(|k| k.verifies(&payload, &layer.signature)) {
                 continue;
             }
@@ -400,7 +377,53 @@ impl Registry {
     }
 }
 
-/// Sorts an `oci-client` error into what an operator can act on.
+/// The manifest `reference` names (at most `MAX_MANIFEST_BYTES`, refused while it streams)
+/// and its digest, checked against the pin.
+async fn manifest(
+    session: &mut Session<'_>,
+    reference: &ArtifactRef,
+) -> Result<(Vec<u8>, String), RegistryError> {
+    let name = reference
+        .digest
+        .as_deref()
+        .or(reference.tag.as_deref())
+        .unwrap_or("latest");
+    let raw = session.manifest(name, &[OCI_MANIFEST_MEDIA_TYPE]).await?;
+    // The digest of the bytes received, never the one the registry says.
+    let digest = sha256_digest(&raw);
+    if let Some(pinned) = &reference.digest
+        && *pinned != digest
+    {
+        return Err(RegistryError::DigestMismatch {
+            reference: reference.to_string(),
+            message: format!("the registry sent a manifest whose digest is {digest}"),
+        });
+    }
+    Ok((raw, digest))
+}
+
+/// Blob `digest` of `reference`'s repository: at most `size` bytes (refused from the header,
+/// else while it streams), which must hash to `digest`.
+async fn blob(
+    session: &mut Session<'_>,
+    reference: &ArtifactRef,
+    digest: &str,
+    size: u64,
+) -> Result<Vec<u8>, RegistryError> {
+    let bytes = session.blob(digest, size).await?;
+    let got = sha256_digest(&bytes);
+    if got != digest || bytes.len() as u64 != size {
+        return Err(RegistryError::DigestMismatch {
+            reference: reference.to_string(),
+            message: format!(
+                "blob {digest} ({size} bytes) arrived as {got} ({} bytes)",
+                bytes.len()
+            ),
+        });
+    }
+    Ok(bytes)
+}
+
 /// Pushes one image to `target`: its blobs first, then the manifest naming them, since a registry
 /// refuses a manifest whose blobs it does not hold. A component and a signature are both pushed so.
 async fn push_image(
@@ -433,10 +456,12 @@ async fn push_image(
     Ok(())
 }
 
+/// Sorts an `oci-client` error into what an operator can act on.
 fn classify(reference: &ArtifactRef, e: oci_client::errors::OciDistributionError) -> RegistryError {
     use oci_client::errors::{OciDistributionError as E, OciErrorCode};
     let reference = reference.to_string();
-    let message = e.to_string();
+    // oci-client puts the registry's error body in its message: cut and escaped here.
+    let message = crate::text::foreign(&e.to_string(), 2 * super::fetch::SHOWN_BYTES);
     match &e {
         E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => {
             RegistryError::Unauthorized { reference, message }
@@ -475,7 +500,7 @@ fn classify(reference: &ArtifactRef, e: oci_client::errors::OciDistributionError
         E::RequestError(r) if r.is_connect() || r.is_timeout() || r.is_request() => {
             RegistryError::Unreachable {
                 reference,
-                message: format!("{e:#}"),
+                message: crate::text::foreign(&format!("{e:#}"), 2 * super::fetch::SHOWN_BYTES),
             }
         }
         E::IoError(_) => RegistryError::Unreachable { reference, message },

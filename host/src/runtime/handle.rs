@@ -83,7 +83,7 @@ pub struct RuntimeConfig {
     /// soft file-descriptor limit ([`default_host_connections`](super::default_host_connections)).
     pub max_outgoing_connections: Option<usize>,
     /// Addresses of the cluster's own API service, which a plugin reaches only through a grant
-    /// that names them (see `http_address.rs`); `KUBERNETES_SERVICE_HOST` is added when it is an
+    /// that names them (see `address.rs`); `KUBERNETES_SERVICE_HOST` is added when it is an
     /// address.
     pub cluster_api_addresses: Vec<std::net::IpAddr>,
     /// Answers name lookups of outgoing requests before the system resolver (tests point

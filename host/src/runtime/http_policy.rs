@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::http_address::{AddressClass, canonical, classify};
 use super::http_bounds::{DEFAULT_HTTP_MAX_INFLIGHT, OpenCount};
+use crate::address::{AddressClass, canonical, classify};
 
 /// Decides which HTTP origins a plugin may reach; implemented by the plugins layer from the operator's grants.
 pub trait HttpGate: Send + Sync + 'static {

@@ -18,7 +18,6 @@ mod guest_log;
 mod handle;
 mod host_imports;
 mod host_wait;
-mod http_address;
 mod http_bounds;
 mod http_client;
 mod http_hooks;

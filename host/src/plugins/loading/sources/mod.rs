@@ -32,7 +32,7 @@ pub struct PluginSources {
 impl PluginSources {
     /// Reads the sources file at `path`, pulls and loads every plugin it names (side by side, each delivering as
     /// soon as it is loaded), then keeps following them until `stop`. Returns once every first
-    /// attempt has settled; failures are logged and retried, never fatal. A sources file that
+    /// attempt has settled (each within the registry's pull deadline) or `stop`; failures are logged and retried, never fatal. A sources file that
     /// does not parse is an error naming the file and entry.
     pub async fn start(
         path: &Path,
@@ -57,7 +57,11 @@ impl PluginSources {
                 )
             })
             .collect();
-        futures::future::join_all(syncs.iter_mut().map(SourceSync::attempt)).await;
+        // Each first attempt ends within the registry's pull deadline; a stop ends them all.
+        tokio::select! {
+            _ = futures::future::join_all(syncs.iter_mut().map(SourceSync::attempt)) => {}
+            _ = stop.cancelled() => {}
+        }
         let tasks = syncs
             .into_iter()
             .map(|s| tokio::spawn(s.run(stop.clone())))

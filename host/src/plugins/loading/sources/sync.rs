@@ -213,7 +213,8 @@ impl SourceSync {
         Ok(path)
     }
 
-    /// Attempts until `stop`: a followed tag is polled, a failure retried with backoff.
+    /// Attempts until `stop`, which also abandons an attempt under way: a followed tag is
+    /// polled, a failure retried with backoff.
     pub(crate) async fn run(mut self, stop: CancellationToken) {
         loop {
             let Some(wait) = self.state.wait(self.source.follow) else {
@@ -224,7 +225,11 @@ impl SourceSync {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(wait) => {}
             }
-            self.attempt().await;
+            // A registry may hold a pull up to its deadline: a stop does not wait for it.
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = self.attempt() => {}
+            }
         }
     }
 }

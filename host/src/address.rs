@@ -1,11 +1,13 @@
-//! [`AddressClass`]: which addresses a plugin's request may reach only when its grant names them.
+//! [`AddressClass`]: which addresses a request someone else directs may reach.
 //!
-//! A grant by DNS name reaches public addresses. Everything else is internal, and the name's
-//! owner (or whoever answers its DNS) could point it there: the host itself and its link,
-//! private networks, the cluster's own API service, cloud metadata services. Those are reached
-//! only when the grant says so (see [`super::http_policy::Origin::may_reach`]). IPv4 addresses
-//! written as IPv6 (mapped, compatible, NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`) are judged
-//! by the IPv4 address they reach.
+//! One classifier for every outbound request whose destination is not the operator's own
+//! choice: a plugin's HTTP request (a grant by DNS name reaches public addresses; internal ones
+//! only when the grant says so, see `runtime::http_policy`) and a registry's redirect or auth
+//! realm (the registry's own host or public addresses, see `registry::fetch`). Internal is the
+//! host itself and its link, private networks, the cluster's own API service, cloud metadata
+//! services: what a name's owner (or whoever answers its DNS) could point a request at. IPv4
+//! addresses written as IPv6 (mapped, compatible, NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`)
+//! are judged by the IPv4 address they reach.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
