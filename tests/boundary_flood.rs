@@ -12,35 +12,17 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::PostParams;
 use kubewasm::runtime::{CallOutcome, Limits};
 use kubewasm_e2e::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{LOGGER, create, install, plugin_dir};
+use super::{LOGGER, create, install, launch, plugin_dir};
 
 const ATTACK: &str = "rust-attack-fixture.wasm";
 /// How much later than in a quiet host a figure may be during an attack.
 const SLACK: Duration = Duration::from_millis(100);
 /// Samples per figure; the median is compared.
 const SAMPLES: usize = 5;
-
-/// A ConfigMap naming `attack`, with `params` as further `data` entries.
-async fn launch(api: &Api<ConfigMap>, name: &str, attack: &str, params: &[(&str, &str)]) {
-    let mut data = serde_json::Map::new();
-    data.insert("attack".into(), attack.into());
-    for (k, v) in params {
-        data.insert((*k).into(), (*v).into());
-    }
-    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name},
-        "data": data,
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &cm)
-        .await
-        .expect("create");
-}
 
 /// How long `GET /healthz` takes to answer 200.
 async fn healthz_time(addr: SocketAddr) -> Duration {

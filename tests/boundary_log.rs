@@ -6,31 +6,13 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::PostParams;
 use kubewasm::plugins::PluginEvent;
 use kubewasm::runtime::{HOST_LINE_BURST, HOST_LINES_PER_SECOND, Limits};
 use kubewasm_e2e::*;
 
-use super::{LOGGER, create, install, plugin_dir};
+use super::{LOGGER, create, install, launch, plugin_dir};
 
 const ATTACK: &str = "rust-attack-fixture.wasm";
-
-/// A ConfigMap naming `attack`, with `params` as further `data` entries.
-async fn launch(api: &Api<ConfigMap>, name: &str, attack: &str, params: &[(&str, &str)]) {
-    let mut data = serde_json::Map::new();
-    data.insert("attack".into(), attack.into());
-    for (k, v) in params {
-        data.insert((*k).into(), (*v).into());
-    }
-    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name},
-        "data": data,
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &cm)
-        .await
-        .expect("create");
-}
 
 /// Announcements of the drop rule (`line_budget.rs`) rather than lines it limits.
 fn is_announcement(l: &HostLine) -> bool {

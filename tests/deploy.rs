@@ -323,7 +323,18 @@ async fn kustomize_base_renders_and_applies_to_the_embedded_server() {
             "name",
         ])
         .await;
-    assert_eq!(listed.lines().count(), 5, "{listed}");
+    // The PDB; the Roles and bindings of the leader election and of the host's impersonation;
+    // the host's ServiceAccount and one per shipped plugin; the Deployment.
+    assert_eq!(listed.lines().count(), 9, "{listed}");
+    for sa in [
+        "kubewasm-plugin-configmap-logger",
+        "kubewasm-plugin-label-auditor",
+    ] {
+        assert!(
+            listed.contains(&format!("serviceaccount/{sa}\n")),
+            "{listed}"
+        );
+    }
 
     // A new handler version: the same ConfigMap changes in place and the Deployment does not
     // (no rollout; the kubelet's `..data` swap brings the file to the running pods).

@@ -56,6 +56,23 @@ async fn create(api: &Api<ConfigMap>, name: &str, labels: &[(&str, &str)]) -> St
     c.metadata.resource_version.unwrap()
 }
 
+/// A ConfigMap naming `attack` for the hostile fixture (`rust-attack-fixture.wasm`), with `params` as further `data` entries.
+async fn launch(api: &Api<ConfigMap>, name: &str, attack: &str, params: &[(&str, &str)]) {
+    let mut data = serde_json::Map::new();
+    data.insert("attack".into(), attack.into());
+    for (k, v) in params {
+        data.insert((*k).into(), (*v).into());
+    }
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "data": data,
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+}
+
 async fn set_data(api: &Api<ConfigMap>, name: &str, value: &str) -> String {
     let p = serde_json::json!({"data": {"k": value}});
     let c = api

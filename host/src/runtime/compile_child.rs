@@ -494,7 +494,7 @@ mod tests {
     fn the_gate_lets_in_what_fits_the_budget() {
         let gate = std::sync::Arc::new(CompileGate::new(300));
         let python = gate.enter(250);
-        let _rust = gate.enter(40);
+        let rust = gate.enter(40);
         let (tx, rx) = mpsc::channel();
         let waiter = {
             let gate = gate.clone();
@@ -511,6 +511,8 @@ mod tests {
         rx.recv_timeout(Duration::from_secs(10))
             .expect("enters once the first is done");
         waiter.join().unwrap();
+        drop(rust);
+        // A request over the whole budget is cut to it, so it enters once all is free.
         let _whole = gate.enter(u64::MAX);
     }
 
