@@ -9,7 +9,6 @@
 //! lets them make one, and bound its resident size otherwise.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,15 +18,13 @@ use kube::api::PostParams;
 use kubewasm::runtime::{
     CompileAborted, CompileLimits, Runtime, RuntimeConfig, RuntimeError, RuntimeMetrics,
 };
-use kubewasm_e2e::cgroup::{DEPLOY_MEMORY_LIMIT, MemoryCgroup, rss_bytes};
-use kubewasm_e2e::{PATIENCE, client, guest, start_server};
-use parking_lot::Mutex;
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::sync::Notify;
+use kubewasm_e2e::cgroup::rss_bytes;
+use kubewasm_e2e::process::{HostProcess, field, loaded};
+use kubewasm_e2e::{client, guest, start_server};
+use serde_json::json;
 
 /// The `kubewasm` entry point, to run as a host and as its compile worker.
-const BINARY: &str = env!("CARGO_BIN_EXE_kubewasm-replica");
+pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_kubewasm-replica");
 
 /// A copy of the component `base` carrying one more core module that nothing instantiates:
 /// `functions` straight-line functions, each pushing `depth` constants and adding them up (about 4
@@ -85,7 +82,7 @@ fn with_unused_module(base: &[u8], functions: u32, depth: u32) -> Vec<u8> {
 }
 
 /// A compile bomb: the Rust logger carrying 6 MB of unused straight-line code.
-fn compile_bomb() -> Vec<u8> {
+pub(crate) fn compile_bomb() -> Vec<u8> {
     let base = std::fs::read(guest("rust-configmap-logger.wasm")).unwrap();
     with_unused_module(&base, 4, 400_000)
 }
@@ -167,136 +164,8 @@ fn a_component_wasmtime_refuses_says_why_through_the_child() {
     assert!(!err.to_string().is_empty());
 }
 
-/// A `kubewasm run` process against the embedded API server, logging JSON lines; in a memory
-/// cgroup of the deploy's limit where the machine allows one.
-struct HostProcess {
-    child: tokio::process::Child,
-    lines: Arc<Mutex<Vec<Value>>>,
-    changed: Arc<Notify>,
-    cgroup: Option<MemoryCgroup>,
-    peak_rss: Arc<Mutex<u64>>,
-}
-
-impl HostProcess {
-    async fn start(dir: &Path, plugins: &Path, kubeconfig: &Path, name: &str) -> HostProcess {
-        let cgroup = MemoryCgroup::create(name, DEPLOY_MEMORY_LIMIT);
-        let mut child = tokio::process::Command::new(BINARY)
-            .arg("run")
-            .arg("--plugins")
-            .arg(plugins)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--cache-dir")
-            .arg(dir.join("cache"))
-            .args([
-                "--log-format=json",
-                "--metrics-bind-address=0",
-                "--health-probe-bind-address=0",
-            ])
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("host starts");
-        let pid = child.id().expect("running");
-        if let Some(cg) = &cgroup {
-            cg.add(pid).expect("host joins its cgroup");
-        }
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let changed = Arc::new(Notify::new());
-        let stderr = child.stderr.take().unwrap();
-        {
-            let (lines, changed) = (lines.clone(), changed.clone());
-            tokio::spawn(async move {
-                let mut r = BufReader::new(stderr).lines();
-                while let Ok(Some(text)) = r.next_line().await {
-                    let json = serde_json::from_str(&text).unwrap_or(json!({"message": text}));
-                    lines.lock().push(json);
-                    changed.notify_waiters();
-                }
-                changed.notify_waiters();
-            });
-        }
-        // Without a cgroup, the resident size is the bound checked (sampled, so a lower bound of
-        // the true peak; the cgroup's own peak is exact).
-        let peak_rss = Arc::new(Mutex::new(0));
-        if cgroup.is_none() {
-            let peak = peak_rss.clone();
-            tokio::spawn(async move {
-                loop {
-                    let rss = rss_bytes(pid);
-                    if rss == 0 {
-                        return;
-                    }
-                    {
-                        let mut p = peak.lock();
-                        *p = (*p).max(rss);
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            });
-        }
-        HostProcess {
-            child,
-            lines,
-            changed,
-            cgroup,
-            peak_rss,
-        }
-    }
-
-    /// The first line `pred` accepts; panics after [`PATIENCE`] (or when the host exits) with the
-    /// last lines.
-    async fn wait_line(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + PATIENCE * 3;
-        loop {
-            let notified = self.changed.notified();
-            if let Some(l) = self.lines.lock().iter().find(|l| pred(l)) {
-                return l.clone();
-            }
-            let exited = self.child.try_wait().unwrap();
-            if exited.is_some() || tokio::time::timeout_at(deadline, notified).await.is_err() {
-                let lines = self.lines.lock();
-                let last: Vec<_> = lines.iter().rev().take(30).collect();
-                panic!("waiting for {what} (host exit: {exited:?}); last lines: {last:#?}");
-            }
-        }
-    }
-
-    fn assert_alive_and_within_the_limit(&mut self) {
-        assert!(
-            self.child.try_wait().unwrap().is_none(),
-            "the host process died"
-        );
-        match &self.cgroup {
-            Some(cg) => {
-                assert_eq!(cg.oom_kills(), 0, "the cgroup's OOM killer fired");
-                assert!(cg.peak_bytes() <= DEPLOY_MEMORY_LIMIT);
-            }
-            None => {
-                let peak = *self.peak_rss.lock();
-                assert!(
-                    peak < DEPLOY_MEMORY_LIMIT,
-                    "host resident size peaked at {} MiB",
-                    peak >> 20
-                );
-            }
-        }
-    }
-}
-
-fn field<'a>(line: &'a Value, name: &str) -> &'a str {
-    line.get(name).and_then(Value::as_str).unwrap_or("")
-}
-
-fn loaded(plugin: &str) -> impl Fn(&Value) -> bool + '_ {
-    move |l| field(l, "plugin") == plugin && field(l, "message") == "plugin loaded"
-}
-
 /// Writes `bytes` to `path` as a plugin update arrives: whole, by rename.
-fn replace(path: &Path, bytes: &[u8]) {
+pub(crate) fn replace(path: &Path, bytes: &[u8]) {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, bytes).unwrap();
     std::fs::rename(&tmp, path).unwrap();
@@ -312,7 +181,7 @@ async fn a_compile_bomb_hot_reload_is_refused_and_the_old_version_keeps_running(
     std::fs::create_dir(&plugins).unwrap();
     let wasm = plugins.join("victim.wasm");
     std::fs::copy(guest("rust-configmap-logger.wasm"), &wasm).unwrap();
-    let mut host = HostProcess::start(tmp.path(), &plugins, &kubeconfig, "bomb").await;
+    let mut host = HostProcess::start_plain(BINARY.as_ref(), tmp.path(), &plugins, &kubeconfig, "bomb").await;
     host.wait_line("victim loaded", loaded("victim")).await;
 
     replace(&wasm, &compile_bomb());
@@ -346,7 +215,7 @@ async fn a_compile_bomb_hot_reload_is_refused_and_the_old_version_keeps_running(
 
 /// The deploy-registry pair: the Python replicator and the JavaScript notifier with the manifests
 /// `deploy-registry/` ships.
-fn install_registry_pair(plugins: &Path) -> [&'static str; 2] {
+pub(crate) fn install_registry_pair(plugins: &Path) -> [&'static str; 2] {
     let deploy = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy-registry");
     let names = ["python-replicator", "javascript-notifier"];
     for name in names {
@@ -373,7 +242,7 @@ async fn the_python_and_javascript_examples_compile_from_an_empty_cache_within_t
     let plugins = tmp.path().join("plugins");
     std::fs::create_dir(&plugins).unwrap();
     let names = install_registry_pair(&plugins);
-    let mut host = HostProcess::start(tmp.path(), &plugins, &kubeconfig, "pair").await;
+    let mut host = HostProcess::start_plain(BINARY.as_ref(), tmp.path(), &plugins, &kubeconfig, "pair").await;
     for name in names {
         host.wait_line(&format!("{name} loaded"), loaded(name))
             .await;

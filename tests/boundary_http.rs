@@ -28,7 +28,7 @@ const HTTP: &str = "rust-http-fixture.wasm";
 
 /// A local peer: `/stall` sends response headers announcing a body, then nothing; any other
 /// path answers `ok`. Runs on its own thread and runtime, so the host's load cannot slow it.
-fn peer() -> SocketAddr {
+pub(crate) fn peer() -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -9,16 +9,14 @@
 //! what the host derives from its Pod protects them. Before the Pod was read (a static list of
 //! `deploy/`'s names) every one of these writes was accepted (200).
 
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::Api;
-use kube::api::PostParams;
 use kubewasm::informer::ReflectorConfig;
 use kubewasm::plugins::HostPod;
 use kubewasm::runtime::Limits;
+use kubewasm_e2e::host_objects::{HostObjects, create_json};
 use kubewasm_e2e::*;
-use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::install;
@@ -45,84 +43,22 @@ write = [{ api-version = "v1", kind = "Pod", verbs = ["patch"], namespaces = ["o
          { api-version = "policy/v1", kind = "PodDisruptionBudget", verbs = ["delete"], namespaces = ["ops"] }]
 "#;
 
-async fn create<K>(api: Api<K>, json: serde_json::Value) -> K
-where
-    K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let obj: K = serde_json::from_value(json).expect("a valid object");
-    api.create(&PostParams::default(), &obj)
-        .await
-        .expect("create")
-}
-
-fn ops<K>(c: &kube::Client) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    Api::namespaced(c.clone(), OPS)
-}
-
-fn pod(name: &str, rs_uid: &str) -> serde_json::Value {
-    json!({
-        "metadata": {"name": name, "labels": {"app": "host", "pod-template-hash": "5d4f8b"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": RS,
-                "uid": rs_uid, "controller": true}]},
-        "spec": {
-            "serviceAccountName": "host",
-            "containers": [{"name": "kubewasm", "image": "kubewasm:0.1.0",
-                "envFrom": [{"configMapRef": {"name": "host-env"}}]}],
-            "volumes": [
-                {"name": "sources", "configMap": {"name": SOURCES}},
-                {"name": "registry", "secret": {"secretName": SECRET}},
-            ],
-        },
-    })
-}
-
 /// The host's Deployment, ReplicaSet, Pod, ServiceAccount, mounted objects and PDB in `ops`.
+const HOST: HostObjects<'static> = HostObjects {
+    namespace: OPS,
+    deployment: "host",
+    replica_set: RS,
+    pod: POD,
+    sources: SOURCES,
+    secret: SECRET,
+};
+
+/// [`HOST`]'s objects, and the namespace the attacks start from.
 async fn host_objects(c: &kube::Client) {
-    for ns in [OPS, NS] {
-        create(
-            Api::<Namespace>::all(c.clone()),
-            json!({"metadata": {"name": ns}}),
-        )
-        .await;
-    }
-    let template = json!({"metadata": {"labels": {"app": "host"}},
-        "spec": {"containers": [{"name": "kubewasm", "image": "kubewasm:0.1.0"}]}});
-    let d: Deployment = create(
-        ops(c),
-        json!({"metadata": {"name": "host"}, "spec": {"selector": {"matchLabels": {"app": "host"}},
-            "template": template}}),
-    )
-    .await;
-    let rs: ReplicaSet = create(
-        ops(c),
-        json!({"metadata": {"name": RS, "ownerReferences": [{"apiVersion": "apps/v1",
-                "kind": "Deployment", "name": "host", "uid": d.metadata.uid.unwrap(), "controller": true}]},
-            "spec": {"selector": {"matchLabels": {"app": "host"}}, "template": template}}),
-    )
-    .await;
-    create(ops::<Pod>(c), pod(POD, &rs.metadata.uid.unwrap())).await;
-    create(
-        ops::<ServiceAccount>(c),
-        json!({"metadata": {"name": "host"}}),
-    )
-    .await;
-    create(
-        ops::<ConfigMap>(c),
-        json!({"metadata": {"name": SOURCES}, "data": {"sources.toml": ""}}),
-    )
-    .await;
-    create(
-        ops::<Secret>(c),
-        json!({"metadata": {"name": SECRET}, "stringData": {"token": "registry-credential"}}),
-    )
-    .await;
-    create(
-        ops::<PodDisruptionBudget>(c),
-        json!({"metadata": {"name": "host"}, "spec": {"maxUnavailable": 1,
-            "selector": {"matchLabels": {"app": "host"}}}}),
+    HOST.create(c).await;
+    create_json(
+        Api::<Namespace>::all(c.clone()),
+        json!({"metadata": {"name": NS}}),
     )
     .await;
 }
@@ -166,7 +102,7 @@ async fn run(
 ) -> Vec<String> {
     let mut data = data;
     data["attack"] = json!(attack);
-    create(
+    create_json(
         Api::<ConfigMap>::namespaced(client(server), NS),
         json!({"metadata": {"name": attack}, "data": data}),
     )
@@ -199,7 +135,11 @@ async fn what_the_hosts_pod_names_is_never_written_whatever_the_grants() {
         .metadata
         .uid
         .unwrap();
-    create(ops::<Pod>(&c), pod(SIBLING, &rs_uid)).await;
+    create_json(
+        Api::<Pod>::namespaced(c.clone(), OPS),
+        HOST.pod_json(SIBLING, &rs_uid),
+    )
+    .await;
 
     let lines = run(
         &server,

@@ -20,6 +20,7 @@ mod boundary_http;
 mod boundary_identity;
 mod boundary_kube;
 mod boundary_log;
+mod boundary_suite;
 mod capabilities;
 mod concurrency;
 mod convergence;

@@ -16,6 +16,8 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, broadcast};
 
 pub mod cgroup;
+pub mod host_objects;
+pub mod process;
 
 /// Upper bound for any awaited condition: a failure guard, never a synchronisation device.
 pub const PATIENCE: Duration = Duration::from_secs(60);
