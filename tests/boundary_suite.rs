@@ -75,62 +75,39 @@ const SIBLING: &str = "kubewasm-7c9d5f-q9z2w";
 /// The plugin whose deliveries are measured, and the namespace it alone watches.
 const NEIGHBOUR: &str = "neighbour";
 
-/// A ConfigMap watch confined to `ns`, so each fixture plugin runs only its own attacks.
-fn watch(ns: &str) -> String {
-    format!("[grants]\nwatch = [{{ api-version = \"v1\", kind = \"ConfigMap\", namespaces = [\"{ns}\"] }}]\n")
+/// Every ConfigMap: what the logger and the attack fixture ask to watch (a grant cannot narrow a
+/// subscription's namespaces).
+const WATCH_CONFIGMAPS: &str = "[grants]\nwatch = [{ api-version = \"v1\", kind = \"ConfigMap\" }]\n";
+
+/// The attack fixture's plugin, and the namespace its attacks are set off in.
+const ATTACKER: &str = "attacker";
+const ATK: &str = "atk";
+
+/// The attacker's manifest in the main suite: the grants each attack needs at once (the
+/// notifier's Pod patch and the replicator's ConfigMap apply aimed at the host's namespace;
+/// Pods and ConfigMaps of its own namespace; Events; loopback HTTP by address and by name),
+/// eight calls at once and a 1 s deadline.
+fn attacker_manifest() -> String {
+    format!(
+        "concurrency = 8\ndeadline-ms = 1000\n\n[grants]\n\
+         watch = [{{ api-version = \"v1\", kind = \"ConfigMap\" }},\n\
+                  {{ api-version = \"v1\", kind = \"Secret\", namespaces = [\"kubewasm\"] }}]\n\
+         write = [{{ api-version = \"v1\", kind = \"Pod\", verbs = [\"patch\", \"update\"], namespaces = [\"{ATK}\", \"kubewasm\"] }},\n\
+                  {{ api-version = \"v1\", kind = \"ConfigMap\", verbs = [\"apply\", \"create\", \"delete\", \"patch\"], namespaces = [\"{ATK}\", \"kubewasm\"] }},\n\
+                  {{ api-version = \"v1\", kind = \"Secret\", verbs = [\"patch\"], namespaces = [\"kubewasm\"] }},\n\
+                  {{ api-version = \"v1\", kind = \"ServiceAccount\", verbs = [\"patch\"], namespaces = [\"kubewasm\"] }},\n\
+                  {{ api-version = \"apps/v1\", kind = \"ReplicaSet\", verbs = [\"patch\"], namespaces = [\"kubewasm\"] }},\n\
+                  {{ api-version = \"policy/v1\", kind = \"PodDisruptionBudget\", verbs = [\"delete\"], namespaces = [\"kubewasm\"] }},\n\
+                  {{ api-version = \"coordination.k8s.io/v1\", kind = \"Lease\", verbs = [\"patch\"], namespaces = [\"kubewasm\"] }}]\n\
+         events = true\n\
+         http = [\"http://127.0.0.1:*\", \"http://localhost:*\"]\n"
+    )
 }
 
-/// The attack fixture's plugins: name (also the namespace it watches), manifest.
-fn fixture_plugins() -> Vec<(&'static str, String)> {
-    let w = |ns: &str| watch(ns);
-    vec![
-        (
-            "atk-kube",
-            format!(
-                "deadline-ms = 20000\n{}\
-                 write = [{{ api-version = \"v1\", kind = \"Pod\", verbs = [\"patch\", \"update\"], namespaces = [\"atk-kube\"] }},\n\
-                          {{ api-version = \"v1\", kind = \"ConfigMap\", verbs = [\"patch\"], namespaces = [\"atk-kube\"] }}]\n\
-                 events = true\n",
-                w("atk-kube")
-            ),
-        ),
-        (
-            "atk-own",
-            // Like the notifier's Pod patch grant and the replicator's ConfigMap apply grant,
-            // aimed at the host's namespace.
-            "deadline-ms = 20000\n[grants]\n\
-             watch = [{ api-version = \"v1\", kind = \"ConfigMap\", namespaces = [\"atk-own\"] },\n\
-                      { api-version = \"v1\", kind = \"Secret\", namespaces = [\"kubewasm\"] }]\n\
-             write = [{ api-version = \"v1\", kind = \"Pod\", verbs = [\"patch\"], namespaces = [\"kubewasm\"] },\n\
-                      { api-version = \"v1\", kind = \"ConfigMap\", verbs = [\"apply\", \"create\", \"delete\", \"patch\"], namespaces = [\"kubewasm\"] },\n\
-                      { api-version = \"v1\", kind = \"Secret\", verbs = [\"patch\"], namespaces = [\"kubewasm\"] },\n\
-                      { api-version = \"v1\", kind = \"ServiceAccount\", verbs = [\"patch\"], namespaces = [\"kubewasm\"] },\n\
-                      { api-version = \"apps/v1\", kind = \"ReplicaSet\", verbs = [\"patch\"], namespaces = [\"kubewasm\"] },\n\
-                      { api-version = \"policy/v1\", kind = \"PodDisruptionBudget\", verbs = [\"delete\"], namespaces = [\"kubewasm\"] },\n\
-                      { api-version = \"coordination.k8s.io/v1\", kind = \"Lease\", verbs = [\"patch\"], namespaces = [\"kubewasm\"] }]\n"
-                .to_string(),
-        ),
-        (
-            "atk-flood",
-            format!("concurrency = 8\ndeadline-ms = 60000\n{}", w("atk-flood")),
-        ),
-        (
-            "atk-cpu",
-            format!("concurrency = 8\ndeadline-ms = 1000\n{}", w("atk-cpu")),
-        ),
-        (
-            "atk-http",
-            format!(
-                "deadline-ms = 1000\n{}http = [\"http://127.0.0.1:*\", \"http://localhost:*\"]\n",
-                w("atk-http")
-            ),
-        ),
-        ("atk-hoard", format!("deadline-ms = 20000\n{}", w("atk-hoard"))),
-        (
-            "atk-lines",
-            format!("concurrency = 8\ndeadline-ms = 20000\n{}", w("atk-lines")),
-        ),
-    ]
+/// The attacker's manifest for attacks 1 and 10: no grant beyond the watch, eight calls at
+/// once, a deadline long enough for the hoard to finish if nothing stops it.
+fn hoarder_manifest() -> String {
+    format!("concurrency = 8\ndeadline-ms = 20000\n\n{WATCH_CONFIGMAPS}")
 }
 
 /// How a hostile registry answers.
@@ -261,7 +238,7 @@ fn sources_file(dir: &Path, registries: &BTreeMap<&'static str, HostileRegistry>
         text.push_str(&format!(
             "[[plugin]]\nname = \"{name}\"\nreference = \"{}/{name}:v1\"\nfollow = \"1s\"\n\
              plain-http = true\n[plugin.manifest.grants]\n\
-             watch = [{{ api-version = \"v1\", kind = \"ConfigMap\", namespaces = [\"registry\"] }}]\n\n",
+             watch = [{{ api-version = \"v1\", kind = \"ConfigMap\" }}]\n\n",
             reg.addr
         ));
     }
@@ -288,10 +265,9 @@ fn export_name_forgery() -> Vec<u8> {
 
 /// How an attack is set off.
 enum Trigger {
-    /// `copies` ConfigMaps in the namespace `plugin` watches, each naming `attack` with
-    /// `params` (so `copies` calls run at the plugin's concurrency).
+    /// `copies` ConfigMaps in [`ATK`], each naming `attack` with `params` for the
+    /// [`ATTACKER`] (so `copies` calls run at its concurrency).
     Objects {
-        plugin: &'static str,
         attack: &'static str,
         params: Vec<(&'static str, String)>,
         copies: usize,
@@ -414,7 +390,6 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
             what: "patch the host's Pod image, a sibling, the ReplicaSet; apply the sources ConfigMap; \
                    patch and read the mounted Secret; delete the PDB (boundary_identity)",
             trigger: Trigger::Objects {
-                plugin: "atk-own",
                 attack: "ident-host",
                 params: vec![
                     ("namespace", HOST.namespace.into()),
@@ -428,7 +403,7 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
                 copies: 1,
             },
             refusal: Refusal::Reports {
-                plugin: "atk-own",
+                plugin: ATTACKER,
                 prefix: "ident-host done".into(),
                 copies: 1,
                 patience: PATIENCE,
@@ -443,21 +418,20 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
             id: "31.4",
             what: "8 calls at once loop kube.create of 3 MiB JSON without a write grant (boundary_flood)",
             trigger: Trigger::Objects {
-                plugin: "atk-flood",
                 attack: "flood-create",
-                params: vec![("n", "300".into())],
+                params: vec![("n", "100".into())],
                 copies: 8,
             },
             refusal: Refusal::Reports {
-                plugin: "atk-flood",
-                prefix: "flood-create n=300 ".into(),
+                plugin: ATTACKER,
+                prefix: "flood-create n=100 ".into(),
                 copies: 8,
                 patience: PATIENCE,
                 ok: Box::new(|l| {
                     let done: Vec<_> = l.iter().filter(|x| x.starts_with("attack: flood-create")).collect();
-                    match done.iter().find(|x| !x.ends_with("refused=300 other=0")) {
+                    match done.iter().find(|x| !x.ends_with("refused=100 other=0")) {
                         Some(x) => Err(format!("not every create refused: {x}")),
-                        None => Ok(format!("{} × 300 creates refused (403)", done.len())),
+                        None => Ok(format!("{} × 100 creates refused (403)", done.len())),
                     }
                 }),
             },
@@ -511,13 +485,12 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
             id: "31.9",
             what: "three calls of ~400 ms CPU each share a plugin's thread under a 1 s deadline (boundary_flood)",
             trigger: Trigger::Objects {
-                plugin: "atk-cpu",
                 attack: "cpu-burn",
                 params: vec![("rounds", (per_ms * 400).to_string())],
                 copies: 3,
             },
             refusal: Refusal::Reports {
-                plugin: "atk-cpu",
+                plugin: ATTACKER,
                 prefix: "cpu-burn ".into(),
                 copies: 3,
                 patience: PATIENCE,
@@ -586,13 +559,12 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
             id: "30: leaked connections",
             what: "300 requests to a stalling peer, forgotten, then one more (boundary_http)",
             trigger: Trigger::Objects {
-                plugin: "atk-http",
                 attack: "http-hold",
                 params: vec![("target", stall.clone()), ("count", "300".into())],
                 copies: 1,
             },
             refusal: Refusal::Reports {
-                plugin: "atk-http",
+                plugin: ATTACKER,
                 prefix: "http-hold sent".into(),
                 copies: 1,
                 patience: PATIENCE,
@@ -608,13 +580,12 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
             id: "30: subresources",
             what: "patches of ephemeralcontainers, resize, proxy, exec and proxy-syntax names (boundary_kube)",
             trigger: Trigger::Objects {
-                plugin: "atk-kube",
                 attack: "kube-subresource",
                 params: Vec::new(),
                 copies: 1,
             },
             refusal: Refusal::Reports {
-                plugin: "atk-kube",
+                plugin: ATTACKER,
                 prefix: "kube-subresource done".into(),
                 copies: 1,
                 patience: PATIENCE,
@@ -629,56 +600,53 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
             id: "30: Events outside the grants",
             what: "an Event about a Secret in kube-system (boundary_kube)",
             trigger: Trigger::Objects {
-                plugin: "atk-kube",
                 attack: "event-elsewhere",
                 params: Vec::new(),
                 copies: 1,
             },
             refusal: Refusal::Metric {
                 metric: "kubewasm_plugin_events_dropped",
-                plugin: "atk-kube",
+                plugin: ATTACKER,
                 then: |_| Ok("the Event dropped and counted".into()),
             },
         },
         Attack {
             id: "30: log floods",
-            what: "20,000 refused deletes of a kube-system Secret in one call (boundary_log)",
+            what: "5,000 refused deletes of a kube-system Secret in one call (boundary_log)",
             trigger: Trigger::Objects {
-                plugin: "atk-kube",
                 attack: "log-denied-kube",
-                params: vec![("n", "20000".into())],
+                params: vec![("n", "5000".into())],
                 copies: 1,
             },
             refusal: Refusal::Reports {
-                plugin: "atk-kube",
-                prefix: "log-denied-kube n=20000 ".into(),
+                plugin: ATTACKER,
+                prefix: "log-denied-kube n=5000 ".into(),
                 copies: 1,
                 patience: PATIENCE,
                 ok: Box::new(|l| {
-                    report(l, "log-denied-kube n=20000 refused=20000")
-                        .map(|_| "20,000 refused".to_string())
+                    report(l, "log-denied-kube n=5000 refused=5000")
+                        .map(|_| "5,000 refused".to_string())
                         .ok_or_else(|| format!("{l:#?}"))
                 }),
             },
         },
         Attack {
             id: "30: read floods",
-            what: "3,000 kube.get of one object in a loop (boundary_kube)",
+            what: "2,000 kube.get of one object in a loop (boundary_kube)",
             trigger: Trigger::Objects {
-                plugin: "atk-kube",
                 attack: "kube-read-flood",
-                params: vec![("n", "3000".into())],
+                params: vec![("n", "2000".into())],
                 copies: 1,
             },
             refusal: Refusal::Reports {
-                plugin: "atk-kube",
+                plugin: ATTACKER,
                 prefix: "kube-read-flood ok=".into(),
                 copies: 1,
                 patience: PATIENCE,
                 ok: Box::new(|l| {
                     let r = report(l, "kube-read-flood ok=").unwrap_or_default();
                     match number_after(r, "throttled") {
-                        Some(t) if t > 0 => Ok(format!("{t} of 3,000 reads throttled")),
+                        Some(t) if t > 0 => Ok(format!("{t} of 2,000 reads throttled")),
                         _ => Err(format!("not throttled: {r}")),
                     }
                 }),
@@ -688,13 +656,12 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
             id: "30: internal addresses",
             what: "a granted name (localhost) resolving to loopback (boundary_http)",
             trigger: Trigger::Objects {
-                plugin: "atk-http",
                 attack: "http-internal",
                 params: vec![("target", format!("http://localhost:{}/", peer.port()))],
                 copies: 1,
             },
             refusal: Refusal::Reports {
-                plugin: "atk-http",
+                plugin: ATTACKER,
                 prefix: "http-internal".into(),
                 copies: 1,
                 patience: PATIENCE,
@@ -710,13 +677,12 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
             id: "30: deadline evasion",
             what: "a non-blocking read of a stalled body, then an 8 s sleep under a 1 s deadline (boundary_http)",
             trigger: Trigger::Objects {
-                plugin: "atk-http",
                 attack: "http-evade",
                 params: vec![("target", stall), ("sleep-ms", "8000".into())],
                 copies: 1,
             },
             refusal: Refusal::HostLine {
-                plugin: "atk-http",
+                plugin: ATTACKER,
                 what: "the call failed its deadline",
                 pred: |l| l.to_string().contains("deadline"),
             },
@@ -725,13 +691,12 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
             id: "30: the host's own objects",
             what: "writes to the plugins ConfigMap, the Lease, the ServiceAccount (boundary_kube)",
             trigger: Trigger::Objects {
-                plugin: "atk-own",
                 attack: "kube-own-objects",
                 params: vec![("namespace", HOST.namespace.into())],
                 copies: 1,
             },
             refusal: Refusal::Reports {
-                plugin: "atk-own",
+                plugin: ATTACKER,
                 prefix: "kube-own-objects done".into(),
                 copies: 1,
                 patience: PATIENCE,
@@ -761,17 +726,16 @@ fn attack_1() -> Attack {
         id: "31.1",
         what: "300 outgoing-requests with 1 MiB bodies written, never handled (boundary_budget)",
         trigger: Trigger::Objects {
-            plugin: "atk-hoard",
             attack: "hoard-bodies",
             params: Vec::new(),
             copies: 1,
         },
         refusal: Refusal::Metric {
             metric: "kubewasm_runtime_memory_budget_refused",
-            plugin: "atk-hoard",
+            plugin: ATTACKER,
             then: |lines| {
                 let ran = lines.iter().any(|l| {
-                    field(l, "plugin") == "atk-hoard"
+                    field(l, "plugin") == ATTACKER
                         && field(l, "message").starts_with("attack: hoard-bodies")
                 });
                 (!ran)
@@ -789,14 +753,13 @@ fn attack_10() -> Attack {
         id: "31.10",
         what: "8 calls at once each write the per-plugin log burst (boundary_budget)",
         trigger: Trigger::Objects {
-            plugin: "atk-lines",
             attack: "hoard-lines",
             params: vec![("n", n.to_string()), ("sleep-ms", "300".into())],
             copies: 8,
         },
         refusal: Refusal::Metric {
             metric: "kubewasm_runtime_guest_log_dropped",
-            plugin: "atk-lines",
+            plugin: ATTACKER,
             then: |_| Ok("lines over the plugin's budget dropped".into()),
         },
     }
@@ -831,7 +794,7 @@ fn cache_dir() -> PathBuf {
 impl Suite {
     /// The embedded API server with the host's objects, the registries, and the host with
     /// every plugin loaded and ready; the quiet figures measured.
-    async fn start(name: &str) -> Suite {
+    async fn start(name: &str, attacker: &str) -> Suite {
         let server = start_server().await;
         let c = client(&server);
         let rs_uid = HOST.create(&c).await;
@@ -840,12 +803,7 @@ impl Suite {
             HOST.pod_json(SIBLING, &rs_uid),
         )
         .await;
-        let fixtures = fixture_plugins();
-        let namespaces = fixtures
-            .iter()
-            .map(|(n, _)| *n)
-            .chain([NEIGHBOUR, "bomb", "registry"]);
-        for ns in namespaces {
+        for ns in [ATK, NEIGHBOUR] {
             create_json(
                 Api::<Namespace>::all(c.clone()),
                 json!({"metadata": {"name": ns}}),
@@ -875,20 +833,14 @@ impl Suite {
             names.push(shipped.into());
         }
         names.extend(install_registry_pair(&plugins).map(String::from));
-        for (name, ns) in [
-            (NEIGHBOUR, NEIGHBOUR),
-            ("bomb-victim", "bomb"),
-            ("forge-victim", "bomb"),
-        ] {
-            std::fs::write(plugins.join(format!("{name}.toml")), watch(ns)).unwrap();
+        for name in [NEIGHBOUR, "bomb-victim", "forge-victim"] {
+            std::fs::write(plugins.join(format!("{name}.toml")), WATCH_CONFIGMAPS).unwrap();
             install(&guest(LOGGER), &plugins, &format!("{name}.wasm"));
             names.push(name.into());
         }
-        for (name, manifest) in &fixtures {
-            std::fs::write(plugins.join(format!("{name}.toml")), manifest).unwrap();
-            install(&guest(ATTACK), &plugins, &format!("{name}.wasm"));
-            names.push(name.to_string());
-        }
+        std::fs::write(plugins.join(format!("{ATTACKER}.toml")), attacker).unwrap();
+        install(&guest(ATTACK), &plugins, &format!("{ATTACKER}.wasm"));
+        names.push(ATTACKER.into());
         let mut registries = BTreeMap::new();
         for name in REGISTRY_PLUGINS {
             registries.insert(name, HostileRegistry::start().await);
@@ -1040,12 +992,11 @@ impl Suite {
     async fn trigger(&self, a: &Attack, tag: usize) -> Option<String> {
         match &a.trigger {
             Trigger::Objects {
-                plugin,
                 attack,
                 params,
                 copies,
             } => {
-                let api: Api<ConfigMap> = Api::namespaced(client(&self.server), *plugin);
+                let api: Api<ConfigMap> = Api::namespaced(client(&self.server), ATK);
                 for i in 0..*copies {
                     let mut data: serde_json::Map<String, Value> = params
                         .iter()
@@ -1271,7 +1222,7 @@ fn shorten(s: &str) -> String {
 async fn calibrate(suite: &Suite) -> u64 {
     let from = suite.host.line_count();
     create_json(
-        Api::<ConfigMap>::namespaced(client(&suite.server), "atk-cpu"),
+        Api::<ConfigMap>::namespaced(client(&suite.server), ATK),
         json!({"metadata": {"name": "cpu-calibrate"},
             "data": {"attack": "cpu-calibrate", "ms": "200"}}),
     )
@@ -1279,7 +1230,7 @@ async fn calibrate(suite: &Suite) -> u64 {
     let line = suite
         .host
         .wait_line_since(from, "calibration", PATIENCE, |l| {
-            field(l, "plugin") == "atk-cpu"
+            field(l, "plugin") == ATTACKER
                 && field(l, "message").starts_with("attack: cpu-calibrate")
         })
         .await;
@@ -1291,7 +1242,7 @@ async fn calibrate(suite: &Suite) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suite_the_host_survives_every_attack_in_the_deploys_memory_limit() {
     let peer = peer();
-    let mut suite = Suite::start("suite").await;
+    let mut suite = Suite::start("suite", &attacker_manifest()).await;
     let leases: Api<Lease> = Api::namespaced(client(&suite.server), HOST.namespace);
     let lease = leases.get("kubewasm").await.expect("this replica holds the Lease");
     let holder = lease.spec.and_then(|s| s.holder_identity);
@@ -1327,7 +1278,7 @@ async fn suite_the_host_survives_every_attack_in_the_deploys_memory_limit() {
 /// the host is OOM-killed in the cgroup.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suite_attack_1_unsent_http_bodies_in_the_deploys_memory_limit() {
-    let mut suite = Suite::start("attack-1").await;
+    let mut suite = Suite::start("attack-1", &hoarder_manifest()).await;
     suite.run_all(&[attack_1()]).await;
 }
 
@@ -1335,7 +1286,7 @@ async fn suite_attack_1_unsent_http_bodies_in_the_deploys_memory_limit() {
 /// it each of the eight instances writes a burst of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suite_attack_10_per_plugin_bounds_in_the_deploys_memory_limit() {
-    let mut suite = Suite::start("attack-10").await;
+    let mut suite = Suite::start("attack-10", &hoarder_manifest()).await;
     let a = attack_10();
     let from = suite.host.line_count();
     let started = Instant::now();
@@ -1350,10 +1301,10 @@ async fn suite_attack_10_per_plugin_bounds_in_the_deploys_memory_limit() {
             .lines()
             .iter()
             .skip(from)
-            .filter(|l| field(l, "plugin") == "atk-lines" && field(l, "target") == "kubewasm::guest")
+            .filter(|l| field(l, "plugin") == ATTACKER && field(l, "target") == "kubewasm::guest")
             .count() as u64;
         let dropped = suite
-            .metric("kubewasm_runtime_guest_log_dropped", "atk-lines")
+            .metric("kubewasm_runtime_guest_log_dropped", ATTACKER)
             .await as u64;
         if written + dropped >= total {
             break written;
