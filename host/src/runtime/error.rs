@@ -2,18 +2,27 @@
 
 use std::fmt;
 
+/// Most bytes of a parser's message about a component shown in an error.
+const MAX_PARSER_MESSAGE: usize = 4096;
+
+/// A message about a component, fit for a log line: wasmparser quotes what the component holds
+/// (an export name with a line break and a log line of its own, say), so it is cut and escaped.
+fn escaped(message: &str) -> String {
+    crate::text::foreign(message, MAX_PARSER_MESSAGE)
+}
+
 /// Why a `.wasm` file could not become a [`CompiledHandler`](super::CompiledHandler) or an
 /// instance; each variant names the cause so the plugins layer can report it verbatim.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     /// Not a WebAssembly component at all (garbage, truncated, or a core module).
-    #[error("not a WebAssembly component: {0}")]
+    #[error("not a WebAssembly component: {}", escaped(.0))]
     NotAComponent(String),
     /// A component, but not one implementing `kubewasm:handler/handler@0.1.0`.
-    #[error("component does not implement the kubewasm:handler@0.1.0 `handler` world: {0}")]
+    #[error("component does not implement the kubewasm:handler@0.1.0 `handler` world: {}", escaped(.0))]
     WrongWorld(String),
     /// A component that wasmtime could not validate or compile.
-    #[error("cannot compile component: {0}")]
+    #[error("cannot compile component: {}", escaped(.0))]
     Compile(String),
     /// The compile was stopped at a limit (memory, time) or by the kernel before it finished.
     #[error("cannot compile component: {0}")]
@@ -76,5 +85,28 @@ impl CallError {
             // Still an instantiation failure to metrics and logs, as before it had a variant.
             Self::Instantiate(_) | Self::PoolExhausted { .. } => "instantiate",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RuntimeError;
+
+    /// Issue 31, attack 11: wasmparser quotes an export name as the component spells it; a line
+    /// break in it reached the host's log raw and forged a line of its own.
+    #[test]
+    fn a_parser_message_quoting_the_component_stays_on_one_line() {
+        let forged = "export name `x\n2026-11-27T00:00:00Z  INFO plugin loaded\x1b[2J` is not valid";
+        for e in [
+            RuntimeError::Compile(forged.into()),
+            RuntimeError::NotAComponent(forged.into()),
+            RuntimeError::WrongWorld(forged.into()),
+        ] {
+            let shown = e.to_string();
+            assert!(!shown.contains(['\n', '\x1b']), "{shown:?}");
+            assert!(shown.contains("`x\\n2026-11-27"), "{shown}");
+        }
+        let long = RuntimeError::Compile("x".repeat(1 << 20)).to_string();
+        assert!(long.len() < 8 << 10, "{} bytes", long.len());
     }
 }
