@@ -181,7 +181,8 @@ async fn a_compile_bomb_hot_reload_is_refused_and_the_old_version_keeps_running(
     std::fs::create_dir(&plugins).unwrap();
     let wasm = plugins.join("victim.wasm");
     std::fs::copy(guest("rust-configmap-logger.wasm"), &wasm).unwrap();
-    let mut host = HostProcess::start_plain(BINARY.as_ref(), tmp.path(), &plugins, &kubeconfig, "bomb").await;
+    let mut host =
+        HostProcess::start_plain(BINARY.as_ref(), tmp.path(), &plugins, &kubeconfig, "bomb").await;
     host.wait_line("victim loaded", loaded("victim")).await;
 
     replace(&wasm, &compile_bomb());
@@ -242,7 +243,8 @@ async fn the_python_and_javascript_examples_compile_from_an_empty_cache_within_t
     let plugins = tmp.path().join("plugins");
     std::fs::create_dir(&plugins).unwrap();
     let names = install_registry_pair(&plugins);
-    let mut host = HostProcess::start_plain(BINARY.as_ref(), tmp.path(), &plugins, &kubeconfig, "pair").await;
+    let mut host =
+        HostProcess::start_plain(BINARY.as_ref(), tmp.path(), &plugins, &kubeconfig, "pair").await;
     for name in names {
         host.wait_line(&format!("{name} loaded"), loaded(name))
             .await;

@@ -177,8 +177,33 @@ impl HostProcess {
         self.lines.lock().len()
     }
 
-    /// The first line from the `from`-th on that `pred` accepts; panics after `patience` (or
-    /// when the host exits) with the last lines.
+    /// Lines from the `from`-th on.
+    pub fn lines_since(&self, from: usize) -> Vec<Value> {
+        self.lines.lock().iter().skip(from).cloned().collect()
+    }
+
+    /// The first line from the `from`-th on that `pred` accepts, awaited up to `patience`;
+    /// `None` when none came in time or the host exited.
+    pub async fn find_line_since(
+        &self,
+        from: usize,
+        patience: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Option<Value> {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            let notified = self.changed.notified();
+            if let Some(l) = self.lines.lock().iter().skip(from).find(|l| pred(l)) {
+                return Some(l.clone());
+            }
+            if self.exited() || tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// Like [`HostProcess::find_line_since`], but panics with the last lines and the memory
+    /// figures when no line came.
     pub async fn wait_line_since(
         &self,
         from: usize,
@@ -186,22 +211,16 @@ impl HostProcess {
         patience: Duration,
         pred: impl Fn(&Value) -> bool,
     ) -> Value {
-        let deadline = tokio::time::Instant::now() + patience;
-        loop {
-            let notified = self.changed.notified();
-            if let Some(l) = self.lines.lock().iter().skip(from).find(|l| pred(l)) {
-                return l.clone();
-            }
-            let exited = self.closed.load(std::sync::atomic::Ordering::SeqCst);
-            if exited || tokio::time::timeout_at(deadline, notified).await.is_err() {
-                let lines = self.lines.lock();
-                let last: Vec<_> = lines.iter().rev().take(30).collect();
-                panic!(
-                    "waiting for {what} (host exited: {exited}, {}); last lines: {last:#?}",
-                    self.memory_report()
-                );
-            }
+        if let Some(l) = self.find_line_since(from, patience, pred).await {
+            return l;
         }
+        let lines = self.lines.lock();
+        let last: Vec<_> = lines.iter().rev().take(30).collect();
+        panic!(
+            "waiting for {what} (host exited: {}, {}); last lines: {last:#?}",
+            self.exited(),
+            self.memory_report()
+        );
     }
 
     /// The first line `pred` accepts; panics after three times [`PATIENCE`] (compiles of the
@@ -268,7 +287,11 @@ impl HostProcess {
     pub fn assert_alive_and_within_the_limit(&mut self) {
         let report = self.memory_report();
         assert!(self.alive(), "the host process died ({report})");
-        assert_eq!(self.oom_kills(), 0, "the cgroup's OOM killer fired ({report})");
+        assert_eq!(
+            self.oom_kills(),
+            0,
+            "the cgroup's OOM killer fired ({report})"
+        );
         assert!(
             self.peak_bytes() < DEPLOY_MEMORY_LIMIT,
             "the host's memory reached the deploy's limit ({report})"

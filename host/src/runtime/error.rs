@@ -96,7 +96,8 @@ mod tests {
     /// break in it reached the host's log raw and forged a line of its own.
     #[test]
     fn a_parser_message_quoting_the_component_stays_on_one_line() {
-        let forged = "export name `x\n2026-11-27T00:00:00Z  INFO plugin loaded\x1b[2J` is not valid";
+        let forged =
+            "export name `x\n2026-11-27T00:00:00Z  INFO plugin loaded\x1b[2J` is not valid";
         for e in [
             RuntimeError::Compile(forged.into()),
             RuntimeError::NotAComponent(forged.into()),
