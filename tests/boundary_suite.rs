@@ -297,7 +297,7 @@ enum Refusal {
         prefix: String,
         copies: usize,
         patience: Duration,
-        ok: Box<dyn Fn(&[String]) -> Verdict + Send + Sync>,
+        ok: fn(&[String]) -> Verdict,
     },
     /// A host line about `plugin` that `pred` accepts.
     HostLine {
@@ -408,11 +408,11 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
                 prefix: "ident-host done".into(),
                 copies: 1,
                 patience: PATIENCE,
-                ok: Box::new(|l| {
+                ok: |l| {
                     report(l, "ident-host done: 0 accepted")
                         .ok_or_else(|| format!("accepted: {l:#?}"))?;
                     all_refused(l, "one of the host's own objects")
-                }),
+                },
             },
         },
         Attack {
@@ -428,7 +428,7 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
                 prefix: "flood-create n=5 ".into(),
                 copies: 8,
                 patience: PATIENCE,
-                ok: Box::new(|l| {
+                ok: |l| {
                     let done: Vec<_> = l
                         .iter()
                         .filter(|x| x.starts_with("attack: flood-create"))
@@ -437,7 +437,7 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
                         Some(x) => Err(format!("not every create refused: {x}")),
                         None => Ok(format!("{} × 5 creates refused (403)", done.len())),
                     }
-                }),
+                },
             },
         },
         Attack {
@@ -504,7 +504,7 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
                 prefix: "cpu-burn ".into(),
                 copies: 3,
                 patience: PATIENCE,
-                ok: Box::new(|l| {
+                ok: |l| {
                     let n = l
                         .iter()
                         .filter(|x| x.starts_with("attack: cpu-burn"))
@@ -512,7 +512,7 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
                     (n >= 3)
                         .then(|| format!("{n} calls finished within their own 1 s"))
                         .ok_or_else(|| format!("{l:#?}"))
-                }),
+                },
             },
         },
         Attack {
@@ -585,12 +585,12 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
                 prefix: "http-hold sent".into(),
                 copies: 1,
                 patience: PATIENCE,
-                ok: Box::new(|l| {
+                ok: |l| {
                     let r = report(l, "http-hold sent").unwrap_or_default();
                     r.contains("connection limit reached")
                         .then(|| format!("held at the per-plugin limit: {r}"))
                         .ok_or_else(|| format!("not bounded: {r}"))
-                }),
+                },
             },
         },
         Attack {
@@ -606,11 +606,11 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
                 prefix: "kube-subresource done".into(),
                 copies: 1,
                 patience: PATIENCE,
-                ok: Box::new(|l| {
+                ok: |l| {
                     report(l, "kube-subresource done: 0 accepted")
                         .map(|_| "every try refused".to_string())
                         .ok_or_else(|| format!("{l:#?}"))
-                }),
+                },
             },
         },
         Attack {
@@ -640,11 +640,11 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
                 prefix: "log-denied-kube n=5000 ".into(),
                 copies: 1,
                 patience: PATIENCE,
-                ok: Box::new(|l| {
+                ok: |l| {
                     report(l, "log-denied-kube n=5000 refused=5000")
                         .map(|_| "5,000 refused".to_string())
                         .ok_or_else(|| format!("{l:#?}"))
-                }),
+                },
             },
         },
         Attack {
@@ -660,13 +660,13 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
                 prefix: "kube-read-flood ok=".into(),
                 copies: 1,
                 patience: PATIENCE,
-                ok: Box::new(|l| {
+                ok: |l| {
                     let r = report(l, "kube-read-flood ok=").unwrap_or_default();
                     match number_after(r, "throttled") {
                         Some(t) if t > 0 => Ok(format!("{t} of 30 reads throttled")),
                         _ => Err(format!("not throttled: {r}")),
                     }
-                }),
+                },
             },
         },
         Attack {
@@ -683,12 +683,12 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
                 prefix: "http-internal".into(),
                 copies: 1,
                 patience: PATIENCE,
-                ok: Box::new(|l| {
+                ok: |l| {
                     let r = report(l, "http-internal").unwrap_or_default();
                     (!r.contains("reached") && r.contains("Prohibited"))
                         .then(|| format!("refused: {r}"))
                         .ok_or_else(|| format!("reached: {r}"))
-                }),
+                },
             },
         },
         Attack {
@@ -718,11 +718,11 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
                 prefix: "kube-own-objects done".into(),
                 copies: 1,
                 patience: PATIENCE,
-                ok: Box::new(|l| {
+                ok: |l| {
                     report(l, "kube-own-objects done in kubewasm: 0 accepted")
                         .map(|_| "every write refused".to_string())
                         .ok_or_else(|| format!("{l:#?}"))
-                }),
+                },
             },
         },
         // Last: the drip goes on until the host stops, which the suite checks at its end.
