@@ -18,9 +18,9 @@
 //! they need the per-plugin budget; without it the host is OOM-killed by attack 1 and writes
 //! every instance's log burst in attack 10.
 //!
-//! Not here, and why: last round's "silent grant changes" needs a manifest rewritten under a
-//! running plugin (`boundary_log.rs` tests it in-process); attack 8's blob redirect needs a new
-//! digest mid-suite (`registry_hostile.rs` tests it). Each attack's own test (the module named in
+//! Not here, and why: attack 8's blob redirect needs a new digest mid-suite
+//! (`registry_hostile.rs` tests it); last round's missing-manifest half of "silent grant
+//! changes" (`boundary_log.rs`). Each attack's own test (the module named in
 //! the table) is the one that failed before its fix; this suite adds the deploy's memory limit,
 //! the shipped examples and the latency bound around all of them at once.
 
@@ -281,6 +281,12 @@ enum Trigger {
     },
     /// Plugin `plugin`'s registry turns to `mode`; the next poll meets it.
     Registry { plugin: &'static str, mode: Mode },
+    /// Plugin `plugin`'s manifest rewritten to `manifest`, as an operator's (or anyone's)
+    /// change of the ConfigMap arrives.
+    Manifest {
+        plugin: &'static str,
+        manifest: &'static str,
+    },
     /// `kubewasm rbac` of a plugin granted `kind = "*"`.
     RbacStar,
 }
@@ -725,6 +731,24 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
                 },
             },
         },
+        Attack {
+            id: "30: silent grant changes",
+            what: "a manifest widened under a running plugin (boundary_log)",
+            trigger: Trigger::Manifest {
+                plugin: "grant-victim",
+                manifest: "[grants]\nwatch = [{ api-version = \"v1\", kind = \"ConfigMap\" }]\n\
+                           http = [\"http://127.0.0.1:9\"]\n",
+            },
+            refusal: Refusal::HostLine {
+                plugin: "grant-victim",
+                what: "the widening said, as a warning",
+                pred: |l| {
+                    field(l, "level") == "WARN"
+                        && field(l, "message").starts_with("grants changed")
+                        && field(l, "message").contains("added: http \"http://127.0.0.1:9\"")
+                },
+            },
+        },
         // Last: the drip goes on until the host stops, which the suite checks at its end.
         Attack {
             id: "31.7",
@@ -855,7 +879,7 @@ impl Suite {
             names.push(shipped.into());
         }
         names.extend(install_registry_pair(&plugins).map(String::from));
-        for name in [NEIGHBOUR, "bomb-victim", "forge-victim"] {
+        for name in [NEIGHBOUR, "bomb-victim", "forge-victim", "grant-victim"] {
             std::fs::write(plugins.join(format!("{name}.toml")), WATCH_CONFIGMAPS).unwrap();
             install(&guest(LOGGER), &plugins, &format!("{name}.wasm"));
             names.push(name.into());
@@ -1055,6 +1079,13 @@ impl Suite {
             }
             Trigger::Registry { plugin, mode } => {
                 self.registries[plugin].set(mode.clone());
+                None
+            }
+            Trigger::Manifest { plugin, manifest } => {
+                replace(
+                    &self.plugins.join(format!("{plugin}.toml")),
+                    manifest.as_bytes(),
+                );
                 None
             }
             Trigger::RbacStar => {
