@@ -201,16 +201,20 @@ impl HostArgs {
         }
     }
 
-    /// The host's own objects: the plugins ConfigMap and the RBAC in its namespace, and the
-    /// Lease it elects with (or would, with `--leader-elect`).
+    /// The host's own objects: the plugins ConfigMap and the RBAC in its namespace
+    /// (`--host-namespace`, else `POD_NAMESPACE`, else the client's), and the Lease it elects
+    /// with (or would, with `--leader-elect`).
     pub fn own_objects(
         &self,
         client: &kube::Client,
         election: Option<&crate::election::ElectionConfig>,
     ) -> anyhow::Result<OwnObjects> {
+        // The Pod's namespace (downward API) before the client's: a kubeconfig may point
+        // elsewhere, and the static names must be protected where the host runs.
         let namespace = self
             .host_namespace
             .clone()
+            .or_else(|| HostPod::from_env().map(|p| p.namespace))
             .unwrap_or_else(|| client.default_namespace().to_string());
         for (flag, value) in [
             ("--host-namespace", &namespace),
