@@ -216,7 +216,7 @@ impl Runtime {
                         .unwrap_or_else(super::default_host_connections),
                 ),
                 cluster_api: cluster_api_addresses(&config),
-                slots: InstanceSlots::new(config.max_instances),
+                slots: InstanceSlots::new(config.max_instances, metrics.clone()),
                 compile_gate: CompileGate::new(config.compile.memory_budget_bytes),
                 config,
                 metrics,

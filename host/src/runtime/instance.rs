@@ -125,9 +125,11 @@ impl HandlerInstance {
     }
 
     /// Benchmarks only: leaves out what the grant boundary adds to every call and request (the
-    /// call hook that keeps host waits exact, connection permits, failing a call's requests when
-    /// it ends), so `cargo bench --bench http` can print what they cost in one run. The host
-    /// never calls it; without the hook, host waits count as guest time.
+    /// call hook that keeps host waits exact and charges the instance's host-side resources to
+    /// its plugin's memory budget before each host call, connection permits, failing a call's
+    /// requests when it ends), so `cargo bench --bench http` can print what they cost in one
+    /// run. The host never calls it; without the hook, host waits count as guest time and
+    /// host-side resources go uncharged (linear memory is still charged, at `memory.grow`).
     #[doc(hidden)]
     pub fn without_bounds_for_benchmarks(mut self) -> Self {
         self.http.bounded = false;

@@ -62,6 +62,8 @@ pub struct RuntimeMetrics {
     http_refused: Family<RefusalLabels, Counter>,
     budget: Family<BudgetLabels, Gauge>,
     budget_refused: Family<BudgetLabels, Counter>,
+    pool_slots: Family<PluginLabels, Gauge>,
+    pool_short: Family<PluginLabels, Counter>,
 }
 
 impl Default for RuntimeMetrics {
@@ -81,6 +83,8 @@ impl Default for RuntimeMetrics {
             http_refused: Family::default(),
             budget: Family::default(),
             budget_refused: Family::default(),
+            pool_slots: Family::default(),
+            pool_short: Family::default(),
         }
     }
 }
@@ -149,6 +153,17 @@ impl RuntimeMetrics {
             "Memory growths and host calls refused because the plugin's instances would exceed \
              its memory budget, by kind (linear, host)",
             m.budget_refused.clone(),
+        );
+        registry.register(
+            "kubewasm_runtime_pool_slots",
+            "Instance slots of the engine's pool reserved by a plugin (one per call it may run at \
+             once)",
+            m.pool_slots.clone(),
+        );
+        registry.register(
+            "kubewasm_runtime_pool_short",
+            "Loads of a plugin that got fewer pool slots than its concurrency, or none (refused)",
+            m.pool_short.clone(),
         );
         m
     }
@@ -316,6 +331,33 @@ impl RuntimeMetrics {
     /// Charges of `kind` (`linear`, `host`) that `plugin`'s memory budget refused so far.
     pub fn budget_refused(&self, plugin: &str, kind: &'static str) -> u64 {
         self.budget_refused_counter(plugin, kind).get()
+    }
+
+    /// Sets the pool slots `plugin` holds now.
+    pub(crate) fn set_pool_slots(&self, plugin: &str, slots: u32) {
+        self.pool_slots
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .set(i64::from(slots));
+    }
+
+    /// Counts a load of `plugin` that got fewer pool slots than it asked for.
+    pub(crate) fn pool_short(&self, plugin: &str) {
+        self.pool_short
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Pool slots `plugin` holds now.
+    pub fn pool_slots(&self, plugin: &str) -> i64 {
+        self.pool_slots
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .get()
     }
 
     /// Bytes of `kind` (`linear`, `host`, `limit`) in `plugin`'s memory budget now.

@@ -18,6 +18,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::metrics::RuntimeMetrics;
+
 /// One in this many of the pool's slots stays unreserved, for one-off instances.
 pub const UNRESERVED_SHARE: u32 = 8;
 
@@ -25,6 +27,8 @@ pub const UNRESERVED_SHARE: u32 = 8;
 #[derive(Clone, Debug)]
 pub(crate) struct InstanceSlots {
     inner: Arc<Mutex<Slots>>,
+    /// `kubewasm_runtime_pool_slots{plugin}` and `kubewasm_runtime_pool_short{plugin}`.
+    metrics: RuntimeMetrics,
 }
 
 #[derive(Debug)]
@@ -95,18 +99,20 @@ impl Drop for PoolReservation {
                 s.plugins.remove(&self.plugin);
             }
         }
+        self.slots.metrics.set_pool_slots(&self.plugin, s.held(&self.plugin));
     }
 }
 
 impl InstanceSlots {
     /// Slots for a pool of `total` component instances.
-    pub(crate) fn new(total: u32) -> Self {
+    pub(crate) fn new(total: u32, metrics: RuntimeMetrics) -> Self {
         let reservable = total.saturating_sub(total / UNRESERVED_SHARE).max(1);
         Self {
             inner: Arc::new(Mutex::new(Slots {
                 reservable,
                 plugins: HashMap::new(),
             })),
+            metrics,
         }
     }
 
@@ -119,6 +125,9 @@ impl InstanceSlots {
         let free = s.reservable.saturating_sub(s.reserved());
         let share = (s.reservable / 2).max(1);
         let granted = wanted.min(share).min(held + free);
+        if granted < wanted {
+            self.metrics.pool_short(plugin);
+        }
         if granted == 0 {
             return Err(PoolFull {
                 plugin: plugin.to_owned(),
@@ -129,6 +138,7 @@ impl InstanceSlots {
             .entry(plugin.to_owned())
             .or_default()
             .push(granted);
+        self.metrics.set_pool_slots(plugin, s.held(plugin));
         Ok(PoolReservation {
             slots: self.clone(),
             plugin: plugin.to_owned(),
@@ -150,7 +160,8 @@ mod tests {
 
     #[test]
     fn a_greedy_plugin_gets_half_and_the_last_slot_is_refused_until_given_back() {
-        let slots = InstanceSlots::new(16);
+        let metrics = RuntimeMetrics::unregistered();
+        let slots = InstanceSlots::new(16, metrics.clone());
         assert_eq!(slots.usage(), (0, 14));
         let greedy = slots.reserve("greedy", 64).unwrap();
         assert_eq!(greedy.granted(), 7, "half of the reservable slots");
@@ -164,6 +175,7 @@ mod tests {
             "a new version reuses the old one's slots"
         );
         assert_eq!(slots.usage(), (11, 14));
+        assert_eq!(metrics.pool_slots("greedy"), 7);
         let third = slots.reserve("third", 8).unwrap();
         assert_eq!(third.granted(), 3, "what is left");
         let refused = slots.reserve("fourth", 1).unwrap_err();
@@ -178,5 +190,6 @@ mod tests {
         let fourth = slots.reserve("fourth", 1).unwrap();
         assert_eq!(fourth.granted(), 1);
         assert_eq!(slots.usage(), (8, 14));
+        assert_eq!(metrics.pool_slots("greedy"), 0);
     }
 }
