@@ -99,7 +99,9 @@ impl Drop for PoolReservation {
                 s.plugins.remove(&self.plugin);
             }
         }
-        self.slots.metrics.set_pool_slots(&self.plugin, s.held(&self.plugin));
+        self.slots
+            .metrics
+            .set_pool_slots(&self.plugin, s.held(&self.plugin));
     }
 }
 
