@@ -334,7 +334,6 @@ impl HandlerInstance {
         let state = StoreState::new(
             self.log.clone(),
             self.lines.clone(),
-            self.limits.memory_bytes,
             self.budget.clone(),
             self.cache.clone(),
             self.http.clone(),

@@ -41,7 +41,6 @@ impl StoreState {
     pub(crate) fn new(
         log: GuestLog,
         lines: GuestCausedLog,
-        memory_cap: u64,
         budget: MemoryBudget,
         cache: Arc<dyn CacheReader>,
         http: HttpPolicy,
@@ -62,7 +61,8 @@ impl StoreState {
                 log.observer().cloned(),
             ),
             table: bounded_table(),
-            limiter: MemoryLimiter::new(memory_cap, HostAccount::new(budget)),
+            // One instance's linear memory may use the whole of its plugin's budget.
+            limiter: MemoryLimiter::new(budget.limit(), HostAccount::new(budget)),
             log,
             lines,
             output,
