@@ -14,6 +14,7 @@ use kubewasm::runtime::{CallKind, CallOutcome};
 use kubewasm_e2e::*;
 
 mod bad_input;
+mod boundary_budget;
 mod boundary_compile;
 mod boundary_flood;
 mod boundary_http;

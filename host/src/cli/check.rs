@@ -136,6 +136,25 @@ fn check_one(
         "grant_with": grant_with,
         "never_writable": never_writable,
         "confined": described.grants.confined(&described.info),
+        "memory": memory_report(&described),
     }))?;
     Ok((json, described.grant_error(&name, file)))
+}
+
+/// A plugin's memory: its budget (the worst case of all its instances together, linear memory
+/// and what the host holds for them), what one instance used after `describe()`, and how many
+/// such instances fit the budget at once (the dispatcher runs no more calls at once than that).
+fn memory_report(described: &crate::plugins::DescribedPlugin) -> serde_json::Value {
+    let budget = described.limits.memory_bytes;
+    let one = described.instance_bytes;
+    let concurrency = described.dispatch.concurrency();
+    let fit = budget
+        .checked_div(one)
+        .map_or(concurrency as u64, |n| n.min(concurrency as u64));
+    serde_json::json!({
+        "budget_bytes": budget,
+        "used_by_one_instance_bytes": one,
+        "concurrency": concurrency,
+        "instances_that_fit": fit,
+    })
 }

@@ -44,7 +44,7 @@ pub use loading::grants::{
     OwnName, OwnObject, OwnObjects, OwnScope, PLUGIN_ACCOUNT_PREFIX, READ_VERBS, ResourceGrant,
     Verb, WriteGrant, host_pod_objects,
 };
-pub use loading::lifecycle::{LoadOutcome, ManagerConfig, PluginManager, PluginStatus};
+pub use loading::lifecycle::{LoadOutcome, ManagerConfig, MemoryUse, PluginManager, PluginStatus};
 pub use loading::manifest::{Manifest, ManifestError};
 pub use loading::sources::metrics::SourceMetrics;
 pub use loading::sources::{PluginSources, read_sources_file};

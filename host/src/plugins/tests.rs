@@ -9,13 +9,13 @@ use parking_lot::Mutex;
 use serde_json::json;
 use tokio::sync::broadcast;
 
-use super::delivery::dispatch::{DispatchConfig, Dispatcher, Guest, StateSink};
+use super::delivery::dispatch::{DispatchConfig, Dispatcher, Guest, IDLE_RELEASE, StateSink};
 use super::delivery::quarantine::QuarantinePolicy;
 use super::delivery::queue::coalesce;
 use super::delivery::state::StateEvent;
 use super::metrics::PluginMetrics;
 use crate::informer::{KubeObject, Notification, ResourceEventHandler, SharedObject};
-use crate::runtime::{CallError, HandlerOutcome};
+use crate::runtime::{BudgetKind, CallError, HandlerOutcome, MemoryBudget, RuntimeMetrics};
 
 fn obj(name: &str, rv: u32) -> SharedObject {
     Arc::new(
@@ -136,6 +136,8 @@ struct Scripted {
     script: Arc<Mutex<VecDeque<Step>>>,
     /// Has an `on-synced` export (a 0.2.0 handler).
     v2: bool,
+    /// The plugin's memory budget, shared by its instances.
+    budget: Option<MemoryBudget>,
 }
 
 #[derive(Clone)]
@@ -183,6 +185,10 @@ impl Guest for Scripted {
 
     async fn synced(&mut self) -> Result<HandlerOutcome, CallError> {
         self.answer("synced".into()).await
+    }
+
+    fn memory_budget(&self) -> Option<MemoryBudget> {
+        self.budget.clone()
     }
 }
 
@@ -1045,4 +1051,93 @@ async fn the_queue_depth_gauge_counts_both_versions_during_a_hot_swap() {
     assert_eq!(depth(), 2);
     drop(v2);
     assert_eq!(depth(), 0, "a dropped queue takes its share off");
+}
+
+/// Waits (on the paused clock) until `cond` holds.
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..100_000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_instances_are_released_and_made_again_on_demand() {
+    let r = rig(DispatchConfig {
+        concurrency: Some(4),
+        ..DispatchConfig::default()
+    });
+    r.dispatcher.open();
+    let g = Scripted::default();
+    for _ in 0..4 {
+        g.then(Step::Sleep(Duration::from_secs(1)));
+    }
+    for name in ["a", "b", "c", "d"] {
+        r.push(add(name, 1));
+    }
+    let d = r.dispatcher.clone();
+    let g2 = g.clone();
+    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    until("four calls at once", || r.dispatcher.calls_in_flight() == 4).await;
+    assert_eq!(r.dispatcher.instances(), 4);
+    until("the calls end", || r.dispatcher.calls_in_flight() == 0).await;
+    assert_eq!(r.dispatcher.instances(), 4, "kept while recently used");
+    tokio::time::sleep(IDLE_RELEASE + Duration::from_secs(1)).await;
+    assert_eq!(r.dispatcher.instances(), 0, "released once idle");
+    r.push(add("e", 1));
+    until("a fresh instance serves the next call", || {
+        g.seen().contains(&"add ns/e 1".to_string())
+    })
+    .await;
+    assert_eq!(r.dispatcher.instances(), 1);
+    r.dispatcher.stop();
+    run.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_wait_for_an_instance_when_another_would_not_fit_the_plugins_memory() {
+    let r = rig(DispatchConfig {
+        concurrency: Some(4),
+        ..DispatchConfig::default()
+    });
+    r.dispatcher.open();
+    // One instance of 60 bytes is alive in a budget of 100: a second would not fit.
+    let budget = MemoryBudget::new("p", 100, &RuntimeMetrics::unregistered());
+    budget.charge(BudgetKind::Linear, 60).unwrap();
+    budget.instance_reached(60);
+    let g = Scripted {
+        budget: Some(budget.clone()),
+        ..Scripted::default()
+    };
+    for _ in 0..4 {
+        g.then(Step::Sleep(Duration::from_secs(1)));
+    }
+    for name in ["a", "b", "c", "d"] {
+        r.push(add(name, 1));
+    }
+    let d = r.dispatcher.clone();
+    let g2 = g.clone();
+    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    until("the first call", || r.dispatcher.calls_in_flight() == 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        (r.dispatcher.calls_in_flight(), r.dispatcher.instances()),
+        (1, 1),
+        "no second instance while it would not fit"
+    );
+    until("every call served, one at a time", || g.seen().len() == 4).await;
+    // Room again: the next calls overlap.
+    budget.release(BudgetKind::Linear, 60);
+    for _ in 0..2 {
+        g.then(Step::Sleep(Duration::from_secs(1)));
+    }
+    until("the last call ends", || r.dispatcher.calls_in_flight() == 0).await;
+    r.push(add("e", 1));
+    r.push(add("f", 1));
+    until("two calls at once", || r.dispatcher.calls_in_flight() == 2).await;
+    r.dispatcher.stop();
+    run.await.unwrap();
 }

@@ -11,6 +11,10 @@ use wasmtime::{Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAl
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 const WASM_PAGE: u64 = 64 << 10;
+/// Most core instances, memories and tables one component may have.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 32;
+const MEMORIES_PER_COMPONENT: u32 = 4;
+const TABLES_PER_COMPONENT: u32 = 8;
 const FOUR_GIB: u64 = 4 << 30;
 
 /// Pool shape for `max_instances` handler instances whose memories may each reach
@@ -23,15 +27,20 @@ pub(crate) fn build_engine(max_instances: u32, max_memory_bytes: u64) -> anyhow:
         .next_multiple_of(WASM_PAGE);
     let max_memory = usize::try_from(max_memory_bytes)?;
     let mut pool = PoolingAllocationConfig::new();
+    // Every pool but the component instances' holds the per-component maximum for each
+    // instance, so only the count of instances can run out, and that count is shared out per
+    // plugin (see `pool.rs`): a component of 32 core instances then takes one slot like any
+    // other instead of 32 of a shared 8-per-instance pool. The extra slots are address space
+    // (and a little bookkeeping), not memory.
     pool.total_component_instances(max_instances)
         // A Rust wasip2 component has a handful of core instances, one or two memories and a
         // few tables (wit-component shims); leave headroom for other toolchains.
-        .max_core_instances_per_component(32)
-        .total_core_instances(max_instances.saturating_mul(8))
-        .max_memories_per_component(4)
-        .total_memories(max_instances.saturating_mul(2))
-        .max_tables_per_component(8)
-        .total_tables(max_instances.saturating_mul(4))
+        .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
+        .total_core_instances(max_instances.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
+        .max_memories_per_component(MEMORIES_PER_COMPONENT)
+        .total_memories(max_instances.saturating_mul(MEMORIES_PER_COMPONENT))
+        .max_tables_per_component(TABLES_PER_COMPONENT)
+        .total_tables(max_instances.saturating_mul(TABLES_PER_COMPONENT))
         // Async calls run on fiber stacks: one per live instance.
         .total_stacks(max_instances)
         .max_memory_size(max_memory);

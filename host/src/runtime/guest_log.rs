@@ -11,7 +11,7 @@
 //!   every other C0/C1 code), Unicode line and paragraph separators and bidirectional overrides
 //!   are written as escapes (`\n`, `\u{1b}`), so a guest can neither forge a log line nor
 //!   restyle or reorder the operator's terminal.
-//! - **Rate**: each plugin instance may emit [`LOG_LINES_PER_SECOND`] lines per second with
+//! - **Rate**: each plugin (all its instances together) may emit [`LOG_LINES_PER_SECOND`] lines per second with
 //!   bursts of [`LOG_BURST`] (a token bucket shared by `log`, stdout and stderr). Lines beyond it
 //!   are dropped before any work is spent on them, counted in
 //!   `kubewasm_runtime_guest_log_dropped_total{plugin}`, and announced by one warning per
@@ -32,11 +32,12 @@ pub(crate) const GUEST_TARGET: &str = "kubewasm::guest";
 /// Most bytes of guest text kept per log line, stdout/stderr line or error string (after
 /// escaping, before the truncation marker).
 pub(crate) const MAX_GUEST_TEXT: usize = 16 * 1024;
-/// Sustained guest lines per second per plugin instance before lines are dropped.
-pub(crate) const LOG_LINES_PER_SECOND: u32 = 200;
-/// Lines a plugin instance may emit at once (e.g. one per object of an initial list) before the
+/// Sustained guest lines per second per plugin (all its instances together) before lines are
+/// dropped.
+pub const LOG_LINES_PER_SECOND: u32 = 200;
+/// Lines a plugin may emit at once (e.g. one per object of an initial list) before the
 /// sustained rate applies.
-pub(crate) const LOG_BURST: u32 = 2000;
+pub const LOG_BURST: u32 = 2000;
 
 static GUEST_OUTPUT: BudgetKind = BudgetKind {
     what: "guest output",

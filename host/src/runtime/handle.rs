@@ -20,6 +20,7 @@ use super::instance::HandlerInstance;
 use super::limits::Limits;
 use super::metrics::RuntimeMetrics;
 use super::observer::SharedObserver;
+use super::pool::{InstanceSlots, PoolFull, PoolReservation};
 use super::store::StoreState;
 use super::types::{CacheReader, HandlerWorld};
 use super::validate::{WorldPre, check_binary, check_world};
@@ -144,6 +145,8 @@ pub(crate) struct RuntimeInner {
     pub connections: OpenCount,
     /// [`RuntimeConfig::cluster_api_addresses`] with `KUBERNETES_SERVICE_HOST`.
     pub cluster_api: Arc<[std::net::IpAddr]>,
+    /// The pool's instance slots, reserved per plugin at load.
+    pub slots: InstanceSlots,
     /// Lets fresh compiles run at once while their memory limits fit the compile budget.
     pub compile_gate: CompileGate,
 }
@@ -213,6 +216,7 @@ impl Runtime {
                         .unwrap_or_else(super::default_host_connections),
                 ),
                 cluster_api: cluster_api_addresses(&config),
+                slots: InstanceSlots::new(config.max_instances, metrics.clone()),
                 compile_gate: CompileGate::new(config.compile.memory_budget_bytes),
                 config,
                 metrics,
@@ -225,6 +229,24 @@ impl Runtime {
     /// ([`GuestCausedLog::new`](super::GuestCausedLog::new)).
     pub fn metrics(&self) -> &RuntimeMetrics {
         &self.inner.metrics
+    }
+
+    /// Reserves pool slots for `wanted` instances of `plugin` running at once (its
+    /// concurrency): fewer when fewer are left (see [`PoolReservation::granted`]), none at all
+    /// is an error naming the plugin. Held by the plugin's instances
+    /// ([`HandlerInstance::with_pool_reservation`]) and given back when the last is dropped.
+    pub fn reserve_instances(
+        &self,
+        plugin: &str,
+        wanted: usize,
+    ) -> Result<PoolReservation, PoolFull> {
+        let wanted = u32::try_from(wanted).unwrap_or(u32::MAX);
+        self.inner.slots.reserve(plugin, wanted)
+    }
+
+    /// Pool slots reserved by plugins now, and how many may be.
+    pub fn reserved_instances(&self) -> (u32, u32) {
+        self.inner.slots.usage()
     }
 
     /// The shared engine (e.g. for benchmarks comparing raw calls).

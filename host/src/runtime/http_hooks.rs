@@ -346,6 +346,16 @@ impl WasiHttpHooks for HttpHooks {
         })
     }
 
+    // An unsent body holds `BODY_BUFFER_CHUNKS + 1` writes on the host; every body is charged
+    // that much to the plugin's budget from its creation (see `budget.rs`).
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        super::budget::BODY_BUFFER_CHUNKS
+    }
+
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        super::budget::BODY_CHUNK_BYTES
+    }
+
     // wasmtime-wasi-http's defaults log these at warn level without the plugin's name.
     fn p2_error_from_hyper(&mut self, err: &hyper::Error) -> ErrorCode {
         if debug_enabled() && self.lines.admit() {

@@ -7,6 +7,7 @@ use std::time::Instant;
 use wasmtime::{CallHook, Store, Trap, UpdateDeadline};
 
 use super::bindings::{v1, v2};
+use super::budget::{BudgetExceeded, MemoryBudget};
 use super::cluster::{ClusterAccess, NoClusterAccess};
 use super::convert;
 use super::error::CallError;
@@ -16,6 +17,7 @@ use super::handle::{CompiledHandler, Runtime};
 use super::host_wait::{CallBudget, Overrun, running};
 use super::http_policy::HttpPolicy;
 use super::limits::{Limits, MemoryCapExceeded};
+use super::pool::PoolReservation;
 use super::store::StoreState;
 use super::types::{CacheReader, GuestObject, HandlerOutcome, PluginInfo};
 use super::validate::WorldPre;
@@ -50,6 +52,10 @@ pub struct HandlerInstance {
     http: HttpPolicy,
     log: GuestLog,
     lines: GuestCausedLog,
+    /// The plugin's memory account, shared by every instance made from this one by `fresh`.
+    budget: MemoryBudget,
+    /// The plugin version's pool slots, held while any of its instances exists.
+    pool: Option<Arc<PoolReservation>>,
     live: Option<Live>,
     consecutive_failures: u32,
     /// Counts each call's time inside `poll` (off only in benchmarks).
@@ -83,7 +89,10 @@ impl HandlerInstance {
             &runtime.inner.metrics,
         );
         let lines = GuestCausedLog::new(&plugin, &runtime.inner.metrics);
+        let budget = MemoryBudget::new(&plugin, limits.memory_bytes, &runtime.inner.metrics);
         Self {
+            budget,
+            pool: None,
             cluster: Arc::new(NoClusterAccess::new(&plugin)),
             runtime,
             compiled,
@@ -116,9 +125,11 @@ impl HandlerInstance {
     }
 
     /// Benchmarks only: leaves out what the grant boundary adds to every call and request (the
-    /// call hook that keeps host waits exact, connection permits, failing a call's requests when
-    /// it ends), so `cargo bench --bench http` can print what they cost in one run. The host
-    /// never calls it; without the hook, host waits count as guest time.
+    /// call hook that keeps host waits exact and charges the instance's host-side resources to
+    /// its plugin's memory budget before each host call, connection permits, failing a call's
+    /// requests when it ends), so `cargo bench --bench http` can print what they cost in one
+    /// run. The host never calls it; without the hook, host waits count as guest time and
+    /// host-side resources go uncharged (linear memory is still charged, at `memory.grow`).
     #[doc(hidden)]
     pub fn without_bounds_for_benchmarks(mut self) -> Self {
         self.http.bounded = false;
@@ -136,9 +147,11 @@ impl HandlerInstance {
     }
 
     /// Another instance of the same handler, plugin, limits and cache, with no live instance
-    /// yet (a restarted worker starts from this).
+    /// yet (a restarted worker starts from this). It shares this one's per-plugin bounds: the
+    /// guest log's rate, the host lines' budget and the memory budget, so N instances of a
+    /// plugin together get what one plugin gets.
     pub fn fresh(&self) -> HandlerInstance {
-        HandlerInstance::new(
+        let mut fresh = HandlerInstance::new(
             self.runtime.clone(),
             self.compiled.clone(),
             &self.plugin,
@@ -147,7 +160,29 @@ impl HandlerInstance {
         )
         .with_cluster(self.cluster.clone())
         .with_http_policy(self.http.clone())
-        .with_guest_caused_log(self.lines.clone())
+        .with_guest_caused_log(self.lines.clone());
+        fresh.log = self.log.clone();
+        fresh.budget = self.budget.clone();
+        fresh.pool = self.pool.clone();
+        fresh
+    }
+
+    /// Makes this instance, and every one `fresh` makes from it, hold `reservation` (the
+    /// plugin's pool slots), so the slots are given back only when the last of them is gone.
+    pub fn with_pool_reservation(mut self, reservation: PoolReservation) -> Self {
+        self.pool = Some(Arc::new(reservation));
+        self
+    }
+
+    /// The plugin's memory budget, shared by every instance `fresh` made from this one.
+    pub fn memory_budget(&self) -> &MemoryBudget {
+        &self.budget
+    }
+
+    /// Drops the live instance, if any, giving its memory back to the plugin's budget; the
+    /// next call instantiates a fresh one.
+    pub fn release(&mut self) {
+        self.live = None;
     }
 
     /// Makes the host lines this instance's calls cause draw on `lines`, the plugin's one
@@ -299,7 +334,7 @@ impl HandlerInstance {
         let state = StoreState::new(
             self.log.clone(),
             self.lines.clone(),
-            self.limits.memory_bytes,
+            self.budget.clone(),
             self.cache.clone(),
             self.http.clone(),
             self.runtime.inner.metrics.clone(),
@@ -308,9 +343,13 @@ impl HandlerInstance {
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
         if self.http.bounded {
-            store.call_hook(|store, hook| {
+            store.call_hook(|mut store, hook| {
                 match hook {
-                    CallHook::CallingHost => store.data().host_wait().entered_host(true),
+                    CallHook::CallingHost => {
+                        store.data().host_wait().entered_host(true);
+                        // Charged before the host function can allocate more for the guest.
+                        store.data_mut().settle_host_memory()?;
+                    }
                     CallHook::ReturningFromHost => store.data().host_wait().entered_host(false),
                     CallHook::CallingWasm | CallHook::ReturningFromWasm => {}
                 }
@@ -364,6 +403,7 @@ impl HandlerInstance {
         };
         live.store.data().output.reset_tail();
         live.store.data_mut().limiter.cap_hit = false;
+        live.store.data_mut().limiter.account.exceeded = false;
         let budget = arm_yield(&mut live.store, self.limits);
         let clock = live.store.data().host_wait().clone();
         let clock = self.poll_clock.then_some(&clock);
@@ -466,7 +506,11 @@ fn is_pool_exhausted(e: &wasmtime::Error) -> bool {
 
 /// Maps a wasmtime error to the caller-facing cause.
 fn describe_failure(e: &wasmtime::Error, state: &StoreState) -> CallError {
-    if state.limiter.cap_hit || e.chain().any(|c| c.is::<MemoryCapExceeded>()) {
+    if state.limiter.cap_hit
+        || state.limiter.account.exceeded
+        || e.chain()
+            .any(|c| c.is::<MemoryCapExceeded>() || c.is::<BudgetExceeded>())
+    {
         return CallError::OutOfMemory;
     }
     if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {

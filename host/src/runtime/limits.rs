@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use super::budget::HostAccount;
+
 /// Per-plugin limits, set from the plugin's manifest or the defaults (1 s, 30 s, 64 MiB).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -12,7 +14,9 @@ pub struct Limits {
     /// Longest a single call may take in wall-clock time, host waits included; a call still
     /// waiting on a host call then is interrupted. Never below `deadline`.
     pub wall_limit: Duration,
-    /// Cap on the sum of the instance's linear memories.
+    /// The plugin's memory budget: the most all its instances may use together, their linear
+    /// memories and what the host holds for them (see `budget.rs`). One instance's linear
+    /// memory is capped by it too.
     pub memory_bytes: u64,
 }
 
@@ -35,20 +39,25 @@ pub(crate) struct MemoryCapExceeded {
     pub cap: u64,
 }
 
-/// Tracks the total linear memory of one instance against its cap.
+/// Tracks the total linear memory of one instance against its cap, and charges every growth
+/// to the plugin's [`MemoryBudget`](super::budget::MemoryBudget) before it happens (the
+/// instance's [`HostAccount`] gives it back when the store is dropped).
 pub(crate) struct MemoryLimiter {
     cap: u64,
     total: u64,
     /// Set when a growth was refused; lets the caller classify the resulting failure.
     pub cap_hit: bool,
+    /// The instance's charges to its plugin's budget, linear and host-side.
+    pub account: HostAccount,
 }
 
 impl MemoryLimiter {
-    pub(crate) fn new(cap: u64) -> Self {
+    pub(crate) fn new(cap: u64, account: HostAccount) -> Self {
         Self {
             cap,
             total: 0,
             cap_hit: false,
+            account,
         }
     }
 }
@@ -68,6 +77,11 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
                 cap: self.cap,
             }
             .into());
+        }
+        let growth = desired_total - self.total;
+        if let Err(refused) = self.account.grow_linear(growth) {
+            self.cap_hit = true;
+            return Err(refused.into());
         }
         self.total = desired_total;
         Ok(true)

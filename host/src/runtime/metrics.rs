@@ -37,6 +37,13 @@ struct RefusalLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BudgetLabels {
+    plugin: String,
+    /// `linear` (instances' linear memory), `host` (what the host holds for them) or `limit`.
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CompileLabels {
     result: &'static str,
 }
@@ -53,6 +60,10 @@ pub struct RuntimeMetrics {
     http_seconds: Family<PluginLabels, Histogram>,
     http_open: Family<PluginLabels, Gauge>,
     http_refused: Family<RefusalLabels, Counter>,
+    budget: Family<BudgetLabels, Gauge>,
+    budget_refused: Family<BudgetLabels, Counter>,
+    pool_slots: Family<PluginLabels, Gauge>,
+    pool_short: Family<PluginLabels, Counter>,
 }
 
 impl Default for RuntimeMetrics {
@@ -70,6 +81,10 @@ impl Default for RuntimeMetrics {
             }),
             http_open: Family::default(),
             http_refused: Family::default(),
+            budget: Family::default(),
+            budget_refused: Family::default(),
+            pool_slots: Family::default(),
+            pool_short: Family::default(),
         }
     }
 }
@@ -126,6 +141,29 @@ impl RuntimeMetrics {
             "Outgoing HTTP requests refused for want of a connection, by bound: plugin \
              (http-max-inflight) or host (the host-wide bound)",
             m.http_refused.clone(),
+        );
+        registry.register(
+            "kubewasm_runtime_memory_budget_bytes",
+            "A plugin's memory budget (kind=limit) and what its instances use of it now: linear \
+             memory (kind=linear) and what the host holds for them (kind=host)",
+            m.budget.clone(),
+        );
+        registry.register(
+            "kubewasm_runtime_memory_budget_refused",
+            "Memory growths and host calls refused because the plugin's instances would exceed \
+             its memory budget, by kind (linear, host)",
+            m.budget_refused.clone(),
+        );
+        registry.register(
+            "kubewasm_runtime_pool_slots",
+            "Instance slots of the engine's pool reserved by a plugin (one per call it may run at \
+             once)",
+            m.pool_slots.clone(),
+        );
+        registry.register(
+            "kubewasm_runtime_pool_short",
+            "Loads of a plugin that got fewer pool slots than its concurrency, or none (refused)",
+            m.pool_short.clone(),
         );
         m
     }
@@ -267,5 +305,63 @@ impl RuntimeMetrics {
     /// Host lines caused by `plugin` that its rate limit dropped so far.
     pub fn host_log_dropped(&self, plugin: &str) -> u64 {
         self.host_log_dropped_counter(plugin).get()
+    }
+
+    /// The budget gauge of `plugin` for `kind` (`linear`, `host`, `limit`), looked up once per
+    /// load.
+    pub(crate) fn budget_gauge(&self, plugin: &str, kind: &'static str) -> Gauge {
+        self.budget
+            .get_or_create(&BudgetLabels {
+                plugin: plugin.to_owned(),
+                kind,
+            })
+            .clone()
+    }
+
+    /// The counter of `plugin`'s charges of `kind` refused by its budget.
+    pub(crate) fn budget_refused_counter(&self, plugin: &str, kind: &'static str) -> Counter {
+        self.budget_refused
+            .get_or_create(&BudgetLabels {
+                plugin: plugin.to_owned(),
+                kind,
+            })
+            .clone()
+    }
+
+    /// Charges of `kind` (`linear`, `host`) that `plugin`'s memory budget refused so far.
+    pub fn budget_refused(&self, plugin: &str, kind: &'static str) -> u64 {
+        self.budget_refused_counter(plugin, kind).get()
+    }
+
+    /// Sets the pool slots `plugin` holds now.
+    pub(crate) fn set_pool_slots(&self, plugin: &str, slots: u32) {
+        self.pool_slots
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .set(i64::from(slots));
+    }
+
+    /// Counts a load of `plugin` that got fewer pool slots than it asked for.
+    pub(crate) fn pool_short(&self, plugin: &str) {
+        self.pool_short
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Pool slots `plugin` holds now.
+    pub fn pool_slots(&self, plugin: &str) -> i64 {
+        self.pool_slots
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .get()
+    }
+
+    /// Bytes of `kind` (`linear`, `host`, `limit`) in `plugin`'s memory budget now.
+    pub fn budget_bytes(&self, plugin: &str, kind: &'static str) -> i64 {
+        self.budget_gauge(plugin, kind).get()
     }
 }

@@ -7,6 +7,7 @@
 //! the plugins layer runs each plugin on its own thread.
 
 mod bindings;
+mod budget;
 mod cluster;
 mod compile_cache;
 mod compile_child;
@@ -28,6 +29,7 @@ mod limits;
 mod line_budget;
 mod metrics;
 mod observer;
+mod pool;
 mod store;
 mod types;
 mod validate;
@@ -36,6 +38,7 @@ mod wasi;
 #[cfg(test)]
 mod tests;
 
+pub use budget::{BODY_BYTES, BudgetExceeded, BudgetKind, ENTRY_BYTES, MemoryBudget};
 pub use cluster::{
     ClusterAccess, EventCall, EventType, KubeAnswer, KubeCall, KubeFuture, KubeResult,
     MAX_WRITE_BYTES, NoClusterAccess, ObjectRef, PatchType, Regarding, WriteOptions,
@@ -48,6 +51,7 @@ pub use compile_child::{
 pub use engine::EPOCH_TICK;
 pub use error::{CallError, RuntimeError};
 pub use guest_caused::{GuestCausedLog, HOST_LINE_BURST, HOST_LINES_PER_SECOND};
+pub use guest_log::{LOG_BURST, LOG_LINES_PER_SECOND};
 pub use handle::{CompiledHandler, Runtime, RuntimeConfig};
 pub use http_bounds::{DEFAULT_HTTP_MAX_INFLIGHT, default_host_connections};
 pub use http_policy::{
@@ -60,6 +64,7 @@ pub use metrics::RuntimeMetrics;
 pub use observer::{
     CallEnded, CallKind, CallOutcome, CalledObject, HttpExchange, Observer, SharedObserver,
 };
+pub use pool::{PoolFull, PoolReservation, UNRESERVED_SHARE};
 pub use types::{
     ApiError, CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, HandlerWorld, NoCache,
     ObjectView, Permission, PluginInfo, Subscription,

@@ -7,6 +7,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::budget::{HostAccount, MemoryBudget};
 use super::cluster::ClusterAccess;
 use super::guest_caused::GuestCausedLog;
 use super::guest_log::GuestLog;
@@ -40,7 +41,7 @@ impl StoreState {
     pub(crate) fn new(
         log: GuestLog,
         lines: GuestCausedLog,
-        memory_cap: u64,
+        budget: MemoryBudget,
         cache: Arc<dyn CacheReader>,
         http: HttpPolicy,
         metrics: RuntimeMetrics,
@@ -60,7 +61,8 @@ impl StoreState {
                 log.observer().cloned(),
             ),
             table: bounded_table(),
-            limiter: MemoryLimiter::new(memory_cap),
+            // One instance's linear memory may use the whole of its plugin's budget.
+            limiter: MemoryLimiter::new(budget.limit(), HostAccount::new(budget)),
             log,
             lines,
             output,
@@ -74,6 +76,13 @@ impl StoreState {
     /// (`host_wait().enter()`), so that time does not count against the guest's deadline.
     pub(crate) fn host_wait(&self) -> &HostWait {
         &self.host_wait
+    }
+
+    /// Charges what the instance's resources hold on the host now to its plugin's budget,
+    /// before the host call the guest is entering can add to it; refuses the call (a trap)
+    /// when the plugin is over its budget.
+    pub(crate) fn settle_host_memory(&mut self) -> Result<(), super::budget::BudgetExceeded> {
+        self.limiter.account.settle(&mut self.table)
     }
 }
 
@@ -107,10 +116,10 @@ fn http_ctx() -> WasiHttpCtx {
     ctx
 }
 
-/// Most WASI resources (pollables, streams, handles) one instance may hold at once. Each costs
-/// host memory outside the guest's linear-memory cap, so a guest creating pollables in a loop
-/// gets an error (and, unhandled, a trap) here instead of growing the host; a handler needs a
-/// handful.
+/// Most WASI resources (pollables, streams, handles) one instance may hold at once, whatever
+/// its budget: each is also charged to the plugin's memory budget (see `budget.rs`), so a guest
+/// creating resources in a loop is refused there or here, whichever comes first; a handler
+/// needs a handful.
 pub(crate) const MAX_RESOURCES: usize = 10_000;
 
 fn bounded_table() -> ResourceTable {

@@ -34,7 +34,7 @@ use crate::plugins::events::PluginEvent;
 use crate::plugins::metrics::{CallLabels, ErrorKind, ErrorLabels, PluginLabels, PluginMetrics};
 use crate::runtime::{
     CallEnded, CallError, CallKind, CallOutcome, CalledObject, HandlerInstance, HandlerOutcome,
-    HandlerWorld, SharedObserver,
+    HandlerWorld, MemoryBudget, SharedObserver,
 };
 
 /// How often an idle worker checks whether its replay is complete, so `on-synced` is called
@@ -71,11 +71,21 @@ pub trait Guest {
     fn admit_line(&self) -> bool {
         true
     }
+
+    /// The plugin's memory budget, which all its instances share: the dispatcher creates
+    /// another instance only while one more fits (`None`: no budget, always).
+    fn memory_budget(&self) -> Option<MemoryBudget> {
+        None
+    }
 }
 
 impl Guest for HandlerInstance {
     fn admit_line(&self) -> bool {
         self.guest_caused_log().admit()
+    }
+
+    fn memory_budget(&self) -> Option<MemoryBudget> {
+        Some(HandlerInstance::memory_budget(self).clone())
     }
 
     async fn deliver(&mut self, n: &Notification) -> Result<HandlerOutcome, CallError> {
@@ -183,6 +193,11 @@ impl SyncedState {
         }
     }
 }
+
+/// How long an instance may stay unused before it is dropped and its memory given back to the
+/// plugin's budget (and the pooling allocator's slot to the host); the next call that needs it
+/// instantiates a fresh one.
+pub(crate) const IDLE_RELEASE: Duration = Duration::from_secs(60);
 
 /// Most calls one plugin may have in flight (`concurrency`): each holds an instance of its
 /// own (memory, a pooling slot), and past a few dozen waiting calls a plugin is better split.
@@ -502,6 +517,12 @@ impl Dispatcher {
         }
         // One instance up front answers what the handler exports; the others come on demand.
         let mut idle: Vec<G> = vec![make_guest()];
+        // When each idle instance last ended a call (in step with `idle`); the oldest comes first.
+        let mut idle_since = vec![tokio::time::Instant::now()];
+        let budget = idle[0].memory_budget();
+        // Another instance only while one more fits the plugin's memory budget; with none
+        // free, the calls wait for an instance instead of failing for want of memory.
+        let room = || budget.as_ref().is_none_or(MemoryBudget::room_for_another);
         let mut created = 1usize;
         self.set_instances(created);
         let mut failures = 0u32;
@@ -524,11 +545,21 @@ impl Dispatcher {
             }
             self.synced_pending
                 .store(synced.pending(), Ordering::Release);
-            let take = !stopping && paused.is_none() && calls.len() < self.concurrency;
+            let now = tokio::time::Instant::now();
+            while idle_since.first().is_some_and(|&t| now >= t + IDLE_RELEASE) {
+                idle_since.remove(0);
+                drop(idle.remove(0));
+                created -= 1;
+                self.set_instances(created);
+            }
+            let take = !stopping
+                && paused.is_none()
+                && calls.len() < self.concurrency
+                && (!idle.is_empty() || calls.is_empty() || room());
             // The replay counts as handled only once every initial-list call has ended, so
             // `on-synced` never overlaps one; it takes a free slot ahead of the queue.
             if take && synced.due(|| self.replay_handled()) {
-                let guest = self.instance(&mut idle, &mut created, make_guest);
+                let guest = self.instance(&mut idle, &mut idle_since, &mut created, make_guest);
                 synced = synced.step(SyncedEvent::Started);
                 self.synced_in_flight.store(true, Ordering::Release);
                 self.handles.calls_in_flight.inc();
@@ -538,7 +569,11 @@ impl Dispatcher {
                 calls.push(call(guest, Job::Synced));
                 continue;
             }
-            let wake = paused.or_else(|| synced.wake_at());
+            let release_at = idle_since.first().map(|&t| t + IDLE_RELEASE);
+            let wake = [paused.or_else(|| synced.wake_at()), release_at]
+                .into_iter()
+                .flatten()
+                .min();
             tokio::select! {
                 biased;
                 _ = self.kill.cancelled() => {
@@ -553,6 +588,7 @@ impl Dispatcher {
                 Some(ended) = calls.next(), if !calls.is_empty() => {
                     let (guest, job, result, took) = ended;
                     idle.push(guest);
+                    idle_since.push(tokio::time::Instant::now());
                     let guest = idle.last().expect("just pushed");
                     match job {
                         Job::Object(qk, item) => {
@@ -574,7 +610,7 @@ impl Dispatcher {
                 }
                 next = self.queue.next(), if take => {
                     let Some((qk, item)) = next else { continue };
-                    let guest = self.instance(&mut idle, &mut created, make_guest);
+                    let guest = self.instance(&mut idle, &mut idle_since, &mut created, make_guest);
                     self.in_flight
                         .lock()
                         .insert(qk.clone(), item.notification.is_initial());
@@ -597,9 +633,11 @@ impl Dispatcher {
     fn instance<G: Guest, F: FnMut() -> G>(
         &self,
         idle: &mut Vec<G>,
+        idle_since: &mut Vec<tokio::time::Instant>,
         created: &mut usize,
         make_guest: &mut F,
     ) -> G {
+        idle_since.pop();
         idle.pop().unwrap_or_else(|| {
             *created += 1;
             self.set_instances(*created);

@@ -50,6 +50,9 @@ pub struct DescribedPlugin {
     pub limits: Limits,
     /// Its delivery settings.
     pub dispatch: DispatchConfig,
+    /// What one instance used of its memory budget right after `describe()` (linear memory
+    /// and what the host held for it).
+    pub instance_bytes: u64,
 }
 
 /// Every load step short of attaching, for one plugin file: manifest, compile, instantiate,
@@ -156,7 +159,9 @@ fn describe_ungated(
     let subscriptions = validate_subscriptions(&mut info.subscriptions)
         .map_err(|e: SubscriptionError| invalid(format!("describe() of plugin {name}: {e}")))?;
     let grants = policy.grants_for(&manifest, &Manifest::path_for(path), &info);
+    let instance_bytes = probe.memory_budget().used();
     Ok(DescribedPlugin {
+        instance_bytes,
         compiled,
         info,
         subscriptions,

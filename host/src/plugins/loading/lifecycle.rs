@@ -49,7 +49,8 @@ use crate::plugins::delivery::state::{PluginState, StateEvent};
 use crate::plugins::events::PluginEvent;
 use crate::plugins::metrics::{LoadLabels, PluginMetrics};
 use crate::runtime::{
-    GuestCausedLog, HandlerInstance, HttpPolicy, Limits, PluginInfo, Runtime, SharedObserver,
+    GuestCausedLog, HandlerInstance, HttpPolicy, Limits, MemoryBudget, PluginInfo, Runtime,
+    SharedObserver,
 };
 
 /// What a successful [`PluginManager::load_file`] did.
@@ -98,6 +99,18 @@ pub struct PluginStatus {
     pub calls_in_flight: usize,
     /// Guest instances its worker holds now (created lazily, at most `concurrency`).
     pub instances: usize,
+    /// The running version's memory: its budget (the worst case of all its instances together,
+    /// linear memory and what the host holds for them) and what they use now.
+    pub memory: Option<MemoryUse>,
+}
+
+/// A plugin's memory budget and its use, in bytes.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct MemoryUse {
+    /// The most its instances may use together (`memory` in its manifest): its worst case.
+    pub budget_bytes: u64,
+    /// What they use now.
+    pub used_bytes: u64,
 }
 
 /// What status readers see of one plugin; never held across an await.
@@ -107,6 +120,8 @@ struct View {
     version: u64,
     info: Option<PluginInfo>,
     grants: Option<Arc<Grants>>,
+    /// The running version's memory budget, shared by its instances.
+    memory: Option<MemoryBudget>,
     /// The delivering dispatcher, if the running version delivers.
     dispatcher: Option<Arc<Dispatcher>>,
     /// The sync probes of the version's [`WarmCache`] listeners (leader election only).
@@ -349,6 +364,10 @@ impl PluginManager {
                     concurrency: v.dispatcher.as_ref().map_or(0, |d| d.concurrency()),
                     calls_in_flight: v.dispatcher.as_ref().map_or(0, |d| d.calls_in_flight()),
                     instances: v.dispatcher.as_ref().map_or(0, |d| d.instances()),
+                    memory: v.memory.as_ref().map(|m| MemoryUse {
+                        budget_bytes: m.limit(),
+                        used_bytes: m.used(),
+                    }),
                 }
             })
             .collect();
@@ -426,6 +445,7 @@ impl PluginManager {
                         version: 0,
                         info: None,
                         grants: None,
+                        memory: None,
                         dispatcher: None,
                         standby_probes: Vec::new(),
                     })),
@@ -543,6 +563,7 @@ impl PluginManager {
             .await
             .map_err(remember)?;
         let version = self.inner.versions.fetch_add(1, Ordering::Relaxed) + 1;
+        let memory = prepared.instance.memory_budget().clone();
         let plan = DeliveryPlan {
             template: prepared.instance,
             subscriptions: prepared.subscriptions,
@@ -589,6 +610,7 @@ impl PluginManager {
             v.path = path.to_path_buf();
             v.version = version;
             v.info = Some(prepared.info.clone());
+            v.memory = Some(memory);
             v.standby_probes = standby_probes;
             v.grants.replace(prepared.grants.clone())
         };
@@ -879,20 +901,35 @@ impl PluginManager {
             &described.grants,
             lines,
         );
+        let mut dispatch = DispatchConfig {
+            concurrency: Some(
+                described
+                    .dispatch
+                    .concurrency
+                    .unwrap_or(self.inner.default_concurrency),
+            ),
+            ..described.dispatch
+        };
+        // Its share of the engine's instance pool, one slot per call it may run at once.
+        let reservation = self
+            .inner
+            .runtime
+            .reserve_instances(name, dispatch.concurrency())
+            .map_err(|e| LoadError::Invalid {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
+        if reservation.capped() {
+            tracing::warn!(plugin = %name, asked = dispatch.concurrency(), granted = reservation.granted(),
+                "concurrency capped: the host's instance pool has only this many slots left for the plugin");
+            dispatch.concurrency = Some(reservation.granted() as usize);
+        }
         Ok(Prepared {
-            instance,
+            instance: instance.with_pool_reservation(reservation),
             grants: described.grants,
             info: described.info,
             subscriptions,
-            dispatch: DispatchConfig {
-                concurrency: Some(
-                    described
-                        .dispatch
-                        .concurrency
-                        .unwrap_or(self.inner.default_concurrency),
-                ),
-                ..described.dispatch
-            },
+            dispatch,
         })
     }
 

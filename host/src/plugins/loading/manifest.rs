@@ -20,7 +20,8 @@ pub struct Manifest {
     /// Deadline for one call into the guest (and for `describe()` and start-up), in
     /// milliseconds of the call's own running time.
     pub deadline_ms: Option<u64>,
-    /// Cap on the guest's linear memory, in MiB.
+    /// The plugin's memory budget in MiB: all its instances together, linear memory and what
+    /// the host holds for them.
     pub memory_limit_mib: Option<u64>,
     /// Replaces the resync period of every subscription the handler declares (0 disables resync).
     pub resync_period_ms: Option<u64>,
