@@ -322,7 +322,13 @@ async fn a_plugins_events_reach_the_server_as_its_own_service_account() {
     .await;
     let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(c.clone(), NS);
     tokio::time::timeout(PATIENCE, async {
-        while events.list(&Default::default()).await.unwrap().items.is_empty() {
+        while events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+        {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     })

@@ -28,9 +28,9 @@ pub(crate) enum ActingAs {
     "refused: the plugin's identity {user:?} cannot be sent as an Impersonate-User header, \
      and the call is not sent under the host's identity instead"
 )]
-pub struct UnusableIdentity {
+pub(crate) struct UnusableIdentity {
     /// The user name the plugin was to act as.
-    pub user: String,
+    pub(crate) user: String,
 }
 
 impl ActingAs {
