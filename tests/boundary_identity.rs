@@ -41,6 +41,7 @@ write = [{ api-version = "v1", kind = "Pod", verbs = ["patch"], namespaces = ["o
          { api-version = "v1", kind = "Secret", verbs = ["patch"], namespaces = ["ops"] },
          { api-version = "apps/v1", kind = "ReplicaSet", verbs = ["patch"], namespaces = ["ops"] },
          { api-version = "policy/v1", kind = "PodDisruptionBudget", verbs = ["delete"], namespaces = ["ops"] }]
+events = true
 "#;
 
 /// The host's Deployment, ReplicaSet, Pod, ServiceAccount, mounted objects and PDB in `ops`.
@@ -64,8 +65,11 @@ async fn host_objects(c: &kube::Client) {
 }
 
 /// Starts the host as Pod `ops/host-5d4f8b-x7k2p` with the attacker loaded as `attack`, its
-/// calls impersonating `kubewasm-plugin-attack` of `ops` when `own_identity`.
-async fn host(server: &apiserver::ApiServer, own_identity: bool) -> (TestHost, tempfile::TempDir) {
+/// calls impersonating `kubewasm-plugin-attack` of namespace `accounts` when given.
+async fn host(
+    server: &apiserver::ApiServer,
+    accounts: Option<&str>,
+) -> (TestHost, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("attack.toml"), MANIFEST).unwrap();
     install(&guest(ATTACKER), dir.path(), "attack.wasm");
@@ -79,7 +83,7 @@ async fn host(server: &apiserver::ApiServer, own_identity: bool) -> (TestHost, t
                 namespace: OPS.into(),
                 name: POD.into(),
             }))
-            .plugin_accounts(own_identity.then(|| OPS.to_string()))
+            .plugin_accounts(accounts.map(str::to_string))
         },
     )
     .await;
@@ -126,7 +130,7 @@ async fn what_the_hosts_pod_names_is_never_written_whatever_the_grants() {
     let server = start_server().await;
     let c = client(&server);
     host_objects(&c).await;
-    let (t, _dir) = host(&server, false).await;
+    let (t, _dir) = host(&server, None).await;
     // A replica created after the host started is protected as well.
     let rs_uid = Api::<ReplicaSet>::namespaced(c.clone(), OPS)
         .get(RS)
@@ -220,7 +224,7 @@ async fn what_the_hosts_pod_names_is_never_written_whatever_the_grants() {
 async fn a_plugins_calls_reach_the_server_as_its_own_service_account() {
     let server = start_server().await;
     host_objects(&client(&server)).await;
-    let (t, _dir) = host(&server, true).await;
+    let (t, _dir) = host(&server, Some(OPS)).await;
     let lines = run(&server, &t, "ident-whoami", json!({}), "ident-whoami done").await;
     assert_eq!(answer(&lines, "ident-whoami"), "ok");
     let seen = server.stats().impersonated;
@@ -235,5 +239,84 @@ async fn a_plugins_calls_reach_the_server_as_its_own_service_account() {
         seen.iter().all(|r| r.contains("/configmaps/ident-whoami")),
         "{seen:#?}"
     );
+    t.host.shutdown().await;
+}
+
+/// The plugin's Events are written as its own account too, not as the host: before, the
+/// recorder sent them with the host's identity (and `kubewasm rbac` gave the host, not the
+/// plugin, the Events permission), so the API server's RBAC and audit log saw the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_events_reach_the_server_as_its_own_service_account() {
+    let server = start_server().await;
+    let c = client(&server);
+    host_objects(&c).await;
+    let (t, _dir) = host(&server, Some(OPS)).await;
+    // An Event outside the grants (dropped), then a lawful one about the attacking ConfigMap.
+    run(
+        &server,
+        &t,
+        "event-elsewhere",
+        json!({}),
+        "event-elsewhere emitted",
+    )
+    .await;
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(c.clone(), NS);
+    tokio::time::timeout(PATIENCE, async {
+        while events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the lawful Event is recorded");
+    let seen = server.stats().impersonated;
+    assert!(
+        seen.contains(&format!(
+            "system:serviceaccount:{OPS}:kubewasm-plugin-attack POST /apis/events.k8s.io/v1/namespaces/{NS}/events"
+        )),
+        "{seen:#?}"
+    );
+    // Every Event write carried the plugin's identity: none reached the server as the host.
+    let all_posts = server
+        .stats()
+        .recent
+        .iter()
+        .filter(|r| r.starts_with("POST /apis/events.k8s.io/"))
+        .count();
+    let as_plugin = seen
+        .iter()
+        .filter(|r| r.contains(" POST /apis/events.k8s.io/"))
+        .count();
+    assert_eq!(all_posts, as_plugin, "{seen:#?}");
+    t.host.shutdown().await;
+}
+
+/// An account name that cannot be sent as a header (here a namespace with a control
+/// character) refuses the plugin's calls. Before, the header was silently left off and the
+/// `get` went out under the host's identity (`ok`, with nothing impersonated).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_whose_identity_cannot_be_sent_is_refused_not_run_as_the_host() {
+    let server = start_server().await;
+    host_objects(&client(&server)).await;
+    let (t, _dir) = host(&server, Some("ops\u{7f}")).await;
+    let lines = run(&server, &t, "ident-whoami", json!({}), "ident-whoami done").await;
+    let a = answer(&lines, "ident-whoami");
+    assert!(
+        a.starts_with("500 InternalError: refused: the plugin's identity"),
+        "{a}"
+    );
+    let reached: Vec<String> = server
+        .stats()
+        .recent
+        .into_iter()
+        .filter(|r| r.contains("/configmaps/ident-whoami"))
+        .collect();
+    assert!(reached.is_empty(), "reached the server: {reached:#?}");
+    assert!(server.stats().impersonated.is_empty());
     t.host.shutdown().await;
 }

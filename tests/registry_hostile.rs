@@ -239,7 +239,7 @@ async fn the_hostile_registry_serves_a_good_artifact_anonymously_and_behind_its_
     assert_eq!(pulled.wasm, reg.wasm());
 }
 
-/// Attack 6: a manifest of 256 MiB (even for a digest-pinned reference) is refused once 64 KiB
+/// Attack 6: a manifest of 256 MiB (even for a digest-pinned reference) is refused once 4 MiB
 /// arrived, or at once when the header says so; before, all of it was read first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_manifest_is_refused_while_it_streams_not_after() {

@@ -26,8 +26,9 @@
 //! the default in a Pod): its `get` and writes go into (Cluster)Roles `<--name>-<plugin>` bound
 //! to ServiceAccount `kubewasm-plugin-<plugin>` of `--namespace`, which the host impersonates,
 //! so the API server's RBAC enforces the grants too and its audit log names the plugin. The
-//! host's ServiceAccount keeps what it does itself (the informers' `get`/`list`/`watch` and
-//! the plugins' Events) and gets `impersonate` on exactly those ServiceAccounts
+//! plugin's Events, which the host writes as the plugin, go into the plugin's Role too. The
+//! host's ServiceAccount keeps what it does itself (the informers' `get`/`list`/`watch`) and
+//! gets `impersonate` on exactly those ServiceAccounts
 //! (`resourceNames`). `--shared-identity` binds everything to the host's ServiceAccount instead.
 //!
 //! A plugin that would not load (invalid, or asking for more than it is granted) contributes
@@ -80,9 +81,10 @@ enum Part {
     /// Everything, for one shared identity.
     All,
     /// What the host does for the plugin under its own name: the informers' reads (`watch`
-    /// grants) and the plugin's Events, which the host records.
+    /// grants).
     Host,
-    /// What the plugin's own calls do: `get` and the writes.
+    /// What is done under the plugin's identity: its `get`, its writes and its Events (the
+    /// host records them as the plugin).
     Plugin,
 }
 
@@ -171,7 +173,7 @@ impl Needs {
                 }
             }
         }
-        if grants.events() && part != Part::Plugin {
+        if grants.events() && part != Part::Host {
             let everywhere = event_scopes.contains(&None);
             for scope in event_scopes {
                 if everywhere && scope.is_some() {
@@ -306,8 +308,7 @@ fn render(needs: &Needs, args: &RbacArgs) -> anyhow::Result<String> {
     ))
 }
 
-/// The YAML documents for per-plugin identities: the host's reads and Events under its
-/// ServiceAccount, its `impersonate` permission limited by `resourceNames` to the plugins'
+/// The YAML documents for per-plugin identities: the host's reads under its ServiceAccount, its `impersonate` permission limited by `resourceNames` to the plugins'
 /// accounts, and for each plugin its ServiceAccount `kubewasm-plugin-<plugin>` (the host's
 /// namespace) with exactly its grants, in (Cluster)Roles named `<--name>-<plugin>`.
 fn render_identities(
@@ -669,8 +670,9 @@ mod tests {
         );
     }
 
-    /// Per-plugin identities: the plugin's account holds its `get` and writes, the host its
-    /// reads, Events and `impersonate` on exactly the plugins' accounts.
+    /// Per-plugin identities: the plugin's account holds its `get`, writes and Events (which
+    /// the host writes as the plugin), the host its reads and `impersonate` on exactly the
+    /// plugins' accounts. The Events used to be the host's, and the plugin's Role lacked them.
     #[test]
     fn each_plugin_gets_an_account_with_its_grants_and_the_host_may_impersonate_only_those() {
         let args = RbacArgs {
@@ -717,19 +719,25 @@ mod tests {
             find("RoleBinding", "kw-impersonate")["subjects"][0]["name"],
             "kubewasm"
         );
-        // The plugin: its reads cluster-wide, its patch in web; no Events (the host records them).
+        // The plugin: its patch in web, its reads and its Events cluster-wide (its watch
+        // covers every namespace, so its Events may land in any).
         let role = serde_yaml::to_string(&find("Role", "kw-notifier-1")["rules"]).unwrap();
         assert!(role.contains("pods") && role.contains("patch"), "{role}");
-        assert!(!role.contains("events"), "{role}");
         let binding = find("RoleBinding", "kw-notifier-1");
         assert_eq!(binding["subjects"][0]["name"], "kubewasm-plugin-notifier-1");
         assert_eq!(binding["subjects"][0]["namespace"], "ops");
         let reads = serde_yaml::to_string(&find("ClusterRole", "kw-notifier-1")["rules"]).unwrap();
         assert!(
-            reads.contains("configmaps") && !reads.contains("patch"),
+            reads.contains("configmaps") && !reads.contains("pods"),
             "{reads}"
         );
-        // The host: the informers' reads and the Events, never the plugin's writes.
+        assert!(
+            reads.contains(
+                "- events.k8s.io\n  resources:\n  - events\n  verbs:\n  - create\n  - patch\n"
+            ),
+            "{reads}"
+        );
+        // The host: the informers' reads, never the plugin's writes or Events.
         let host_rules: String = docs
             .iter()
             .filter(|d| {
@@ -738,11 +746,11 @@ mod tests {
             })
             .map(|d| serde_yaml::to_string(&d["rules"]).unwrap())
             .collect();
+        assert!(host_rules.contains("configmaps"), "{host_rules}");
         assert!(
-            host_rules.contains("configmaps") && host_rules.contains("events"),
+            !host_rules.contains("pods") && !host_rules.contains("events"),
             "{host_rules}"
         );
-        assert!(!host_rules.contains("pods"), "{host_rules}");
     }
 
     #[test]

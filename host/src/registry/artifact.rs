@@ -13,8 +13,10 @@ pub const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1
 /// Largest component pulled, as large as a plugin file may be: the host refuses a bigger
 /// layer before downloading it, and stops reading a registry that sends more than it said.
 pub const MAX_ARTIFACT_BYTES: u64 = 256 << 20;
-/// Largest manifest or config read: a one-layer manifest is well under 1 KiB.
-pub const MAX_MANIFEST_BYTES: usize = 64 << 10;
+/// Largest manifest or config read: 4 MiB, the least OCI distribution says a registry must
+/// accept, so no manifest a conforming registry stores is refused (a one-layer manifest is
+/// under 1 KiB). Checked from the header first and while it streams, never read whole first.
+pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
 
 /// `sha256:<hex>` of `bytes`, the form OCI descriptors use.
 pub fn sha256_digest(bytes: &[u8]) -> String {

@@ -19,6 +19,9 @@
 //!
 //! The store's call hook says when the guest enters and leaves a host call
 //! ([`HostWait::entered_host`]); the account is per store, and a store serves one call at a time.
+//! The hook runs on every host call, so it is atomics only while the guest runs: inside `poll`
+//! the guest's time counts whatever the hook changes, and the flags it sets are read when the
+//! poll ends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -31,14 +34,22 @@ use parking_lot::Mutex;
 #[derive(Clone, Default)]
 pub(crate) struct HostWait(Arc<Shared>);
 
-/// The call hook runs on every host call; while no interval is counting and no wait is open it
-/// need not take the lock: `in_host` and `active` are a store-then-load pair on each side
-/// (sequentially consistent), so either the hook sees a wait just opened or the opener sees the
-/// guest in its host call.
+/// The call hook runs on every host call and never takes the lock while the call's future is
+/// inside `poll` (where the guest runs, so where the hook runs): the interval is counting then
+/// whatever the hook changes, and `polling(false)` reads `in_host` and `blocked` under the lock
+/// when the poll ends. Outside `poll` (an instance without the poll clock) the hook takes the
+/// lock only while a wait is open or an interval counting: `in_host` and `active` are a
+/// store-then-load pair on each side (sequentially consistent), so either the hook sees a wait
+/// just opened or the opener sees the guest in its host call. `blocked` and `polling` are such a
+/// pair too, for a read blocked on another thread while the poll ends.
 #[derive(Default)]
 struct Shared {
     /// The guest is inside a host call.
     in_host: AtomicBool,
+    /// The call's future is inside `poll`; set and cleared only by the thread polling it.
+    polling: AtomicBool,
+    /// A response body found no data for the guest since it last left a host call.
+    blocked: AtomicBool,
     /// A wait is open, a read blocked or an interval counting.
     active: AtomicBool,
     state: Mutex<WaitState>,
@@ -46,12 +57,8 @@ struct Shared {
 
 #[derive(Default)]
 struct WaitState {
-    /// The call's future is inside `poll`.
-    polling: bool,
     /// Guards alive.
     open: u32,
-    /// A response body found no data for the guest since it last left a host call.
-    blocked: bool,
     /// When the current counted interval began (`None`: not counting).
     since: Option<Instant>,
     /// Closed intervals of guest time so far.
@@ -61,9 +68,10 @@ struct WaitState {
 impl WaitState {
     /// Opens or closes the counted interval after a change of state (the clock is read only
     /// when it does), and says whether the hook still needs the lock.
-    fn update(&mut self, in_host: bool, active: &AtomicBool) {
-        let waiting = self.open > 0 || self.blocked;
-        let counting = self.polling || (in_host && !waiting);
+    fn update(&mut self, flags: &Shared) {
+        let active = &flags.active;
+        let waiting = self.open > 0 || flags.blocked.load(SeqCst);
+        let counting = flags.polling.load(SeqCst) || (flags.in_host.load(SeqCst) && !waiting);
         match (counting, self.since) {
             (true, None) => self.since = Some(Instant::now()),
             (false, Some(since)) => {
@@ -86,40 +94,46 @@ impl HostWait {
         let mut s = self.0.state.lock();
         s.open += 1;
         self.0.active.store(true, SeqCst);
-        s.update(self.0.in_host.load(SeqCst), &self.0.active);
+        s.update(&self.0);
         HostWaitGuard(self.clone())
     }
 
     /// A response body had no data for the guest: the guest waits on the peer until it next
     /// runs (a non-blocking read returns at once, so its wait ends at once).
     pub(crate) fn blocked(&self) {
-        let mut s = self.0.state.lock();
-        if !s.blocked {
-            s.blocked = true;
-            self.0.active.store(true, SeqCst);
-            s.update(self.0.in_host.load(SeqCst), &self.0.active);
+        let shared = &self.0;
+        if shared.blocked.swap(true, SeqCst) {
+            return;
         }
+        shared.active.store(true, SeqCst);
+        // Inside `poll` the interval counts anyway; the end of the poll reads `blocked`.
+        if shared.polling.load(SeqCst) {
+            return;
+        }
+        shared.state.lock().update(shared);
     }
 
     /// The store's call hook: the guest entered (`true`) or left (`false`) a host call.
-    /// Leaving one ends every blocked read: the guest runs again.
+    /// Leaving one ends every blocked read: the guest runs again. Atomics only while the
+    /// call's future is inside `poll`, as it is whenever the guest runs.
     pub(crate) fn entered_host(&self, entered: bool) {
-        self.0.in_host.store(entered, SeqCst);
-        if !self.0.active.load(SeqCst) {
+        let shared = &self.0;
+        shared.in_host.store(entered, SeqCst);
+        if !entered && shared.blocked.load(SeqCst) {
+            shared.blocked.store(false, SeqCst);
+        }
+        if shared.polling.load(SeqCst) || !shared.active.load(SeqCst) {
             return;
         }
-        let mut s = self.0.state.lock();
-        if !entered {
-            s.blocked = false;
-        }
-        s.update(entered, &self.0.active);
+        shared.state.lock().update(shared);
     }
 
     /// The call's future entered (`true`) or left (`false`) `poll`.
     fn polling(&self, polling: bool) {
-        let mut s = self.0.state.lock();
-        s.polling = polling;
-        s.update(self.0.in_host.load(SeqCst), &self.0.active);
+        let shared = &self.0;
+        let mut s = shared.state.lock();
+        shared.polling.store(polling, SeqCst);
+        s.update(shared);
     }
 
     /// The guest's time so far, the open interval (if any) up to `now` included.
@@ -137,7 +151,7 @@ impl Drop for HostWaitGuard {
         let shared = &self.0.0;
         let mut s = shared.state.lock();
         s.open -= 1;
-        s.update(shared.in_host.load(SeqCst), &shared.active);
+        s.update(shared);
     }
 }
 
@@ -233,6 +247,36 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+
+    /// The hook used to take the lock on every host call while the guest ran (an interval is
+    /// always counting inside `poll`); it must not wait on the lock however long another
+    /// thread holds it.
+    #[test]
+    fn the_call_hook_never_waits_on_the_lock_while_the_guest_runs() {
+        let wait = HostWait::default();
+        let _g = wait.enter();
+        wait.polling(true);
+        let held = wait.0.state.lock();
+        let (done, finished) = std::sync::mpsc::channel();
+        let hook = wait.clone();
+        let t = std::thread::spawn(move || {
+            for _ in 0..1000 {
+                hook.entered_host(true);
+                hook.blocked();
+                hook.entered_host(false);
+            }
+            done.send(()).unwrap();
+        });
+        let ran = finished.recv_timeout(Duration::from_secs(10));
+        drop(held);
+        t.join().unwrap();
+        assert!(ran.is_ok(), "the hook waited on the lock");
+        // What the hook recorded is read when the poll ends: out of the host call, not blocked.
+        wait.polling(false);
+        let now = Instant::now();
+        std::thread::sleep(MS * 5);
+        assert_eq!(wait.total_at(now), wait.total_at(now + MS * 5));
+    }
 
     #[test]
     fn only_time_inside_poll_is_the_guests_however_long_other_calls_run_between() {

@@ -14,6 +14,10 @@
 //! and namespace), and the namespace the Event is written to (the object's, `default` for a
 //! cluster-scoped one) one its grants cover; anything else is refused as `outside_grants`, so
 //! a plugin cannot write a note about Secret `admin-token` into `kube-system`.
+//!
+//! Events are written under the plugin's identity, as its `kube` calls are ([`ActingAs`]): with
+//! per-plugin accounts the API server's RBAC judges them by the plugin's own Role and its audit
+//! log names the plugin, not the host.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,6 +28,7 @@ use kubewasm_apimachinery::validation::{
 };
 use serde_json::{Value, json};
 
+use super::acting_as::ActingAs;
 use super::kube_client::ClusterContext;
 use crate::plugins::loading::grants::Grants;
 use crate::plugins::metrics::{EventDropLabels, EventLabels};
@@ -86,13 +91,15 @@ struct Series {
 
 impl EventRecorder {
     /// A recorder for `plugin` acting within `grants`; `dry_run` sends with `dryRun=All`,
-    /// `lines` bounds the lines about its dropped Events.
+    /// `lines` bounds the lines about its dropped Events, `acting` is whose identity they are
+    /// written under.
     pub(crate) fn new(
         plugin: &str,
         ctx: Arc<ClusterContext>,
         grants: Arc<Grants>,
         dry_run: bool,
         lines: GuestCausedLog,
+        acting: ActingAs,
     ) -> Self {
         let plugin: Arc<str> = plugin.into();
         let backlog = grants.events().then(|| {
@@ -102,6 +109,7 @@ impl EventRecorder {
                 lines: lines.clone(),
                 ctx: ctx.clone(),
                 dry_run,
+                acting,
                 series: HashMap::new(),
             };
             ctx.host().spawn(writer.run(rx));
@@ -265,6 +273,7 @@ struct Writer {
     lines: GuestCausedLog,
     ctx: Arc<ClusterContext>,
     dry_run: bool,
+    acting: ActingAs,
     series: HashMap<SeriesKey, Series>,
 }
 
@@ -371,13 +380,18 @@ impl Writer {
     }
 
     /// The query of every Event write: the host's field manager (the Event is the host's
-    /// record of what the plugin reported), and `dryRun=All` on a dry-run host.
+    /// record of what the plugin reported, written as the plugin), and `dryRun=All` on a
+    /// dry-run host.
     fn write_query(&self) -> String {
         let dry = if self.dry_run { "&dryRun=All" } else { "" };
         format!("?fieldManager={}{dry}", crate::identity::FIELD_MANAGER)
     }
 
-    async fn send(&self, req: http::Request<Vec<u8>>) -> Result<(), kube::Error> {
+    /// Sends `req` as the plugin; one that cannot carry its identity is not sent.
+    async fn send(&self, mut req: http::Request<Vec<u8>>) -> Result<(), kube::Error> {
+        self.acting
+            .mark(&mut req)
+            .map_err(|e| kube::Error::Service(e.into()))?;
         tokio::time::timeout(
             super::kube_client::KUBE_CALL_TIMEOUT,
             self.ctx.client().request_text(req),
