@@ -19,6 +19,7 @@ mod boundary_flood;
 mod boundary_http;
 mod boundary_identity;
 mod boundary_kube;
+mod authz;
 mod boundary_log;
 mod capabilities;
 mod concurrency;
