@@ -42,7 +42,8 @@ async fn authorizing_target() -> (Target, TestNamespace) {
     .await
     .expect("embedded API server starts");
     let target = Target::Embedded(server);
-    let host_ns: Namespace = serde_json::from_value(json!({"metadata": {"name": HOST_NS}})).unwrap();
+    let host_ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": HOST_NS}})).unwrap();
     Api::<Namespace>::all(target.client())
         .create(&PostParams::default(), &host_ns)
         .await
@@ -72,7 +73,11 @@ async fn apply_printed_rbac(target: &Target, ns: &TestNamespace, dir: &std::path
 
 /// The lb-controller loaded in a host whose plugins act as `kubewasm-plugin-<name>` of `ns`,
 /// its settings ConfigMap `default/lb-controller` naming `cloud`.
-async fn lb_host(target: &Target, ns: &TestNamespace, cloud: &Cloud) -> (TestHost, tempfile::TempDir) {
+async fn lb_host(
+    target: &Target,
+    ns: &TestNamespace,
+    cloud: &Cloud,
+) -> (TestHost, tempfile::TempDir) {
     let settings = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": lb_controller::PLUGIN, "namespace": "default"},
         "data": {"endpoint": cloud.endpoint}});
@@ -90,7 +95,10 @@ async fn lb_host(target: &Target, ns: &TestNamespace, cloud: &Cloud) -> (TestHos
     )
     .await;
     let out = t.host.manager.load_file(&wasm).await.expect("loads");
-    assert!(matches!(out, kubewasm::plugins::LoadOutcome::Loaded { .. }), "{out:?}");
+    assert!(
+        matches!(out, kubewasm::plugins::LoadOutcome::Loaded { .. }),
+        "{out:?}"
+    );
     (t, plugins)
 }
 

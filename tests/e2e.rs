@@ -13,13 +13,13 @@ use kubewasm::runtime::Limits;
 use kubewasm::runtime::{CallKind, CallOutcome};
 use kubewasm_e2e::*;
 
+mod authz;
 mod bad_input;
 mod boundary_compile;
 mod boundary_flood;
 mod boundary_http;
 mod boundary_identity;
 mod boundary_kube;
-mod authz;
 mod boundary_log;
 mod capabilities;
 mod concurrency;

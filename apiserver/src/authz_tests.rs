@@ -408,6 +408,36 @@ fn resource_names_match_named_requests_only() {
         Method::GET,
         "/api/v1/namespaces/team/secrets?fieldSelector=metadata.name%3Dother",
     ));
+    // Nor do create and deletecollection, whose requests carry no name.
+    let p = p
+        .role(
+            "team",
+            "named-writes",
+            json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "delete", "deletecollection"],
+                "resourceNames": ["token"]}]),
+        )
+        .binding(Some("team"), "Role", "named-writes", sa("kubewasm-plugin-repl"));
+    refused(ask(
+        &p,
+        PLUGIN,
+        Method::POST,
+        "/api/v1/namespaces/team/secrets",
+    ));
+    refused(ask(
+        &p,
+        PLUGIN,
+        Method::DELETE,
+        "/api/v1/namespaces/team/secrets",
+    ));
+    assert!(
+        ask(
+            &p,
+            PLUGIN,
+            Method::DELETE,
+            "/api/v1/namespaces/team/secrets/token"
+        )
+        .is_ok()
+    );
 }
 
 #[test]
