@@ -131,13 +131,11 @@ pub(crate) fn request_info(method: &Method, path: &str, query: Option<&str>) -> 
             return a;
         }
     }
-    if parts[0] == "namespaces" {
-        if parts.len() > 1 {
-            a.namespace = parts[1].to_string();
-            // `namespaces/NS/status` and `namespaces/NS/finalize` are the Namespace's.
-            if parts.len() > 2 && !matches!(parts[2], "status" | "finalize") {
-                parts.drain(..2);
-            }
+    if parts[0] == "namespaces" && parts.len() > 1 {
+        a.namespace = parts[1].to_string();
+        // `namespaces/NS/status` and `namespaces/NS/finalize` are the Namespace's.
+        if parts.len() > 2 && !matches!(parts[2], "status" | "finalize") {
+            parts.drain(..2);
         }
     }
     if parts.len() >= 3 {
@@ -301,7 +299,7 @@ pub(crate) fn rule_allows(a: &Attributes, rule: &PolicyRule) -> bool {
     let names = rule.resource_names.as_deref().unwrap_or_default();
     // A rule naming objects never matches a request without a name (create, list, watch
     // without a `metadata.name` field selector, deletecollection).
-    let name_matches = names.is_empty() || names.iter().any(|n| *n == a.name);
+    let name_matches = names.is_empty() || names.contains(&a.name);
     has(&rule.verbs, &a.verb)
         && has(rule.api_groups.as_deref().unwrap_or_default(), &a.api_group)
         && resource_matches
