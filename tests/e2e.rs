@@ -13,6 +13,7 @@ use kubewasm::runtime::Limits;
 use kubewasm::runtime::{CallKind, CallOutcome};
 use kubewasm_e2e::*;
 
+mod authz;
 mod bad_input;
 mod boundary_budget;
 mod boundary_compile;

@@ -29,6 +29,11 @@ pub struct ApiserverArgs {
     /// Serve `POST /_kubewasm/faults/{compact,end-watches,short-watches,drop-streams,fail,latency}`.
     #[arg(long)]
     pub enable_fault_endpoints: bool,
+    /// Enforce RBAC on requests that impersonate (`Impersonate-User`), taking their caller to
+    /// be this user (its `impersonate` rights are checked); un-impersonated requests stay
+    /// unchecked, as the server has no authentication.
+    #[arg(long, value_name = "USER", num_args = 0..=1, default_missing_value = "system:serviceaccount:kubewasm:kubewasm")]
+    pub authorize: Option<String>,
 }
 
 /// Start the server, write the kubeconfig, print `export KUBECONFIG=…`, and serve until Ctrl-C.
@@ -50,6 +55,10 @@ pub async fn run(args: ApiserverArgs) -> anyhow::Result<()> {
         data_dir: args.data_dir.clone(),
         enable_fault_endpoints: args.enable_fault_endpoints,
         allow_non_loopback: args.allow_remote,
+        authorization: args
+            .authorize
+            .clone()
+            .map(|impersonator| crate::Authorization { impersonator }),
         ..Config::default()
     };
     let server = ApiServer::start(config).await?;

@@ -147,6 +147,11 @@ pub struct Stats {
     /// `USER METHOD path` of the last [`RECENT_REQUESTS`] requests that named a user in
     /// `Impersonate-User`, oldest first: who a real server would have judged and audited.
     pub impersonated: Vec<String>,
+    /// Requests refused by RBAC ([`crate::Config::authorization`]): 403s a real server's
+    /// authorizer would have written.
+    pub forbidden: u64,
+    /// The messages of the last [`RECENT_REQUESTS`] of those refusals, oldest first.
+    pub refusals: Vec<String>,
 }
 
 /// Requests [`Stats::recent`] remembers.
@@ -173,6 +178,8 @@ pub(crate) struct Counters {
     per_resource: Mutex<HashMap<String, (u64, u64)>>,
     recent: Mutex<std::collections::VecDeque<String>>,
     impersonated: Mutex<std::collections::VecDeque<String>>,
+    forbidden: AtomicU64,
+    refusals: Mutex<std::collections::VecDeque<String>>,
 }
 
 impl Counters {
@@ -210,6 +217,15 @@ impl Counters {
         recent.push_back(format!("{user} {method} {path}"));
     }
 
+    pub(crate) fn forbidden(&self, message: &str) {
+        self.forbidden.fetch_add(1, Ordering::Relaxed);
+        let mut recent = self.refusals.lock();
+        if recent.len() >= RECENT_REQUESTS {
+            recent.pop_front();
+        }
+        recent.push_back(message.to_string());
+    }
+
     pub(crate) fn write(&self) {
         self.writes.fetch_add(1, Ordering::Relaxed);
     }
@@ -222,6 +238,8 @@ impl Counters {
             per_resource: self.per_resource.lock().clone(),
             recent: self.recent.lock().iter().cloned().collect(),
             impersonated: self.impersonated.lock().iter().cloned().collect(),
+            forbidden: self.forbidden.load(Ordering::Relaxed),
+            refusals: self.refusals.lock().iter().cloned().collect(),
         }
     }
 }

@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+mod authz;
 mod builtins;
 mod defaults;
 mod discovery;
@@ -37,6 +38,7 @@ use std::time::Duration;
 use anyhow::bail;
 use parking_lot::RwLock;
 
+pub use authz::Authorization;
 pub use builtins::KUBERNETES_VERSION;
 pub use faults::{Faults, RECENT_REQUESTS, Stats};
 pub use partition::PartitionProxy;
@@ -84,6 +86,10 @@ pub struct Config {
     /// Hand out uids `00000000-0000-4000-8000-<counter>` in creation order instead of random
     /// ones, so a scripted run (`kubewasm test`) sees the same uids every time.
     pub deterministic_uids: bool,
+    /// Judge requests that impersonate (`Impersonate-User`) by the RBAC objects stored here,
+    /// as kube-apiserver does, refusing with its 403s; `None` (the default) serves every
+    /// request, as the server has no authentication. See `authz.rs`.
+    pub authorization: Option<Authorization>,
 }
 
 impl Default for Config {
@@ -97,6 +103,7 @@ impl Default for Config {
             enable_fault_endpoints: false,
             allow_non_loopback: false,
             deterministic_uids: false,
+            authorization: None,
         }
     }
 }

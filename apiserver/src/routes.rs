@@ -17,6 +17,7 @@ use rand::Rng;
 use serde_json::{Value, json};
 
 use crate::App;
+use crate::authz;
 use crate::discovery;
 use crate::openapi;
 use crate::ops::{self, DeleteOpts, Deleted, WriteOpts};
@@ -84,16 +85,9 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         return fault_endpoint(&app, &req, &path);
     }
     app.counters.request(req.method().as_str(), &path);
-    // No RBAC here, so impersonation changes nothing but the record: what a real server's
-    // audit log would name as the user.
-    if let Some(user) = req
-        .headers()
-        .get("impersonate-user")
-        .and_then(|v| v.to_str().ok())
-    {
-        tracing::debug!(target: "apiserver::audit", user = ?user, method = %req.method(), path = ?path, "impersonated request");
-        app.counters
-            .impersonated(user, req.method().as_str(), &path);
+    // Who a request impersonates is recorded, and judged by RBAC when that is on.
+    if let Err(e) = authz::admit(&app, req.method(), &path, req.uri().query(), req.headers()) {
+        return e.into_response();
     }
     let latency = app.faults.latency();
     if !latency.is_zero() {

@@ -34,6 +34,12 @@ pub struct DevArgs {
     /// the next resync repairs it, and deletes the Services again.
     #[arg(long, value_name = "URL", requires = "demo")]
     pub demo_cloud: Option<String>,
+    /// Make the embedded API server enforce RBAC on impersonated requests, as a cluster does:
+    /// with `--plugin-identity own` and the output of `kubewasm rbac` applied, a plugin call
+    /// beyond its printed RBAC is a 403 (the host is taken to be
+    /// `system:serviceaccount:kubewasm:kubewasm`, `kubewasm rbac`'s default; see docs/identity.md).
+    #[arg(long)]
+    pub authorize: bool,
     /// The host's own settings, shared by `run` and `dev`.
     #[command(flatten)]
     pub host: HostArgs,
@@ -56,6 +62,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let server = apiserver::ApiServer::start(apiserver::Config {
         bind: ([127, 0, 0, 1], args.port).into(),
         data_dir: args.data_dir.clone(),
+        authorization: args.authorize.then(apiserver::Authorization::default),
         ..apiserver::Config::default()
     })
     .await
