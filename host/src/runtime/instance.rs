@@ -24,6 +24,9 @@ use super::validate::WorldPre;
 
 const RUNTIME_TARGET: &str = "kubewasm::runtime";
 
+/// How much of a failed call's wasmtime error (trap, backtrace) reaches the log.
+const MAX_FAILURE_DETAIL: usize = 4 << 10;
+
 /// One plugin's sandbox. Calls are sequential (`&mut self`); after a trap, a deadline or memory
 /// exhaustion the instance is dropped and the next call instantiates a fresh one, so guest state
 /// never survives a failure.
@@ -421,7 +424,9 @@ impl HandlerInstance {
                 // An epoch interrupt is the deadline's; say which bound it was.
                 let detail = match (&err, budget.check(Instant::now())) {
                     (CallError::DeadlineExceeded, Err(overrun)) => self.overrun_text(overrun),
-                    _ => format!("{e:#}"),
+                    // A trap's backtrace names the guest's functions from its own name
+                    // section: guest text, escaped and cut like any other.
+                    _ => crate::text::foreign(&format!("{e:#}"), MAX_FAILURE_DETAIL),
                 };
                 (err, Some(detail))
             }
