@@ -55,18 +55,7 @@ async fn authorizing_target() -> (Target, TestNamespace) {
 /// Applies what `kubewasm rbac DIR` prints for the plugins in `dir`, per-plugin identities
 /// (the default) under the host's ServiceAccount `kubewasm` of [`HOST_NS`] (the defaults).
 async fn apply_printed_rbac(target: &Target, ns: &TestNamespace, dir: &std::path::Path) {
-    let out = tokio::process::Command::new(KUBEWASM)
-        .arg("rbac")
-        .arg(dir)
-        .output()
-        .await
-        .expect("kubewasm rbac runs");
-    assert!(
-        out.status.success(),
-        "kubewasm rbac: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let yaml = String::from_utf8(out.stdout).expect("YAML");
+    let yaml = kubewasm_e2e::process::printed_rbac(KUBEWASM, &[dir]).await;
     assert!(yaml.contains("kind: ServiceAccount"), "{yaml}");
     ns.apply_all(&target.client(), &yaml).await;
 }

@@ -1096,18 +1096,7 @@ impl Suite {
                     "[grants]\nwatch = [{ api-version = \"*\", kind = \"*\" }]\n",
                 )
                 .unwrap();
-                let out = tokio::process::Command::new(BINARY)
-                    .arg("rbac")
-                    .arg(dir.path())
-                    .output()
-                    .await
-                    .expect("kubewasm rbac runs");
-                assert!(
-                    out.status.success(),
-                    "kubewasm rbac: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                Some(String::from_utf8(out.stdout).unwrap())
+                Some(kubewasm_e2e::process::printed_rbac(BINARY, &[dir.path()]).await)
             }
         }
     }

@@ -341,3 +341,20 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
         .map_or(String::new(), |(_, b)| b.to_string());
     Some((code, body))
 }
+
+/// What `binary rbac` prints for `args` (a plugins folder, options); panics with its stderr
+/// when it fails. The one way the tests read the printed RBAC.
+pub async fn printed_rbac<S: AsRef<std::ffi::OsStr>>(binary: &str, args: &[S]) -> String {
+    let out = tokio::process::Command::new(binary)
+        .arg("rbac")
+        .args(args)
+        .output()
+        .await
+        .expect("kubewasm rbac runs");
+    assert!(
+        out.status.success(),
+        "kubewasm rbac: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("kubewasm rbac prints UTF-8")
+}

@@ -36,28 +36,23 @@ const NO_NODE: &str = "kubewasm-e2e-no-such-node";
 /// `kubewasm` of `ns`; (Cluster)Roles named after `ns`, deleted with it) and answers a client
 /// impersonating that ServiceAccount, for the host.
 async fn under_printed_rbac(target: &Target, ns: &TestNamespace, dir: &Path) -> kube::Client {
-    let out = tokio::process::Command::new(KUBEWASM)
-        .arg("rbac")
-        .arg(dir)
-        .args([
-            "--service-account",
-            SERVICE_ACCOUNT,
-            "--namespace",
-            &ns.name,
-        ])
-        .args(["--name", &format!("kubewasm-plugins-{}", ns.name)])
-        // The host itself impersonates that account here, and impersonation does not nest:
-        // the plugins act as the host (per-plugin accounts need the host to run with a token).
-        .arg("--shared-identity")
-        .output()
-        .await
-        .expect("kubewasm rbac runs");
-    assert!(
-        out.status.success(),
-        "kubewasm rbac: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let yaml = String::from_utf8(out.stdout).expect("YAML");
+    let name = format!("kubewasm-plugins-{}", ns.name);
+    let yaml = kubewasm_e2e::process::printed_rbac(
+        KUBEWASM,
+        &[
+            dir.as_os_str(),
+            "--service-account".as_ref(),
+            SERVICE_ACCOUNT.as_ref(),
+            "--namespace".as_ref(),
+            ns.name.as_ref(),
+            "--name".as_ref(),
+            name.as_ref(),
+            // The host itself impersonates that account here, and impersonation does not nest:
+            // the plugins act as the host (per-plugin accounts need the host to run with a token).
+            "--shared-identity".as_ref(),
+        ],
+    )
+    .await;
     assert!(yaml.contains("kind: ClusterRoleBinding"), "{yaml}");
     ns.apply_all(&target.client(), &yaml).await;
     target.client_as(&format!(
