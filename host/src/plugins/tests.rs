@@ -239,12 +239,20 @@ impl Rig {
         }
     }
 
+    /// Runs the dispatcher on `guest` (cloned per instance) in a task of its own.
+    fn spawn<G: Guest + Clone + Send + Sync + 'static>(
+        &self,
+        guest: &G,
+    ) -> tokio::task::JoinHandle<()> {
+        let d = self.dispatcher.clone();
+        let g = guest.clone();
+        tokio::spawn(async move { d.run(&mut move || g.clone()).await })
+    }
+
     /// Runs the dispatcher on `guest` (cloned per instance) until the queue is empty and
     /// nothing is scheduled.
     async fn drain<G: Guest + Clone + Send + Sync + 'static>(&self, guest: &G) {
-        let d = self.dispatcher.clone();
-        let g = guest.clone();
-        let run = tokio::spawn(async move { d.run(&mut move || g.clone()).await });
+        let run = self.spawn(guest);
         while self.dispatcher.depth() > 0 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -335,9 +343,7 @@ async fn a_retry_is_redelivered_with_backoff_unless_something_newer_arrives() {
     let g = Scripted::default();
     g.then(Step::Answer(Ok(HandlerOutcome::Retry("later".into()))));
     r.push(add("b", 1));
-    let d = r.dispatcher.clone();
-    let g2 = g.clone();
-    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    let run = r.spawn(&g);
     while g.seen().is_empty() {
         tokio::time::sleep(Duration::from_micros(100)).await;
     }
@@ -367,10 +373,8 @@ async fn failures_in_a_row_quarantine_the_plugin_and_it_resumes() {
     for i in 0..5 {
         r.push(add(&format!("o{i}"), 1));
     }
-    let d = r.dispatcher.clone();
-    let g2 = g.clone();
     let started = tokio::time::Instant::now();
-    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    let run = r.spawn(&g);
     while g.seen().len() < 5 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -392,10 +396,8 @@ async fn stop_lets_the_call_finish_and_kill_abandons_it() {
         g.then(Step::Sleep(Duration::from_secs(30)));
         r.push(add("a", 1));
         r.push(add("b", 1));
-        let d = r.dispatcher.clone();
-        let g2 = g.clone();
         let started = tokio::time::Instant::now();
-        let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+        let run = r.spawn(&g);
         while g.seen().is_empty() {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -421,9 +423,7 @@ async fn nothing_is_delivered_before_the_gate_opens() {
     let r = rig(DispatchConfig::default());
     r.push(add("a", 1));
     let g = Scripted::default();
-    let d = r.dispatcher.clone();
-    let g2 = g.clone();
-    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    let run = r.spawn(&g);
     tokio::time::sleep(Duration::from_secs(3600)).await;
     assert!(g.seen().is_empty());
     r.dispatcher.open();
@@ -531,9 +531,7 @@ async fn on_synced_follows_the_handled_replay_once_the_informers_have_synced() {
         v2: true,
         ..Scripted::default()
     };
-    let d = r.dispatcher.clone();
-    let g2 = g.clone();
-    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    let run = r.spawn(&g);
     seen_at_least(&g, 2).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert_eq!(
@@ -584,10 +582,8 @@ async fn on_synced_is_called_again_after_retry_or_failure_and_not_after_fatal() 
         for a in answers {
             g.then(Step::Answer(a));
         }
-        let d = r.dispatcher.clone();
-        let g2 = g.clone();
         let started = tokio::time::Instant::now();
-        let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+        let run = r.spawn(&g);
         seen_at_least(&g, calls).await;
         let took = started.elapsed();
         // Meanwhile, deliveries go on.
@@ -624,9 +620,7 @@ async fn at_concurrency_one_the_stream_keeps_the_informers_order_across_objects(
     let g = Scripted::default();
     g.then(Step::Sleep(Duration::from_secs(10)));
     r.push(add("a", 1));
-    let d = r.dispatcher.clone();
-    let g2 = g.clone();
-    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    let run = r.spawn(&g);
     while g.seen().is_empty() {
         tokio::time::sleep(Duration::from_micros(100)).await;
     }
@@ -701,9 +695,7 @@ async fn at_concurrency_sixteen_no_object_ever_has_two_calls_in_flight() {
     for name in keys {
         r.push(add(name, 1));
     }
-    let d = r.dispatcher.clone();
-    let g2 = g.clone();
-    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    let run = r.spawn(&g);
     for rv in 2..=500u32 {
         for name in keys {
             r.push(update(name, rv - 1, rv));
@@ -780,9 +772,7 @@ async fn a_kill_abandons_every_call_in_flight() {
     for name in ["a", "b", "c", "d"] {
         r.push(add(name, 1));
     }
-    let d = r.dispatcher.clone();
-    let g2 = g.clone();
-    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    let run = r.spawn(&g);
     while r.dispatcher.calls_in_flight() < 4 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -807,9 +797,7 @@ async fn a_stop_lets_every_call_in_flight_end() {
     for name in ["a", "b", "c"] {
         r.push(add(name, 6));
     }
-    let d = r.dispatcher.clone();
-    let g2 = g.clone();
-    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    let run = r.spawn(&g);
     while r.dispatcher.calls_in_flight() < 3 {
         tokio::time::sleep(Duration::from_micros(100)).await;
     }
@@ -958,9 +946,7 @@ async fn on_synced_waits_for_the_initial_list_calls_and_then_holds_up_no_other_c
     r.push(initial("a"));
     r.push(initial("b"));
     r.push(add("x", 1));
-    let d = r.dispatcher.clone();
-    let g2 = g.clone();
-    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    let run = r.spawn(&g);
     g.wait_for("start synced").await;
     assert!(
         g.at("end add ns/a 1 init") < g.at("start synced"),
@@ -1078,9 +1064,7 @@ async fn idle_instances_are_released_and_made_again_on_demand() {
     for name in ["a", "b", "c", "d"] {
         r.push(add(name, 1));
     }
-    let d = r.dispatcher.clone();
-    let g2 = g.clone();
-    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    let run = r.spawn(&g);
     until("four calls at once", || r.dispatcher.calls_in_flight() == 4).await;
     assert_eq!(r.dispatcher.instances(), 4);
     until("the calls end", || r.dispatcher.calls_in_flight() == 0).await;
@@ -1118,9 +1102,7 @@ async fn calls_wait_for_an_instance_when_another_would_not_fit_the_plugins_memor
     for name in ["a", "b", "c", "d"] {
         r.push(add(name, 1));
     }
-    let d = r.dispatcher.clone();
-    let g2 = g.clone();
-    let run = tokio::spawn(async move { d.run(&mut move || g2.clone()).await });
+    let run = r.spawn(&g);
     until("the first call", || r.dispatcher.calls_in_flight() == 1).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
