@@ -264,3 +264,120 @@ async fn a_plugin_at_high_concurrency_cannot_take_the_pool_from_another() {
     assert!(matches!(out, LoadOutcome::Swapped { .. }), "{out:?}");
     host.shutdown().await;
 }
+
+/// Host RSS growth allowed for a plugin of `budget` bytes: its budget (linear memory and what
+/// the host holds for it together), the informer's copies of what the test created, and the
+/// allocator's slack.
+fn rss_bound(budget: u64, created: u64) -> u64 {
+    2 * budget + 2 * created + (32 << 20)
+}
+
+/// Before this change a `kube` call's body, the observer's copy of it and the API server's
+/// answer (read, kept, copied for the guest), and a `cache.list`'s copies of every object it
+/// returns, were held by the host outside the plugin's budget: 8 calls at once could each hold
+/// ~12 MiB of a 3 MiB body next to a budget that counted none of it, and
+/// `kubewasm_runtime_memory_budget_refused_total{kind="call"}` did not exist (this test failed
+/// at its first assertion on that metric). Now every copy is charged before it is made, the
+/// calls of one plugin share its one budget, and a call that does not fit gets a `429` (a
+/// `cache` read an error) naming the budget; a neighbour is served throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_bodies_and_cache_reads_at_concurrency_8_are_charged_to_the_plugin_and_refused() {
+    let server = start_server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
+    let dir = plugin_dir();
+    let plugin = "budget-reads";
+    install(&guest(ATTACK), dir.path(), &format!("{plugin}.wasm"));
+    std::fs::write(
+        dir.path().join(format!("{plugin}.toml")),
+        "deadline-ms = 20000\nconcurrency = 8\nmemory-limit-mib = 16\n\n[grants]\n\
+         watch = [{ api-version = \"v1\", kind = \"ConfigMap\" }]\n\
+         write = [{ api-version = \"v1\", kind = \"ConfigMap\", verbs = [\"create\"], \
+         namespaces = [\"default\"] }]\n",
+    )
+    .unwrap();
+    let neighbour = "budget-neighbour";
+    install(&guest(LOGGER), dir.path(), &format!("{neighbour}.wasm"));
+    let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
+    let metrics = t.host.runtime.metrics().clone();
+    let budget = 16u64 << 20;
+    let before = rss();
+
+    // Bodies: 8 calls at once, 4 creates of 3 MiB each, waiting for write tokens and answers.
+    for i in 0..8 {
+        launch(&api, &format!("kube-{i}"), "hoard-kube", &[("n", "4")]).await;
+    }
+    eventually("a kube body refused for the plugin's budget", || {
+        metrics.budget_refused(plugin, "call") > 0
+    })
+    .await;
+    let after_kube = metrics.budget_refused(plugin, "call");
+
+    // Reads: six ConfigMaps of ~1 MiB each, then 8 calls listing them all 20 times each.
+    let payload = "y".repeat(1 << 20);
+    for i in 0..6 {
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("large-{i}")},
+            "data": {"payload": payload},
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    for i in 0..8 {
+        launch(&api, &format!("cache-{i}"), "hoard-cache", &[("n", "20")]).await;
+    }
+    eventually("a cache list refused for the plugin's budget", || {
+        metrics.budget_refused(plugin, "call") > after_kube
+    })
+    .await;
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &t.host.registry).unwrap();
+    assert!(
+        text.contains(&format!(
+            "kubewasm_runtime_memory_budget_refused_total{{plugin=\"{plugin}\",kind=\"call\"}}"
+        )),
+        "the refusals are a metric"
+    );
+
+    // The neighbour is served while the attacker's calls run or retry.
+    let rv = api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "after"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(rv.metadata.name.is_some());
+    eventually("the neighbour saw the ConfigMap created after the attacks", || {
+        t.logs
+            .of(neighbour)
+            .iter()
+            .any(|l| l.starts_with("add default/after "))
+    })
+    .await;
+
+    let status = t.host.manager.status().await;
+    let memory = status
+        .iter()
+        .find(|s| s.name == plugin)
+        .and_then(|s| s.memory)
+        .expect("/plugins shows the plugin's memory");
+    assert!(memory.used_bytes <= budget, "{memory:?}");
+    let grown = rss().saturating_sub(before);
+    let created = 6 << 20;
+    eprintln!(
+        "host RSS grew {} MiB; refused for the budget: {} (kube), {} (cache); reports: {:?}",
+        grown >> 20,
+        after_kube,
+        metrics.budget_refused(plugin, "call") - after_kube,
+        t.logs
+            .of(plugin)
+            .iter()
+            .filter(|l| l.starts_with("attack: "))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        grown < rss_bound(budget, created),
+        "host RSS grew {} MiB, more than the plugin's budget allows",
+        grown >> 20
+    );
+}

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use super::budget::CallMemory;
 use super::types::{ApiError, GuestObject};
 
 /// Most bytes of JSON (an object, a patch) one write may carry: the Kubernetes API server's own
@@ -96,7 +97,38 @@ pub enum KubeCall {
     },
 }
 
+impl ObjectRef {
+    fn held_bytes(&self) -> usize {
+        self.api_version.len()
+            + self.kind.len()
+            + self.namespace.as_ref().map_or(0, String::len)
+            + self.name.len()
+    }
+}
+
 impl KubeCall {
+    /// The bytes of the strings the call holds (what lifting it out of guest memory made).
+    pub fn held_bytes(&self) -> usize {
+        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        match self {
+            KubeCall::Get(t) => t.held_bytes(),
+            KubeCall::Create { json, .. } | KubeCall::Apply { json, .. } => json.len(),
+            KubeCall::Replace {
+                json, subresource, ..
+            } => json.len() + opt(subresource),
+            KubeCall::Patch {
+                target,
+                patch,
+                subresource,
+                ..
+            } => target.held_bytes() + patch.len() + opt(subresource),
+            KubeCall::Delete {
+                target,
+                uid_precondition,
+            } => target.held_bytes() + opt(uid_precondition),
+        }
+    }
+
     /// The Kubernetes verb the call needs (what grants and RBAC speak of).
     pub fn verb(&self) -> &'static str {
         match self {
@@ -155,6 +187,19 @@ pub struct EventCall {
     pub note: String,
 }
 
+impl EventCall {
+    /// The bytes of the strings the Event holds (what lifting it out of guest memory made).
+    pub fn held_bytes(&self) -> usize {
+        let r = &self.regarding;
+        r.object.held_bytes()
+            + r.uid.len()
+            + r.resource_version.len()
+            + self.reason.len()
+            + self.action.len()
+            + self.note.len()
+    }
+}
+
 /// A `kube` call the API server answered with success.
 #[derive(Clone)]
 pub struct KubeAnswer {
@@ -191,6 +236,23 @@ pub trait ClusterAccess: Send + Sync + 'static {
 
     /// Records one Event; never waits (Events are best effort, as in client-go).
     fn emit(&self, event: EventCall);
+
+    /// [`call`](Self::call), charging what the call makes the host hold (copies of the body,
+    /// the answer as read) to `memory` before making it, and answering the charge's refusal
+    /// ([`BudgetExceeded::api_error`](super::BudgetExceeded::api_error)) instead. The runtime
+    /// charged the body the guest passed and charges the answer's copy for the guest itself.
+    fn call_within(&self, call: KubeCall, memory: CallMemory) -> KubeFuture {
+        let _ = memory;
+        self.call(call)
+    }
+
+    /// [`emit`](Self::emit), charging what the Event holds while it waits to be written to an
+    /// account [`detached`](CallMemory::detached) from `memory`; an Event refused there is
+    /// dropped like one over its rate.
+    fn emit_within(&self, event: EventCall, memory: &CallMemory) {
+        let _ = memory;
+        self.emit(event)
+    }
 }
 
 /// Refuses everything: every call gets a 403 `Forbidden` without reaching anything, Events are

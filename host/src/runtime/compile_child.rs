@@ -372,7 +372,9 @@ fn read_stderr(pipe: &mut impl Read) -> String {
         .read_to_end(&mut kept);
     let _ = std::io::copy(pipe, &mut std::io::sink());
     let text = String::from_utf8_lossy(&kept);
-    text.trim_end().to_string()
+    // wasmtime's and wasmparser's messages quote the component (export names, say): escaped,
+    // so `kubewasm check`'s terminal and the log get one line whatever the component holds.
+    crate::text::foreign(text.trim_end(), MAX_STDERR_BYTES)
 }
 
 /// The worker's side: reads a component on stdin, compiles it with the runtime's engine

@@ -5,7 +5,36 @@
 //! instantiated for both versions.
 
 use super::guest_log::cap_guest_text;
-use super::types::{GuestObject, HandlerOutcome, Permission, PluginInfo, Subscription};
+use super::types::{
+    GuestObject, HandlerOutcome, ObjectView, Permission, PluginInfo, Subscription,
+};
+
+/// What an owned copy of `v` ([`v2::owned_object`]) takes on the host: its strings, each label's
+/// pair of strings, and the structs' own bytes. Charged before the copy is made.
+pub(crate) fn owned_bytes(v: &ObjectView<'_>) -> u64 {
+    /// The result struct, its meta and the label `Vec`'s own bytes, rounded up.
+    const FIXED: usize = 256;
+    /// One label's two `String`s.
+    const PER_LABEL: usize = 48;
+    let strings = [
+        v.api_version,
+        v.kind,
+        v.namespace.unwrap_or_default(),
+        v.name,
+        v.uid,
+        v.resource_version,
+        v.json,
+    ]
+    .iter()
+    .map(|s| s.len())
+    .sum::<usize>();
+    let labels = v
+        .labels
+        .iter()
+        .map(|(k, val)| k.len() + val.len() + PER_LABEL)
+        .sum::<usize>();
+    (FIXED + strings + labels) as u64
+}
 
 macro_rules! shared_conversions {
     ($wit:path) => {

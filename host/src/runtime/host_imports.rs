@@ -5,6 +5,7 @@
 //! answered in `http_hooks.rs`.
 
 use super::bindings::{v1, v2};
+use super::budget::BudgetExceeded;
 use super::convert;
 use super::store::StoreState;
 use super::types::{ApiError, GuestLogLevel};
@@ -38,10 +39,22 @@ macro_rules! log_and_cache {
                 namespace: Option<String>,
                 name: String,
             ) -> Result<Option<$world::kubewasm::handler::types::ObjectResult>, String> {
+                let memory = self.call_memory();
+                let lifted = api_version.len()
+                    + kind.len()
+                    + namespace.as_ref().map_or(0, String::len)
+                    + name.len();
+                memory
+                    .charge(lifted as u64)
+                    .map_err(|e| cache_refused("get", &e))?;
                 let found = self
                     .cache
                     .get(&api_version, &kind, namespace.as_deref(), &name)?;
-                Ok(found.map(|o| convert::$world::owned_object(&*o)))
+                let Some(o) = found else { return Ok(None) };
+                memory
+                    .charge(convert::owned_bytes(&o.view()))
+                    .map_err(|e| cache_refused("get", &e))?;
+                Ok(Some(convert::$world::owned_object(&*o)))
             }
 
             fn list(
@@ -51,12 +64,29 @@ macro_rules! log_and_cache {
                 namespace: Option<String>,
                 label_selector: Option<String>,
             ) -> Result<Vec<$world::kubewasm::handler::types::ObjectResult>, String> {
+                let memory = self.call_memory();
+                let lifted = api_version.len()
+                    + kind.len()
+                    + namespace.as_ref().map_or(0, String::len)
+                    + label_selector.as_ref().map_or(0, String::len);
+                memory
+                    .charge(lifted as u64)
+                    .map_err(|e| cache_refused("list", &e))?;
                 let found = self.cache.list(
                     &api_version,
                     &kind,
                     namespace.as_deref(),
                     label_selector.as_deref(),
                 )?;
+                // The whole answer is charged before any copy of it is made, so a list too
+                // large for what is left of the plugin's budget is refused without one.
+                let copies = found
+                    .iter()
+                    .map(|o| convert::owned_bytes(&o.view()))
+                    .sum::<u64>();
+                memory
+                    .charge(copies)
+                    .map_err(|e| cache_refused("list", &e))?;
                 Ok(found
                     .iter()
                     .map(|o| convert::$world::owned_object(&**o))
@@ -68,6 +98,11 @@ macro_rules! log_and_cache {
 
 log_and_cache!(v1);
 log_and_cache!(v2);
+
+/// A `cache` read the plugin's memory budget refused, as the error string the guest gets.
+fn cache_refused(what: &str, e: &BudgetExceeded) -> String {
+    format!("cache.{what} refused: {e}")
+}
 
 use v2::kubewasm::handler::{events, kube, types as wit2};
 
@@ -103,7 +138,14 @@ impl StoreState {
                 ),
             }));
         }
-        let fut = self.cluster.call(call);
+        // The body exists already (lifted out of guest memory, itself charged as linear
+        // memory); it is charged as the host's from here until the call's result is lowered,
+        // and whatever the call makes from it or for it is charged to the same account.
+        let memory = self.call_memory();
+        if let Err(e) = memory.charge(call.held_bytes() as u64) {
+            return Err(convert::v2::api_error(e.api_error()));
+        }
+        let fut = self.cluster.call_within(call, memory.clone());
         // What the future does on this thread (checks, parsing, serialising) runs inside the
         // call's `poll` and is the guest's time; while it is pending on the API server a wait
         // is open, which is not (the call's own timeout and the wall-clock limit bound it).
@@ -111,10 +153,17 @@ impl StoreState {
         let result = fut.await;
         drop(waiting);
         match result {
-            Ok(answer) => Ok(Served {
-                object: answer.object.map(|o| convert::v2::owned_object(&*o)),
-                code: answer.code,
-            }),
+            Ok(answer) => {
+                if let Some(o) = &answer.object {
+                    memory
+                        .charge(convert::owned_bytes(&o.view()))
+                        .map_err(|e| convert::v2::api_error(e.api_error()))?;
+                }
+                Ok(Served {
+                    object: answer.object.map(|o| convert::v2::owned_object(&*o)),
+                    code: answer.code,
+                })
+            }
             Err(e) => Err(convert::v2::api_error(e)),
         }
     }
@@ -285,7 +334,10 @@ impl events::Host for StoreState {
             events::EventType::Normal => EventType::Normal,
             events::EventType::Warning => EventType::Warning,
         };
-        self.cluster.emit(EventCall {
+        let memory = self.call_memory();
+        // The regarding object's labels were lifted too, though an Event does not use them.
+        let labels: usize = regarding.labels.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let event = EventCall {
             regarding: Regarding {
                 object: object_ref(
                     regarding.api_version,
@@ -300,6 +352,21 @@ impl events::Host for StoreState {
             reason,
             action,
             note,
-        });
+        };
+        // An Event has no result: one the plugin's budget cannot hold is dropped (counted
+        // in `kubewasm_runtime_memory_budget_refused_total{kind="call"}`).
+        if memory
+            .charge((event.held_bytes() + labels) as u64)
+            .is_err()
+        {
+            if tracing::enabled!(target: RUNTIME_TARGET, tracing::Level::DEBUG)
+                && self.lines.admit()
+            {
+                tracing::debug!(target: RUNTIME_TARGET, plugin = self.log.plugin(),
+                    "event dropped: over the plugin's memory budget");
+            }
+            return;
+        }
+        self.cluster.emit_within(event, &memory);
     }
 }

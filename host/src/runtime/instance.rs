@@ -353,7 +353,11 @@ impl HandlerInstance {
                         // Charged before the host function can allocate more for the guest.
                         store.data_mut().settle_host_memory()?;
                     }
-                    CallHook::ReturningFromHost => store.data().host_wait().entered_host(false),
+                    CallHook::ReturningFromHost => {
+                        store.data().host_wait().entered_host(false);
+                        // The result is lowered: what the call held for it is given back.
+                        store.data_mut().end_host_call();
+                    }
                     CallHook::CallingWasm | CallHook::ReturningFromWasm => {}
                 }
                 Ok(())
@@ -524,7 +528,9 @@ fn describe_failure(e: &wasmtime::Error, state: &StoreState) -> CallError {
     if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return CallError::Trap(format!("guest called exit({})", exit.0));
     }
-    let mut msg = e.root_cause().to_string();
+    // wasmtime's message may quote what the component names (an import, a function): guest
+    // text, cut and escaped like the stderr tail (which is escaped line by line already).
+    let mut msg = crate::text::foreign(&e.root_cause().to_string(), MAX_FAILURE_DETAIL);
     if let Some(tail) = state.output.stderr_tail() {
         msg.push_str(" (guest stderr: ");
         msg.push_str(&tail);

@@ -38,7 +38,9 @@ mod wasi;
 #[cfg(test)]
 mod tests;
 
-pub use budget::{BODY_BYTES, BudgetExceeded, BudgetKind, ENTRY_BYTES, MemoryBudget};
+pub use budget::{
+    BODY_BYTES, BudgetExceeded, BudgetKind, CallMemory, ENTRY_BYTES, EVENT_TREE_BYTES, MemoryBudget,
+};
 pub use cluster::{
     ClusterAccess, EventCall, EventType, KubeAnswer, KubeCall, KubeFuture, KubeResult,
     MAX_WRITE_BYTES, NoClusterAccess, ObjectRef, PatchType, Regarding, WriteOptions,

@@ -7,7 +7,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::budget::{HostAccount, MemoryBudget};
+use super::budget::{CallMemory, HostAccount, MemoryBudget};
 use super::cluster::ClusterAccess;
 use super::guest_caused::GuestCausedLog;
 use super::guest_log::GuestLog;
@@ -35,6 +35,9 @@ pub(crate) struct StoreState {
     pub cluster: Arc<dyn ClusterAccess>,
     /// Time this instance's host calls spend waiting on external systems.
     host_wait: HostWait,
+    /// What the host call in progress holds for the guest; dropped (given back) once its
+    /// result is lowered into guest memory, or at the next host call, whichever comes first.
+    call_memory: Option<CallMemory>,
 }
 
 impl StoreState {
@@ -69,7 +72,22 @@ impl StoreState {
             cache,
             cluster,
             host_wait,
+            call_memory: None,
         }
+    }
+
+    /// A fresh account for the host call being entered, charged to the plugin's budget and
+    /// held until the call's result is lowered into guest memory ([`Self::end_host_call`]).
+    pub(crate) fn call_memory(&mut self) -> CallMemory {
+        let memory = CallMemory::new(self.limiter.account.budget().clone());
+        self.call_memory = Some(memory.clone());
+        memory
+    }
+
+    /// Gives back what the host call that just returned held for the guest (its result is in
+    /// guest memory now).
+    pub(crate) fn end_host_call(&mut self) {
+        self.call_memory = None;
     }
 
     /// The account host calls enter while they wait on an external system for the guest

@@ -19,6 +19,9 @@ use super::guest_log::{CleanText, GuestLog, MAX_GUEST_TEXT, clean, clean_to};
 /// and discarded, so a guest cannot grow host memory by never writing a newline, and the line is
 /// still logged once (truncated, with the count) rather than as many fragments.
 const MAX_LINE: usize = MAX_GUEST_TEXT;
+/// Most bytes one `wasi:random` call may ask for: the host makes them before lowering them into
+/// guest memory, and wasmtime-wasi allows 64 MiB. A seed needs 16-32; a request over it traps.
+pub(crate) const MAX_RANDOM_BYTES: u64 = 1 << 20;
 /// Stderr lines kept to explain a trap (a Rust panic message precedes the trap).
 const STDERR_TAIL: usize = 4;
 /// Bytes kept of each of those lines, so the joined tail stays within one guest text's cap.
@@ -38,6 +41,7 @@ pub(crate) fn sandboxed_ctx(log: &GuestLog) -> (WasiCtx, GuestOutput) {
         .allow_udp(false)
         .allow_ip_name_lookup(false)
         .socket_addr_check(|_, _| Box::pin(async { false }))
+        .max_random_size(MAX_RANDOM_BYTES)
         .build();
     (ctx, output)
 }

@@ -15,6 +15,14 @@
 //! cluster-scoped one) one its grants cover; anything else is refused as `outside_grants`, so
 //! a plugin cannot write a note about Secret `admin-token` into `kube-system`.
 //!
+//! What a waiting Event holds (its body as a `serde_json::Value` tree and its series key) is
+//! charged to the plugin's memory budget before the body is built, at its strings plus
+//! [`EVENT_TREE_BYTES`], and given back once it is written or dropped; an Event the budget
+//! cannot hold is dropped as `memory_budget`. The guest's note is copied at its cut length, so
+//! a long note lifted out of guest memory is not kept. A series is remembered by a digest of
+//! what makes Events the same (not their text): at most [`MAX_SERIES`] entries of a few hundred
+//! bytes per plugin, a fixed bound of about 1.5 MiB that is the recorder's own, not charged.
+//!
 //! Events are written under the plugin's identity, as its `kube` calls are ([`ActingAs`]): with
 //! per-plugin accounts the API server's RBAC judges them by the plugin's own Role and its audit
 //! log names the plugin, not the host.
@@ -27,12 +35,13 @@ use kubewasm_apimachinery::validation::{
     validate_api_version, validate_dns1123_label, validate_dns1123_subdomain, validate_kind,
 };
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use super::acting_as::ActingAs;
 use super::kube_client::ClusterContext;
 use crate::plugins::loading::grants::Grants;
 use crate::plugins::metrics::{EventDropLabels, EventLabels};
-use crate::runtime::{EventCall, EventType, GuestCausedLog};
+use crate::runtime::{CallMemory, EVENT_TREE_BYTES, EventCall, EventType, GuestCausedLog};
 use crate::workqueue::BucketRateLimiter;
 
 /// Repeats within this window of an Event's first occurrence join its series (client-go's
@@ -70,16 +79,43 @@ struct Pending {
     event_type: EventType,
     body: Value,
     key: SeriesKey,
+    /// What the Event is charged to the plugin's budget; given back when it is dropped.
+    _held: CallMemory,
 }
 
-/// What makes two Events the same occurrence.
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct SeriesKey {
-    regarding: (String, String, Option<String>, String, String),
-    event_type: EventType,
-    reason: String,
-    action: String,
-    note: String,
+/// What makes two Events the same occurrence (the object, type, reason, action and note),
+/// as a digest: a series entry holds no guest text.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct SeriesKey([u8; 32]);
+
+impl SeriesKey {
+    fn of(o: &crate::runtime::ObjectRef, uid: &str, event_type: EventType, texts: [&str; 3]) -> Self {
+        let mut h = Sha256::new();
+        let ns = o.namespace.as_deref();
+        let fields = [
+            o.api_version.as_str(),
+            o.kind.as_str(),
+            ns.unwrap_or_default(),
+            o.name.as_str(),
+            uid,
+            event_type.as_str(),
+        ];
+        // Length-prefixed, so no two different field lists hash the same text.
+        for f in fields.into_iter().chain(texts) {
+            h.update((f.len() as u64).to_le_bytes());
+            h.update(f.as_bytes());
+        }
+        h.update([u8::from(ns.is_some())]);
+        Self(h.finalize().into())
+    }
+}
+
+/// What a validated Event holds while it waits: its tree's strings (the note at its cut
+/// length) and the tree itself.
+fn pending_bytes(e: &EventCall) -> u64 {
+    let note = crate::text::truncate(&e.note, MAX_NOTE).len();
+    let strings = e.held_bytes() - e.note.len() + note;
+    EVENT_TREE_BYTES + strings as u64
 }
 
 /// An Event already written, counted up by repeats.
@@ -140,8 +176,9 @@ impl EventRecorder {
     }
 
     /// Queues `event`, or drops and counts it. The checks run on the guest's strings, cheapest
-    /// first, and the Event's body is built only for an Event that passed them all.
-    pub(crate) fn emit(&self, event: EventCall) {
+    /// first, and the Event's body is built only for an Event that passed them all and that
+    /// `held` (an account of its own on the plugin's budget) could be charged for.
+    pub(crate) fn emit_within(&self, event: EventCall, held: CallMemory) {
         if !self.grants.events() {
             if tracing::enabled!(target: TARGET, tracing::Level::DEBUG) && self.lines.admit() {
                 tracing::debug!(target: TARGET, plugin = &*self.plugin, "event dropped: not granted");
@@ -176,7 +213,10 @@ impl EventRecorder {
             return self.drop_event("rate_limited");
         }
         let Some(backlog) = &self.backlog else { return };
-        if backlog.try_send(self.pending(event)).is_err() {
+        if held.charge(pending_bytes(&event)).is_err() {
+            return self.drop_event("memory_budget");
+        }
+        if backlog.try_send(self.pending(event, held)).is_err() {
             self.drop_event("backlog");
         }
     }
@@ -193,10 +233,11 @@ impl EventRecorder {
     }
 
     /// The Event body (without name and series) of an Event [`validate`] accepted.
-    fn pending(&self, e: EventCall) -> Pending {
+    fn pending(&self, e: EventCall, held: CallMemory) -> Pending {
         let o = &e.regarding.object;
-        let mut note = e.note;
-        note.truncate(crate::text::truncate(&note, MAX_NOTE).len());
+        // A new string at the cut length: truncating the guest's in place would keep its
+        // whole allocation.
+        let note = crate::text::truncate(&e.note, MAX_NOTE).to_owned();
         let namespace = event_namespace(o.namespace.as_deref()).to_string();
         let mut regarding = json!({
             "apiVersion": o.api_version, "kind": o.kind, "name": o.name,
@@ -222,24 +263,18 @@ impl EventRecorder {
             "reportingController": format!("kubewasm/{}", self.plugin),
             "reportingInstance": self.ctx.instance(),
         });
-        let key = SeriesKey {
-            regarding: (
-                o.api_version.clone(),
-                o.kind.clone(),
-                o.namespace.clone(),
-                o.name.clone(),
-                e.regarding.uid,
-            ),
-            event_type: e.event_type,
-            reason: e.reason,
-            action: e.action,
-            note,
-        };
+        let key = SeriesKey::of(
+            o,
+            &e.regarding.uid,
+            e.event_type,
+            [&e.reason, &e.action, &note],
+        );
         Pending {
             namespace,
             event_type: e.event_type,
             body,
             key,
+            _held: held,
         }
     }
 }
@@ -363,7 +398,7 @@ impl Writer {
                 .series
                 .iter()
                 .min_by_key(|(_, s)| s.first)
-                .map(|(k, _)| k.clone())
+                .map(|(k, _)| *k)
             {
                 self.series.remove(&oldest);
             }

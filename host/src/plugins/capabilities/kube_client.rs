@@ -17,6 +17,13 @@
 //! counted; object content never reaches a log. A write that succeeded already paid a token of
 //! the write bucket, which bounds its line; every other line (a refusal, a failed call) takes a
 //! token from the plugin's [`GuestCausedLog`] first.
+//!
+//! What a call makes the host hold is charged to the plugin's memory budget before it is made
+//! ([`CallMemory`], given with the call by the runtime): an apply's or patch's serialised body,
+//! the observer's copy of the call, and the API server's answer, read into a buffer charged by
+//! its capacity as it grows (at most [`MAX_ANSWER_BYTES`]) and the text kept from it. A refusal
+//! answers `429 TooManyRequests` (`413` when it could never fit), as the runtime's own charges
+//! do.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,10 +45,16 @@ use crate::informer::{InformerError, KubeObject, resolve_kind, resource_path};
 use crate::plugins::loading::grants::{Grants, NEVER_GRANTED_SUBRESOURCES, OwnObjects};
 use crate::plugins::metrics::{KubeRequestLabels, PluginMetrics, RateLimitLabels, VerbLabels};
 use crate::runtime::{
-    ApiError, ClusterAccess, EventCall, GuestCausedLog, GuestObject, KubeAnswer, KubeCall,
-    KubeFuture, KubeResult, ObjectRef, PatchType, RuntimeMetrics, SharedObserver,
+    ApiError, BudgetExceeded, CallMemory, ClusterAccess, EventCall, GuestCausedLog, GuestObject,
+    KubeAnswer, KubeCall, KubeFuture, KubeResult, ObjectRef, PatchType, RuntimeMetrics,
+    SharedObserver,
 };
 use crate::workqueue::BucketRateLimiter;
+
+/// Most bytes of one answer of the API server read for a guest: above the largest object the API
+/// server stores (etcd's 1.5 MiB request limit, JSON-encoded) and its own 3 MiB request limit,
+/// with room to spare. A larger answer is refused (500) without reading past the bound.
+pub(crate) const MAX_ANSWER_BYTES: usize = 8 << 20;
 
 /// Longest one `kube` call may take, rate-limit wait included; the guest then gets a 504.
 pub(crate) const KUBE_CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -290,6 +303,20 @@ impl ClusterAccess for PluginClient {
     /// when the plugin unloads. Dropping the returned future (the guest's call was abandoned)
     /// aborts the request.
     fn call(&self, call: KubeCall) -> KubeFuture {
+        self.call_within(call, CallMemory::unbounded())
+    }
+
+    fn emit(&self, event: EventCall) {
+        self.emit_within(event, &CallMemory::unbounded())
+    }
+
+    /// As [`call`](Self::call), charging `memory` for the copies the call makes.
+    fn call_within(&self, call: KubeCall, memory: CallMemory) -> KubeFuture {
+        let observing = self.inner.ctx.observer.is_some();
+        // The observer keeps a copy of the call (its body included) until the answer.
+        if observing && let Err(e) = memory.charge(call.held_bytes() as u64) {
+            return Box::pin(std::future::ready(Err(e.api_error())));
+        }
         let observed = self
             .inner
             .ctx
@@ -298,7 +325,7 @@ impl ClusterAccess for PluginClient {
             .map(|o| (o.clone(), self.inner.plugin.clone(), call.clone()));
         let inner = self.inner.clone();
         Box::pin(async move {
-            let result = inner.call(call).await;
+            let result = inner.call(call, &memory).await;
             if let Some((observer, plugin, call)) = observed {
                 observer.kube_request(&plugin, &call, result.as_ref().map(|a| a.code));
             }
@@ -306,14 +333,14 @@ impl ClusterAccess for PluginClient {
         })
     }
 
-    fn emit(&self, event: EventCall) {
+    fn emit_within(&self, event: EventCall, memory: &CallMemory) {
         // What is not granted is dropped by the recorder and never written: not observed.
         if let Some(o) = &self.inner.ctx.observer
             && self.events.permits(&event)
         {
             o.event(&self.inner.plugin, &event);
         }
-        self.events.emit(event);
+        self.events.emit_within(event, memory.detached());
     }
 }
 
@@ -373,15 +400,17 @@ struct Named {
 /// The API server's answer, as read off the wire on the host's runtime.
 struct Raw {
     code: u16,
-    body: bytes::Bytes,
+    body: Vec<u8>,
+    /// What `body` is charged to the call's [`CallMemory`] (its capacity) until it is dropped.
+    charged: u64,
 }
 
 impl Inner {
-    async fn call(&self, call: KubeCall) -> KubeResult {
+    async fn call(&self, call: KubeCall, memory: &CallMemory) -> KubeResult {
         let started = Instant::now();
         let verb = call.verb();
         let mut named = None;
-        let result = self.steps(call, &mut named).await;
+        let result = self.steps(call, &mut named, memory).await;
         let code = match &result {
             Ok(a) => a.code,
             Err(e) => e.code,
@@ -401,7 +430,12 @@ impl Inner {
 
     /// The call, cheapest check first: nothing costly happens for a call the checks refuse,
     /// and nothing but the exchange with the API server runs on the host's runtime.
-    async fn steps(&self, call: KubeCall, named: &mut Option<Named>) -> KubeResult {
+    async fn steps(
+        &self,
+        call: KubeCall,
+        named: &mut Option<Named>,
+        memory: &CallMemory,
+    ) -> KubeResult {
         self.acting.usable().map_err(unusable)?;
         let check_grants = !grant_checks_skipped();
         if check_grants {
@@ -422,9 +456,9 @@ impl Inner {
         self.take_token(p.verb).await?;
         let (ar, namespaced) = self.resolve(&p.target, deadline).await?;
         check_scope(namespaced, &p.target)?;
-        let request = self.request(&mut p, &ar)?;
-        let raw = self.exchange(request, deadline).await?;
-        answer(&p, raw)
+        let request = self.request(&mut p, &ar, memory)?;
+        let raw = self.exchange(request, deadline, memory).await?;
+        answer(&p, raw, memory)
     }
 
     /// A body names the object it is about, so its grant cannot be checked before the body is
@@ -559,14 +593,16 @@ impl Inner {
         &self,
         request: http::Request<Vec<u8>>,
         deadline: tokio::time::Instant,
+        memory: &CallMemory,
     ) -> Result<Raw, ApiError> {
         let client = self.ctx.client.clone();
-        let task =
-            AbortOnDrop(self.ctx.host.spawn(async move {
-                tokio::time::timeout_at(deadline, send(&client, request)).await
-            }));
+        let memory = memory.clone();
+        let task = AbortOnDrop(self.ctx.host.spawn(async move {
+            tokio::time::timeout_at(deadline, send(&client, request, &memory)).await
+        }));
         match task.join().await? {
-            Ok(Ok(raw)) => Ok(raw),
+            Ok(Ok(Ok(raw))) => Ok(raw),
+            Ok(Ok(Err(refused))) => Err(refused),
             Ok(Err(e)) => Err(api_error(
                 503,
                 "ServiceUnavailable",
@@ -600,9 +636,19 @@ impl Inner {
         &self,
         p: &mut Prepared,
         ar: &ApiResource,
+        memory: &CallMemory,
     ) -> Result<http::Request<Vec<u8>>, ApiError> {
         let collection = resource_path(ar, p.target.namespace.as_deref(), None, None);
-        let mut request = build_request(p, &collection, &self.plugin, self.dry_run)?;
+        // kube serialises an apply's or a patch's body into a new buffer, a second copy of
+        // the text until the guest's is dropped with the built request's source.
+        let copied = match &p.op {
+            Op::Apply { body, .. } | Op::Patch(_, body) => body.len() as u64,
+            _ => 0,
+        };
+        memory.charge(copied).map_err(|e| e.api_error())?;
+        let built = build_request(p, &collection, &self.plugin, self.dry_run);
+        memory.give_back(copied);
+        let mut request = built?;
         // On the request rather than in a client of its own: the plugins share the host's
         // connection pool, and impersonation is one header.
         self.acting.mark(&mut request).map_err(unusable)?;
@@ -691,23 +737,115 @@ fn check_scope(namespaced: bool, t: &ObjectRef) -> Result<(), ApiError> {
 
 /// Sends `request` and keeps the response status, which kube's `request_text` drops: a guest
 /// (`apply-outcome`), the logs, metrics and transcripts tell a create (201) from an update by it.
-async fn send(client: &kube::Client, request: http::Request<Vec<u8>>) -> kube::Result<Raw> {
+/// The body is read frame by frame into a buffer whose growth is charged to `memory` before it
+/// is made (its whole declared length up front when the answer declares one), at most
+/// [`MAX_ANSWER_BYTES`]; a refused charge or an answer over the bound ends the read with the
+/// guest's error (the inner `Err`).
+async fn send(
+    client: &kube::Client,
+    request: http::Request<Vec<u8>>,
+    memory: &CallMemory,
+) -> kube::Result<Result<Raw, ApiError>> {
     use http_body_util::BodyExt;
     let response = client.send(request.map(kube::client::Body::from)).await?;
     let code = response.status().as_u16();
-    let body = response.into_body().collect().await?.to_bytes();
-    Ok(Raw { code, body })
+    let declared = response
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    let mut buffer = AnswerBuffer::new(memory);
+    if let Some(n) = declared
+        && let Err(e) = buffer.reserve(n)
+    {
+        return Ok(Err(e));
+    }
+    let mut body = response.into_body();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data()
+            && let Err(e) = buffer.push(&data)
+        {
+            return Ok(Err(e));
+        }
+    }
+    let (body, charged) = buffer.into_inner();
+    Ok(Ok(Raw {
+        code,
+        body,
+        charged,
+    }))
+}
+
+/// An answer's bytes as they arrive, every growth charged before it is made.
+struct AnswerBuffer<'a> {
+    memory: &'a CallMemory,
+    bytes: Vec<u8>,
+    /// The capacity charged so far (what `bytes` was asked to reserve).
+    charged: usize,
+}
+
+impl<'a> AnswerBuffer<'a> {
+    fn new(memory: &'a CallMemory) -> Self {
+        Self {
+            memory,
+            bytes: Vec::new(),
+            charged: 0,
+        }
+    }
+
+    /// Makes room for `n` bytes in all, charging the growth (doubling, as `Vec` would).
+    fn reserve(&mut self, n: usize) -> Result<(), ApiError> {
+        if n > MAX_ANSWER_BYTES {
+            return Err(api_error(
+                500,
+                "InternalError",
+                format!("the API server's answer is over the limit of {MAX_ANSWER_BYTES} bytes"),
+            ));
+        }
+        if n <= self.charged {
+            return Ok(());
+        }
+        let grown = n.max(self.charged * 2).min(MAX_ANSWER_BYTES);
+        self.memory
+            .charge((grown - self.charged) as u64)
+            .map_err(|e: BudgetExceeded| e.api_error())?;
+        self.charged = grown;
+        self.bytes.reserve_exact(grown - self.bytes.len());
+        Ok(())
+    }
+
+    fn push(&mut self, data: &[u8]) -> Result<(), ApiError> {
+        self.reserve(self.bytes.len() + data.len())?;
+        self.bytes.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// The bytes and what they are charged: the caller gives that back when it drops them.
+    fn into_inner(self) -> (Vec<u8>, u64) {
+        (self.bytes, self.charged as u64)
+    }
 }
 
 /// What the guest gets for the API server's answer `raw` to `p`: the object as served, or the
 /// failure its `Status` names (the bare status when the body is not one).
-fn answer(p: &Prepared, raw: Raw) -> KubeResult {
-    let Raw { code, body } = raw;
+fn answer(p: &Prepared, raw: Raw, memory: &CallMemory) -> KubeResult {
+    let Raw {
+        code,
+        body,
+        charged,
+    } = raw;
+    let result = answer_body(p, code, &body, memory);
+    drop(body);
+    memory.give_back(charged);
+    result
+}
+
+/// [`answer`] for the bytes `body`, charging the text kept of them to `memory` before copying.
+fn answer_body(p: &Prepared, code: u16, body: &[u8], memory: &CallMemory) -> KubeResult {
     if code >= 400 {
         if p.verb == "get" && code == 404 {
             return Ok(KubeAnswer { object: None, code });
         }
-        return Err(match serde_json::from_slice::<kube::core::Status>(&body) {
+        return Err(match serde_json::from_slice::<kube::core::Status>(body) {
             // A `Status` without a code (some proxies) keeps the response's.
             Ok(s) => api_error(
                 if s.code == 0 { code } else { s.code },
@@ -731,7 +869,11 @@ fn answer(p: &Prepared, raw: Raw) -> KubeResult {
             format!("the API server answered with a malformed object: {e}"),
         )
     };
-    let text = std::str::from_utf8(&body).map_err(|e| malformed(&e))?;
+    let text = std::str::from_utf8(body).map_err(|e| malformed(&e))?;
+    // The object keeps its own copy of the text (and a few hundred bytes of metadata).
+    memory
+        .charge(text.len() as u64)
+        .map_err(|e| e.api_error())?;
     let t = &p.target;
     let obj = KubeObject::from_json_for(text.into(), &t.api_version, &t.kind, true)
         .map_err(|e| malformed(&e))?;
@@ -1012,6 +1154,32 @@ mod tests {
     use super::*;
     use crate::runtime::WriteOptions;
     use serde_json::Value;
+
+    #[test]
+    fn an_answer_is_charged_as_its_buffer_grows_and_refused_past_the_budget() {
+        use crate::runtime::MemoryBudget;
+        let metrics = RuntimeMetrics::unregistered();
+        let budget = MemoryBudget::new("p", 10_000, &metrics);
+        let memory = CallMemory::new(budget.clone());
+        let mut b = AnswerBuffer::new(&memory);
+        b.push(&[0; 1000]).unwrap();
+        assert_eq!(memory.held(), 1000);
+        b.push(&[0; 100]).unwrap();
+        assert_eq!(memory.held(), 2000, "doubled, as the buffer grows");
+        b.push(&[0; 5000]).unwrap();
+        assert_eq!(memory.held(), 6100);
+        let e = b.push(&[0; 5000]).unwrap_err();
+        assert_eq!((e.code, e.reason.as_str()), (429, "TooManyRequests"));
+        assert!(e.message.contains("memory budget"), "{}", e.message);
+        let e = b.reserve(MAX_ANSWER_BYTES + 1).unwrap_err();
+        assert_eq!(e.code, 500, "{}", e.message);
+        let (bytes, charged) = b.into_inner();
+        assert_eq!((bytes.len(), charged), (6100, 6100));
+        assert!(bytes.capacity() >= 6100);
+        assert_eq!(metrics.budget_refused("p", "call"), 1);
+        drop(memory);
+        assert_eq!(budget.used(), 0);
+    }
 
     #[test]
     fn names_that_could_escape_a_path_or_a_log_or_proxy_are_refused() {
