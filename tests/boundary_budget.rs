@@ -312,9 +312,10 @@ async fn kube_bodies_and_cache_reads_at_concurrency_8_are_charged_to_the_plugin_
     .await;
     let after_kube = metrics.budget_refused(plugin, "call");
 
-    // Reads: six ConfigMaps of ~1 MiB each, then 8 calls listing them all 20 times each.
-    let payload = "y".repeat(1 << 20);
-    for i in 0..6 {
+    // Reads: eight ConfigMaps of 900 KiB each (the API server's limit is 1 MiB), then 8 calls
+    // listing them all 20 times each.
+    let payload = "y".repeat(900 << 10);
+    for i in 0..8 {
         let cm: ConfigMap = serde_json::from_value(serde_json::json!({
             "metadata": {"name": format!("large-{i}")},
             "data": {"payload": payload},
@@ -347,12 +348,15 @@ async fn kube_bodies_and_cache_reads_at_concurrency_8_are_charged_to_the_plugin_
         .await
         .unwrap();
     assert!(rv.metadata.name.is_some());
-    eventually("the neighbour saw the ConfigMap created after the attacks", || {
-        t.logs
-            .of(neighbour)
-            .iter()
-            .any(|l| l.starts_with("add default/after "))
-    })
+    eventually(
+        "the neighbour saw the ConfigMap created after the attacks",
+        || {
+            t.logs
+                .of(neighbour)
+                .iter()
+                .any(|l| l.starts_with("add default/after "))
+        },
+    )
     .await;
 
     let status = t.host.manager.status().await;
@@ -363,7 +367,7 @@ async fn kube_bodies_and_cache_reads_at_concurrency_8_are_charged_to_the_plugin_
         .expect("/plugins shows the plugin's memory");
     assert!(memory.used_bytes <= budget, "{memory:?}");
     let grown = rss().saturating_sub(before);
-    let created = 6 << 20;
+    let created = 8 * (900 << 10);
     eprintln!(
         "host RSS grew {} MiB; refused for the budget: {} (kube), {} (cache); reports: {:?}",
         grown >> 20,

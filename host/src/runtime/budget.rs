@@ -316,8 +316,7 @@ impl CallMemory {
 
 impl Drop for CallInner {
     fn drop(&mut self) {
-        self.budget
-            .release(BudgetKind::Call, *self.held.get_mut());
+        self.budget.release(BudgetKind::Call, *self.held.get_mut());
     }
 }
 
@@ -575,7 +574,11 @@ mod tests {
         // With the largest-ever figure (60) another instance would not fit next to this one
         // (50 + 60 > 100) although every instance alive needs 50: the plugin would never get
         // a second instance again.
-        assert_eq!(budget.instance_peak(), 50, "the released instance's peak is gone");
+        assert_eq!(
+            budget.instance_peak(),
+            50,
+            "the released instance's peak is gone"
+        );
         assert!(budget.room_for_another());
         let mut other = HostAccount::new(budget.clone());
         other.grow_linear(10).unwrap();

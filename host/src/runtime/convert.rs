@@ -5,9 +5,7 @@
 //! instantiated for both versions.
 
 use super::guest_log::cap_guest_text;
-use super::types::{
-    GuestObject, HandlerOutcome, ObjectView, Permission, PluginInfo, Subscription,
-};
+use super::types::{GuestObject, HandlerOutcome, ObjectView, Permission, PluginInfo, Subscription};
 
 /// What an owned copy of `v` ([`v2::owned_object`]) takes on the host: its strings, each label's
 /// pair of strings, and the structs' own bytes. Charged before the copy is made.

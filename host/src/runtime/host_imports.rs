@@ -336,7 +336,11 @@ impl events::Host for StoreState {
         };
         let memory = self.call_memory();
         // The regarding object's labels were lifted too, though an Event does not use them.
-        let labels: usize = regarding.labels.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let labels: usize = regarding
+            .labels
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
         let event = EventCall {
             regarding: Regarding {
                 object: object_ref(
@@ -355,10 +359,7 @@ impl events::Host for StoreState {
         };
         // An Event has no result: one the plugin's budget cannot hold is dropped (counted
         // in `kubewasm_runtime_memory_budget_refused_total{kind="call"}`).
-        if memory
-            .charge((event.held_bytes() + labels) as u64)
-            .is_err()
-        {
+        if memory.charge((event.held_bytes() + labels) as u64).is_err() {
             if tracing::enabled!(target: RUNTIME_TARGET, tracing::Level::DEBUG)
                 && self.lines.admit()
             {

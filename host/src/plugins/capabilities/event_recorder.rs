@@ -89,7 +89,12 @@ struct Pending {
 struct SeriesKey([u8; 32]);
 
 impl SeriesKey {
-    fn of(o: &crate::runtime::ObjectRef, uid: &str, event_type: EventType, texts: [&str; 3]) -> Self {
+    fn of(
+        o: &crate::runtime::ObjectRef,
+        uid: &str,
+        event_type: EventType,
+        texts: [&str; 3],
+    ) -> Self {
         let mut h = Sha256::new();
         let ns = o.namespace.as_deref();
         let fields = [
