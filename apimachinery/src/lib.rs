@@ -6,6 +6,7 @@
 //! - [`FieldSelector`]: parse the field-selector string syntax and match it on a JSON object.
 //! - [`validation`]: DNS-1123 labels and subdomains, label keys and values, `apiVersion` and
 //!   `kind` syntax, with the API server's lengths and character sets.
+//! - [`text`]: cutting text to a byte budget on a character boundary, marked or not.
 //!
 //! Pure functions over strings and JSON values: this crate knows nothing of HTTP, caches,
 //! watches or which fields a kind supports, and depends on nothing of kubewasm.
@@ -14,6 +15,7 @@
 
 mod fields;
 mod labels;
+pub mod text;
 pub mod validation;
 
 pub use fields::{FieldOp, FieldRequirement, FieldSelector, escape_value};

@@ -58,11 +58,11 @@ where
 
 /// Whether `v` decodes as `T`. A missing required field is validation's to report (the real
 /// server's decoder does not require fields either), so only wrong types fail here.
-fn shape<T: DeserializeOwned>(v: &Value) -> Result<(), String> {
+fn shape<T: DeserializeOwned>(v: &Value) -> Result<(), serde_json::Error> {
     match T::deserialize(v) {
         Ok(_) => Ok(()),
         Err(e) if e.to_string().starts_with("missing field") => Ok(()),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
     }
 }
 

@@ -186,12 +186,14 @@ fn update_manager(opts: &WriteOpts, options_kind: &str) -> ApiResult<String> {
             check_field_manager(m, options_kind)?;
             Ok(m.to_string())
         }
-        _ => Ok(opts
-            .default_manager
-            .chars()
-            .filter(|c| !c.is_control())
-            .take(MAX_FIELD_MANAGER)
-            .collect()),
+        _ => {
+            let printable: String = opts
+                .default_manager
+                .chars()
+                .filter(|c| !c.is_control())
+                .collect();
+            Ok(kubewasm_apimachinery::text::truncate(&printable, MAX_FIELD_MANAGER).to_string())
+        }
     }
 }
 
@@ -374,8 +376,8 @@ fn prepare_create_status(rt: &ResourceType, body: &mut Value) -> ApiResult<()> {
         }
         ("", "PersistentVolumeClaim") => body["status"] = json!({"phase": "Pending"}),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            let types =
-                types_from_crd(body).map_err(|e| ApiError::invalid(&rt.kind, "", "spec", &e))?;
+            let types = types_from_crd(body)
+                .map_err(|e| ApiError::invalid(&rt.kind, "", "spec", &e.to_string()))?;
             let group = body
                 .pointer("/spec/group")
                 .and_then(Value::as_str)
@@ -562,7 +564,8 @@ fn finish_update(rt: &ResourceType, cur: &Obj, mut new: Value) -> ApiResult<Chan
         }
     }
     if rt.kind == "CustomResourceDefinition" && rt.group == "apiextensions.k8s.io" {
-        types_from_crd(&new).map_err(|e| ApiError::invalid(&rt.kind, &name, "spec", &e))?;
+        types_from_crd(&new)
+            .map_err(|e| ApiError::invalid(&rt.kind, &name, "spec", &e.to_string()))?;
     }
     crate::validation::object(rt, &mut new, Some(old))?;
     Ok(Change::Put(new))

@@ -9,7 +9,23 @@ use std::sync::Arc;
 use serde_json::Value;
 
 /// Decodes an object as a kind's k8s-openapi type: `Err` names the first wrong JSON type.
-pub type ShapeCheck = fn(&Value) -> Result<(), String>;
+pub type ShapeCheck = fn(&Value) -> Result<(), serde_json::Error>;
+
+/// Why a CustomResourceDefinition serves nothing, in the API server's field-error wording.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CrdError {
+    /// A field the definition must have.
+    #[error("{0}: Required value")]
+    Required(&'static str),
+    /// A scope other than `Namespaced` or `Cluster`.
+    #[error("spec.scope: Unsupported value: \"{0}\"")]
+    Scope(String),
+    /// No versions, or not exactly one storage version.
+    #[error(
+        "spec.versions: Invalid value: must have exactly one version marked as storage version"
+    )]
+    StorageVersion,
+}
 
 /// Everything the server needs to know about one served resource (group, version, plural).
 #[derive(Debug, Clone)]
@@ -189,21 +205,21 @@ fn version_priority(v: &str) -> (u8, u32, u32) {
 }
 
 /// Derive the resource types a CRD object serves (one per `served: true` version).
-pub fn types_from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
-    let spec = crd.get("spec").ok_or("spec: Required value")?;
+pub fn types_from_crd(crd: &Value) -> Result<Vec<ResourceType>, CrdError> {
+    let spec = crd.get("spec").ok_or(CrdError::Required("spec"))?;
     let group = spec
         .get("group")
         .and_then(Value::as_str)
-        .ok_or("spec.group: Required value")?;
-    let names = spec.get("names").ok_or("spec.names: Required value")?;
+        .ok_or(CrdError::Required("spec.group"))?;
+    let names = spec.get("names").ok_or(CrdError::Required("spec.names"))?;
     let plural = names
         .get("plural")
         .and_then(Value::as_str)
-        .ok_or("spec.names.plural: Required value")?;
+        .ok_or(CrdError::Required("spec.names.plural"))?;
     let kind = names
         .get("kind")
         .and_then(Value::as_str)
-        .ok_or("spec.names.kind: Required value")?;
+        .ok_or(CrdError::Required("spec.names.kind"))?;
     let singular = names
         .get("singular")
         .and_then(Value::as_str)
@@ -230,31 +246,26 @@ pub fn types_from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
         .and_then(Value::as_str)
         .unwrap_or("Namespaced");
     if scope != "Namespaced" && scope != "Cluster" {
-        return Err(format!("spec.scope: Unsupported value: \"{scope}\""));
+        return Err(CrdError::Scope(scope.to_string()));
     }
     let versions = spec
         .get("versions")
         .and_then(Value::as_array)
         .filter(|v| !v.is_empty())
-        .ok_or(
-            "spec.versions: Invalid value: must have exactly one version marked as storage version",
-        )?;
+        .ok_or(CrdError::StorageVersion)?;
     let storage = versions
         .iter()
         .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
         .count();
     if storage != 1 {
-        return Err(
-            "spec.versions: Invalid value: must have exactly one version marked as storage version"
-                .into(),
-        );
+        return Err(CrdError::StorageVersion);
     }
     let mut out = Vec::new();
     for v in versions {
         let name = v
             .get("name")
             .and_then(Value::as_str)
-            .ok_or("spec.versions[].name: Required value")?;
+            .ok_or(CrdError::Required("spec.versions[].name"))?;
         if v.get("served").and_then(Value::as_bool) != Some(true) {
             continue;
         }

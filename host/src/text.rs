@@ -5,11 +5,8 @@
 
 use std::fmt::{self, Write as _};
 
-/// The longest prefix of `s` that is at most `max_bytes` long and ends on a character
-/// boundary: a byte budget (a log field, an API limit) that never splits a UTF-8 character.
-pub(crate) fn truncate(s: &str, max_bytes: usize) -> &str {
-    &s[..s.floor_char_boundary(max_bytes)]
-}
+/// The byte budget on a character boundary, shared with the API server; `clip` marks the cut.
+pub(crate) use kubewasm_apimachinery::text::{clip, truncate};
 
 /// Whether `c` could end a line, move the cursor or start a terminal sequence when printed:
 /// C0 (newline, CR, ESC, ...), DEL, C1, the Unicode line and paragraph separators and the
@@ -47,32 +44,15 @@ impl<W: fmt::Write> fmt::Write for Escaping<W> {
 /// log field: at most `max_bytes` of it, cut on a character boundary and marked `…` when cut,
 /// with unsafe characters escaped.
 pub(crate) fn foreign(s: &str, max_bytes: usize) -> String {
-    let cut = truncate(s, max_bytes);
-    let mut out = Escaping(String::with_capacity(cut.len() + 3));
-    let _ = out.write_str(cut);
-    let mut out = out.0;
-    if cut.len() < s.len() {
-        out.push('…');
-    }
-    out
+    let cut = clip(s, max_bytes);
+    let mut out = Escaping(String::with_capacity(cut.len()));
+    let _ = out.write_str(&cut);
+    out.0
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{foreign, truncate};
-
-    #[test]
-    fn cuts_on_a_char_boundary() {
-        assert_eq!(truncate("hello", 10), "hello");
-        assert_eq!(truncate("hello", 5), "hello");
-        assert_eq!(truncate("hello", 3), "hel");
-        assert_eq!(truncate("hello", 0), "");
-        // 'é' is two bytes: a budget ending inside it keeps the character out, not half of it.
-        assert_eq!(truncate("aé", 2), "a");
-        assert_eq!(truncate("aé", 3), "aé");
-        assert_eq!(truncate("€€", 4), "€");
-        assert_eq!(truncate("", 4), "");
-    }
+    use super::foreign;
 
     #[test]
     fn foreign_text_is_cut_and_kept_on_one_line() {

@@ -199,7 +199,7 @@ fn legacy_event(f: &EventFields, obj: &Value) -> Vec<Cause> {
     if controller.is_empty() {
         causes.push(required(f.controller));
     } else if let Err(why) = qualified_name(controller) {
-        causes.push(invalid(f.controller, &json!(controller), &why));
+        causes.push(invalid(f.controller, &json!(controller), &why.to_string()));
     }
     for (field, max) in [
         ("reportingInstance", REPORTING_INSTANCE_MAX),
@@ -255,24 +255,35 @@ fn series(obj: &Value) -> Vec<Cause> {
     causes
 }
 
+/// How a "qualified name" is broken, in the API server's wording.
+#[derive(Debug, thiserror::Error)]
+enum QualifiedNameError {
+    /// The part before `/` is not a DNS subdomain.
+    #[error("prefix part must be a lowercase RFC 1123 subdomain")]
+    Prefix(#[source] ValidationError),
+    /// More than one `/`.
+    #[error(
+        "a qualified name must consist of alphanumeric characters, '-', '_' or '.', with an \
+         optional DNS subdomain prefix and '/'"
+    )]
+    Slashes(#[source] ValidationError),
+    /// The name part is too long or has other characters.
+    #[error(
+        "name part must consist of at most 63 alphanumeric characters, '-', '_' or '.', \
+         starting and ending with an alphanumeric character"
+    )]
+    Name(#[source] ValidationError),
+}
+
 /// Kubernetes "qualified name" (`[DNS-subdomain-prefix/]name`), the rule of label keys, with the
 /// API server's wording for each way it is broken.
-fn qualified_name(s: &str) -> Result<(), String> {
-    validate_label_key(s).map_err(|e| {
-        match e {
-            ValidationError::EmptyPrefix | ValidationError::InPrefix { .. } => {
-                "prefix part must be a lowercase RFC 1123 subdomain"
-            }
-            _ if s.matches('/').count() > 1 => {
-                "a qualified name must consist of alphanumeric characters, '-', '_' or '.', \
-                 with an optional DNS subdomain prefix and '/'"
-            }
-            _ => {
-                "name part must consist of at most 63 alphanumeric characters, '-', '_' or '.', \
-                 starting and ending with an alphanumeric character"
-            }
+fn qualified_name(s: &str) -> Result<(), QualifiedNameError> {
+    validate_label_key(s).map_err(|e| match e {
+        ValidationError::EmptyPrefix | ValidationError::InPrefix { .. } => {
+            QualifiedNameError::Prefix(e)
         }
-        .into()
+        _ if s.matches('/').count() > 1 => QualifiedNameError::Slashes(e),
+        _ => QualifiedNameError::Name(e),
     })
 }
 
@@ -336,17 +347,19 @@ mod tests {
         assert!(qualified_name("-x").is_err());
         assert!(qualified_name("Upper.Prefix/x").is_err());
         assert_eq!(
-            qualified_name("a..b/x").unwrap_err(),
+            qualified_name("a..b/x").unwrap_err().to_string(),
             "prefix part must be a lowercase RFC 1123 subdomain"
         );
         assert!(
             qualified_name("a/b/c")
                 .unwrap_err()
+                .to_string()
                 .starts_with("a qualified name")
         );
         assert!(
             qualified_name(&"x".repeat(64))
                 .unwrap_err()
+                .to_string()
                 .starts_with("name part")
         );
     }

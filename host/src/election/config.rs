@@ -87,7 +87,7 @@ impl ElectionConfig {
 /// the random part keeps a restarted pod from mistaking its predecessor's lease for its own.
 pub(super) fn default_identity() -> String {
     let host = crate::identity::replica_name();
-    let host: String = host.chars().take(200).collect();
+    let host = crate::text::truncate(&host, 200);
     format!("{host}_{:016x}", rand::random::<u64>())
 }
 

@@ -36,18 +36,18 @@ pub use delivery::quarantine::QuarantinePolicy;
 pub use delivery::queue::{DEFAULT_MAX_QUEUED, coalesce};
 pub use delivery::state::{PluginState, StateEvent};
 pub use events::PluginEvent;
-pub use loading::describe::{DescribedPlugin, describe_file, plugin_name};
+pub use loading::describe::{DescribedPlugin, NameError, describe_file, plugin_name};
 pub use loading::error::LoadError;
 pub use loading::grants::{
     DEFAULT_PLUGINS_CONFIGMAP, GrantChange, GrantError, GrantPolicy, GrantSource, Grants,
-    GrantsTable, HostPod, Missing, NEVER_GRANTED_SUBRESOURCES, NamespaceList, OriginPattern,
-    OwnName, OwnObject, OwnObjects, OwnScope, PLUGIN_ACCOUNT_PREFIX, READ_VERBS, ResourceGrant,
-    Verb, WriteGrant, host_pod_objects,
+    GrantsTable, HostPod, InvalidAsk, Missing, NEVER_GRANTED_SUBRESOURCES, NamespaceList,
+    OriginError, OriginPattern, OriginProblem, OwnName, OwnObject, OwnObjects, OwnScope,
+    PLUGIN_ACCOUNT_PREFIX, READ_VERBS, ResourceGrant, Verb, WriteGrant, host_pod_objects,
 };
 pub use loading::lifecycle::{LoadOutcome, ManagerConfig, MemoryUse, PluginManager, PluginStatus};
 pub use loading::manifest::{Manifest, ManifestError};
 pub use loading::sources::metrics::SourceMetrics;
-pub use loading::sources::{PluginSources, read_sources_file};
+pub use loading::sources::{PluginSources, SourcesFileError, read_sources_file};
 pub use loading::subscriptions::SubscriptionPlan;
 pub use loading::watcher::{DirectoryWatcher, is_plugin_file};
 pub use metrics::{EventDropLabels, PluginMetrics, RateLimitLabels};

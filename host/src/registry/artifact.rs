@@ -98,40 +98,58 @@ pub struct Layer {
     pub size: u64,
 }
 
+/// Why a manifest is not a wasm artifact this host runs. Registry-provided text in it is cut
+/// to 80 bytes (and printed quoted, so escaped).
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    /// Not JSON of an OCI image manifest.
+    #[error("the manifest is not an OCI image manifest: {0}")]
+    NotAManifest(#[source] serde_json::Error),
+    /// A `schemaVersion` other than 2.
+    #[error("manifest schemaVersion {0} is not 2")]
+    SchemaVersion(u32),
+    /// An image (or anything else) rather than a wasm artifact.
+    #[error("not a wasm artifact: config media type {0:?}, expected {WASM_CONFIG_MEDIA_TYPE}")]
+    ConfigMediaType(String),
+    /// Zero or several layers.
+    #[error("a wasm artifact has exactly one layer; this one has {0}")]
+    LayerCount(usize),
+    /// The one layer is not `application/wasm`.
+    #[error("layer media type {0:?} is not {WASM_LAYER_MEDIA_TYPE}")]
+    LayerMediaType(String),
+    /// The layer's digest is malformed.
+    #[error(transparent)]
+    Digest(#[from] DigestError),
+    /// A negative layer size.
+    #[error("negative layer size")]
+    NegativeSize,
+    /// A component over [`MAX_ARTIFACT_BYTES`], refused before it is read or sent.
+    #[error("the component is {0} bytes, over the {MAX_ARTIFACT_BYTES}-byte limit")]
+    TooBig(u64),
+    /// A manifest over [`MAX_MANIFEST_BYTES`], refused while it streams.
+    #[error("manifest of {0} bytes or more, over the {MAX_MANIFEST_BYTES}-byte limit")]
+    ManifestTooBig(u64),
+}
+
 /// The component layer of a manifest, or why it is not a wasm artifact this host runs.
-pub fn component_layer(manifest: &[u8]) -> Result<Layer, String> {
-    let m: Manifest = serde_json::from_slice(manifest)
-        .map_err(|e| format!("the manifest is not an OCI image manifest: {e}"))?;
+pub fn component_layer(manifest: &[u8]) -> Result<Layer, ArtifactError> {
+    let m: Manifest = serde_json::from_slice(manifest).map_err(ArtifactError::NotAManifest)?;
     if m.schema_version != 2 {
-        return Err(format!(
-            "manifest schemaVersion {} is not 2",
-            m.schema_version
-        ));
+        return Err(ArtifactError::SchemaVersion(m.schema_version));
     }
     if m.config.media_type != WASM_CONFIG_MEDIA_TYPE {
-        return Err(format!(
-            "not a wasm artifact: config media type {:?}, expected {WASM_CONFIG_MEDIA_TYPE}",
-            clip(&m.config.media_type)
-        ));
+        return Err(ArtifactError::ConfigMediaType(shown(&m.config.media_type)));
     }
     let [layer] = m.layers.as_slice() else {
-        return Err(format!(
-            "a wasm artifact has exactly one layer; this one has {}",
-            m.layers.len()
-        ));
+        return Err(ArtifactError::LayerCount(m.layers.len()));
     };
     if layer.media_type != WASM_LAYER_MEDIA_TYPE {
-        return Err(format!(
-            "layer media type {:?} is not {WASM_LAYER_MEDIA_TYPE}",
-            clip(&layer.media_type)
-        ));
+        return Err(ArtifactError::LayerMediaType(shown(&layer.media_type)));
     }
     check_digest(&layer.digest)?;
-    let size = u64::try_from(layer.size).map_err(|_| "negative layer size".to_string())?;
+    let size = u64::try_from(layer.size).map_err(|_| ArtifactError::NegativeSize)?;
     if size > MAX_ARTIFACT_BYTES {
-        return Err(format!(
-            "the component is {size} bytes, over the {MAX_ARTIFACT_BYTES}-byte limit"
-        ));
+        return Err(ArtifactError::TooBig(size));
     }
     Ok(Layer {
         digest: layer.digest.clone(),
@@ -139,8 +157,13 @@ pub fn component_layer(manifest: &[u8]) -> Result<Layer, String> {
     })
 }
 
+/// A digest that is not `sha256:` and 64 lowercase hex digits (cut to 80 bytes).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("digest {0:?} is not sha256: and 64 lowercase hex digits")]
+pub struct DigestError(String);
+
 /// Refuses anything but `sha256:` and 64 lowercase hex digits.
-pub fn check_digest(digest: &str) -> Result<(), String> {
+pub fn check_digest(digest: &str) -> Result<(), DigestError> {
     match digest.strip_prefix("sha256:") {
         Some(hex)
             if hex.len() == 64
@@ -150,16 +173,16 @@ pub fn check_digest(digest: &str) -> Result<(), String> {
         {
             Ok(())
         }
-        _ => Err(format!(
-            "digest {:?} is not sha256: and 64 lowercase hex digits",
-            clip(digest)
-        )),
+        _ => Err(DigestError(shown(digest))),
     }
 }
 
-/// At most 80 characters of registry-provided text, for error messages.
-fn clip(s: &str) -> String {
-    s.chars().take(80).collect()
+/// Most bytes of a registry-provided value an error message shows.
+pub(crate) const SHOWN_VALUE_BYTES: usize = 80;
+
+/// Registry-provided text as an error message shows it: cut to [`SHOWN_VALUE_BYTES`], marked.
+pub(crate) fn shown(s: &str) -> String {
+    crate::text::clip(s, SHOWN_VALUE_BYTES).into_owned()
 }
 
 #[cfg(test)]
@@ -220,7 +243,7 @@ mod tests {
             ),
             (b"{".to_vec(), "not an OCI image manifest"),
         ] {
-            let e = component_layer(&manifest).unwrap_err();
+            let e = component_layer(&manifest).unwrap_err().to_string();
             assert!(e.contains(expect), "{e}");
         }
         assert!(check_digest("sha256:ABC").is_err());

@@ -9,8 +9,13 @@ use std::time::Duration;
 use http::HeaderValue;
 use oci_client::client::{ClientConfig, ClientProtocol};
 
-use super::artifact::{self, MAX_ARTIFACT_BYTES, OCI_MANIFEST_MEDIA_TYPE, sha256_digest};
+use super::artifact::{
+    self, ArtifactError, MAX_ARTIFACT_BYTES, OCI_MANIFEST_MEDIA_TYPE, sha256_digest,
+};
 use super::credentials::{CredentialStore, Credentials};
+use super::error::{
+    DigestMismatch, Refusal, RegistryError, Said, Unauthorized, Unreachable, Unverified,
+};
 use super::fetch::{Fetcher, Session};
 use super::reference::ArtifactRef;
 use super::signature::{self, PublicKey, SigningKey};
@@ -20,76 +25,6 @@ const SIGNATURE_MANIFEST_MEDIA_TYPES: [&str; 2] = [
     OCI_MANIFEST_MEDIA_TYPE,
     "application/vnd.docker.distribution.manifest.v2+json",
 ];
-
-/// Why a push or pull failed; the message names the reference.
-#[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
-    /// Could not talk to the registry (refused, timed out, 5xx): may pass by itself.
-    #[error("{reference}: registry unreachable: {message}")]
-    Unreachable {
-        /// The reference.
-        reference: String,
-        /// Why.
-        message: String,
-    },
-    /// The registry refused the credentials, or there were none where it needs some.
-    #[error("{reference}: not authorized: {message}")]
-    Unauthorized {
-        /// The reference.
-        reference: String,
-        /// Why.
-        message: String,
-    },
-    /// No such repository, tag or digest.
-    #[error("{reference}: not found in the registry: {message}")]
-    NotFound {
-        /// The reference.
-        reference: String,
-        /// What the registry said.
-        message: String,
-    },
-    /// Bytes that do not hash to the digest that names them.
-    #[error("{reference}: digest mismatch: {message}")]
-    DigestMismatch {
-        /// The reference.
-        reference: String,
-        /// Which digest.
-        message: String,
-    },
-    /// A manifest that is not a one-layer wasm artifact within the bounds.
-    #[error("{reference}: {message}")]
-    NotAnArtifact {
-        /// The reference.
-        reference: String,
-        /// Why.
-        message: String,
-    },
-    /// Refused before any request (plain HTTP with credentials to another machine, ...).
-    #[error("{reference}: {message}")]
-    Refused {
-        /// The reference.
-        reference: String,
-        /// Why.
-        message: String,
-    },
-    /// No signature by a required key vouches for this digest: unsigned, signed with another
-    /// key, or a signature copied from another artifact. May pass once it is signed, which
-    /// happens after the push.
-    #[error("{reference}: signature not verified: {message}")]
-    Unverified {
-        /// The reference.
-        reference: String,
-        /// Why.
-        message: String,
-    },
-}
-
-impl RegistryError {
-    /// Whether retrying later may succeed without anyone changing anything.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, RegistryError::Unreachable { .. })
-    }
-}
 
 /// A pulled component whose bytes matched every digest.
 #[derive(Clone, Debug)]
@@ -159,9 +94,7 @@ impl Registry {
         if plain_http && !creds.is_anonymous() && !r.is_loopback() {
             return Err(RegistryError::Refused {
                 reference: r.to_string(),
-                message: "credentials are never sent over plain HTTP except to this machine \
-                          (localhost, 127.0.0.0/8, ::1)"
-                    .into(),
+                cause: Refusal::PlainHttpCredentials,
             });
         }
         Ok(creds)
@@ -196,10 +129,7 @@ impl Registry {
             .unwrap_or_else(|_| {
                 Err(RegistryError::Unreachable {
                     reference: reference.to_string(),
-                    message: format!(
-                        "the registry did not finish within the pull deadline ({:?})",
-                        self.deadline
-                    ),
+                    cause: Unreachable::Deadline(self.deadline),
                 })
             })
     }
@@ -216,7 +146,7 @@ impl Registry {
         if wasm.len() as u64 > MAX_ARTIFACT_BYTES {
             return Err(RegistryError::NotAnArtifact {
                 reference: reference.to_string(),
-                message: format!("the component is over the {MAX_ARTIFACT_BYTES}-byte limit"),
+                cause: ArtifactError::TooBig(wasm.len() as u64),
             });
         }
         let a = artifact::build(wasm);
@@ -264,12 +194,11 @@ impl Registry {
         self.within_deadline(reference, async {
             let mut session = self.session(reference, plain_http)?;
             let (raw, digest) = manifest(&mut session, reference).await?;
-            let layer = artifact::component_layer(&raw).map_err(|message| {
-                RegistryError::NotAnArtifact {
+            let layer =
+                artifact::component_layer(&raw).map_err(|cause| RegistryError::NotAnArtifact {
                     reference: reference.to_string(),
-                    message,
-                }
-            })?;
+                    cause,
+                })?;
             let pinned = reference.pinned(&digest);
             if !keys.is_empty() {
                 self.verify_now(&pinned, keys, plain_http).await?;
@@ -293,16 +222,16 @@ impl Registry {
         key: &SigningKey,
         plain_http: bool,
     ) -> Result<ArtifactRef, RegistryError> {
-        let refused = |message: String| RegistryError::Refused {
+        let refused = |cause: Refusal| RegistryError::Refused {
             reference: pinned.to_string(),
-            message,
+            cause,
         };
         let digest = pinned
             .digest
             .as_deref()
-            .ok_or_else(|| refused("only a reference pinned by digest is signed".into()))?;
+            .ok_or_else(|| refused(Refusal::NotPinned))?;
         let payload = signature::payload(&pinned.repository_name(), digest);
-        let sig = key.sign(&payload).map_err(refused)?;
+        let sig = key.sign(&payload).map_err(|e| refused(e.into()))?;
         let m = signature::signature_manifest(payload, &sig);
         let target = pinned.signature_ref();
         let (client, auth) = self.client_for(&target, plain_http)?;
@@ -328,12 +257,12 @@ impl Registry {
         keys: &[PublicKey],
         plain_http: bool,
     ) -> Result<(), RegistryError> {
-        let unverified = |message: String| RegistryError::Unverified {
+        let unverified = |cause: Unverified| RegistryError::Unverified {
             reference: pinned.to_string(),
-            message,
+            cause,
         };
         let Some(digest) = pinned.digest.as_deref() else {
-            return Err(unverified("only a digest can be verified".into()));
+            return Err(unverified(Unverified::NotPinned));
         };
         let target = pinned.signature_ref();
         let mut session = self.session(&target, plain_http)?;
@@ -342,13 +271,13 @@ impl Registry {
         let raw = match session.manifest(tag, &SIGNATURE_MANIFEST_MEDIA_TYPES).await {
             Ok(raw) => raw,
             Err(RegistryError::NotFound { .. }) => {
-                return Err(unverified(format!(
-                    "unsigned: the registry has no signature ({tag})"
-                )));
+                return Err(unverified(Unverified::Unsigned {
+                    tag: tag.to_string(),
+                }));
             }
             Err(e) => return Err(e),
         };
-        let layers = signature::signature_layers(&raw).map_err(unverified)?;
+        let layers = signature::signature_layers(&raw).map_err(|e| unverified(e.into()))?;
         let mut other_digests = Vec::new();
         for layer in &layers {
             let payload = blob(&mut session, &target, &layer.digest, layer.size).await?;
@@ -358,21 +287,24 @@ impl Registry {
             match signature::signed_digest(&payload) {
                 Ok(d) if d == digest => return Ok(()),
                 Ok(d) => other_digests.push(d),
-                Err(e) => other_digests.push(e),
+                Err(e) => other_digests.push(e.to_string()),
             }
         }
-        let keys: Vec<String> = keys.iter().map(PublicKey::fingerprint).collect();
-        Err(unverified(if let Some(other) = other_digests.first() {
-            format!(
-                "the signature by key {} is for another artifact ({other}), not {digest}",
-                keys.join(", ")
-            )
-        } else {
-            format!(
-                "none of its {} signature(s) verifies with key(s) {}",
-                layers.len(),
-                keys.join(", ")
-            )
+        let keys = keys
+            .iter()
+            .map(PublicKey::fingerprint)
+            .collect::<Vec<_>>()
+            .join(", ");
+        Err(unverified(match other_digests.into_iter().next() {
+            Some(other) => Unverified::OtherArtifact {
+                keys,
+                other,
+                digest: digest.to_string(),
+            },
+            None => Unverified::NoKey {
+                count: layers.len(),
+                keys,
+            },
         }))
     }
 }
@@ -396,7 +328,7 @@ async fn manifest(
     {
         return Err(RegistryError::DigestMismatch {
             reference: reference.to_string(),
-            message: format!("the registry sent a manifest whose digest is {digest}"),
+            cause: DigestMismatch::Manifest(digest),
         });
     }
     Ok((raw, digest))
@@ -415,10 +347,12 @@ async fn blob(
     if got != digest || bytes.len() as u64 != size {
         return Err(RegistryError::DigestMismatch {
             reference: reference.to_string(),
-            message: format!(
-                "blob {digest} ({size} bytes) arrived as {got} ({} bytes)",
-                bytes.len()
-            ),
+            cause: DigestMismatch::Blob {
+                digest: digest.to_string(),
+                size,
+                got,
+                got_size: bytes.len() as u64,
+            },
         });
     }
     Ok(bytes)
@@ -461,19 +395,33 @@ fn classify(reference: &ArtifactRef, e: oci_client::errors::OciDistributionError
     use oci_client::errors::{OciDistributionError as E, OciErrorCode};
     let reference = reference.to_string();
     // oci-client puts the registry's error body in its message: cut and escaped here.
-    let message = crate::text::foreign(&e.to_string(), 2 * super::fetch::SHOWN_BYTES);
+    let said = Said::text(&e.to_string(), 2 * super::fetch::SHOWN_BYTES);
+    let unauthorized = |said| RegistryError::Unauthorized {
+        reference: reference.clone(),
+        cause: Unauthorized::Answer(said),
+    };
+    let not_found = |said| RegistryError::NotFound {
+        reference: reference.clone(),
+        said,
+    };
+    let unreachable = |cause| RegistryError::Unreachable {
+        reference: reference.clone(),
+        cause,
+    };
+    let refused = |said| RegistryError::Refused {
+        reference: reference.clone(),
+        cause: Refusal::Said(said),
+    };
     match &e {
-        E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => {
-            RegistryError::Unauthorized { reference, message }
-        }
-        E::ImageManifestNotFoundError(_) => RegistryError::NotFound { reference, message },
+        E::AuthenticationFailure(_) | E::UnauthorizedError { .. } => unauthorized(said),
+        E::ImageManifestNotFoundError(_) => not_found(said),
         E::RegistryError { envelope, .. } => {
             let codes: Vec<_> = envelope.errors.iter().map(|x| &x.code).collect();
             if codes
                 .iter()
                 .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
             {
-                RegistryError::Unauthorized { reference, message }
+                unauthorized(said)
             } else if codes.iter().any(|c| {
                 matches!(
                     c,
@@ -483,28 +431,24 @@ fn classify(reference: &ArtifactRef, e: oci_client::errors::OciDistributionError
                         | OciErrorCode::NotFound
                 )
             }) {
-                RegistryError::NotFound { reference, message }
+                not_found(said)
             } else {
-                RegistryError::Refused { reference, message }
+                refused(said)
             }
         }
-        E::ServerError { code, .. } if *code == 401 || *code == 403 => {
-            RegistryError::Unauthorized { reference, message }
-        }
-        E::ServerError { code, .. } if *code == 404 => {
-            RegistryError::NotFound { reference, message }
-        }
+        E::ServerError { code, .. } if *code == 401 || *code == 403 => unauthorized(said),
+        E::ServerError { code, .. } if *code == 404 => not_found(said),
         E::ServerError { code, .. } if *code >= 500 || *code == 429 => {
-            RegistryError::Unreachable { reference, message }
+            unreachable(Unreachable::Answer(said))
         }
-        E::RequestError(r) if r.is_connect() || r.is_timeout() || r.is_request() => {
-            RegistryError::Unreachable {
-                reference,
-                message: crate::text::foreign(&format!("{e:#}"), 2 * super::fetch::SHOWN_BYTES),
-            }
-        }
-        E::IoError(_) => RegistryError::Unreachable { reference, message },
-        E::DigestError(_) => RegistryError::DigestMismatch { reference, message },
-        _ => RegistryError::Refused { reference, message },
+        E::RequestError(r) if r.is_connect() || r.is_timeout() || r.is_request() => unreachable(
+            Unreachable::Transport(Said::text(&format!("{e:#}"), 2 * super::fetch::SHOWN_BYTES)),
+        ),
+        E::IoError(_) => unreachable(Unreachable::Transport(said)),
+        E::DigestError(_) => RegistryError::DigestMismatch {
+            reference: reference.clone(),
+            cause: DigestMismatch::Push(said),
+        },
+        _ => refused(said),
     }
 }

@@ -71,6 +71,35 @@ struct AuthEntry {
     registrytoken: Option<String>,
 }
 
+/// Why a docker `config.json` could not be read. Never carries a secret: serde_json's
+/// errors give a position, not the text.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    /// The file could not be read.
+    #[error("{0}")]
+    Read(#[source] std::io::Error),
+    /// The file is larger than any credentials file.
+    #[error("over {MAX_CONFIG_BYTES} bytes")]
+    TooBig,
+    /// Not JSON of docker's shape.
+    #[error("not a docker config.json: {0}")]
+    NotDockerConfig(#[source] serde_json::Error),
+    /// An `auth` entry that does not decode to `user:password`.
+    #[error("auths.{0}.auth is not base64 of user:password")]
+    Auth(String),
+}
+
+/// A [`CredentialsError`] naming the file it is about.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct CredentialsFileError {
+    /// The credentials file.
+    pub path: PathBuf,
+    /// What is wrong with it.
+    #[source]
+    pub source: CredentialsError,
+}
+
 /// Credentials per registry, from a docker `config.json`.
 #[derive(Clone, Debug, Default)]
 pub struct CredentialStore {
@@ -79,24 +108,30 @@ pub struct CredentialStore {
 
 impl CredentialStore {
     /// The store in `path`; an error names the file and what is wrong, never a secret.
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub fn load(path: &Path) -> Result<Self, CredentialsFileError> {
         use std::io::Read;
-        let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut text = String::new();
-        file.take(MAX_CONFIG_BYTES + 1)
-            .read_to_string(&mut text)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        if text.len() as u64 > MAX_CONFIG_BYTES {
-            return Err(format!("{}: over {MAX_CONFIG_BYTES} bytes", path.display()));
-        }
-        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let read = || {
+            let file = std::fs::File::open(path).map_err(CredentialsError::Read)?;
+            let mut text = String::new();
+            file.take(MAX_CONFIG_BYTES + 1)
+                .read_to_string(&mut text)
+                .map_err(CredentialsError::Read)?;
+            if text.len() as u64 > MAX_CONFIG_BYTES {
+                return Err(CredentialsError::TooBig);
+            }
+            Self::parse(&text)
+        };
+        read().map_err(|source| CredentialsFileError {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// Parses docker's `config.json` shape.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, CredentialsError> {
         // serde_json's errors carry a position, not the text: safe to show.
         let config: DockerConfig =
-            serde_json::from_str(text).map_err(|e| format!("not a docker config.json: {e}"))?;
+            serde_json::from_str(text).map_err(CredentialsError::NotDockerConfig)?;
         let mut by_registry = HashMap::new();
         for (key, entry) in config.auths {
             let registry = registry_of(&key);
@@ -112,12 +147,10 @@ impl CredentialStore {
                     .decode(a.trim())
                     .ok()
                     .and_then(|b| String::from_utf8(b).ok())
-                    .ok_or_else(|| {
-                        format!("auths.{registry}.auth is not base64 of user:password")
-                    })?;
-                let (u, p) = decoded.split_once(':').ok_or_else(|| {
-                    format!("auths.{registry}.auth is not base64 of user:password")
-                })?;
+                    .ok_or_else(|| CredentialsError::Auth(registry.clone()))?;
+                let (u, p) = decoded
+                    .split_once(':')
+                    .ok_or_else(|| CredentialsError::Auth(registry.clone()))?;
                 Credentials::Basic {
                     username: u.to_string(),
                     password: p.to_string(),
@@ -213,8 +246,9 @@ mod tests {
 
     #[test]
     fn a_bad_file_says_what_is_wrong_without_secrets() {
-        let e =
-            CredentialStore::parse(r#"{"auths": {"r.io": {"auth": "bm9jb2xvbg=="}}}"#).unwrap_err();
+        let e = CredentialStore::parse(r#"{"auths": {"r.io": {"auth": "bm9jb2xvbg=="}}}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("r.io") && e.contains("user:password"), "{e}");
         assert!(!e.contains("nocolon"));
         assert!(CredentialStore::parse("[").is_err());

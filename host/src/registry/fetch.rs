@@ -26,9 +26,11 @@ use parking_lot::RwLock;
 use reqwest::header::{ACCEPT, CONTENT_LENGTH, WWW_AUTHENTICATE};
 use reqwest::{Response, StatusCode, Url};
 
-use super::artifact::MAX_MANIFEST_BYTES;
-use super::client::RegistryError;
+use super::artifact::ArtifactError;
 use super::credentials::Credentials;
+use super::error::{
+    DigestMismatch, InternalTarget, Refusal, RegistryError, Said, Unauthorized, Unreachable,
+};
 use super::reference::ArtifactRef;
 use crate::address::{AddressClass, classify};
 use crate::text;
@@ -42,25 +44,6 @@ pub(crate) const SHOWN_BYTES: usize = 256;
 /// Redirects followed for one request (a blob store's CDN needs one or two).
 const MAX_REDIRECTS: usize = 5;
 
-/// Why a request was not sent: it would go to an internal address the registry chose.
-#[derive(Debug, thiserror::Error)]
-#[error("{target} is {class}: only the registry's own host or public addresses are followed")]
-pub(crate) struct InternalTarget {
-    /// Host (escaped, cut) the registry pointed at.
-    target: String,
-    /// Which kind of internal address.
-    class: String,
-}
-
-impl InternalTarget {
-    fn new(host: &str, class: impl std::fmt::Display) -> Self {
-        InternalTarget {
-            target: text::foreign(host, SHOWN_BYTES),
-            class: class.to_string(),
-        }
-    }
-}
-
 /// Checks a URL the registry chose (redirect, realm) against the registry's `origin`: same
 /// host, or an IP literal that is public, or a DNS name (judged when it resolves). A redirect
 /// from HTTPS to plain HTTP is refused too.
@@ -72,13 +55,14 @@ fn check_target(url: &Url, origin: &Url) -> Result<(), InternalTarget> {
         return Err(InternalTarget::new(
             &format!("{}://{host}", url.scheme()),
             "a scheme other than the registry's",
+            SHOWN_BYTES,
         ));
     }
     if url.host_str() == origin.host_str() {
         return Ok(());
     }
     if host.is_empty() {
-        return Err(InternalTarget::new(host, "no host"));
+        return Err(InternalTarget::new(host, "no host", SHOWN_BYTES));
     }
     // `Url` writes IPv6 literals in brackets and IPv4 ones in dotted form whatever the spelling.
     match host
@@ -94,7 +78,7 @@ fn check_target(url: &Url, origin: &Url) -> Result<(), InternalTarget> {
 fn public(host: &str, ip: std::net::IpAddr) -> Result<(), InternalTarget> {
     match classify(ip, &[]) {
         AddressClass::Public => Ok(()),
-        class => Err(InternalTarget::new(host, class)),
+        class => Err(InternalTarget::new(host, class, SHOWN_BYTES)),
     }
 }
 
@@ -126,7 +110,7 @@ impl reqwest::dns::Resolve for GuardedResolver {
                 .collect();
             if public.is_empty() {
                 let why = class.map_or("unresolved".to_string(), |c| c.to_string());
-                return Err(Box::new(InternalTarget::new(&host, why)) as _);
+                return Err(Box::new(InternalTarget::new(&host, why, SHOWN_BYTES)) as _);
             }
             Ok(Box::new(public.into_iter()) as reqwest::dns::Addrs)
         })
@@ -181,7 +165,7 @@ impl Fetcher {
         let base =
             Url::parse(&format!("{scheme}://{registry}/")).map_err(|e| RegistryError::Refused {
                 reference: reference.to_string(),
-                message: format!("not a registry address: {e}"),
+                cause: Refusal::Address(e),
             })?;
         if let Some(host) = base.host_str() {
             self.own.write().insert(host.to_ascii_lowercase());
@@ -216,10 +200,10 @@ impl Session<'_> {
     ) -> Result<Vec<u8>, RegistryError> {
         let path = format!("v2/{}/manifests/{tag_or_digest}", self.repository);
         let resp = self.get(&path, &accept.join(", ")).await?;
-        let max = MAX_MANIFEST_BYTES as u64;
+        let max = super::artifact::MAX_MANIFEST_BYTES as u64;
         self.body(resp, max, |len| RegistryError::NotAnArtifact {
             reference: self.reference.to_string(),
-            message: format!("manifest of {len} bytes or more, over the {max}-byte limit"),
+            cause: ArtifactError::ManifestTooBig(len),
         })
         .await
     }
@@ -230,9 +214,11 @@ impl Session<'_> {
         let resp = self.get(&path, "*/*").await?;
         self.body(resp, size, |len| RegistryError::DigestMismatch {
             reference: self.reference.to_string(),
-            message: format!(
-                "the registry sends {len} bytes or more for {digest}, over the {size} the manifest says"
-            ),
+            cause: DigestMismatch::BlobTooLong {
+                digest: digest.to_string(),
+                size,
+                len,
+            },
         })
         .await
     }
@@ -242,7 +228,7 @@ impl Session<'_> {
         let url = self
             .base
             .join(path)
-            .map_err(|e| self.refused(e.to_string()))?;
+            .map_err(|e| self.refused(Refusal::Path(e)))?;
         let mut challenged = false;
         loop {
             let mut req = self.fetcher.client.get(url.clone()).header(ACCEPT, accept);
@@ -276,18 +262,19 @@ impl Session<'_> {
         realm: &str,
         service: Option<&str>,
     ) -> Result<String, RegistryError> {
-        let shown = text::foreign(realm, SHOWN_BYTES);
-        let url = Url::parse(realm)
-            .map_err(|e| self.refused(format!("auth realm {shown} is not a URL: {e}")))?;
-        check_target(&url, &self.base)
-            .map_err(|e| self.refused(format!("auth realm refused: {e}")))?;
+        let shown = || text::foreign(realm, SHOWN_BYTES);
+        let url = Url::parse(realm).map_err(|source| {
+            self.refused(Refusal::RealmNotUrl {
+                realm: shown(),
+                source,
+            })
+        })?;
+        check_target(&url, &self.base).map_err(|e| self.refused(Refusal::RealmInternal(e)))?;
         if url.scheme() == "http"
             && url.host_str() != self.base.host_str()
             && !self.credentials.is_anonymous()
         {
-            return Err(self.refused(format!(
-                "auth realm {shown} is plain HTTP on another host: credentials are not sent there"
-            )));
+            return Err(self.refused(Refusal::RealmPlainHttp(shown())));
         }
         let scope = format!("repository:{}:pull", self.repository);
         let mut query = vec![("scope", scope.as_str())];
@@ -301,24 +288,22 @@ impl Session<'_> {
         let resp = req.send().await.map_err(|e| self.transport(&e))?;
         if !resp.status().is_success() {
             return Err(match self.status_error(resp).await {
-                RegistryError::Unreachable { reference, message } => {
-                    RegistryError::Unreachable { reference, message }
-                }
+                e @ RegistryError::Unreachable { .. } => e,
                 e => RegistryError::Unauthorized {
                     reference: self.reference.to_string(),
-                    message: format!("token refused: {e}"),
+                    cause: Unauthorized::TokenRefused(said_of(e)),
                 },
             });
         }
         let body = self
             .body(resp, MAX_TOKEN_BYTES, |len| {
-                self.refused(format!("token answer of {len} bytes or more"))
+                self.refused(Refusal::TokenTooBig(len))
             })
             .await?;
         let token: oci_client::token_cache::RegistryToken =
             serde_json::from_slice(&body).map_err(|e| RegistryError::Unauthorized {
                 reference: self.reference.to_string(),
-                message: format!("the token answer does not parse: {e}"),
+                cause: Unauthorized::TokenUnparsable(e),
             })?;
         Ok(token.token().to_string())
     }
@@ -363,7 +348,7 @@ impl Session<'_> {
             None => String::from_utf8_lossy(&body).into_owned(),
         };
         let reference = self.reference.to_string();
-        let message = format!("{status}: {}", text::foreign(said.trim(), SHOWN_BYTES));
+        let said = Said::answer(status, &said, SHOWN_BYTES);
         let codes: Vec<&OciErrorCode> = envelope
             .iter()
             .flat_map(|e| e.errors.iter().map(|x| &x.code))
@@ -373,13 +358,22 @@ impl Session<'_> {
             || status == StatusCode::FORBIDDEN
             || has(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
         {
-            RegistryError::Unauthorized { reference, message }
+            RegistryError::Unauthorized {
+                reference,
+                cause: Unauthorized::Answer(said),
+            }
         } else if status == StatusCode::NOT_FOUND {
-            RegistryError::NotFound { reference, message }
+            RegistryError::NotFound { reference, said }
         } else if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
-            RegistryError::Unreachable { reference, message }
+            RegistryError::Unreachable {
+                reference,
+                cause: Unreachable::Answer(said),
+            }
         } else {
-            RegistryError::Refused { reference, message }
+            RegistryError::Refused {
+                reference,
+                cause: Refusal::Said(said),
+            }
         }
     }
 
@@ -390,22 +384,42 @@ impl Session<'_> {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
         while let Some(s) = source {
             if let Some(internal) = s.downcast_ref::<InternalTarget>() {
-                return self.refused(format!("not followed: {internal}"));
+                return self.refused(Refusal::Internal(internal.clone()));
             }
             chain.push(s.to_string());
             source = s.source();
         }
         RegistryError::Unreachable {
             reference: self.reference.to_string(),
-            message: text::foreign(&chain.join(": "), 2 * SHOWN_BYTES),
+            cause: Unreachable::Transport(Said::text(&chain.join(": "), 2 * SHOWN_BYTES)),
         }
     }
 
-    fn refused(&self, message: String) -> RegistryError {
+    fn refused(&self, cause: Refusal) -> RegistryError {
         RegistryError::Refused {
             reference: self.reference.to_string(),
-            message,
+            cause,
         }
+    }
+}
+
+/// What the registry said in a failed answer, whatever it was sorted as.
+fn said_of(e: RegistryError) -> Said {
+    match e {
+        RegistryError::NotFound { said, .. }
+        | RegistryError::Unauthorized {
+            cause: Unauthorized::Answer(said),
+            ..
+        }
+        | RegistryError::Unreachable {
+            cause: Unreachable::Answer(said),
+            ..
+        }
+        | RegistryError::Refused {
+            cause: Refusal::Said(said),
+            ..
+        } => said,
+        e => Said::text(&e.to_string(), 2 * SHOWN_BYTES),
     }
 }
 
@@ -456,24 +470,26 @@ fn bearer_challenge(resp: &Response) -> Option<(String, Option<String>)> {
 mod tests {
     use super::*;
 
-    fn check(url: &str, origin: &str) -> Result<(), String> {
+    /// The refusal's message, if refused.
+    fn check(url: &str, origin: &str) -> Option<String> {
         check_target(&Url::parse(url).unwrap(), &Url::parse(origin).unwrap())
-            .map_err(|e| e.to_string())
+            .err()
+            .map(|e| e.to_string())
     }
 
     #[test]
     fn only_the_registry_host_or_public_addresses_are_followed() {
         let local = "http://127.0.0.1:5000/";
-        assert_eq!(check("http://127.0.0.1:5000/token", local), Ok(()));
+        assert_eq!(check("http://127.0.0.1:5000/token", local), None);
         assert_eq!(
             check("http://127.0.0.1:6000/blob", local),
-            Ok(()),
+            None,
             "same host, any port"
         );
-        assert_eq!(check("https://93.184.215.14/x", local), Ok(()));
+        assert_eq!(check("https://93.184.215.14/x", local), None);
         assert_eq!(
             check("https://cdn.example.com/x", local),
-            Ok(()),
+            None,
             "names are judged when resolved"
         );
         for (url, class) in [
@@ -483,11 +499,11 @@ mod tests {
             ("http://[::ffff:10.0.0.1]/", "private (RFC 1918)"),
             ("http://[fd00:ec2::254]/", "cloud metadata"),
         ] {
-            let e = check(url, local).unwrap_err();
+            let e = check(url, local).unwrap();
             assert!(e.contains(class), "{url}: {e}");
         }
-        let e = check("http://93.184.215.14/x", "https://ghcr.io/").unwrap_err();
+        let e = check("http://93.184.215.14/x", "https://ghcr.io/").unwrap();
         assert!(e.contains("scheme"), "{e}");
-        assert!(check("file:///etc/passwd", local).is_err());
+        assert!(check("file:///etc/passwd", local).is_some());
     }
 }

@@ -3,10 +3,44 @@
 
 use std::fmt;
 
-use super::artifact::check_digest;
+use super::artifact::{DigestError, check_digest};
 
 /// Longest reference accepted (the distribution spec bounds repository names at 255).
 const MAX_REFERENCE_BYTES: usize = 512;
+
+/// Why a text is not an artifact reference. Values are quoted (escaped) and at most
+/// 512 bytes, the longest reference read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    /// Longer than the longest reference read.
+    #[error("reference is {0} bytes; at most {MAX_REFERENCE_BYTES}")]
+    TooLong(usize),
+    /// Whitespace or control characters anywhere.
+    #[error("reference contains whitespace or control characters")]
+    Unprintable,
+    /// The digest after `@` is malformed.
+    #[error(transparent)]
+    Digest(#[from] DigestError),
+    /// No `/`: no registry (Docker Hub is never implied).
+    #[error("{0:?} names no registry: write REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]")]
+    NoRegistry(String),
+    /// Not a host name or address with an optional port.
+    #[error(
+        "registry {0:?} is not a host name or address with an optional port (e.g. ghcr.io, 127.0.0.1:5000)"
+    )]
+    Registry(String),
+    /// Not lowercase path components.
+    #[error(
+        "repository {0:?} must be lowercase letters, digits and . _ - between slashes (at most 255 bytes)"
+    )]
+    Repository(String),
+    /// Not a tag's characters or length.
+    #[error("tag {0:?} must be 1 to 128 letters, digits, . _ - (not starting with . or -)")]
+    Tag(String),
+    /// Neither `:TAG` nor `@DIGEST`.
+    #[error("{0:?} names neither a tag nor a digest")]
+    Unnamed(String),
+}
 
 /// A parsed artifact reference; the registry is always explicit (no implicit Docker Hub).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -23,15 +57,12 @@ pub struct ArtifactRef {
 
 impl ArtifactRef {
     /// Parses and validates `s`; the error says what is wrong.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, ReferenceError> {
         if s.len() > MAX_REFERENCE_BYTES {
-            return Err(format!(
-                "reference is {} bytes; at most {MAX_REFERENCE_BYTES}",
-                s.len()
-            ));
+            return Err(ReferenceError::TooLong(s.len()));
         }
         if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err("reference contains whitespace or control characters".into());
+            return Err(ReferenceError::Unprintable);
         }
         let (rest, digest) = match s.split_once('@') {
             Some((r, d)) => {
@@ -41,9 +72,7 @@ impl ArtifactRef {
             None => (s, None),
         };
         let Some((registry, path)) = rest.split_once('/') else {
-            return Err(format!(
-                "{s:?} names no registry: write REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]"
-            ));
+            return Err(ReferenceError::NoRegistry(s.to_string()));
         };
         check_registry(registry)?;
         // A colon after the last slash starts the tag (one before it is the registry's port).
@@ -56,7 +85,7 @@ impl ArtifactRef {
             check_tag(t)?;
         }
         if tag.is_none() && digest.is_none() {
-            return Err(format!("{s:?} names neither a tag nor a digest"));
+            return Err(ReferenceError::Unnamed(s.to_string()));
         }
         Ok(ArtifactRef {
             registry: registry.to_string(),
@@ -137,7 +166,7 @@ impl fmt::Display for ArtifactRef {
     }
 }
 
-fn check_registry(r: &str) -> Result<(), String> {
+fn check_registry(r: &str) -> Result<(), ReferenceError> {
     let ok_chars = r
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b));
@@ -145,14 +174,12 @@ fn check_registry(r: &str) -> Result<(), String> {
     // docker reads it: an implicit Docker Hub is never assumed.
     let explicit = r.contains('.') || r.contains(':') || r == "localhost";
     if r.is_empty() || !ok_chars || !explicit {
-        return Err(format!(
-            "registry {r:?} is not a host name or address with an optional port (e.g. ghcr.io, 127.0.0.1:5000)"
-        ));
+        return Err(ReferenceError::Registry(r.to_string()));
     }
     Ok(())
 }
 
-fn check_repository(r: &str) -> Result<(), String> {
+fn check_repository(r: &str) -> Result<(), ReferenceError> {
     let component_ok = |c: &str| {
         !c.is_empty()
             && c.bytes()
@@ -161,14 +188,12 @@ fn check_repository(r: &str) -> Result<(), String> {
             && c.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
     };
     if r.is_empty() || r.len() > 255 || !r.split('/').all(component_ok) {
-        return Err(format!(
-            "repository {r:?} must be lowercase letters, digits and . _ - between slashes (at most 255 bytes)"
-        ));
+        return Err(ReferenceError::Repository(r.to_string()));
     }
     Ok(())
 }
 
-fn check_tag(t: &str) -> Result<(), String> {
+fn check_tag(t: &str) -> Result<(), ReferenceError> {
     let ok = !t.is_empty()
         && t.len() <= 128
         && t.bytes()
@@ -177,9 +202,7 @@ fn check_tag(t: &str) -> Result<(), String> {
         && t.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
     if !ok {
-        return Err(format!(
-            "tag {t:?} must be 1 to 128 letters, digits, . _ - (not starting with . or -)"
-        ));
+        return Err(ReferenceError::Tag(t.to_string()));
     }
     Ok(())
 }
@@ -220,7 +243,7 @@ mod tests {
             ("ghcr.io/acme/logger:v 1", "whitespace"),
             ("ghcr.io/acme//logger:v1", "lowercase"),
         ] {
-            let e = ArtifactRef::parse(s).unwrap_err();
+            let e = ArtifactRef::parse(s).unwrap_err().to_string();
             assert!(e.contains(expect), "{s}: {e}");
         }
     }

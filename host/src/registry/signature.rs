@@ -9,7 +9,7 @@
 //! default, and `ring` (already built for TLS) does the curve arithmetic, so signing adds no
 //! crate to the build. Transparency-log entries are neither written nor required.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use ring::rand::SystemRandom;
@@ -19,7 +19,7 @@ use ring::signature::{
 };
 use serde::Deserialize;
 
-use super::artifact::{Blob, OCI_MANIFEST_MEDIA_TYPE, check_digest};
+use super::artifact::{Blob, DigestError, OCI_MANIFEST_MEDIA_TYPE, check_digest, shown};
 
 /// Media type of a signature layer: a simple-signing payload.
 pub const SIGNATURE_LAYER_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
@@ -43,6 +43,79 @@ const P256_SPKI_PREFIX: [u8; 26] = [
     0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
 ];
 
+/// Why a text is not a key this host reads. A PEM label in it is cut to 80 bytes and quoted.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// Not PEM at all.
+    #[error("not a PEM {0} key: {1}")]
+    NotPem(&'static str, #[source] pem::PemError),
+    /// A PEM block of another kind where a `PUBLIC KEY` belongs.
+    #[error("PEM block {0:?} is not a PUBLIC KEY")]
+    NotPublic(String),
+    /// A public key of another algorithm or curve.
+    #[error("only ECDSA P-256 public keys are supported (cosign's default)")]
+    NotP256,
+    /// An encrypted private key (cosign's own `cosign.key`): its cipher is not read here.
+    #[error(
+        "{0:?} is an encrypted key; use `kubewasm generate-key-pair`, or an unencrypted PKCS#8 \
+         P-256 key (openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256)"
+    )]
+    Encrypted(String),
+    /// A PEM block of another kind where a `PRIVATE KEY` belongs.
+    #[error(
+        "PEM block {0:?} is not a PKCS#8 PRIVATE KEY (convert with openssl pkcs8 -topk8 -nocrypt)"
+    )]
+    NotPkcs8(String),
+    /// PKCS#8 that `ring` does not take as an ECDSA P-256 key.
+    #[error("not an ECDSA P-256 PKCS#8 key: {0}")]
+    // ring is built without `std`: its errors are not `std::error::Error`, so they are kept
+    // for their text only.
+    Rejected(ring::error::KeyRejected),
+    /// Generating a key needed randomness the system did not give.
+    #[error("the system's random source failed")]
+    Random(ring::error::Unspecified),
+    /// The key file could not be read.
+    #[error("{0}")]
+    Read(#[source] std::io::Error),
+    /// The key file is larger than any key.
+    #[error("over {MAX_KEY_BYTES} bytes")]
+    TooBig,
+}
+
+/// A [`KeyError`] naming the key file it is about.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct KeyFileError {
+    /// The key file.
+    pub path: PathBuf,
+    /// What is wrong with it.
+    #[source]
+    pub source: KeyError,
+}
+
+/// `ring` could not sign (its only failure is the system's random source).
+#[derive(Debug, thiserror::Error)]
+#[error("signing failed")]
+pub struct SignError(ring::error::Unspecified);
+
+/// Why a signature manifest or a signed payload is not cosign's. Registry-provided values are
+/// cut to 80 bytes and quoted.
+#[derive(Debug, thiserror::Error)]
+pub enum SignatureError {
+    /// The signature manifest is not JSON of an OCI manifest.
+    #[error("the signature manifest is not an OCI manifest: {0}")]
+    NotAManifest(#[source] serde_json::Error),
+    /// The signed payload is not a simple-signing payload.
+    #[error("the signed payload is not a cosign simple-signing payload: {0}")]
+    NotAPayload(#[source] serde_json::Error),
+    /// The payload's `critical.type` is not cosign's.
+    #[error("the signed payload's type is {0:?}, not {PAYLOAD_TYPE:?}")]
+    PayloadType(String),
+    /// The digest the payload names is malformed.
+    #[error(transparent)]
+    Digest(#[from] DigestError),
+}
+
 /// The tag cosign stores the signatures of manifest `digest` under.
 pub fn signature_tag(digest: &str) -> String {
     format!("{}.sig", digest.replacen(':', "-", 1))
@@ -63,26 +136,28 @@ impl std::fmt::Debug for PublicKey {
 
 impl PublicKey {
     /// Reads a PEM `PUBLIC KEY` (what `cosign generate-key-pair` writes as `cosign.pub`).
-    pub fn from_pem(text: &str) -> Result<Self, String> {
-        let pem = pem::parse(text).map_err(|e| format!("not a PEM public key: {e}"))?;
+    pub fn from_pem(text: &str) -> Result<Self, KeyError> {
+        let pem = pem::parse(text).map_err(|e| KeyError::NotPem("public", e))?;
         if pem.tag() != "PUBLIC KEY" {
-            return Err(format!(
-                "PEM block {:?} is not a PUBLIC KEY",
-                pem.tag().chars().take(40).collect::<String>()
-            ));
+            return Err(KeyError::NotPublic(shown(pem.tag())));
         }
         let der = pem.contents();
         match der.strip_prefix(&P256_SPKI_PREFIX[..]) {
             Some(point) if point.len() == 65 && point[0] == 4 => Ok(PublicKey {
                 point: point.to_vec(),
             }),
-            _ => Err("only ECDSA P-256 public keys are supported (cosign's default)".into()),
+            _ => Err(KeyError::NotP256),
         }
     }
 
     /// Reads a key file; the error names it.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        Self::from_pem(&read_key(path)?).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Self, KeyFileError> {
+        read_key(path)
+            .and_then(|text| Self::from_pem(&text))
+            .map_err(|source| KeyFileError {
+                path: path.to_path_buf(),
+                source,
+            })
     }
 
     /// The PEM form, as cosign writes `cosign.pub`.
@@ -114,44 +189,37 @@ pub struct SigningKey {
 impl SigningKey {
     /// Reads a PEM `PRIVATE KEY` (PKCS#8). Cosign's own encrypted `cosign.key` is refused with
     /// the way to an unencrypted key, since reading it would need its password-based cipher.
-    pub fn from_pem(text: &str) -> Result<Self, String> {
-        let pem = pem::parse(text).map_err(|e| format!("not a PEM private key: {e}"))?;
+    pub fn from_pem(text: &str) -> Result<Self, KeyError> {
+        let pem = pem::parse(text).map_err(|e| KeyError::NotPem("private", e))?;
         match pem.tag() {
             "PRIVATE KEY" => {}
-            t if t.starts_with("ENCRYPTED") => {
-                return Err(format!(
-                    "{t:?} is an encrypted key; use `kubewasm generate-key-pair`, or an \
-                     unencrypted PKCS#8 P-256 key (openssl genpkey -algorithm EC -pkeyopt \
-                     ec_paramgen_curve:P-256)"
-                ));
-            }
-            t => {
-                return Err(format!(
-                    "PEM block {:?} is not a PKCS#8 PRIVATE KEY (convert with openssl pkcs8 \
-                     -topk8 -nocrypt)",
-                    t.chars().take(40).collect::<String>()
-                ));
-            }
+            t if t.starts_with("ENCRYPTED") => return Err(KeyError::Encrypted(shown(t))),
+            t => return Err(KeyError::NotPkcs8(shown(t))),
         }
         let pair = EcdsaKeyPair::from_pkcs8(
             &ECDSA_P256_SHA256_ASN1_SIGNING,
             pem.contents(),
             &SystemRandom::new(),
         )
-        .map_err(|e| format!("not an ECDSA P-256 PKCS#8 key: {e}"))?;
+        .map_err(KeyError::Rejected)?;
         Ok(SigningKey { pair })
     }
 
     /// Reads a key file; the error names it.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        Self::from_pem(&read_key(path)?).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Self, KeyFileError> {
+        read_key(path)
+            .and_then(|text| Self::from_pem(&text))
+            .map_err(|source| KeyFileError {
+                path: path.to_path_buf(),
+                source,
+            })
     }
 
     /// A new random key pair, as PEM texts (private PKCS#8, public SPKI).
-    pub fn generate() -> Result<(String, PublicKey), String> {
+    pub fn generate() -> Result<(String, PublicKey), KeyError> {
         let rng = SystemRandom::new();
         let doc = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
-            .map_err(|_| "the system's random source failed".to_string())?;
+            .map_err(KeyError::Random)?;
         let private = pem::encode(&pem::Pem::new("PRIVATE KEY", doc.as_ref()));
         let public = SigningKey::from_pem(&private)?.public_key();
         Ok((private, public))
@@ -165,24 +233,23 @@ impl SigningKey {
     }
 
     /// The ASN.1 DER signature of `payload`.
-    pub fn sign(&self, payload: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn sign(&self, payload: &[u8]) -> Result<Vec<u8>, SignError> {
         self.pair
             .sign(&SystemRandom::new(), payload)
             .map(|s| s.as_ref().to_vec())
-            .map_err(|_| "signing failed".to_string())
+            .map_err(SignError)
     }
 }
 
-fn read_key(path: &Path) -> Result<String, String> {
+fn read_key(path: &Path) -> Result<String, KeyError> {
     use std::io::Read;
-    let at = |e: String| format!("{}: {e}", path.display());
-    let file = std::fs::File::open(path).map_err(|e| at(e.to_string()))?;
+    let file = std::fs::File::open(path).map_err(KeyError::Read)?;
     let mut text = String::new();
     file.take(MAX_KEY_BYTES + 1)
         .read_to_string(&mut text)
-        .map_err(|e| at(e.to_string()))?;
+        .map_err(KeyError::Read)?;
     if text.len() as u64 > MAX_KEY_BYTES {
-        return Err(at(format!("over {MAX_KEY_BYTES} bytes")));
+        return Err(KeyError::TooBig);
     }
     Ok(text)
 }
@@ -271,9 +338,8 @@ struct SigDescriptor {
 
 /// The simple-signing layers of a signature manifest (others are skipped), at most
 /// [`MAX_SIGNATURES`].
-pub fn signature_layers(manifest: &[u8]) -> Result<Vec<SignatureLayer>, String> {
-    let m: SigManifest = serde_json::from_slice(manifest)
-        .map_err(|e| format!("the signature manifest is not an OCI manifest: {e}"))?;
+pub fn signature_layers(manifest: &[u8]) -> Result<Vec<SignatureLayer>, SignatureError> {
+    let m: SigManifest = serde_json::from_slice(manifest).map_err(SignatureError::NotAManifest)?;
     let mut out = Vec::new();
     for l in m
         .layers
@@ -321,14 +387,10 @@ struct Image {
 }
 
 /// The manifest digest a simple-signing payload vouches for.
-pub fn signed_digest(payload: &[u8]) -> Result<String, String> {
-    let p: Payload = serde_json::from_slice(payload)
-        .map_err(|e| format!("the signed payload is not a cosign simple-signing payload: {e}"))?;
+pub fn signed_digest(payload: &[u8]) -> Result<String, SignatureError> {
+    let p: Payload = serde_json::from_slice(payload).map_err(SignatureError::NotAPayload)?;
     if p.critical.kind != PAYLOAD_TYPE {
-        return Err(format!(
-            "the signed payload's type is {:?}, not {PAYLOAD_TYPE:?}",
-            p.critical.kind.chars().take(80).collect::<String>()
-        ));
+        return Err(SignatureError::PayloadType(shown(&p.critical.kind)));
     }
     check_digest(&p.critical.image.digest)?;
     Ok(p.critical.image.digest)
@@ -372,23 +434,26 @@ mod tests {
     fn keys_and_payloads_of_other_shapes_are_refused_saying_why() {
         let e = PublicKey::from_pem("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
             .unwrap_err();
-        assert!(e.contains("P-256"), "{e}");
+        assert!(matches!(e, KeyError::NotP256), "{e}");
+        assert!(e.to_string().contains("P-256"), "{e}");
         let e = SigningKey::from_pem(
             "-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n",
         )
         .err()
         .unwrap();
-        assert!(e.contains("generate-key-pair"), "{e}");
-        assert!(PublicKey::from_pem("nothing").is_err());
-        let (private, _) = SigningKey::generate().unwrap();
+        assert!(e.to_string().contains("generate-key-pair"), "{e}");
+        let e = PublicKey::from_pem("nothing").unwrap_err();
         assert!(
-            PublicKey::from_pem(&private)
-                .unwrap_err()
-                .contains("PUBLIC KEY")
+            matches!(e, KeyError::NotPem(..)) && std::error::Error::source(&e).is_some(),
+            "the PEM parser's error is kept as the cause: {e:?}"
         );
+        let (private, _) = SigningKey::generate().unwrap();
+        let e = PublicKey::from_pem(&private).unwrap_err();
+        assert!(e.to_string().contains("PUBLIC KEY"), "{e}");
         assert!(signed_digest(b"{}").is_err());
         let wrong_type = br#"{"critical":{"identity":{"docker-reference":"r"},"image":{"docker-manifest-digest":"sha256:00"},"type":"x"}}"#;
-        assert!(signed_digest(wrong_type).unwrap_err().contains("type"));
+        let e = signed_digest(wrong_type).unwrap_err();
+        assert!(e.to_string().contains("type"), "{e}");
     }
 
     /// A signature cosign made with a `cosign generate-key-pair` key, over the payload it

@@ -435,10 +435,7 @@ fn shorter(guest: Option<std::time::Duration>, host: std::time::Duration) -> std
 /// A method name as logged: methods are HTTP tokens (no spaces or controls), only long ones
 /// are cut.
 fn short(method: &str) -> &str {
-    match method.char_indices().nth(16) {
-        Some((i, _)) => &method[..i],
-        None => method,
-    }
+    crate::text::truncate(method, 16)
 }
 
 /// How a request that got no response ended, as [`HttpExchange::result`] says it.

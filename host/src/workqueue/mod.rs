@@ -2,11 +2,13 @@
 //! is never processed twice at once), delayed adds, per-item rate limiting, drain on shutdown.
 //! Uses tokio time throughout, so tests can run on a paused clock.
 
+mod backoff;
 mod delaying;
 mod queue;
 mod rate_limiter;
 mod rate_limiting;
 
+pub(crate) use backoff::ExponentialBackoff;
 pub use rate_limiter::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,
     MaxOfRateLimiter, RateLimiter, default_controller_rate_limiter,

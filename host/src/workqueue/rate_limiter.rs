@@ -7,6 +7,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+use super::backoff::ExponentialBackoff;
+
 /// Decides retry delays per item (client-go `TypedRateLimiter`).
 pub trait RateLimiter<T>: Send + Sync + 'static {
     /// Delay before `item` may be retried; counts as one failure.
@@ -17,10 +19,10 @@ pub trait RateLimiter<T>: Send + Sync + 'static {
     fn num_requeues(&self, item: &T) -> usize;
 }
 
-/// `base · 2^failures`, capped at `max`, per item.
+/// `base · 2^failures`, capped at `max`, per item (the host's one
+/// backoff rule, `workqueue::ExponentialBackoff`).
 pub struct ItemExponentialFailureRateLimiter<T> {
-    base: Duration,
-    max: Duration,
+    backoff: ExponentialBackoff,
     failures: Mutex<HashMap<T, usize>>,
 }
 
@@ -28,8 +30,7 @@ impl<T> ItemExponentialFailureRateLimiter<T> {
     /// Exponential per-item backoff from `base` up to `max`.
     pub fn new(base: Duration, max: Duration) -> Self {
         Self {
-            base,
-            max,
+            backoff: ExponentialBackoff::new(base, max),
             failures: Mutex::new(HashMap::new()),
         }
     }
@@ -41,13 +42,10 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> RateLimiter<T>
     fn when(&self, item: &T) -> Duration {
         let mut f = self.failures.lock();
         let n = f.entry(item.clone()).or_insert(0);
-        let exp = *n;
+        let earlier = *n;
         *n += 1;
-        let backoff = self.base.as_secs_f64() * 2f64.powi(exp.min(1023) as i32);
-        if !backoff.is_finite() || backoff > self.max.as_secs_f64() || backoff > i64::MAX as f64 {
-            return self.max;
-        }
-        self.base.saturating_mul(1u32 << exp.min(31)).min(self.max)
+        self.backoff
+            .delay(u32::try_from(earlier).unwrap_or(u32::MAX))
     }
 
     fn forget(&self, item: &T) {

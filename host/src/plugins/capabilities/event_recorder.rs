@@ -382,7 +382,7 @@ impl Writer {
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default()
             .as_nanos();
-        let stem: String = regarding_name.chars().take(236).collect();
+        let stem = crate::text::truncate(regarding_name, 236);
         let name = format!("{stem}.{nanos:x}");
         let mut body = p.body;
         body["metadata"]["name"] = json!(name);

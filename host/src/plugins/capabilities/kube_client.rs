@@ -75,7 +75,7 @@ pub fn plugin_account(plugin: &str) -> String {
         })
         .collect();
     let name = format!("{}{name}", crate::plugins::PLUGIN_ACCOUNT_PREFIX);
-    let trimmed: String = name.chars().take(253).collect();
+    let trimmed = crate::text::truncate(&name, 253);
     trimmed.trim_end_matches(['-', '.']).to_string()
 }
 

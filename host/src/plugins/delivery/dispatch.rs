@@ -155,9 +155,11 @@ impl SyncedState {
                     CallOutcome::Ok | CallOutcome::Fatal(_) => SyncedState::Done,
                     CallOutcome::Retry(_) | CallOutcome::Failed(_) => {
                         let attempts = attempts + 1;
-                        let pause = SYNCED_RETRY_BASE
-                            .saturating_mul(1 << (attempts - 1).min(16))
-                            .min(SYNCED_RETRY_MAX);
+                        let pause = crate::workqueue::ExponentialBackoff::new(
+                            SYNCED_RETRY_BASE,
+                            SYNCED_RETRY_MAX,
+                        )
+                        .after_failures(attempts);
                         SyncedState::Backoff {
                             until: now + pause,
                             attempts,

@@ -16,6 +16,7 @@ use futures::FutureExt;
 
 use super::dispatch::{Dispatcher, Guest};
 use super::state::StateEvent;
+use crate::workqueue::ExponentialBackoff;
 
 /// First pause before a panicked worker restarts; doubles per panic in a row up to
 /// [`RESTART_BACKOFF_MAX`].
@@ -110,7 +111,7 @@ async fn recover(dispatcher: &Dispatcher, message: String, backoff: &mut Duratio
         _ = tokio::time::sleep(*backoff) => {}
         _ = dispatcher.stopped().cancelled() => return false,
     }
-    *backoff = (*backoff * 2).min(RESTART_BACKOFF_MAX);
+    *backoff = ExponentialBackoff::new(*backoff, RESTART_BACKOFF_MAX).delay(1);
     dispatcher.report(StateEvent::Resumed);
     true
 }

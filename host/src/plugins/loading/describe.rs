@@ -230,31 +230,43 @@ pub(crate) struct PluginFiles {
     pub(crate) digest: [u8; 32],
 }
 
+/// Why a file name cannot name a plugin.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// Not UTF-8.
+    #[error(
+        "the file name is not valid UTF-8; a plugin's name is its file name without `.wasm` and \
+         must be letters, digits, '.', '_' or '-'"
+    )]
+    NotUtf8,
+    /// Empty or longer than the longest name.
+    #[error(
+        "a plugin's name (its file name without `.wasm`) must be 1 to {MAX_NAME_BYTES} bytes, not {0}"
+    )]
+    Length(usize),
+    /// A character other than letters, digits, `.`, `_` and `-`.
+    #[error(
+        "the file name has the character {0:?}; a plugin's name (its file name without `.wasm`) \
+         may hold only letters, digits, '.', '_' and '-'"
+    )]
+    Character(char),
+}
+
 /// A plugin's name is its file stem, and it labels metrics, logs and `/plugins`: it must be
 /// readable and unambiguous. Two files whose names are not UTF-8 would otherwise both become
 /// the same lossily decoded name (`bad\u{FFFD}`) and replace each other.
-pub(crate) fn check_file_name(path: &Path) -> Result<(), String> {
+pub(crate) fn check_file_name(path: &Path) -> Result<(), NameError> {
     let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
-        return Err(
-            "the file name is not valid UTF-8; a plugin's name is its file name \
-             without `.wasm` and must be letters, digits, '.', '_' or '-'"
-                .to_string(),
-        );
+        return Err(NameError::NotUtf8);
     };
     if stem.is_empty() || stem.len() > MAX_NAME_BYTES {
-        return Err(format!(
-            "a plugin's name (its file name without `.wasm`) must be 1 to {MAX_NAME_BYTES} bytes, not {}",
-            stem.len()
-        ));
+        return Err(NameError::Length(stem.len()));
     }
     if let Some(c) = stem
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
     {
-        return Err(format!(
-            "the file name has the character {c:?}; a plugin's name (its file name without \
-             `.wasm`) may hold only letters, digits, '.', '_' and '-'"
-        ));
+        return Err(NameError::Character(c));
     }
     Ok(())
 }

@@ -13,6 +13,15 @@ pub enum LoadError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The file's name cannot name a plugin.
+    #[error("{path}: {source}")]
+    Name {
+        /// The plugin file.
+        path: PathBuf,
+        /// What is wrong with its name.
+        #[source]
+        source: super::describe::NameError,
+    },
     /// The manifest beside it is invalid.
     #[error(transparent)]
     Manifest(#[from] super::manifest::ManifestError),
@@ -55,13 +64,14 @@ pub enum LoadError {
 impl LoadError {
     /// Whether the same file may load later without changing (the host retries with backoff);
     /// otherwise the host waits for the file or its manifest to change.
-    pub fn is_transient(&self) -> bool {
+    pub fn is_retriable(&self) -> bool {
         match self {
             LoadError::Read { source, .. } => source.kind() != std::io::ErrorKind::InvalidData,
             LoadError::Unavailable { .. } | LoadError::Busy { .. } => true,
-            LoadError::Manifest(_) | LoadError::Invalid { .. } | LoadError::NotGranted { .. } => {
-                false
-            }
+            LoadError::Name { .. }
+            | LoadError::Manifest(_)
+            | LoadError::Invalid { .. }
+            | LoadError::NotGranted { .. } => false,
         }
     }
 }

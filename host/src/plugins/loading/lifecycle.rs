@@ -494,7 +494,7 @@ impl PluginManager {
     ) -> Result<LoadOutcome, LoadError> {
         if let Err(e) = &result {
             let running = slot.view.lock().version > 0;
-            let retrying = e.is_transient();
+            let retrying = e.is_retriable();
             self.count(name, "failed");
             if running {
                 tracing::error!(plugin = %name, path = %path.display(), error = %e, retrying, "new version not loaded; the running version keeps running");
@@ -536,7 +536,7 @@ impl PluginManager {
         }
         slot.step(StateEvent::LoadStarted);
         let remember = |e: LoadError| {
-            if !e.is_transient() {
+            if !e.is_retriable() {
                 self.inner.failed.lock().insert(path.to_path_buf(), digest);
             }
             e
@@ -552,10 +552,10 @@ impl PluginManager {
                     .into(),
             }));
         }
-        check_file_name(path).map_err(|message| {
-            remember(LoadError::Invalid {
+        check_file_name(path).map_err(|source| {
+            remember(LoadError::Name {
                 path: path.to_path_buf(),
-                message,
+                source,
             })
         })?;
         let prepared = self

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::describe::plugin_name;
 use super::lifecycle::PluginManager;
+use crate::workqueue::ExponentialBackoff;
 
 /// Quiet time after the last file-system event before the directory is rescanned: long enough
 /// to coalesce one copy's many write events.
@@ -124,7 +125,7 @@ enum Done {
 async fn run_op(manager: PluginManager, op: Op) -> Option<Done> {
     match op {
         Op::Load(path, fp) => match manager.reconcile_file(&path).await {
-            Some(Err(e)) if e.is_transient() => Some(Done::Failed(path, fp)),
+            Some(Err(e)) if e.is_retriable() => Some(Done::Failed(path, fp)),
             _ => Some(Done::Settled(path)),
         },
         Op::Unload(name) => {
@@ -230,9 +231,7 @@ impl DirectoryWatcher {
         // Forget the file so the next plan loads it again.
         self.seen.remove(&path);
         let attempts = self.retries.get(&path).map_or(0, |r| r.attempts) + 1;
-        let wait = RETRY
-            .saturating_mul(1 << (attempts - 1).min(16))
-            .min(RETRY_MAX);
+        let wait = ExponentialBackoff::new(RETRY, RETRY_MAX).after_failures(attempts);
         tracing::info!(path = %path.display(), attempts, retry_in_ms = wait.as_millis() as u64, "plugin load failed for a transient reason; retrying");
         self.retries.insert(
             path,

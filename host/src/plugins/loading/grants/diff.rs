@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::Path;
 
 use kubewasm_apimachinery::validation::{
-    validate_api_version, validate_dns1123_label, validate_kind,
+    ValidationError, validate_api_version, validate_dns1123_label, validate_kind,
 };
 
 use super::*;
@@ -17,52 +17,100 @@ pub(super) struct Asks {
 }
 
 impl Asks {
-    pub(super) fn validate(info: &PluginInfo) -> Result<Asks, String> {
+    pub(super) fn validate(info: &PluginInfo) -> Result<Asks, InvalidAsk> {
         if info.permissions.len() > MAX_PERMISSIONS {
-            return Err(format!(
-                "describe() asks for {} permissions, more than {MAX_PERMISSIONS}",
-                info.permissions.len()
-            ));
+            return Err(InvalidAsk::Permissions(info.permissions.len()));
         }
         if info.http_origins.len() > MAX_HTTP_ORIGINS {
-            return Err(format!(
-                "describe() asks for {} HTTP origins, more than {MAX_HTTP_ORIGINS}",
-                info.http_origins.len()
-            ));
+            return Err(InvalidAsk::Origins(info.http_origins.len()));
         }
-        for (i, p) in info.permissions.iter().enumerate() {
-            let bad = |field: &str, value: &str, why: String| {
-                format!("permission {i}: {field} {}: {why}", Quoted(value))
+        for (index, p) in info.permissions.iter().enumerate() {
+            let bad = |field, value: &str, source| InvalidAsk::Field {
+                index,
+                field,
+                value: Quoted(value).to_string(),
+                source,
             };
             validate_api_version(&p.api_version)
-                .map_err(|e| bad("api-version", &p.api_version, e.to_string()))?;
-            validate_kind(&p.kind).map_err(|e| bad("kind", &p.kind, e.to_string()))?;
+                .map_err(|e| bad("api-version", &p.api_version, e))?;
+            validate_kind(&p.kind).map_err(|e| bad("kind", &p.kind, e))?;
             if let Some(ns) = &p.namespace {
-                validate_dns1123_label(ns).map_err(|e| bad("namespace", ns, e.to_string()))?;
+                validate_dns1123_label(ns).map_err(|e| bad("namespace", ns, e))?;
             }
             if p.verbs.is_empty() {
-                return Err(format!("permission {i}: no verbs"));
+                return Err(InvalidAsk::NoVerbs(index));
             }
             if p.verbs.len() > READ_VERBS.len() + Verb::ALL.len() {
-                return Err(format!("permission {i}: {} verbs", p.verbs.len()));
+                return Err(InvalidAsk::Verbs {
+                    index,
+                    count: p.verbs.len(),
+                });
             }
             for v in &p.verbs {
                 if !READ_VERBS.contains(&v.as_str()) && Verb::parse(v).is_none() {
-                    return Err(bad(
-                        "verb",
-                        v,
-                        "not one of get, list, watch, create, update, patch, delete, apply".into(),
-                    ));
+                    return Err(InvalidAsk::Verb {
+                        index,
+                        verb: Quoted(v).to_string(),
+                    });
                 }
             }
         }
         let origins = info
             .http_origins
             .iter()
-            .map(|o| OriginPattern::parse(o).map_err(|e| format!("http-origins: {e}")))
+            .map(|o| OriginPattern::parse(o).map_err(InvalidAsk::Origin))
             .collect::<Result<_, _>>()?;
         Ok(Asks { origins })
     }
+}
+
+/// What is malformed in a `describe()`: the entry and (quoted, escaped) value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidAsk {
+    /// More permissions than a plugin may ask for.
+    #[error("describe() asks for {0} permissions, more than {MAX_PERMISSIONS}")]
+    Permissions(usize),
+    /// More HTTP origins than a plugin may ask for.
+    #[error("describe() asks for {0} HTTP origins, more than {MAX_HTTP_ORIGINS}")]
+    Origins(usize),
+    /// A permission's api-version, kind or namespace breaks the API server's syntax.
+    #[error("permission {index}: {field} {value}: {source}")]
+    Field {
+        /// Which permission, from 0.
+        index: usize,
+        /// `api-version`, `kind` or `namespace`.
+        field: &'static str,
+        /// The value, quoted.
+        value: String,
+        /// The rule it breaks.
+        #[source]
+        source: ValidationError,
+    },
+    /// A permission without verbs.
+    #[error("permission {0}: no verbs")]
+    NoVerbs(usize),
+    /// More verbs than exist.
+    #[error("permission {index}: {count} verbs")]
+    Verbs {
+        /// Which permission, from 0.
+        index: usize,
+        /// How many.
+        count: usize,
+    },
+    /// A verb that is not a Kubernetes verb a plugin may use.
+    #[error(
+        "permission {index}: verb {verb}: not one of get, list, watch, create, update, patch, \
+         delete, apply"
+    )]
+    Verb {
+        /// Which permission, from 0.
+        index: usize,
+        /// The verb, quoted.
+        verb: String,
+    },
+    /// An HTTP origin that does not parse.
+    #[error("http-origins: {0}")]
+    Origin(#[source] OriginError),
 }
 
 /// One thing `describe()` asks for that the grants do not cover.
@@ -115,7 +163,7 @@ impl fmt::Display for Missing {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GrantError {
     /// `describe()` asked for something malformed (names the entry and value).
-    InvalidAsk(String),
+    InvalidAsk(InvalidAsk),
     /// Asks the grants do not cover.
     Missing(Vec<Missing>),
 }

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use kubewasm_apimachinery::validation::validate_dns1123_subdomain;
+use kubewasm_apimachinery::validation::{ValidationError, validate_dns1123_subdomain};
 use serde::{Deserialize, Serialize};
 
 use super::*;
@@ -36,6 +36,94 @@ pub struct OriginPattern {
     private: bool,
 }
 
+/// Why a text is not an origin pattern. The origin is quoted (escaped, cut to a bounded
+/// length), since a guest's `describe()` may be what wrote it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OriginError {
+    /// Longer than any origin.
+    #[error("origin {0}: longer than {MAX_ORIGIN_LEN} bytes")]
+    TooLong(String),
+    /// Not `scheme://host[:port]` or a CIDR.
+    #[error(
+        "origin {origin}: {problem} (expected scheme://host[:port], e.g. https://lb.example.com)"
+    )]
+    Syntax {
+        /// The origin, quoted.
+        origin: String,
+        /// What is wrong.
+        #[source]
+        problem: OriginProblem,
+    },
+    /// `private = true` on an address or network.
+    #[error(
+        "origin {0}: `private` is for DNS names (an address or a CIDR already names what it \
+         reaches)"
+    )]
+    PrivateAddress(String),
+}
+
+/// What is wrong with an origin's syntax.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OriginProblem {
+    /// No `://`.
+    #[error("no scheme")]
+    NoScheme,
+    /// Neither http nor https.
+    #[error("the scheme must be http or https")]
+    Scheme,
+    /// Not a URL.
+    #[error("{0}")]
+    Url(#[source] url::ParseError),
+    /// `user@` or `user:password@`.
+    #[error("user info is not allowed")]
+    UserInfo,
+    /// A path, query or fragment.
+    #[error("an origin has no path, query or fragment")]
+    Path,
+    /// `*.` before an IP address.
+    #[error("a wildcard covers DNS names, not IP addresses")]
+    WildcardAddress,
+    /// What follows `*.` is not a DNS name.
+    #[error("{0}")]
+    WildcardDomain(#[source] ValidationError),
+    /// Not a DNS name (a `*` anywhere but in front, say).
+    #[error("{0}; a wildcard is only `*.` before a domain")]
+    Name(#[source] ValidationError),
+    /// No host.
+    #[error("no host")]
+    NoHost,
+    /// A port and `:*`.
+    #[error("two ports")]
+    TwoPorts,
+    /// A CIDR whose network part is not an address.
+    #[error("a CIDR needs an IP address before the `/`")]
+    CidrAddress,
+    /// An IPv6 network without brackets, or an IPv4 one with them.
+    #[error("an IPv6 network is written in brackets, an IPv4 one without")]
+    CidrBrackets,
+    /// A CIDR's port that is neither a number nor `*`.
+    #[error("port {0:?} is not a port number or `*`")]
+    CidrPort(String),
+    /// A prefix length out of range.
+    #[error("prefix length {len:?} is not a number from 0 to {max}")]
+    PrefixLength {
+        /// As written.
+        len: String,
+        /// 32 or 128.
+        max: u8,
+    },
+    /// An address with host bits below the prefix.
+    #[error("{addr}/{len} has host bits set (the network is {network}/{len})")]
+    HostBits {
+        /// The address written.
+        addr: IpAddr,
+        /// The prefix length.
+        len: u8,
+        /// The network's first address.
+        network: IpAddr,
+    },
+}
+
 /// An origin as written in `[grants]`: a string, or a table that can mark it `private`.
 #[derive(Deserialize, Serialize)]
 #[serde(untagged)]
@@ -53,18 +141,14 @@ struct OriginTable {
 }
 
 impl TryFrom<OriginEntry> for OriginPattern {
-    type Error = String;
-    fn try_from(entry: OriginEntry) -> Result<Self, String> {
+    type Error = OriginError;
+    fn try_from(entry: OriginEntry) -> Result<Self, OriginError> {
         match entry {
             OriginEntry::Plain(s) => OriginPattern::parse(&s),
             OriginEntry::Table(t) => {
                 let mut o = OriginPattern::parse(&t.origin)?;
                 if t.private && matches!(o.host, HostPattern::Ip(_) | HostPattern::Cidr(..)) {
-                    return Err(format!(
-                        "origin {}: `private` is for DNS names (an address or a CIDR already \
-                         names what it reaches)",
-                        Quoted(&t.origin)
-                    ));
+                    return Err(OriginError::PrivateAddress(Quoted(&t.origin).to_string()));
                 }
                 o.private = t.private;
                 Ok(o)
@@ -89,29 +173,27 @@ impl From<OriginPattern> for OriginEntry {
 impl OriginPattern {
     /// Parses `scheme://host[:port]` as documented in the module; the error quotes the input
     /// (cut to a bounded length) and says what is wrong.
-    pub fn parse(s: &str) -> Result<OriginPattern, String> {
-        let shown = Quoted(s);
+    pub fn parse(s: &str) -> Result<OriginPattern, OriginError> {
         if s.len() > MAX_ORIGIN_LEN {
-            return Err(format!(
-                "origin {shown}: longer than {MAX_ORIGIN_LEN} bytes"
-            ));
+            return Err(OriginError::TooLong(Quoted(s).to_string()));
         }
-        let bad = |why: &str| {
-            format!(
-                "origin {shown}: {why} (expected scheme://host[:port], e.g. https://lb.example.com)"
-            )
+        let bad = |problem| OriginError::Syntax {
+            origin: Quoted(s).to_string(),
+            problem,
         };
-        let (scheme, rest) = s.split_once("://").ok_or_else(|| bad("no scheme"))?;
+        let (scheme, rest) = s
+            .split_once("://")
+            .ok_or_else(|| bad(OriginProblem::NoScheme))?;
         let https = match scheme.to_ascii_lowercase().as_str() {
             "https" => true,
             "http" => false,
-            _ => return Err(bad("the scheme must be http or https")),
+            _ => return Err(bad(OriginProblem::Scheme)),
         };
         if let Some((net, tail)) = rest.split_once('/')
             && !tail.is_empty()
             && tail.as_bytes()[0].is_ascii_digit()
         {
-            return parse_cidr(https, net, tail).map_err(|why| bad(&why));
+            return parse_cidr(https, net, tail).map_err(bad);
         }
         // The url crate parses the host (IDNA, IP literals in every notation); it knows no
         // port wildcard, so `:*` is taken off first.
@@ -119,12 +201,12 @@ impl OriginPattern {
             Some(t) => (t, true),
             None => (s, false),
         };
-        let url = url::Url::parse(text).map_err(|e| bad(&e.to_string()))?;
+        let url = url::Url::parse(text).map_err(|e| bad(OriginProblem::Url(e)))?;
         if !url.username().is_empty() || url.password().is_some() {
-            return Err(bad("user info is not allowed"));
+            return Err(bad(OriginProblem::UserInfo));
         }
         if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
-            return Err(bad("an origin has no path, query or fragment"));
+            return Err(bad(OriginProblem::Path));
         }
         let host = match url.host() {
             Some(url::Host::Ipv4(ip)) => HostPattern::Ip(ip.into()),
@@ -132,23 +214,22 @@ impl OriginPattern {
             Some(url::Host::Domain(d)) => match d.strip_prefix("*.") {
                 Some(below) => {
                     if below.parse::<IpAddr>().is_ok() {
-                        return Err(bad("a wildcard covers DNS names, not IP addresses"));
+                        return Err(bad(OriginProblem::WildcardAddress));
                     }
-                    validate_dns1123_subdomain(below).map_err(|e| bad(&e.to_string()))?;
+                    validate_dns1123_subdomain(below)
+                        .map_err(|e| bad(OriginProblem::WildcardDomain(e)))?;
                     HostPattern::Below(below.to_string())
                 }
                 None => {
-                    validate_dns1123_subdomain(d).map_err(|e| {
-                        bad(&format!("{e}; a wildcard is only `*.` before a domain"))
-                    })?;
+                    validate_dns1123_subdomain(d).map_err(|e| bad(OriginProblem::Name(e)))?;
                     HostPattern::Name(d.to_string())
                 }
             },
-            None => return Err(bad("no host")),
+            None => return Err(bad(OriginProblem::NoHost)),
         };
         let port = if any_port {
             if url.port().is_some() {
-                return Err(bad("two ports"));
+                return Err(bad(OriginProblem::TwoPorts));
             }
             None
         } else {
@@ -259,16 +340,14 @@ impl fmt::Display for OriginPattern {
 
 /// Parses the `net/len[:port]` of a CIDR origin (`10.0.0.0/8:*`, `[fc00::]/7:8080`); the
 /// address must be the network's first (no host bits), so the grant reads as what it covers.
-fn parse_cidr(https: bool, net: &str, tail: &str) -> Result<OriginPattern, String> {
+fn parse_cidr(https: bool, net: &str, tail: &str) -> Result<OriginPattern, OriginProblem> {
     let bare = net
         .strip_prefix('[')
         .and_then(|n| n.strip_suffix(']'))
         .unwrap_or(net);
-    let addr: IpAddr = bare
-        .parse()
-        .map_err(|_| "a CIDR needs an IP address before the `/`".to_string())?;
+    let addr: IpAddr = bare.parse().map_err(|_| OriginProblem::CidrAddress)?;
     if matches!(addr, IpAddr::V6(_)) != net.starts_with('[') {
-        return Err("an IPv6 network is written in brackets, an IPv4 one without".into());
+        return Err(OriginProblem::CidrBrackets);
     }
     let (len, port) = match tail.split_once(':') {
         Some((len, "*")) => (len, None),
@@ -276,22 +355,26 @@ fn parse_cidr(https: bool, net: &str, tail: &str) -> Result<OriginPattern, Strin
             len,
             Some(
                 port.parse::<u16>()
-                    .map_err(|_| format!("port {port:?} is not a port number or `*`"))?,
+                    .map_err(|_| OriginProblem::CidrPort(port.to_string()))?,
             ),
         ),
         None => (tail, Some(if https { 443 } else { 80 })),
     };
     let max = if addr.is_ipv4() { 32 } else { 128 };
-    let len: u8 = len
-        .parse()
-        .ok()
-        .filter(|l| *l <= max)
-        .ok_or_else(|| format!("prefix length {len:?} is not a number from 0 to {max}"))?;
+    let len: u8 =
+        len.parse()
+            .ok()
+            .filter(|l| *l <= max)
+            .ok_or_else(|| OriginProblem::PrefixLength {
+                len: len.to_string(),
+                max,
+            })?;
     if network(addr, len) != bits(addr) {
-        return Err(format!(
-            "{addr}/{len} has host bits set (the network is {}/{len})",
-            from_bits(addr, network(addr, len))
-        ));
+        return Err(OriginProblem::HostBits {
+            addr,
+            len,
+            network: from_bits(addr, network(addr, len)),
+        });
     }
     Ok(OriginPattern {
         https,
@@ -379,6 +462,7 @@ mod tests {
         assert!(
             OriginPattern::parse("http://10.0.0.1/8")
                 .unwrap_err()
+                .to_string()
                 .contains("10.0.0.0/8")
         );
     }

@@ -94,6 +94,8 @@ impl Verb {
 pub struct ApiVersionPattern(pub(super) String);
 
 impl TryFrom<String> for ApiVersionPattern {
+    // Serde glue (`#[serde(try_from)]`): the error reaches a user only as text inside the
+    // TOML parser's message, which names the line; a type would be turned back into text.
     type Error = String;
     fn try_from(s: String) -> Result<Self, String> {
         if s == "*" {
@@ -139,6 +141,8 @@ impl ApiVersionPattern {
 pub struct KindPattern(pub(super) String);
 
 impl TryFrom<String> for KindPattern {
+    // Serde glue (`#[serde(try_from)]`): the error reaches a user only as text inside the
+    // TOML parser's message, which names the line; a type would be turned back into text.
     type Error = String;
     fn try_from(s: String) -> Result<Self, String> {
         if s != "*" {
@@ -172,6 +176,8 @@ pub(super) fn is_secret(api_version: &str, kind: &str) -> bool {
 pub struct NamespaceName(pub(super) String);
 
 impl TryFrom<String> for NamespaceName {
+    // Serde glue (`#[serde(try_from)]`): the error reaches a user only as text inside the
+    // TOML parser's message, which names the line; a type would be turned back into text.
     type Error = String;
     fn try_from(s: String) -> Result<Self, String> {
         validate_dns1123_label(&s).map_err(|e| format!("namespace {s:?}: {e}"))?;
@@ -191,6 +197,8 @@ impl From<NamespaceName> for String {
 pub struct NamespaceList(pub(super) Vec<NamespaceName>);
 
 impl TryFrom<Vec<NamespaceName>> for NamespaceList {
+    // Serde glue (`#[serde(try_from)]`): the error reaches a user only as text inside the
+    // TOML parser's message, which names the line; a type would be turned back into text.
     type Error = String;
     fn try_from(v: Vec<NamespaceName>) -> Result<Self, String> {
         if v.is_empty() {
@@ -217,6 +225,8 @@ impl NamespaceList {
 pub struct VerbList(pub(super) Vec<Verb>);
 
 impl TryFrom<Vec<Verb>> for VerbList {
+    // Serde glue (`#[serde(try_from)]`): the error reaches a user only as text inside the
+    // TOML parser's message, which names the line; a type would be turned back into text.
     type Error = String;
     fn try_from(mut v: Vec<Verb>) -> Result<Self, String> {
         if v.is_empty() {
@@ -246,6 +256,8 @@ impl VerbList {
 pub struct SubresourceName(pub(super) String);
 
 impl TryFrom<String> for SubresourceName {
+    // Serde glue (`#[serde(try_from)]`): the error reaches a user only as text inside the
+    // TOML parser's message, which names the line; a type would be turned back into text.
     type Error = String;
     fn try_from(s: String) -> Result<Self, String> {
         if NEVER_GRANTED_SUBRESOURCES.contains(&s.as_str()) {

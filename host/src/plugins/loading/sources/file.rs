@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::plugins::loading::describe::check_file_name;
+use crate::plugins::loading::describe::{NameError, check_file_name};
 use crate::plugins::loading::manifest::Manifest;
+use crate::registry::reference::ReferenceError;
+use crate::registry::signature::KeyFileError;
 use crate::registry::{ArtifactRef, PublicKey};
 
 /// Most plugins one sources file may name.
@@ -59,98 +61,219 @@ pub(crate) struct Source {
     pub(crate) manifest: Option<String>,
 }
 
+/// A sources file refused, naming the file, the entry and the setting (the cause chain keeps
+/// each level's error).
+#[derive(Debug, thiserror::Error)]
+#[error("plugin sources {path}: {source}")]
+pub struct SourcesFileError {
+    path: PathBuf,
+    #[source]
+    source: SourcesError,
+}
+
+/// Why a sources file's text is refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SourcesError {
+    /// The file could not be read.
+    #[error("{0}")]
+    Read(#[source] std::io::Error),
+    /// The file is larger than any sources file.
+    #[error("over {MAX_FILE_BYTES} bytes")]
+    TooBig,
+    /// Not TOML of the sources file's shape.
+    #[error("{0}")]
+    Toml(#[source] Box<toml::de::Error>),
+    /// More plugins than one file may name.
+    #[error("{0} plugins; at most {MAX_SOURCES}")]
+    TooMany(usize),
+    /// Two entries with one name.
+    #[error("plugin {0:?} is named twice")]
+    Twice(String),
+    /// The entry (1-based) is refused.
+    #[error("[[plugin]] #{index}: {source}")]
+    Entry {
+        /// Its position in the file, from 1.
+        index: usize,
+        /// Why.
+        #[source]
+        source: Box<EntryError>,
+    },
+}
+
+/// Why one `[[plugin]]` entry is refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EntryError {
+    /// The name cannot name a plugin (shown cut to 80 bytes).
+    #[error("name {name:?}: {source}")]
+    Name {
+        /// The name as written.
+        name: String,
+        /// Why.
+        #[source]
+        source: NameError,
+    },
+    /// A setting of the plugin `name` is refused.
+    #[error("{name}: {source}")]
+    Setting {
+        /// The plugin's (checked) name.
+        name: String,
+        /// Which setting and why.
+        #[source]
+        source: SettingError,
+    },
+}
+
+/// Which setting of an entry is refused, and why.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SettingError {
+    /// `reference` is not an artifact reference.
+    #[error("reference: {0}")]
+    Reference(#[source] ReferenceError),
+    /// `follow` is not a duration.
+    #[error("follow = {value:?}: {source} (e.g. \"5m\")")]
+    FollowSyntax {
+        /// As written.
+        value: String,
+        /// Why.
+        #[source]
+        source: humantime::DurationError,
+    },
+    /// `follow` outside the poll bounds.
+    #[error("follow = {0:?}: poll between 1s and 24h")]
+    FollowRange(String),
+    /// `follow` with a reference that cannot move.
+    #[error("follow needs a reference by tag without a digest (the tag is what moves)")]
+    FollowPinned,
+    /// Neither pinned nor followed.
+    #[error(
+        "reference {0} is not pinned: add @sha256:… (kubewasm push prints it), or set follow = \"5m\" to follow the tag"
+    )]
+    NotPinned(ArtifactRef),
+    /// More keys than one plugin may list.
+    #[error("keys: at most {MAX_KEYS}")]
+    TooManyKeys,
+    /// A key file that cannot be read.
+    #[error("keys: {0}")]
+    Key(#[source] KeyFileError),
+    /// `manifest` and `manifest-file` together.
+    #[error("set manifest or manifest-file, not both")]
+    BothManifests,
+    /// An inline `manifest` table that does not write back as TOML.
+    #[error("{0}")]
+    ManifestTable(#[source] toml::ser::Error),
+    /// A `manifest-file` that cannot be read.
+    #[error("{path}: {source}")]
+    ManifestFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A manifest that is not a valid `NAME.toml`.
+    #[error("manifest: {0}")]
+    Manifest(#[source] toml::de::Error),
+}
+
 /// Reads and checks the sources file at `path`.
-pub(crate) fn load(path: &Path) -> Result<Vec<Source>, String> {
+pub(crate) fn load(path: &Path) -> Result<Vec<Source>, SourcesFileError> {
     use std::io::Read;
-    let at = |e: String| format!("plugin sources {}: {e}", path.display());
-    let file = std::fs::File::open(path).map_err(|e| at(e.to_string()))?;
-    let mut text = String::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| at(e.to_string()))?;
-    if text.len() as u64 > MAX_FILE_BYTES {
-        return Err(at(format!("over {MAX_FILE_BYTES} bytes")));
-    }
-    parse(&text, path.parent().unwrap_or(Path::new("."))).map_err(at)
+    let read = || {
+        let file = std::fs::File::open(path).map_err(SourcesError::Read)?;
+        let mut text = String::new();
+        file.take(MAX_FILE_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(SourcesError::Read)?;
+        if text.len() as u64 > MAX_FILE_BYTES {
+            return Err(SourcesError::TooBig);
+        }
+        parse(&text, path.parent().unwrap_or(Path::new(".")))
+    };
+    read().map_err(|source| SourcesFileError {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Parses a sources file's text; `manifest-file` paths are relative to `dir`.
-pub(crate) fn parse(text: &str, dir: &Path) -> Result<Vec<Source>, String> {
-    let file: FileToml = toml::from_str(text).map_err(|e| e.to_string())?;
+pub(crate) fn parse(text: &str, dir: &Path) -> Result<Vec<Source>, SourcesError> {
+    let file: FileToml = toml::from_str(text).map_err(|e| SourcesError::Toml(Box::new(e)))?;
     if file.plugin.len() > MAX_SOURCES {
-        return Err(format!(
-            "{} plugins; at most {MAX_SOURCES}",
-            file.plugin.len()
-        ));
+        return Err(SourcesError::TooMany(file.plugin.len()));
     }
     let mut out: Vec<Source> = Vec::with_capacity(file.plugin.len());
     for (i, e) in file.plugin.into_iter().enumerate() {
-        let source = entry(e, dir).map_err(|m| format!("[[plugin]] #{}: {m}", i + 1))?;
+        let source = entry(e, dir).map_err(|source| SourcesError::Entry {
+            index: i + 1,
+            source: Box::new(source),
+        })?;
         if out.iter().any(|s| s.name == source.name) {
-            return Err(format!("plugin {:?} is named twice", source.name));
+            return Err(SourcesError::Twice(source.name));
         }
         out.push(source);
     }
     Ok(out)
 }
 
-fn entry(e: EntryToml, dir: &Path) -> Result<Source, String> {
-    check_file_name(Path::new(&format!("{}.wasm", e.name))).map_err(|m| {
-        format!(
-            "name {:?}: {m}",
-            e.name.chars().take(80).collect::<String>()
-        )
+fn entry(e: EntryToml, dir: &Path) -> Result<Source, EntryError> {
+    check_file_name(Path::new(&format!("{}.wasm", e.name))).map_err(|source| EntryError::Name {
+        name: crate::text::clip(&e.name, 80).into_owned(),
+        source,
     })?;
-    let at = |m: String| format!("{}: {m}", e.name);
-    let reference = ArtifactRef::parse(&e.reference).map_err(|m| at(format!("reference: {m}")))?;
+    settings(&e, dir).map_err(|source| EntryError::Setting {
+        name: e.name.clone(),
+        source,
+    })
+}
+
+/// The entry's settings, checked; its name already is.
+fn settings(e: &EntryToml, dir: &Path) -> Result<Source, SettingError> {
+    let reference = ArtifactRef::parse(&e.reference).map_err(SettingError::Reference)?;
     let follow = match &e.follow {
         None => None,
         Some(s) => {
-            let d = humantime::parse_duration(s)
-                .map_err(|x| at(format!("follow = {s:?}: {x} (e.g. \"5m\")")))?;
+            let d = humantime::parse_duration(s).map_err(|source| SettingError::FollowSyntax {
+                value: s.clone(),
+                source,
+            })?;
             if !(MIN_POLL..=MAX_POLL).contains(&d) {
-                return Err(at(format!("follow = {s:?}: poll between 1s and 24h")));
+                return Err(SettingError::FollowRange(s.clone()));
             }
             if reference.tag.is_none() || reference.digest.is_some() {
-                return Err(at(
-                    "follow needs a reference by tag without a digest (the tag is what moves)"
-                        .into(),
-                ));
+                return Err(SettingError::FollowPinned);
             }
             Some(d)
         }
     };
     if follow.is_none() && reference.digest.is_none() {
-        return Err(at(format!(
-            "reference {reference} is not pinned: add @sha256:… (kubewasm push prints it), or \
-             set follow = \"5m\" to follow the tag"
-        )));
+        return Err(SettingError::NotPinned(reference));
     }
     if e.keys.len() > MAX_KEYS {
-        return Err(at(format!("keys: at most {MAX_KEYS}")));
+        return Err(SettingError::TooManyKeys);
     }
     let keys = e
         .keys
         .iter()
-        .map(|k| PublicKey::load(&dir.join(k)).map_err(|m| at(format!("keys: {m}"))))
+        .map(|k| PublicKey::load(&dir.join(k)).map_err(SettingError::Key))
         .collect::<Result<Vec<_>, _>>()?;
-    let manifest = match (e.manifest, e.manifest_file) {
-        (Some(_), Some(_)) => {
-            return Err(at("set manifest or manifest-file, not both".into()));
-        }
-        (Some(table), None) => Some(toml::to_string(&table).map_err(|x| at(x.to_string()))?),
+    let manifest = match (&e.manifest, &e.manifest_file) {
+        (Some(_), Some(_)) => return Err(SettingError::BothManifests),
+        (Some(table), None) => Some(toml::to_string(table).map_err(SettingError::ManifestTable)?),
         (None, Some(p)) => {
-            let p = dir.join(p);
-            Some(std::fs::read_to_string(&p).map_err(|x| at(format!("{}: {x}", p.display())))?)
+            let path = dir.join(p);
+            Some(
+                std::fs::read_to_string(&path)
+                    .map_err(|source| SettingError::ManifestFile { path, source })?,
+            )
         }
         (None, None) => None,
     };
     if let Some(text) = &manifest {
         // Refused here, naming the sources file, rather than at every pull.
-        toml::from_str::<Manifest>(text).map_err(|x| at(format!("manifest: {x}")))?;
+        toml::from_str::<Manifest>(text).map_err(SettingError::Manifest)?;
     }
     Ok(Source {
-        name: e.name,
+        name: e.name.clone(),
         reference,
         follow,
         plain_http: e.plain_http,
@@ -196,7 +319,11 @@ mod tests {
 
     #[test]
     fn bad_entries_are_refused_naming_the_entry() {
-        let one = |body: &str| parse(&format!("[[plugin]]\n{body}"), Path::new(".")).unwrap_err();
+        let one = |body: &str| {
+            parse(&format!("[[plugin]]\n{body}"), Path::new("."))
+                .unwrap_err()
+                .to_string()
+        };
         for (body, expect) in [
             (
                 "name = \"a\"\nreference = \"ghcr.io/a:v1\"".to_string(),
@@ -248,6 +375,7 @@ mod tests {
         assert!(
             parse(&twice, Path::new("."))
                 .unwrap_err()
+                .to_string()
                 .contains("named twice")
         );
     }
@@ -273,15 +401,20 @@ mod tests {
         .unwrap();
         assert_eq!(s[0].keys, [public]);
         assert_eq!(s[0].manifest.as_deref(), Some("deadline-ms = 700\n"));
-        let e = parse(&entry("keys = [\"bad.pub\"]"), dir.path()).unwrap_err();
+        let e = parse(&entry("keys = [\"bad.pub\"]"), dir.path())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("bad.pub") && e.contains("P-256"), "{e}");
-        let e = parse(&entry("manifest-file = \"none.toml\""), dir.path()).unwrap_err();
+        let e = parse(&entry("manifest-file = \"none.toml\""), dir.path())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("none.toml"), "{e}");
         let e = parse(
             &entry("manifest-file = \"a.toml\"\n[plugin.manifest]\ndeadline-ms = 1"),
             dir.path(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("not both"), "{e}");
     }
 }

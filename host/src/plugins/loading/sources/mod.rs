@@ -16,9 +16,11 @@ use crate::registry::Registry;
 use metrics::SourceMetrics;
 use sync::SourceSync;
 
+pub use file::SourcesFileError;
+
 /// The plugin names a sources file lists, checked exactly as the host checks it at start
 /// (references, keys, manifests): how a deployment's file is validated before it ships.
-pub fn read_sources_file(path: &Path) -> Result<Vec<String>, String> {
+pub fn read_sources_file(path: &Path) -> Result<Vec<String>, SourcesFileError> {
     Ok(file::load(path)?.into_iter().map(|s| s.name).collect())
 }
 
@@ -41,7 +43,7 @@ impl PluginSources {
         metrics: SourceMetrics,
         stop: CancellationToken,
     ) -> anyhow::Result<PluginSources> {
-        let sources = file::load(path).map_err(|e| anyhow::anyhow!(e))?;
+        let sources = file::load(path)?;
         let staging = tempfile::Builder::new()
             .prefix("kubewasm-sources-")
             .tempdir()?;

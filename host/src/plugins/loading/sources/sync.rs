@@ -16,6 +16,7 @@ use super::metrics::{PullResult, SourceMetrics};
 use crate::plugins::loading::lifecycle::PluginManager;
 use crate::plugins::loading::watcher::{RETRY, RETRY_MAX};
 use crate::registry::{Registry, RegistryError};
+use crate::workqueue::ExponentialBackoff;
 
 /// Where one source stands; [`SyncState::step`] moves it after each attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,7 +45,7 @@ pub(crate) enum SyncState {
 }
 
 /// What one attempt found.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Attempt {
     /// The digest is what runs.
     Current,
@@ -87,11 +88,9 @@ impl SyncState {
     /// file could help (a pinned digest that runs, or one refused for good).
     pub(crate) fn wait(&self, follow: Option<Duration>) -> Option<Duration> {
         match self {
-            SyncState::Retrying { attempts, .. } => Some(
-                RETRY
-                    .saturating_mul(1 << (attempts.saturating_sub(1)).min(16))
-                    .min(RETRY_MAX),
-            ),
+            SyncState::Retrying { attempts, .. } => {
+                Some(ExponentialBackoff::new(RETRY, RETRY_MAX).after_failures(*attempts))
+            }
             SyncState::Idle { .. } | SyncState::Refused { .. } => follow,
         }
     }
@@ -192,7 +191,7 @@ impl SourceSync {
         // The manager logs, counts and publishes a failed load itself.
         match self.manager.load_file(&path).await {
             Ok(_) => Attempt::Loaded(digest),
-            Err(e) if e.is_transient() => Attempt::Transient,
+            Err(e) if e.is_retriable() => Attempt::Transient,
             Err(_) => Attempt::Permanent(digest),
         }
     }
@@ -234,23 +233,14 @@ impl SourceSync {
     }
 }
 
-/// A registry failure as an attempt: transient ones are retried; a permanent one refuses the
+/// A registry failure as an attempt: retriable ones ([`RegistryError::is_retriable`]:
+/// unreachable, not pushed yet, not signed yet) are retried with backoff; any other refuses the
 /// digest it is about (none when the tag could not even be resolved, which is retried too).
 fn transient_or(e: &RegistryError, digest: Option<String>) -> Attempt {
     match digest {
-        Some(d) if !retriable(e) => Attempt::Permanent(d),
+        Some(d) if !e.is_retriable() => Attempt::Permanent(d),
         _ => Attempt::Transient,
     }
-}
-
-/// Failures that may pass without the operator: unreachable, not pushed yet, or not signed
-/// yet (cosign signs after the push).
-fn retriable(e: &RegistryError) -> bool {
-    e.is_transient()
-        || matches!(
-            e,
-            RegistryError::NotFound { .. } | RegistryError::Unverified { .. }
-        )
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -265,6 +255,43 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registry_failures_are_retried_only_when_the_error_says_so() {
+        use crate::registry::{Refusal, Said, Unverified};
+        let reference = || "127.0.0.1:5000/a:v1".to_string();
+        let d = || Some("sha256:1".to_string());
+        let not_yet_pushed = RegistryError::NotFound {
+            reference: reference(),
+            said: Said::text("404", 10),
+        };
+        assert_eq!(transient_or(&not_yet_pushed, d()), Attempt::Transient);
+        let not_yet_signed = RegistryError::Unverified {
+            reference: reference(),
+            cause: Unverified::Unsigned { tag: "t".into() },
+        };
+        assert_eq!(transient_or(&not_yet_signed, d()), Attempt::Transient);
+        let other_key = RegistryError::Unverified {
+            reference: reference(),
+            cause: Unverified::NoKey {
+                count: 1,
+                keys: "k".into(),
+            },
+        };
+        assert_eq!(
+            transient_or(&other_key, d()),
+            Attempt::Permanent("sha256:1".into())
+        );
+        let refused = RegistryError::Refused {
+            reference: reference(),
+            cause: Refusal::PlainHttpCredentials,
+        };
+        assert_eq!(
+            transient_or(&refused, None),
+            Attempt::Transient,
+            "no digest to refuse"
+        );
+    }
 
     #[test]
     fn the_state_machine_keeps_the_running_digest_and_backs_off() {
