@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kubewasm::plugins::PluginEvent;
 use kubewasm::runtime::CallOutcome;
 use kubewasm::runtime::Limits;
 use kubewasm_e2e::*;
@@ -301,7 +300,7 @@ fn write_case(dir: &Path, case: &LoadCase) {
 async fn load_error(t: &TestHost, plugin: &str) -> String {
     let find = |r: &Recorder| {
         r.events().into_iter().find_map(|e| match e {
-            PluginEvent::LoadFailed {
+            HostEvent::LoadFailed {
                 plugin: p, error, ..
             } if p == plugin => Some(error),
             _ => None,
@@ -353,9 +352,9 @@ async fn bad_plugin_files_are_refused_with_errors_naming_them() {
     .unwrap();
     t.recorder
         .wait("secrets-by-default loaded", |r| {
-            r.events().iter().any(|e| {
-                matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "secrets-by-default")
-            })
+            r.events().iter().any(
+                |e| matches!(e, HostEvent::Loaded { plugin, .. } if plugin == "secrets-by-default"),
+            )
         })
         .await;
     let status = t.host.manager.status().await;
@@ -506,7 +505,7 @@ async fn two_files_that_map_to_one_name_are_both_refused() {
         r.events()
             .iter()
             .filter_map(|e| match e {
-                PluginEvent::LoadFailed { path, error, .. } => Some((path.clone(), error.clone())),
+                HostEvent::LoadFailed { path, error, .. } => Some((path.clone(), error.clone())),
                 _ => None,
             })
             .collect::<Vec<_>>()
@@ -558,7 +557,7 @@ async fn a_plugin_for_a_kind_served_later_loads_by_itself() {
         .wait("widgets loaded after its CRD", |r| {
             r.events()
                 .iter()
-                .any(|e| matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "widgets"))
+                .any(|e| matches!(e, HostEvent::Loaded { plugin, .. } if plugin == "widgets"))
         })
         .await;
     t.host.shutdown().await;
@@ -580,7 +579,7 @@ async fn a_file_that_becomes_readable_later_loads_then() {
         .wait("later loaded", |r| {
             r.events()
                 .iter()
-                .any(|e| matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "later"))
+                .any(|e| matches!(e, HostEvent::Loaded { plugin, .. } if plugin == "later"))
         })
         .await;
     t.host.shutdown().await;
@@ -602,7 +601,7 @@ async fn a_hot_swap_never_overlaps_two_versions() {
         .wait("swapped", |r| {
             r.events()
                 .iter()
-                .any(|e| matches!(e, PluginEvent::Swapped { plugin, .. } if plugin == "swap"))
+                .any(|e| matches!(e, HostEvent::Swapped { plugin, .. } if plugin == "swap"))
         })
         .await;
     // v2's replay naps on the same object; its begin must follow v1's end.
@@ -644,7 +643,7 @@ async fn a_plugin_stuck_in_describe_or_a_call_delays_nobody() {
         .wait("sleeper loaded", |r| {
             r.events()
                 .iter()
-                .any(|e| matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "sleeper"))
+                .any(|e| matches!(e, HostEvent::Loaded { plugin, .. } if plugin == "sleeper"))
         })
         .await;
     create(&api, "zzz", &[("kubewasm.io/action", "sleep")]).await;
@@ -657,7 +656,7 @@ async fn a_plugin_stuck_in_describe_or_a_call_delays_nobody() {
         .wait("good loaded", |r| {
             r.events()
                 .iter()
-                .any(|e| matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "good"))
+                .any(|e| matches!(e, HostEvent::Loaded { plugin, .. } if plugin == "good"))
         })
         .await;
     // Its initial list first (`zzz`), so that `meanwhile` is a live add rather than part of

@@ -95,17 +95,17 @@ async fn create_data(api: &Api<ConfigMap>, name: &str, data: &[(&str, &str)]) {
 
 /// A host on `server` whose runtime has `config` (a resolver, API service addresses).
 async fn host_with(server: &apiserver::ApiServer, config: RuntimeConfig) -> TestHost {
-    let logs = GuestLogs::default();
+    let (logs, recorder) = (GuestLogs::default(), Recorder::default());
     let host = HostBuilder::new(client(server))
         .runtime(config)
         .limits(Limits::default())
         .health_addr(Some("127.0.0.1:0".parse().unwrap()))
         .shutdown_grace(Duration::from_secs(2))
         .observer(logs.observer())
+        .observer(recorder.observer())
         .start()
         .await
         .expect("host starts");
-    let recorder = Recorder::start(host.manager.subscribe());
     TestHost {
         host,
         recorder,

@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kubewasm::plugins::PluginEvent;
 use kubewasm::runtime::{HOST_LINE_BURST, HOST_LINES_PER_SECOND, Limits};
 use kubewasm_e2e::*;
 
@@ -149,7 +148,7 @@ async fn grant_changes_are_logged_and_a_removed_manifest_never_falls_back_to_the
         t.recorder
             .events()
             .iter()
-            .filter(|e| matches!(e, PluginEvent::Swapped { plugin: p, .. } if p == plugin))
+            .filter(|e| matches!(e, HostEvent::Swapped { plugin: p, .. } if p == plugin))
             .count()
     };
     let run_probe = async |name: &str| {
@@ -186,7 +185,7 @@ async fn grant_changes_are_logged_and_a_removed_manifest_never_falls_back_to_the
         .wait("the widened version swapped in", |r| {
             r.events()
                 .iter()
-                .any(|e| matches!(e, PluginEvent::Swapped { plugin: p, .. } if p == plugin))
+                .any(|e| matches!(e, HostEvent::Swapped { plugin: p, .. } if p == plugin))
         })
         .await;
     let changed = host_lines()
@@ -211,7 +210,7 @@ async fn grant_changes_are_logged_and_a_removed_manifest_never_falls_back_to_the
     t.recorder
         .wait("the missing manifest reported", |r| {
             r.events().iter().any(|e| {
-                matches!(e, PluginEvent::LoadFailed { plugin: p, error, .. }
+                matches!(e, HostEvent::LoadFailed { plugin: p, error, .. }
                     if p == plugin && error.contains(&format!("{plugin}.toml"))
                         && error.contains("manifest missing"))
             })
@@ -231,7 +230,7 @@ async fn grant_changes_are_logged_and_a_removed_manifest_never_falls_back_to_the
         .wait("the restored manifest swapped in", |r| {
             r.events()
                 .iter()
-                .filter(|e| matches!(e, PluginEvent::Swapped { plugin: p, .. } if p == plugin))
+                .filter(|e| matches!(e, HostEvent::Swapped { plugin: p, .. } if p == plugin))
                 .count()
                 == 2
         })

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kubewasm::plugins::{LoadOutcome, PluginEvent};
+use kubewasm::plugins::LoadOutcome;
 use kubewasm::runtime::Limits;
 use kubewasm_e2e::*;
 use parking_lot::Mutex;
@@ -425,7 +425,7 @@ async fn four_stuck_calls(t: &TestHost, dir: &Path, p: &Peer, api: &Api<ConfigMa
         .wait("on-synced handled", |r| {
             r.events()
                 .iter()
-                .any(|e| matches!(e, PluginEvent::Synced { plugin, .. } if plugin.as_ref() == name))
+                .any(|e| matches!(e, HostEvent::Synced { plugin, .. } if plugin == name))
         })
         .await;
     for i in 0..4 {

@@ -15,7 +15,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kubewasm::informer::{BackoffConfig, ReflectorConfig};
-use kubewasm::plugins::PluginEvent;
 use kubewasm::runtime::CallKind;
 use kubewasm::runtime::Limits;
 use kubewasm_e2e::*;
@@ -220,10 +219,10 @@ impl Run {
             r.events()
                 .iter()
                 .filter_map(|e| match e {
-                    PluginEvent::Loaded {
+                    HostEvent::Loaded {
                         plugin: p, version, ..
                     } if p == plugin => Some(*version),
-                    PluginEvent::Swapped { plugin: p, to, .. } if p == plugin => Some(*to),
+                    HostEvent::Swapped { plugin: p, to, .. } if p == plugin => Some(*to),
                     _ => None,
                 })
                 .filter(|v| *v > than)
@@ -269,7 +268,7 @@ impl Run {
             .recorder
             .wait(&format!("{plugin} unloaded"), |r| {
                 r.events().iter().any(|e| {
-                    matches!(e, PluginEvent::Unloaded { plugin: p, version } if p == plugin && *version == current)
+                    matches!(e, HostEvent::Unloaded { plugin: p, version } if p == plugin && *version == current)
                 })
             })
             .await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kubewasm::plugins::{LoadOutcome, PluginEvent};
+use kubewasm::plugins::LoadOutcome;
 use kubewasm::runtime::Limits;
 use kubewasm::runtime::{CallKind, CallOutcome};
 use kubewasm_e2e::*;
@@ -309,7 +309,7 @@ async fn hot_swap_loses_nothing_and_a_bad_version_keeps_the_old_one() {
         .wait("swap to v2", |r| {
             r.events()
                 .iter()
-                .any(|e| matches!(e, PluginEvent::Swapped { plugin, from, .. } if plugin == "swap" && *from == v1))
+                .any(|e| matches!(e, HostEvent::Swapped { plugin, from, .. } if plugin == "swap" && *from == v1))
         })
         .await;
     for n in &names {
@@ -336,7 +336,7 @@ async fn hot_swap_loses_nothing_and_a_bad_version_keeps_the_old_one() {
     t.recorder
         .wait("load failure reported", |r| {
             r.events().iter().any(|e| {
-                matches!(e, PluginEvent::LoadFailed { plugin, error, .. }
+                matches!(e, HostEvent::LoadFailed { plugin, error, .. }
                     if plugin == "swap" && error.contains("swap.wasm"))
             })
         })
@@ -530,7 +530,7 @@ async fn removing_the_last_plugin_stops_the_informer_and_configmap_volume_swaps_
         .wait("swap through the ..data symlink", |r| {
             r.events()
                 .iter()
-                .any(|e| matches!(e, PluginEvent::Swapped { plugin, .. } if plugin == "vol"))
+                .any(|e| matches!(e, HostEvent::Swapped { plugin, .. } if plugin == "vol"))
         })
         .await;
 
@@ -539,7 +539,7 @@ async fn removing_the_last_plugin_stops_the_informer_and_configmap_volume_swaps_
         .wait("unloaded", |r| {
             r.events()
                 .iter()
-                .any(|e| matches!(e, PluginEvent::Unloaded { plugin, .. } if plugin == "vol"))
+                .any(|e| matches!(e, HostEvent::Unloaded { plugin, .. } if plugin == "vol"))
         })
         .await;
     assert!(
@@ -991,15 +991,12 @@ async fn an_unreachable_api_server_delays_loading_until_it_is_up() {
             .unwrap();
     let dir = plugin_dir();
     install(&guest(LOGGER), dir.path(), "patient.wasm");
-    let logs = GuestLogs::default();
+    let (logs, recorder) = (GuestLogs::default(), Recorder::default());
     let host = kubewasm::host::HostBuilder::new(unreachable)
         .observer(logs.observer())
+        .observer(recorder.observer())
+        .plugins_dir(dir.path())
         .start()
-        .await
-        .unwrap();
-    let recorder = Recorder::start(host.manager.subscribe());
-    let host = host
-        .watch_directory(dir.path().to_path_buf())
         .await
         .unwrap();
     recorder
@@ -1007,7 +1004,7 @@ async fn an_unreachable_api_server_delays_loading_until_it_is_up() {
             r.events()
                 .iter()
                 .filter(|e| {
-                    matches!(e, PluginEvent::LoadFailed { plugin, error, .. }
+                    matches!(e, HostEvent::LoadFailed { plugin, error, .. }
                         if plugin == "patient" && error.contains("will retry"))
                 })
                 .count()

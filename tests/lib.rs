@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use kubewasm::host::{Host, HostBuilder};
 use kubewasm::informer::ReflectorConfig;
-use kubewasm::plugins::{LoadOutcome, PluginEvent};
+use kubewasm::plugins::LoadOutcome;
 use kubewasm::runtime::{
-    CallKind, CallOutcome, GuestLogLevel, Limits, Observer, RuntimeConfig, SharedObserver,
+    CallEnded, CallKind, CallOutcome, GuestLogLevel, Limits, LoadFailed, Observer, PluginInfo,
+    Quarantined, RuntimeConfig, SharedObserver, VersionLoaded,
 };
 use parking_lot::Mutex;
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::Notify;
 
 pub mod cgroup;
 pub mod host_objects;
@@ -175,59 +176,148 @@ pub struct Call {
     pub outcome: CallOutcome,
 }
 
-/// Records every plugin event of a host, per plugin, and lets tests await conditions.
+/// Something the host did to a plugin, as a [`Recorder`] keeps it (calls are in
+/// [`Recorder::calls`]).
+#[derive(Clone, Debug)]
+pub enum HostEvent {
+    /// A version was loaded: the first, or one swapped in (then preceded by [`HostEvent::Swapped`]).
+    Loaded {
+        /// Plugin name (file stem).
+        plugin: String,
+        /// The version now running.
+        version: u64,
+        /// What its `describe()` returned (after manifest overrides).
+        info: PluginInfo,
+    },
+    /// A version replaced the running one.
+    Swapped {
+        /// Plugin name.
+        plugin: String,
+        /// The version that stopped.
+        from: u64,
+        /// The version now running.
+        to: u64,
+    },
+    /// A file could not be loaded; any previous version keeps running.
+    LoadFailed {
+        /// Plugin name.
+        plugin: String,
+        /// The offending file.
+        path: PathBuf,
+        /// The cause, naming the file.
+        error: String,
+    },
+    /// A plugin was removed and its listeners detached.
+    Unloaded {
+        /// Plugin name.
+        plugin: String,
+        /// The version that stopped.
+        version: u64,
+    },
+    /// A 0.2.0 handler's `on-synced` call ended.
+    Synced {
+        /// Plugin name.
+        plugin: String,
+        /// The version that handled it.
+        version: u64,
+        /// How it ended.
+        outcome: CallOutcome,
+    },
+    /// A plugin was paused after calls that failed in a row.
+    Quarantined {
+        /// Plugin name.
+        plugin: String,
+        /// How long.
+        pause: Duration,
+    },
+}
+
+/// Records every call and lifecycle event of a host, per plugin, as one of its observers, and
+/// lets tests await conditions.
 #[derive(Clone, Default)]
 pub struct Recorder {
     calls: Arc<Mutex<HashMap<String, Vec<Call>>>>,
-    events: Arc<Mutex<Vec<PluginEvent>>>,
+    events: Arc<Mutex<Vec<HostEvent>>>,
     changed: Arc<Notify>,
 }
 
-impl Recorder {
-    /// Starts recording from `rx`.
-    pub fn start(mut rx: broadcast::Receiver<PluginEvent>) -> Recorder {
-        let r = Recorder::default();
-        let me = r.clone();
-        tokio::spawn(async move {
-            loop {
-                match rx.recv().await {
-                    Ok(e) => {
-                        if let PluginEvent::Called {
-                            plugin,
-                            version,
-                            call,
-                            key,
-                            resource_version,
-                            flag,
-                            outcome,
-                            ..
-                        } = &e
-                        {
-                            me.calls
-                                .lock()
-                                .entry(plugin.to_string())
-                                .or_default()
-                                .push(Call {
-                                    version: *version,
-                                    call: *call,
-                                    key: key.to_string(),
-                                    resource_version: resource_version.clone(),
-                                    flag: *flag,
-                                    outcome: outcome.clone(),
-                                });
-                        } else {
-                            me.events.lock().push(e);
-                        }
-                        me.changed.notify_waiters();
-                    }
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        panic!("recorder lagged by {n} events")
-                    }
-                    Err(broadcast::error::RecvError::Closed) => break,
-                }
+impl Observer for Recorder {
+    fn call_ended(&self, plugin: &str, call: &CallEnded<'_>) {
+        match &call.object {
+            Some(object) => self
+                .calls
+                .lock()
+                .entry(plugin.to_string())
+                .or_default()
+                .push(Call {
+                    version: call.version,
+                    call: call.call,
+                    key: object.key.to_string(),
+                    resource_version: object.resource_version.to_string(),
+                    flag: object.flag,
+                    outcome: call.outcome.clone(),
+                }),
+            None => self.events.lock().push(HostEvent::Synced {
+                plugin: plugin.to_string(),
+                version: call.version,
+                outcome: call.outcome.clone(),
+            }),
+        }
+        self.changed.notify_waiters();
+    }
+
+    fn version_loaded(&self, plugin: &str, loaded: &VersionLoaded<'_>) {
+        {
+            let mut events = self.events.lock();
+            if let Some(from) = loaded.replaced {
+                events.push(HostEvent::Swapped {
+                    plugin: plugin.to_string(),
+                    from,
+                    to: loaded.version,
+                });
             }
+            events.push(HostEvent::Loaded {
+                plugin: plugin.to_string(),
+                version: loaded.version,
+                info: loaded.info.clone(),
+            });
+        }
+        self.changed.notify_waiters();
+    }
+
+    fn load_failed(&self, plugin: &str, failed: &LoadFailed<'_>) {
+        self.push(HostEvent::LoadFailed {
+            plugin: plugin.to_string(),
+            path: failed.path.to_path_buf(),
+            error: failed.error.to_string(),
         });
-        r
+    }
+
+    fn quarantined(&self, plugin: &str, quarantined: &Quarantined) {
+        self.push(HostEvent::Quarantined {
+            plugin: plugin.to_string(),
+            pause: quarantined.pause,
+        });
+    }
+
+    fn unloaded(&self, plugin: &str, version: u64) {
+        self.push(HostEvent::Unloaded {
+            plugin: plugin.to_string(),
+            version,
+        });
+    }
+}
+
+impl Recorder {
+    /// The observer to build a host with ([`HostBuilder::observer`]), so it sees the first
+    /// loads too.
+    pub fn observer(&self) -> SharedObserver {
+        Arc::new(self.clone())
+    }
+
+    fn push(&self, event: HostEvent) {
+        self.events.lock().push(event);
+        self.changed.notify_waiters();
     }
 
     /// Calls made to `plugin` so far.
@@ -253,7 +343,7 @@ impl Recorder {
     }
 
     /// Lifecycle events so far (calls are in [`Recorder::calls`]).
-    pub fn events(&self) -> Vec<PluginEvent> {
+    pub fn events(&self) -> Vec<HostEvent> {
         self.events.lock().clone()
     }
 
@@ -294,7 +384,7 @@ impl Recorder {
     }
 }
 
-/// A host on the embedded server with recorders attached and no directory watching.
+/// A host on the embedded server with recorders attached.
 pub struct TestHost {
     /// The host.
     pub host: Host,
@@ -371,10 +461,8 @@ pub async fn start_host_built(
     informers: ReflectorConfig,
     customise: impl FnOnce(HostBuilder) -> HostBuilder,
 ) -> TestHost {
-    let logs = GuestLogs::default();
-    // The recorder must subscribe before the first plugin loads, so the directory is attached
-    // after the host (and its event channel) exists.
-    let builder = HostBuilder::new(client)
+    let (logs, recorder) = (GuestLogs::default(), Recorder::default());
+    let mut builder = HostBuilder::new(client)
         .runtime(RuntimeConfig {
             cache_dir: Some(shared_compile_cache()),
             ..RuntimeConfig::default()
@@ -384,16 +472,12 @@ pub async fn start_host_built(
         .health_addr(Some("127.0.0.1:0".parse().unwrap()))
         // Short, so tests that leave a guest sleeping shut down quickly.
         .shutdown_grace(Duration::from_secs(2))
-        .observer(logs.observer());
+        .observer(logs.observer())
+        .observer(recorder.observer());
+    if let Some(dir) = plugins_dir {
+        builder = builder.plugins_dir(dir);
+    }
     let host = customise(builder).start().await.expect("host starts");
-    let recorder = Recorder::start(host.manager.subscribe());
-    let host = match plugins_dir {
-        Some(dir) => host
-            .watch_directory(dir)
-            .await
-            .expect("watch plugins directory"),
-        None => host,
-    };
     TestHost {
         host,
         recorder,
@@ -407,7 +491,7 @@ pub async fn start_host_following(
     server: &apiserver::ApiServer,
     leadership: tokio::sync::watch::Receiver<bool>,
 ) -> TestHost {
-    let logs = GuestLogs::default();
+    let (logs, recorder) = (GuestLogs::default(), Recorder::default());
     let host = HostBuilder::new(client(server))
         .runtime(RuntimeConfig {
             cache_dir: Some(shared_compile_cache()),
@@ -416,11 +500,11 @@ pub async fn start_host_following(
         .health_addr(Some("127.0.0.1:0".parse().unwrap()))
         .shutdown_grace(Duration::from_secs(2))
         .observer(logs.observer())
+        .observer(recorder.observer())
         .follow(leadership)
         .start()
         .await
         .expect("host starts");
-    let recorder = Recorder::start(host.manager.subscribe());
     TestHost {
         host,
         recorder,

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kubewasm::host::{Host, HostBuilder};
-use kubewasm::plugins::PluginEvent;
 use kubewasm::registry::{ArtifactRef, CredentialStore, Registry, RegistryError, SigningKey};
 use kubewasm::runtime::RuntimeConfig;
 use kubewasm_e2e::*;
@@ -75,23 +74,21 @@ fn sources_file(dir: &Path, entries: &[String]) -> PathBuf {
     path
 }
 
-/// A host on `server` following `sources`, with a recorder subscribed before the first load.
+/// A host on `server` following `sources`, with a recorder that sees the first loads.
 async fn host_from(
     server: &apiserver::ApiServer,
     sources: &Path,
     registry: Registry,
 ) -> (Host, Recorder) {
+    let recorder = Recorder::default();
     let host = HostBuilder::new(client(server))
         .runtime(RuntimeConfig {
             cache_dir: Some(shared_cache()),
             ..RuntimeConfig::default()
         })
+        .observer(recorder.observer())
+        .plugin_sources(sources, registry)
         .start()
-        .await
-        .unwrap();
-    let recorder = Recorder::start(host.manager.subscribe());
-    let host = host
-        .follow_sources(sources.to_path_buf(), registry)
         .await
         .unwrap();
     (host, recorder)
@@ -288,9 +285,9 @@ async fn plugins_run_from_a_registry_and_a_followed_tag_swaps_or_keeps_running()
         .unwrap();
     recorder
         .wait("the followed plugin swapped to the new digest", |r| {
-            r.events().iter().any(
-                |e| matches!(e, PluginEvent::Swapped { plugin, .. } if plugin == "reg-followed"),
-            )
+            r.events()
+                .iter()
+                .any(|e| matches!(e, HostEvent::Swapped { plugin, .. } if plugin == "reg-followed"))
         })
         .await;
 
@@ -305,7 +302,7 @@ async fn plugins_run_from_a_registry_and_a_followed_tag_swaps_or_keeps_running()
     recorder
         .wait("the bad version is refused", |r| {
             r.events().iter().any(
-                |e| matches!(e, PluginEvent::LoadFailed { plugin, .. } if plugin == "reg-followed"),
+                |e| matches!(e, HostEvent::LoadFailed { plugin, .. } if plugin == "reg-followed"),
             )
         })
         .await;
@@ -565,8 +562,8 @@ async fn only_artifacts_signed_with_the_operators_key_run() {
             "the followed plugin swapped to the new signed digest",
             |r| {
                 r.events().iter().any(
-                |e| matches!(e, PluginEvent::Swapped { plugin, .. } if plugin == "sig-followed"),
-            )
+                    |e| matches!(e, HostEvent::Swapped { plugin, .. } if plugin == "sig-followed"),
+                )
             },
         )
         .await;
@@ -584,9 +581,7 @@ async fn only_artifacts_signed_with_the_operators_key_run() {
     let swaps = |r: &Recorder| {
         r.events()
             .iter()
-            .filter(
-                |e| matches!(e, PluginEvent::Swapped { plugin, .. } if plugin == "sig-followed"),
-            )
+            .filter(|e| matches!(e, HostEvent::Swapped { plugin, .. } if plugin == "sig-followed"))
             .count()
     };
     assert_eq!(

@@ -4,7 +4,6 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kubewasm::host::HostBuilder;
-use kubewasm::plugins::PluginEvent;
 use kubewasm::runtime::{CallKind, RuntimeConfig};
 use kubewasm_e2e::*;
 
@@ -53,18 +52,20 @@ async fn a_slow_compile_does_not_hold_up_another_plugins_initial_list() {
     }
     // An empty cache of its own: the 18 MB Python component takes seconds of Cranelift.
     let cache = tempfile::tempdir().unwrap();
-    let host = HostBuilder::new(client(&server))
-        .runtime(RuntimeConfig {
-            cache_dir: Some(cache.path().join("cache")),
-            ..RuntimeConfig::default()
-        })
-        .health_addr(Some("127.0.0.1:0".parse().unwrap()))
-        .start()
-        .await
-        .unwrap();
-    let health = host.health_addr.unwrap();
-    let recorder = Recorder::start(host.manager.subscribe());
-    let loading = tokio::spawn(host.watch_directory(dir.path().to_path_buf()));
+    // The health endpoint answers while `start` still loads, before it returns its address.
+    let health = process::free_port();
+    let recorder = Recorder::default();
+    let loading = tokio::spawn(
+        HostBuilder::new(client(&server))
+            .runtime(RuntimeConfig {
+                cache_dir: Some(cache.path().join("cache")),
+                ..RuntimeConfig::default()
+            })
+            .health_addr(Some(health))
+            .observer(recorder.observer())
+            .plugins_dir(dir.path())
+            .start(),
+    );
 
     recorder
         .wait("the fast plugin handles its whole initial list", |r| {
@@ -74,7 +75,7 @@ async fn a_slow_compile_does_not_hold_up_another_plugins_initial_list() {
     let slow_loaded = |r: &Recorder| {
         r.events()
             .iter()
-            .any(|e| matches!(e, PluginEvent::Loaded { plugin, .. } if plugin == "slow"))
+            .any(|e| matches!(e, HostEvent::Loaded { plugin, .. } if plugin == "slow"))
     };
     assert!(
         !slow_loaded(&recorder),
@@ -82,7 +83,7 @@ async fn a_slow_compile_does_not_hold_up_another_plugins_initial_list() {
     );
     let ready = get(health, "/readyz").await;
     assert!(
-        ready.starts_with("HTTP/1.0 503") && ready.contains("slow"),
+        ready.starts_with("HTTP/1.0 503") && ready.contains("loading the plugins directory"),
         "/readyz waits for the plugin still compiling: {ready}"
     );
 

@@ -77,15 +77,7 @@ fn stuck(cap: usize, events: usize) -> (isize, usize, f64) {
         ..DispatchConfig::default()
     };
     let before = LIVE.load(Ordering::Relaxed);
-    let dispatcher = Dispatcher::new(
-        "stuck",
-        1,
-        &metrics,
-        tokio::sync::broadcast::channel(1).0,
-        &config,
-        Arc::new(|_| {}),
-        None,
-    );
+    let dispatcher = Dispatcher::new("stuck", 1, &metrics, &config, None);
     let handler = dispatcher.handler(0, None);
     let mut pushing = std::time::Duration::ZERO;
     for e in 0..events {

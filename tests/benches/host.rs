@@ -20,11 +20,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
 use kubewasm::informer::InformerKey;
-use kubewasm::plugins::PluginEvent;
 use kubewasm::runtime::CallOutcome;
 use kubewasm::runtime::{Limits, NoCache, Runtime, RuntimeConfig, RuntimeMetrics};
 use kubewasm_e2e::*;
-use tokio::sync::broadcast;
 
 const OBJECTS: usize = 20_000;
 
@@ -40,38 +38,27 @@ fn configmap(i: usize) -> ConfigMap {
 }
 
 /// Waits until `plugin` (at a version newer than `after`) has handled `n` calls; returns when.
-async fn wait_calls(
-    rx: &mut broadcast::Receiver<PluginEvent>,
-    plugin: &str,
-    after: u64,
-    n: usize,
-) -> Instant {
-    let mut seen = 0;
-    loop {
-        match rx.recv().await {
-            Ok(PluginEvent::Called {
-                plugin: p,
-                version,
-                outcome,
-                ..
-            }) if &*p == plugin && version > after => {
-                assert_eq!(outcome, CallOutcome::Ok);
-                seen += 1;
-                if seen == n {
-                    return Instant::now();
-                }
-            }
-            Ok(_) => {}
-            Err(broadcast::error::RecvError::Lagged(k)) => {
-                panic!("benchmark receiver lagged by {k}")
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
+async fn wait_calls(recorder: &Recorder, plugin: &str, after: u64, n: usize) -> Instant {
+    recorder
+        .wait_reporting(
+            |r| {
+                let calls = r.calls(plugin);
+                let newer: Vec<_> = calls.iter().filter(|c| c.version > after).collect();
+                assert!(
+                    newer.iter().all(|c| c.outcome == CallOutcome::Ok),
+                    "{newer:?}"
+                );
+                newer.len() >= n
+            },
+            || format!("{plugin}: {n} calls of a version after {after}"),
+        )
+        .await;
+    Instant::now()
 }
 
-/// Waits until `plugin` has handled its whole initial replay, without subscribing to call
-/// events: a subscriber would add a cross-thread wake-up per call that production does not pay.
+/// Waits until `plugin` has handled its whole initial replay, without waiting on the
+/// recorder: a waiter woken per call would add a cross-thread wake-up that production does not
+/// pay.
 async fn wait_replayed(manager: &kubewasm::plugins::PluginManager, plugin: &str) -> Instant {
     loop {
         if manager.plugin_ready(plugin).await {
@@ -126,7 +113,6 @@ async fn small_informer_figures() {
         Limits::default(),
     )
     .await;
-    let mut rx = t.host.manager.subscribe();
     let mut version = t.host.manager.status().await[0].version;
     let mut uncached = Vec::new();
     let mut cached = Vec::new();
@@ -135,7 +121,7 @@ async fn small_informer_figures() {
         for (bytes, sink) in [(&fresh, &mut uncached), (&logger_bytes, &mut cached)] {
             let start = Instant::now();
             install_bytes(bytes, swap_dir.path(), "swap.wasm");
-            let done = wait_calls(&mut rx, "swap", version, 1).await;
+            let done = wait_calls(&t.recorder, "swap", version, 1).await;
             sink.push(done - start);
             version = t.host.manager.status().await[0].version;
         }
@@ -159,14 +145,14 @@ async fn small_informer_figures() {
     let warm = rss_dir.path().join("warm.wasm");
     std::fs::copy(&fixture, &warm).unwrap();
     t.host.manager.load_file(&warm).await.unwrap();
-    wait_calls(&mut rx, "warm", 0, 1).await;
+    wait_calls(&t.recorder, "warm", 0, 1).await;
     let before = rss_kib();
     let n = 50;
     for i in 0..n {
         let p = rss_dir.path().join(format!("idle-{i}.wasm"));
         std::fs::copy(&fixture, &p).unwrap();
         t.host.manager.load_file(&p).await.unwrap();
-        wait_calls(&mut rx, &format!("idle-{i}"), 0, 1).await;
+        wait_calls(&t.recorder, &format!("idle-{i}"), 0, 1).await;
     }
     let after = rss_kib();
     println!(

@@ -53,14 +53,13 @@ async fn first_call(
             cache_dir: Some(cache.to_path_buf()),
             ..RuntimeConfig::default()
         })
-        .observer(clock.clone())
-        .start()
-        .await
-        .unwrap();
+        .observer(clock.clone());
     let host = match sources {
-        Some((file, registry)) => host.follow_sources(file.to_path_buf(), registry).await,
-        None => host.watch_directory(dir.to_path_buf()).await,
+        Some((file, registry)) => host.plugin_sources(file, registry),
+        None => host.plugins_dir(dir),
     }
+    .start()
+    .await
     .unwrap();
     tokio::time::timeout(Duration::from_secs(600), notified)
         .await

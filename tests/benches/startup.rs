@@ -1,7 +1,7 @@
 //! Start-up of the five configmap-loggers (Rust, C, Go, JavaScript, Python) over 2,000
 //! ConfigMaps, with an empty compile cache and then with the cache that run filled: when each
 //! plugin made its first call (it was compiled and described just before) and when it had handled its whole initial list,
-//! counted from the start of `watch_directory`. The goal (issue 24): the Rust logger's list
+//! counted from the start of the host. The goal (issue 24): the Rust logger's list
 //! handled within 1 s whatever the others do, and every list within 1 s of the slowest compile.
 //!
 //! Run with `cargo bench -p kubewasm-e2e --bench startup` after `bash guest-examples/build.sh`.
@@ -14,8 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
-use kubewasm::plugins::PluginEvent;
-use kubewasm::runtime::{CallEnded, CallKind, Observer, RuntimeConfig};
+use kubewasm::runtime::{CallEnded, CallKind, LoadFailed, Observer, RuntimeConfig};
 use kubewasm_e2e::*;
 use parking_lot::Mutex;
 
@@ -41,11 +40,12 @@ struct Seen {
     listed: Option<Duration>,
 }
 
-/// Times every plugin's first call and its `OBJECTS`-th initial add as the worker ends it (the
-/// event channel could lag behind 10,000 calls; the observer cannot).
+/// Times every plugin's first call and its `OBJECTS`-th initial add as the worker ends it, and
+/// keeps the first load that failed.
 struct Clock {
     started: Instant,
     seen: Mutex<BTreeMap<String, Seen>>,
+    failed: Mutex<Option<String>>,
     done: tokio::sync::Notify,
 }
 
@@ -66,6 +66,13 @@ impl Observer for Clock {
             }
         }
     }
+
+    fn load_failed(&self, plugin: &str, failed: &LoadFailed<'_>) {
+        self.failed
+            .lock()
+            .get_or_insert_with(|| format!("{plugin}: {}", failed.error));
+        self.done.notify_one();
+    }
 }
 
 async fn start_once(
@@ -76,28 +83,24 @@ async fn start_once(
     let clock = Arc::new(Clock {
         started: Instant::now(),
         seen: Mutex::new(BTreeMap::new()),
+        failed: Mutex::new(None),
         done: tokio::sync::Notify::new(),
     });
-    let host = kubewasm::host::HostBuilder::new(client(server))
-        .runtime(RuntimeConfig {
-            cache_dir: Some(cache.to_path_buf()),
-            ..RuntimeConfig::default()
-        })
-        .observer(clock.clone())
-        .start()
-        .await
-        .unwrap();
-    let mut rx = host.manager.subscribe();
-    tokio::spawn(async move {
-        while let Ok(e) = rx.recv().await {
-            if let PluginEvent::LoadFailed { plugin, error, .. } = e {
-                panic!("{plugin}: {error}");
-            }
-        }
-    });
-    let loading = tokio::spawn(host.watch_directory(plugins.to_path_buf()));
+    let loading = tokio::spawn(
+        kubewasm::host::HostBuilder::new(client(server))
+            .runtime(RuntimeConfig {
+                cache_dir: Some(cache.to_path_buf()),
+                ..RuntimeConfig::default()
+            })
+            .observer(clock.clone())
+            .plugins_dir(plugins)
+            .start(),
+    );
     loop {
         let notified = clock.done.notified();
+        if let Some(failed) = clock.failed.lock().clone() {
+            panic!("{failed}");
+        }
         let listed = clock
             .seen
             .lock()

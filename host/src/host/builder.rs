@@ -16,7 +16,7 @@ use crate::plugins::{
     PluginMetrics, SourceMetrics,
 };
 use crate::registry::Registry as ArtifactRegistry;
-use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics, SharedObserver};
+use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics, SharedObserver, fan_out};
 
 /// How long in-flight handler calls may run on at shutdown before they are abandoned by
 /// default (Kubernetes gives a pod 30 s before SIGKILL).
@@ -24,7 +24,7 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Builds a [`Host`]; see the module doc of [`crate::host`]. Defaults: no plugins folder, no
 /// endpoints, the runtime's and informers' defaults, the operator's grants (the manifest's
-/// `[grants]`, else the built-in default), no leader election, worker threads, no observer.
+/// `[grants]`, else the built-in default), no leader election, worker threads, no observers.
 #[must_use = "a builder does nothing until `start`"]
 pub struct HostBuilder {
     client: kube::Client,
@@ -44,7 +44,8 @@ pub struct HostBuilder {
     shutdown_grace: Duration,
     election: Option<ElectionConfig>,
     leadership: Option<watch::Receiver<bool>>,
-    observer: Option<SharedObserver>,
+    /// Told of everything, in this order.
+    observers: Vec<SharedObserver>,
     delivery: DeliveryMode,
 }
 
@@ -69,7 +70,7 @@ impl HostBuilder {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             election: None,
             leadership: None,
-            observer: None,
+            observers: Vec::new(),
             delivery: DeliveryMode::Threads,
         }
     }
@@ -91,7 +92,7 @@ impl HostBuilder {
     }
 
     /// Runtime settings (compile cache, pool size, memory ceiling, HTTP stand-in). Its
-    /// `observer` is replaced by the builder's, if one is set.
+    /// `observer`, if any, is told everything too, after those of [`HostBuilder::observer`].
     pub fn runtime(mut self, config: RuntimeConfig) -> Self {
         self.runtime = config;
         self
@@ -189,9 +190,13 @@ impl HostBuilder {
         self
     }
 
-    /// Lets `observer` see every call, `kube` request, Event, guest log line and HTTP request.
+    /// Lets `observer` see what happens to every plugin (loaded, swapped, refused, quarantined,
+    /// unloaded) and every call, `kube` request, Event, guest log line and HTTP request. Call it
+    /// once per observer (metrics, logs, CLI output, a test's recorder): each is told
+    /// everything, in the order they were added. Given before `start`, an observer sees the
+    /// plugins folder's first loads too.
     pub fn observer(mut self, observer: SharedObserver) -> Self {
-        self.observer = Some(observer);
+        self.observers.push(observer);
         self
     }
 
@@ -222,9 +227,9 @@ impl HostBuilder {
         let registry = Arc::new(registry);
 
         let mut runtime_config = self.runtime;
-        if self.observer.is_some() {
-            runtime_config.observer = self.observer;
-        }
+        let mut observers = self.observers;
+        observers.extend(runtime_config.observer.take());
+        runtime_config.observer = fan_out(observers);
         let runtime = Runtime::new(runtime_config, runtime_metrics)?;
         let factory = InformerFactory::with_config(
             Arc::new(KubeSourceFactory::new(self.client.clone())),

@@ -4,7 +4,7 @@
 //! `kubewasm run`, `kubewasm dev`, the scenario runner (`kubewasm test`), the end-to-end tests
 //! and the benchmarks all build a host through [`HostBuilder`]; they differ only in what they
 //! ask of it (a plugins folder or none, endpoints or none, leader election or leadership
-//! given from outside, an [`Observer`](crate::runtime::Observer), where calls run). A [`Host`]
+//! given from outside, [`Observer`](crate::runtime::Observer)s, where calls run). A [`Host`]
 //! stops in order: watcher, plugins, Lease, informers, endpoints.
 //!
 //! Knows what each layer needs to start, nothing of how any of them works; it is the top of

@@ -18,7 +18,7 @@ use crate::runtime::Runtime;
 /// A running host; [`Host::shutdown`] stops it in order (watcher and sources, plugins,
 /// informers, endpoints).
 pub struct Host {
-    /// The plugin manager, for loading files directly and subscribing to events.
+    /// The plugin manager, for loading files directly and reading their status.
     pub manager: PluginManager,
     /// The shared informers.
     pub factory: InformerFactory,
@@ -79,28 +79,6 @@ impl Host {
             shutdown_grace,
             elector,
         })
-    }
-
-    /// Starts watching `dir` (after loading what it holds), for hosts started without one.
-    ///
-    /// Every plugin already there loads on its own and delivers as soon as it is compiled and
-    /// described: the first to subscribe starts an informer, later ones join it with a replay
-    /// of its cache (`is-in-initial-list` adds), as on a hot swap, so one slow compile delays
-    /// nobody else. This returns, and `/readyz` turns ready, only once every load has settled.
-    pub async fn watch_directory(self, dir: PathBuf) -> anyhow::Result<Host> {
-        self.load_initial(Some(dir), None).await
-    }
-
-    /// Pulls, loads and then follows the plugins a sources file names, for hosts started
-    /// without one (tests attach a recorder first). Its pull counters are not served; those of
-    /// [`super::HostBuilder::plugin_sources`] are.
-    pub async fn follow_sources(
-        self,
-        file: PathBuf,
-        registry: ArtifactRegistry,
-    ) -> anyhow::Result<Host> {
-        self.load_initial(None, Some((file, registry, SourceMetrics::default())))
-            .await
     }
 
     /// Loads the plugins of a plugins directory and of a sources file side by side (each

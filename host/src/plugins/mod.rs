@@ -10,15 +10,15 @@
 //! - `capabilities/`: what a guest may do beyond receiving events, each within its [`Grants`]:
 //!   `kube` calls, Events, cache reads, projections.
 //!
-//! `events.rs` (what tooling can await) and `metrics.rs` serve all three. Only what this file
-//! re-exports is public; everything else is the rooms' business.
+//! `metrics.rs` serves all three; what happens to plugins is told to the runtime's
+//! [`Observer`](crate::runtime::Observer). Only what this file re-exports is public; everything
+//! else is the rooms' business.
 //!
 //! Knows nothing of wasmtime (the runtime's instances are one [`Guest`] implementation) nor of
 //! how informers list and watch (it registers handlers on a factory).
 
 mod capabilities;
 mod delivery;
-mod events;
 mod loading;
 mod metrics;
 
@@ -31,11 +31,10 @@ pub use capabilities::kube_client::{
 pub use capabilities::projected::ProjectionCache;
 pub use capabilities::projection::{Projection, ProjectionError};
 pub use delivery::attachment::DeliveryMode;
-pub use delivery::dispatch::{DispatchConfig, Dispatcher, Guest, MAX_CONCURRENCY, StateSink};
+pub use delivery::dispatch::{DispatchConfig, Dispatcher, Guest, MAX_CONCURRENCY};
 pub use delivery::quarantine::QuarantinePolicy;
 pub use delivery::queue::{DEFAULT_MAX_QUEUED, coalesce};
 pub use delivery::state::{PluginState, StateEvent};
-pub use events::PluginEvent;
 pub use loading::describe::{DescribedPlugin, NameError, describe_file, plugin_name};
 pub use loading::error::LoadError;
 pub use loading::grants::{

@@ -7,15 +7,17 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::json;
-use tokio::sync::broadcast;
 
-use super::delivery::dispatch::{DispatchConfig, Dispatcher, Guest, IDLE_RELEASE, StateSink};
+use super::delivery::dispatch::{DispatchConfig, Dispatcher, Guest, IDLE_RELEASE};
 use super::delivery::quarantine::QuarantinePolicy;
 use super::delivery::queue::coalesce;
-use super::delivery::state::StateEvent;
+use super::delivery::state::SharedState;
 use super::metrics::PluginMetrics;
 use crate::informer::{KubeObject, Notification, ResourceEventHandler, SharedObject};
-use crate::runtime::{BudgetKind, CallError, HandlerOutcome, MemoryBudget, RuntimeMetrics};
+use crate::runtime::{
+    BudgetKind, CallEnded, CallError, CallKind, HandlerOutcome, MemoryBudget, Observer,
+    Quarantined, RuntimeMetrics, SharedObserver,
+};
 
 fn obj(name: &str, rv: u32) -> SharedObject {
     Arc::new(
@@ -195,27 +197,20 @@ impl Guest for Scripted {
 struct Rig {
     dispatcher: Arc<Dispatcher>,
     handler: Arc<dyn ResourceEventHandler>,
-    states: Arc<Mutex<Vec<String>>>,
+    /// The plugin's state the dispatcher reports to; its steps are what it reported.
+    states: SharedState,
     metrics: PluginMetrics,
 }
 
 fn rig(config: DispatchConfig) -> Rig {
+    rig_observed(config, None)
+}
+
+/// A rig whose dispatcher tells `observer` what it does.
+fn rig_observed(config: DispatchConfig, observer: Option<SharedObserver>) -> Rig {
     let metrics = PluginMetrics::unregistered();
-    let (events, _) = broadcast::channel(16);
-    let states = Arc::new(Mutex::new(Vec::new()));
-    let s = states.clone();
-    let sink: StateSink = Arc::new(move |e: StateEvent| {
-        s.lock().push(
-            match e {
-                StateEvent::Quarantined { .. } => "quarantined",
-                StateEvent::Resumed => "resumed",
-                StateEvent::WorkerPanicked { .. } => "panicked",
-                _ => "other",
-            }
-            .to_string(),
-        )
-    });
-    let dispatcher = Dispatcher::new("p", 1, &metrics, events, &config, sink, None);
+    let states = SharedState::default();
+    let dispatcher = Dispatcher::with_state("p", 1, &metrics, &config, states.clone(), observer);
     let handler = dispatcher.handler(0, None);
     Rig {
         dispatcher,
@@ -382,7 +377,7 @@ async fn failures_in_a_row_quarantine_the_plugin_and_it_resumes() {
         started.elapsed() >= Duration::from_secs(10),
         "the fourth call waited for the quarantine"
     );
-    assert_eq!(*r.states.lock(), ["quarantined", "resumed"]);
+    assert_eq!(r.states.steps(), ["quarantined", "resumed"]);
     r.dispatcher.stop();
     run.await.unwrap();
 }
@@ -454,7 +449,7 @@ fn a_worker_that_panics_is_restarted_and_its_queue_keeps_a_consumer() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(g.seen(), ["add ns/a 1", "add ns/b 1"]);
-    assert_eq!(r.states.lock()[..2], ["panicked", "resumed"]);
+    assert_eq!(r.states.steps()[..2], ["panicked", "resumed"]);
     // The key whose call panicked is usable again.
     r.push(update("a", 1, 2));
     while g.seen().len() < 3 && std::time::Instant::now() < deadline {
@@ -487,7 +482,7 @@ async fn an_inline_delivery_that_panics_is_restarted_like_a_worker_thread() {
     );
     seen_at_least(&g, 2).await;
     assert_eq!(g.seen(), ["add ns/a 1", "add ns/b 1"]);
-    assert_eq!(r.states.lock()[..2], ["panicked", "resumed"]);
+    assert_eq!(r.states.steps()[..2], ["panicked", "resumed"]);
     // The key whose call panicked is usable again.
     r.push(update("a", 1, 2));
     seen_at_least(&g, 3).await;
@@ -749,7 +744,7 @@ async fn failures_spread_over_instances_count_in_a_row_for_quarantine() {
         r.push(add(name, 1));
     }
     r.drain(&g).await;
-    let states = r.states.lock().clone();
+    let states = r.states.steps();
     assert_eq!(
         states,
         ["quarantined", "resumed"],
@@ -828,7 +823,7 @@ async fn a_failed_call_among_concurrent_ones_fails_alone() {
     r.drain(&g).await;
     assert_eq!(g.seen().len(), 4, "the other calls ended normally");
     assert!(
-        r.states.lock().is_empty(),
+        r.states.steps().is_empty(),
         "one failure quarantines nothing"
     );
     let errors = r
@@ -861,10 +856,10 @@ async fn a_panic_among_concurrent_calls_returns_every_key_in_flight() {
         Duration::from_millis(10),
     );
     seen_at_least(&g, 2).await;
-    while r.states.lock().len() < 2 {
+    while r.states.steps().len() < 2 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    assert_eq!(r.states.lock()[..2], ["panicked", "resumed"]);
+    assert_eq!(r.states.steps()[..2], ["panicked", "resumed"]);
     assert_eq!(r.dispatcher.calls_in_flight(), 0);
     // Both keys, the one that panicked and the one abandoned with it, are usable again.
     r.push(update("a", 1, 2));
@@ -1005,19 +1000,9 @@ async fn at_concurrency_one_on_synced_takes_the_slot_between_the_replay_and_newe
 #[tokio::test(start_paused = true)]
 async fn the_queue_depth_gauge_counts_both_versions_during_a_hot_swap() {
     let metrics = PluginMetrics::unregistered();
-    let (events, _) = broadcast::channel(16);
-    let sink: StateSink = Arc::new(|_| {});
     let config = DispatchConfig::default();
-    let v1 = Dispatcher::new(
-        "p",
-        1,
-        &metrics,
-        events.clone(),
-        &config,
-        sink.clone(),
-        None,
-    );
-    let v2 = Dispatcher::new("p", 2, &metrics, events, &config, sink, None);
+    let v1 = Dispatcher::new("p", 1, &metrics, &config, None);
+    let v2 = Dispatcher::new("p", 2, &metrics, &config, None);
     let depth = || {
         metrics
             .queue_depth
@@ -1122,4 +1107,54 @@ async fn calls_wait_for_an_instance_when_another_would_not_fit_the_plugins_memor
     until("two calls at once", || r.dispatcher.calls_in_flight() == 2).await;
     r.dispatcher.stop();
     run.await.unwrap();
+}
+
+/// Writes down what a dispatcher tells its observer.
+#[derive(Default)]
+struct Told(Mutex<Vec<String>>);
+
+impl Observer for Told {
+    fn call_started(&self, plugin: &str, _: CallKind) {
+        self.0.lock().push(format!("{plugin} start"));
+    }
+
+    fn call_ended(&self, plugin: &str, call: &CallEnded<'_>) {
+        let key = call.object.map_or("-", |o| o.key);
+        self.0.lock().push(format!("{plugin} end {key}"));
+    }
+
+    fn quarantined(&self, plugin: &str, q: &Quarantined) {
+        let line = format!("{plugin} quarantined v{} after {}", q.version, q.failures);
+        self.0.lock().push(line);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_observer_is_told_each_call_and_each_quarantine_once() {
+    let told = Arc::new(Told::default());
+    let r = rig_observed(
+        DispatchConfig {
+            concurrency: Some(4),
+            ..DispatchConfig::default()
+        },
+        Some(told.clone()),
+    );
+    r.dispatcher.open();
+    let g = Scripted::default();
+    for _ in 0..5 {
+        g.then(Step::Answer(Err(CallError::DeadlineExceeded)));
+    }
+    for name in ["a", "b", "c", "d", "e", "f"] {
+        r.push(add(name, 1));
+    }
+    r.drain(&g).await;
+    let told = told.0.lock().clone();
+    let count = |line: &str| told.iter().filter(|l| *l == line).count();
+    assert_eq!(count("p start"), 6, "{told:?}");
+    for name in ["a", "b", "c", "d", "e", "f"] {
+        assert_eq!(count(&format!("p end ns/{name}")), 1, "{told:?}");
+    }
+    let quarantines: Vec<_> = told.iter().filter(|l| l.contains("quarantined")).collect();
+    assert_eq!(quarantines, ["p quarantined v1 after 5"], "{told:?}");
+    assert_eq!(r.states.steps(), ["quarantined", "resumed"]);
 }

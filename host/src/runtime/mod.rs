@@ -64,7 +64,8 @@ pub use instance::HandlerInstance;
 pub use limits::Limits;
 pub use metrics::RuntimeMetrics;
 pub use observer::{
-    CallEnded, CallKind, CallOutcome, CalledObject, HttpExchange, Observer, SharedObserver,
+    CallEnded, CallKind, CallOutcome, CalledObject, HttpExchange, LoadFailed, Observer,
+    Quarantined, SharedObserver, VersionLoaded, fan_out,
 };
 pub use pool::{PoolFull, PoolReservation, UNRESERVED_SHARE};
 pub use types::{

@@ -1,20 +1,33 @@
-//! [`Observer`]: the one hook through which an embedder sees what guests do, as it happens.
+//! [`Observer`]: the one hook through which an embedder sees what happens to plugins and what
+//! their guests do, as it happens.
 //!
-//! A host is built with at most one observer (see `crate::host::HostBuilder::observer`); it is
-//! handed down at construction, so no layer has a setter and nothing can be swapped in later.
-//! `kubewasm test` records its transcript through it; tests await calls through it. Every
-//! method defaults to nothing, so an observer implements only what it wants.
+//! Two kinds of methods share the trait. What guests do (calls, `kube` requests, Events, log
+//! lines, HTTP) is reported from this layer and from the plugins layer's delivery; what
+//! happens to a plugin's versions (loaded or swapped in, refused, quarantined, unloaded) is
+//! reported by the plugins layer only. The trait lives here, in the lowest layer that reports to
+//! it, so both can reach it without importing upwards; its lifecycle payloads are plain data
+//! (names, version numbers, the [`PluginInfo`] this layer defines, text), so this layer still
+//! knows nothing of how plugins are loaded.
+//!
+//! A host is built with any number of observers (`crate::host::HostBuilder::observer`, once
+//! each: metrics, logs, CLI output, a test's recorder); [`fan_out`] makes them one, handed
+//! down at construction, so no layer has a setter and nothing can be swapped in later.
+//! `kubewasm test` records its transcript through it; tests await calls and lifecycle through
+//! it. Every method defaults to nothing, so an observer implements only what it wants.
 //!
 //! Methods are called synchronously where the thing happens (a guest's call on its worker, a
-//! `kube` request on the host's runtime): keep them quick and never block. What an observer
-//! is shown may include object content (a write's body): it is for programs, never for logs.
+//! `kube` request on the host's runtime, a load on the task loading it): keep them quick and
+//! never block. What an observer is shown may include object content (a write's body): it is
+//! for programs, never for logs.
 
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelValue;
 
 use super::cluster::{EventCall, KubeCall};
-use super::types::{ApiError, GuestLogLevel};
+use super::types::{ApiError, GuestLogLevel, PluginInfo};
 
 /// Which export of the handler world was called.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelValue)]
@@ -82,7 +95,46 @@ pub struct HttpExchange<'a> {
     pub result: Result<u16, &'a str>,
 }
 
-/// Sees what every plugin's guests do; see the module doc. All methods default to nothing.
+/// A version of a plugin that now runs (delivers, or stands by warm under leader election).
+#[derive(Clone, Copy, Debug)]
+pub struct VersionLoaded<'a> {
+    /// Host-assigned version number, unique for the process.
+    pub version: u64,
+    /// The version it replaced (a hot swap), which has stopped; `None` for a first load.
+    pub replaced: Option<u64>,
+    /// The file it was loaded from.
+    pub path: &'a Path,
+    /// What its `describe()` returned (after manifest overrides).
+    pub info: &'a PluginInfo,
+}
+
+/// A file that could not be loaded.
+#[derive(Clone, Copy, Debug)]
+pub struct LoadFailed<'a> {
+    /// The offending file.
+    pub path: &'a Path,
+    /// The cause, naming the file: the text the host logs.
+    pub error: &'a str,
+    /// The host tries again by itself (a transient cause) rather than waiting for the file to
+    /// change.
+    pub retrying: bool,
+    /// A previous version keeps running.
+    pub running: bool,
+}
+
+/// A plugin version paused after calls that failed in a row.
+#[derive(Clone, Copy, Debug)]
+pub struct Quarantined {
+    /// The version paused.
+    pub version: u64,
+    /// Failed calls in a row that led to it.
+    pub failures: u32,
+    /// How long no new call starts (notifications keep queueing).
+    pub pause: Duration,
+}
+
+/// Sees what happens to every plugin and what its guests do; see the module doc. All methods
+/// default to nothing.
 pub trait Observer: Send + Sync {
     /// A call of `plugin` is about to begin (on the plugin's worker, before the guest runs), so
     /// that what the guest does until [`Observer::call_ended`] can be attributed to it.
@@ -117,8 +169,114 @@ pub trait Observer: Send + Sync {
     fn http_request(&self, plugin: &str, exchange: &HttpExchange<'_>) {
         let _ = (plugin, exchange);
     }
+
+    /// A version of `plugin` was loaded, or swapped in for the one named in `loaded.replaced`.
+    fn version_loaded(&self, plugin: &str, loaded: &VersionLoaded<'_>) {
+        let _ = (plugin, loaded);
+    }
+
+    /// A file of `plugin` could not be loaded; any running version keeps running.
+    fn load_failed(&self, plugin: &str, failed: &LoadFailed<'_>) {
+        let _ = (plugin, failed);
+    }
+
+    /// `plugin` was quarantined: no new call until the pause is over.
+    fn quarantined(&self, plugin: &str, quarantined: &Quarantined) {
+        let _ = (plugin, quarantined);
+    }
+
+    /// `plugin` was unloaded: `version` has stopped and its listeners are detached.
+    fn unloaded(&self, plugin: &str, version: u64) {
+        let _ = (plugin, version);
+    }
 }
 
 /// How layers hold the observer. They hold `Option<SharedObserver>`: without one they skip
 /// even gathering what it would be shown.
 pub type SharedObserver = Arc<dyn Observer>;
+
+/// The one observer that tells each of `observers`, in order: `None` for none, the observer
+/// itself for one.
+pub fn fan_out(mut observers: Vec<SharedObserver>) -> Option<SharedObserver> {
+    match observers.len() {
+        0 => None,
+        1 => observers.pop(),
+        _ => Some(Arc::new(FanOut(observers))),
+    }
+}
+
+/// Several observers as one; see [`fan_out`].
+struct FanOut(Vec<SharedObserver>);
+
+impl Observer for FanOut {
+    fn call_started(&self, plugin: &str, call: CallKind) {
+        self.0.iter().for_each(|o| o.call_started(plugin, call));
+    }
+
+    fn call_ended(&self, plugin: &str, call: &CallEnded<'_>) {
+        self.0.iter().for_each(|o| o.call_ended(plugin, call));
+    }
+
+    fn kube_request(&self, plugin: &str, call: &KubeCall, result: Result<u16, &ApiError>) {
+        self.0
+            .iter()
+            .for_each(|o| o.kube_request(plugin, call, result));
+    }
+
+    fn event(&self, plugin: &str, event: &EventCall) {
+        self.0.iter().for_each(|o| o.event(plugin, event));
+    }
+
+    fn log_line(&self, plugin: &str, level: GuestLogLevel, message: &str) {
+        self.0
+            .iter()
+            .for_each(|o| o.log_line(plugin, level, message));
+    }
+
+    fn http_request(&self, plugin: &str, exchange: &HttpExchange<'_>) {
+        self.0.iter().for_each(|o| o.http_request(plugin, exchange));
+    }
+
+    fn version_loaded(&self, plugin: &str, loaded: &VersionLoaded<'_>) {
+        self.0.iter().for_each(|o| o.version_loaded(plugin, loaded));
+    }
+
+    fn load_failed(&self, plugin: &str, failed: &LoadFailed<'_>) {
+        self.0.iter().for_each(|o| o.load_failed(plugin, failed));
+    }
+
+    fn quarantined(&self, plugin: &str, quarantined: &Quarantined) {
+        self.0
+            .iter()
+            .for_each(|o| o.quarantined(plugin, quarantined));
+    }
+
+    fn unloaded(&self, plugin: &str, version: u64) {
+        self.0.iter().for_each(|o| o.unloaded(plugin, version));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts what it is told.
+    #[derive(Default)]
+    struct Counting(parking_lot::Mutex<Vec<String>>);
+
+    impl Observer for Counting {
+        fn unloaded(&self, plugin: &str, version: u64) {
+            self.0.lock().push(format!("{plugin} {version}"));
+        }
+    }
+
+    #[test]
+    fn a_fan_out_tells_every_observer_once() {
+        let (a, b) = (Arc::new(Counting::default()), Arc::new(Counting::default()));
+        let both = fan_out(vec![a.clone(), b.clone()]).expect("two observers");
+        both.unloaded("p", 3);
+        assert_eq!(*a.0.lock(), ["p 3"]);
+        assert_eq!(*b.0.lock(), ["p 3"]);
+        assert!(fan_out(Vec::new()).is_none());
+    }
+}

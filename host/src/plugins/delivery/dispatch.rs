@@ -22,19 +22,17 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::quarantine::QuarantinePolicy;
 use super::queue::{Finish, Item, PluginQueue, QueueKey, QueueMetrics};
-use super::state::StateEvent;
+use super::state::{SharedState, StateEvent};
 use crate::informer::{Notification, ResourceEventHandler, SharedObject, SyncProbe};
 use crate::plugins::capabilities::projected::ProjectionCache;
-use crate::plugins::events::PluginEvent;
 use crate::plugins::metrics::{CallLabels, ErrorKind, ErrorLabels, PluginLabels, PluginMetrics};
 use crate::runtime::{
     CallEnded, CallError, CallKind, CallOutcome, CalledObject, HandlerInstance, HandlerOutcome,
-    HandlerWorld, MemoryBudget, SharedObserver,
+    HandlerWorld, MemoryBudget, Quarantined, SharedObserver,
 };
 
 /// How often an idle worker checks whether its replay is complete, so `on-synced` is called
@@ -237,9 +235,6 @@ impl Default for DispatchConfig {
 /// Whether the informers of a dispatcher's subscriptions have synced.
 pub(in crate::plugins) type SyncedCheck = Box<dyn Fn() -> bool + Send + Sync>;
 
-/// Receives the dispatcher's state changes (quarantine, resume, worker panics).
-pub type StateSink = Arc<dyn Fn(StateEvent) + Send + Sync>;
-
 /// Metric handles resolved once per plugin so the hot path does no label lookups.
 struct Handles {
     calls: [Counter; 4],
@@ -308,9 +303,10 @@ pub struct Dispatcher {
     version: u64,
     queue: PluginQueue,
     handles: Handles,
-    events: broadcast::Sender<PluginEvent>,
     quarantine: QuarantinePolicy,
-    state: StateSink,
+    /// The plugin's state, shared with the lifecycle: quarantine, resume and worker panics
+    /// step it.
+    state: SharedState,
     /// Delivery starts only when this is cancelled: a swapped-in version waits until the
     /// previous version's last call has ended.
     gate: CancellationToken,
@@ -335,20 +331,38 @@ pub struct Dispatcher {
     /// (see [`Dispatcher::is_idle`]).
     wake: tokio::sync::Notify,
     /// Sees each call begin and end, synchronously on the worker, so that what the guest did
-    /// in between can be attributed to the call (the broadcast [`PluginEvent`]s arrive later
-    /// and cannot be ordered against that).
+    /// in between can be attributed to the call, and each quarantine.
     observer: Option<SharedObserver>,
 }
 
 impl Dispatcher {
-    /// A dispatcher with an empty queue; nothing is delivered until [`Dispatcher::open`].
+    /// A dispatcher with an empty queue and a state of its own (nobody else reads it);
+    /// nothing is delivered until [`Dispatcher::open`].
     pub fn new(
         plugin: &str,
         version: u64,
         metrics: &PluginMetrics,
-        events: broadcast::Sender<PluginEvent>,
         config: &DispatchConfig,
-        state: StateSink,
+        observer: Option<SharedObserver>,
+    ) -> Arc<Self> {
+        Self::with_state(
+            plugin,
+            version,
+            metrics,
+            config,
+            SharedState::default(),
+            observer,
+        )
+    }
+
+    /// Like [`Dispatcher::new`], stepping the plugin's `state` (the lifecycle's) on quarantine,
+    /// resume and worker panics.
+    pub(in crate::plugins) fn with_state(
+        plugin: &str,
+        version: u64,
+        metrics: &PluginMetrics,
+        config: &DispatchConfig,
+        state: SharedState,
         observer: Option<SharedObserver>,
     ) -> Arc<Self> {
         let p = PluginLabels {
@@ -365,7 +379,6 @@ impl Dispatcher {
             plugin,
             version,
             handles,
-            events,
             quarantine: config.quarantine,
             state,
             gate: CancellationToken::new(),
@@ -480,7 +493,7 @@ impl Dispatcher {
     }
 
     pub(in crate::plugins) fn report(&self, event: StateEvent) {
-        (self.state)(event)
+        self.state.step(event)
     }
 
     pub(in crate::plugins) fn count_restart(&self) {
@@ -647,7 +660,7 @@ impl Dispatcher {
         })
     }
 
-    /// Books a call that ended: metrics, the verdict, the queue's marking, and the events.
+    /// Books a call that ended: metrics, the verdict, the queue's marking, and the observer.
     fn call_ended<G: Guest>(
         &self,
         qk: QueueKey,
@@ -663,8 +676,10 @@ impl Dispatcher {
         self.handles.call_seconds.observe(took.as_secs_f64());
         self.handles.calls[kind as usize].inc();
         // Publishing costs a little per call, so only when someone listens.
-        let listening = self.observer.is_some() || self.events.receiver_count() > 0;
-        let delivered = listening.then(|| Delivered::of(&item.notification));
+        let delivered = self
+            .observer
+            .is_some()
+            .then(|| Delivered::of(&item.notification));
         let admit = || guest.admit_line();
         let outcome = self.judge(&qk.key, kind, item.attempts, result, failures, admit);
         let finish = match outcome {
@@ -677,8 +692,8 @@ impl Dispatcher {
         }
     }
 
-    /// Tells the observer (on this thread, so it can attribute what the guest did) and then the
-    /// event subscribers how a call about an object ended.
+    /// Tells the observer (on this thread, so it can attribute what the guest did) how a call
+    /// about an object ended.
     fn publish_call(&self, key: &Arc<str>, call: CallKind, d: Delivered, outcome: CallOutcome) {
         if let Some(o) = &self.observer {
             let object = CalledObject {
@@ -696,22 +711,9 @@ impl Dispatcher {
             };
             o.call_ended(&self.plugin, &ended);
         }
-        if self.events.receiver_count() > 0 {
-            let _ = self.events.send(PluginEvent::Called {
-                plugin: self.plugin.clone(),
-                version: self.version,
-                call,
-                key: key.clone(),
-                api_version: d.api_version,
-                kind: d.kind,
-                resource_version: d.resource_version,
-                flag: d.flag,
-                outcome,
-            });
-        }
     }
 
-    /// Books an `on-synced` call that ended: metrics, the verdict, and the events.
+    /// Books an `on-synced` call that ended: metrics, the verdict, and the observer.
     fn synced_ended<G: Guest>(
         &self,
         result: Result<HandlerOutcome, CallError>,
@@ -737,13 +739,6 @@ impl Dispatcher {
             };
             o.call_ended(&self.plugin, &ended);
         }
-        if self.events.receiver_count() > 0 {
-            let _ = self.events.send(PluginEvent::Synced {
-                plugin: self.plugin.clone(),
-                version: self.version,
-                outcome: outcome.clone(),
-            });
-        }
         outcome
     }
 
@@ -753,11 +748,15 @@ impl Dispatcher {
         let pause = self.quarantine.backoff(failures)?;
         self.handles.quarantines.inc();
         tracing::error!(plugin = %self.plugin, failures, pause_secs = pause.as_secs_f64(), "plugin quarantined after consecutive failed calls; notifications keep queueing");
-        let _ = self.events.send(PluginEvent::Quarantined {
-            plugin: self.plugin.to_string(),
-            pause,
-        });
         self.report(StateEvent::Quarantined { pause });
+        if let Some(o) = &self.observer {
+            let quarantined = Quarantined {
+                version: self.version,
+                failures,
+                pause,
+            };
+            o.quarantined(&self.plugin, &quarantined);
+        }
         Some(tokio::time::Instant::now() + pause)
     }
 
@@ -814,7 +813,7 @@ impl Dispatcher {
     }
 }
 
-/// What observers and event subscribers are told of the object a call was about.
+/// What observers are told of the object a call was about.
 struct Delivered {
     api_version: String,
     kind: String,

@@ -4,16 +4,18 @@
 //! worker (quarantine, panic, restart) report what happened, and the step function decides what
 //! that means for the plugin, so the rules live in one place.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
 /// Where one plugin (all versions of one file) stands.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
 pub enum PluginState {
     /// A version is being compiled, described and attached; nothing of it runs yet (a previous
     /// version, if any, keeps running meanwhile).
+    #[default]
     Loading,
     /// A version receives notifications.
     Running,
@@ -142,6 +144,48 @@ impl PluginState {
             PluginState::Stopping => "stopping",
             PluginState::Standby => "standby",
         }
+    }
+}
+
+/// One plugin's state, held by the lifecycle (which reports loads, swaps and unloads and shows
+/// it on `/plugins`) and by each of its deliveries (which report quarantine, resume and worker
+/// panics): every report is one [`PluginState::step`] under a short lock, never held across an
+/// await.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SharedState(Arc<parking_lot::Mutex<Held>>);
+
+#[derive(Debug, Default)]
+struct Held {
+    state: PluginState,
+    /// What stepped it, in order (tests read it through [`SharedState::steps`]).
+    #[cfg(test)]
+    steps: Vec<&'static str>,
+}
+
+impl SharedState {
+    /// Steps the state with `event`.
+    pub(crate) fn step(&self, event: StateEvent) {
+        let mut held = self.0.lock();
+        #[cfg(test)]
+        held.steps.push(match &event {
+            StateEvent::Quarantined { .. } => "quarantined",
+            StateEvent::Resumed => "resumed",
+            StateEvent::WorkerPanicked { .. } => "panicked",
+            _ => "other",
+        });
+        let old = std::mem::take(&mut held.state);
+        held.state = old.step(event);
+    }
+
+    /// The state now.
+    pub(crate) fn get(&self) -> PluginState {
+        self.0.lock().state.clone()
+    }
+
+    /// What stepped the state so far: `quarantined`, `resumed`, `panicked` or `other`.
+    #[cfg(test)]
+    pub(crate) fn steps(&self) -> Vec<&'static str> {
+        self.0.lock().steps.clone()
     }
 }
 

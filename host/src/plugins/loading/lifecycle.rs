@@ -29,7 +29,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::describe::{PluginFiles, check_file_name, describe_plugin, plugin_name, read_plugin};
@@ -43,14 +43,13 @@ use crate::plugins::capabilities::cache_reader::SubscribedCache;
 use crate::plugins::capabilities::kube_client::{ClusterContext, PluginClient};
 use crate::plugins::capabilities::projected::Projections;
 use crate::plugins::delivery::attachment::{AttachError, Attachable, Delivery, DeliveryMode};
-use crate::plugins::delivery::dispatch::{DispatchConfig, Dispatcher, StateSink};
+use crate::plugins::delivery::dispatch::{DispatchConfig, Dispatcher};
 use crate::plugins::delivery::leadership::WarmCache;
-use crate::plugins::delivery::state::{PluginState, StateEvent};
-use crate::plugins::events::PluginEvent;
+use crate::plugins::delivery::state::{PluginState, SharedState, StateEvent};
 use crate::plugins::metrics::{LoadLabels, PluginMetrics};
 use crate::runtime::{
-    GuestCausedLog, HandlerInstance, HttpPolicy, Limits, MemoryBudget, PluginInfo, Runtime,
-    SharedObserver,
+    GuestCausedLog, HandlerInstance, HttpPolicy, Limits, LoadFailed, MemoryBudget, PluginInfo,
+    Runtime, SharedObserver, VersionLoaded,
 };
 
 /// What a successful [`PluginManager::load_file`] did.
@@ -116,7 +115,8 @@ pub struct MemoryUse {
 /// What status readers see of one plugin; never held across an await.
 struct View {
     path: PathBuf,
-    state: PluginState,
+    /// Shared with the version's delivery, which reports quarantine and worker panics to it.
+    state: SharedState,
     version: u64,
     info: Option<PluginInfo>,
     grants: Option<Arc<Grants>>,
@@ -132,7 +132,7 @@ impl View {
     /// A standby is ready when its caches are; a delivering version when it has also handled
     /// its replay.
     fn ready(&self) -> bool {
-        if self.state == PluginState::Standby {
+        if self.state.get() == PluginState::Standby {
             return self.version > 0 && self.standby_probes.iter().all(SyncProbe::has_synced);
         }
         self.dispatcher.as_ref().is_some_and(|d| d.replay_handled())
@@ -148,9 +148,7 @@ struct Slot {
 
 impl Slot {
     fn step(&self, event: StateEvent) {
-        let mut v = self.view.lock();
-        let old = std::mem::replace(&mut v.state, PluginState::Loading);
-        v.state = old.step(event);
+        self.view.lock().state.step(event);
     }
 }
 
@@ -226,7 +224,6 @@ pub(in crate::plugins) struct Inner {
     /// retry (and re-log) the same bad bytes until the file changes. Keyed by path, not name:
     /// files whose names are refused may share one (lossily decoded) name.
     failed: parking_lot::Mutex<HashMap<PathBuf, [u8; 32]>>,
-    events: broadcast::Sender<PluginEvent>,
     versions: AtomicU64,
     /// Cancelled at shutdown: loads in progress give up.
     closing: CancellationToken,
@@ -236,7 +233,7 @@ pub(in crate::plugins) struct Inner {
     projections: Projections,
     /// Where each version's calls run.
     delivery: DeliveryMode,
-    /// Sees every call of every plugin begin and end (the runtime's observer).
+    /// Sees every plugin's lifecycle and every call begin and end (the runtime's observer).
     observer: Option<SharedObserver>,
 }
 
@@ -269,16 +266,10 @@ pub struct PluginManager {
     inner: Arc<Inner>,
 }
 
-/// Capacity of the lifecycle and call event channel: events are for tests and tooling that
-/// keep up; a lagging receiver misses the oldest. The ring is allocated up front (capacity ×
-/// ~120 bytes), so it stays small.
-const EVENT_CAPACITY: usize = 1024;
-
 impl PluginManager {
     /// A manager with no plugins. With leadership to follow it spawns its follower task, so
     /// call it inside a Tokio runtime.
     pub fn new(config: ManagerConfig) -> Self {
-        let (events, _) = broadcast::channel(EVENT_CAPACITY);
         let leadership = config.leadership;
         let observer = config.runtime.observer().cloned();
         let manager = PluginManager {
@@ -293,7 +284,6 @@ impl PluginManager {
                 cluster: config.cluster,
                 slots: parking_lot::Mutex::new(HashMap::new()),
                 failed: parking_lot::Mutex::new(HashMap::new()),
-                events,
                 versions: AtomicU64::new(0),
                 closing: CancellationToken::new(),
                 leadership: leadership.clone(),
@@ -325,11 +315,6 @@ impl PluginManager {
         &self.inner.metrics
     }
 
-    /// Lifecycle and call events from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<PluginEvent> {
-        self.inner.events.subscribe()
-    }
-
     /// The informers the plugins are attached to.
     pub fn factory(&self) -> &InformerFactory {
         &self.inner.factory
@@ -355,7 +340,7 @@ impl PluginManager {
                 PluginStatus {
                     name,
                     path: v.path.clone(),
-                    state: v.state.clone(),
+                    state: v.state.get(),
                     version: v.version,
                     info: v.info.clone(),
                     grants: v.grants.clone(),
@@ -416,10 +401,6 @@ impl PluginManager {
         v
     }
 
-    fn emit(&self, e: PluginEvent) {
-        let _ = self.inner.events.send(e);
-    }
-
     fn count(&self, plugin: &str, result: &'static str) {
         self.inner
             .metrics
@@ -441,7 +422,7 @@ impl PluginManager {
                     op: tokio::sync::Mutex::new(None),
                     view: Arc::new(parking_lot::Mutex::new(View {
                         path: path.to_path_buf(),
-                        state: PluginState::Loading,
+                        state: SharedState::default(),
                         version: 0,
                         info: None,
                         grants: None,
@@ -484,7 +465,7 @@ impl PluginManager {
         Some(self.report(&name, &slot, path, result).await)
     }
 
-    /// Counts, logs, publishes and records in the plugin's state a failed load.
+    /// Counts, logs, tells the observer and records in the plugin's state a failed load.
     async fn report(
         &self,
         name: &str,
@@ -501,16 +482,21 @@ impl PluginManager {
             } else {
                 tracing::error!(plugin = %name, path = %path.display(), error = %e, retrying, "plugin not loaded");
             }
+            let cause = e.to_string();
             slot.step(StateEvent::LoadFailed {
-                cause: e.to_string(),
+                cause: cause.clone(),
                 retrying,
                 running,
             });
-            self.emit(PluginEvent::LoadFailed {
-                plugin: name.to_string(),
-                path: path.to_path_buf(),
-                error: e.to_string(),
-            });
+            if let Some(o) = &self.inner.observer {
+                let failed = LoadFailed {
+                    path,
+                    error: &cause,
+                    retrying,
+                    running,
+                };
+                o.load_failed(name, &failed);
+            }
         }
         result
     }
@@ -619,7 +605,7 @@ impl PluginManager {
         }
         self.install(slot, installed);
         drop(active);
-        self.announce(name, path, &outcome, prepared.info);
+        self.announce(name, path, &outcome, &prepared.info);
         Ok(outcome)
     }
 
@@ -651,28 +637,29 @@ impl PluginManager {
         Ok(standby)
     }
 
-    /// Counts, logs and publishes a successful load or swap.
-    fn announce(&self, name: &str, path: &Path, outcome: &LoadOutcome, info: PluginInfo) {
-        match *outcome {
+    /// Counts, logs and tells the observer of a successful load or swap.
+    fn announce(&self, name: &str, path: &Path, outcome: &LoadOutcome, info: &PluginInfo) {
+        let replaced = match *outcome {
             LoadOutcome::Swapped { from, to } => {
                 self.count(name, "swapped");
                 tracing::info!(plugin = %name, from, to, path = %path.display(), "plugin hot-swapped");
-                self.emit(PluginEvent::Swapped {
-                    plugin: name.to_string(),
-                    from,
-                    to,
-                });
+                Some(from)
             }
             _ => {
                 self.count(name, "loaded");
                 tracing::info!(plugin = %name, version = outcome_version(outcome), path = %path.display(), subscriptions = info.subscriptions.len(), "plugin loaded");
+                None
             }
+        };
+        if let Some(o) = &self.inner.observer {
+            let loaded = VersionLoaded {
+                version: outcome_version(outcome),
+                replaced,
+                path,
+                info,
+            };
+            o.version_loaded(name, &loaded);
         }
-        self.emit(PluginEvent::Loaded {
-            plugin: name.to_string(),
-            version: outcome_version(outcome),
-            info,
-        });
     }
 
     /// A new delivery of `plan` for `version`: a dispatcher registered on every subscription
@@ -699,19 +686,13 @@ impl PluginManager {
         subscriptions: Vec<Attachable>,
         dispatch: DispatchConfig,
     ) -> Result<Delivery, AttachError> {
-        let view = slot.view.clone();
-        let sink: StateSink = Arc::new(move |event| {
-            let mut v = view.lock();
-            let old = std::mem::replace(&mut v.state, PluginState::Loading);
-            v.state = old.step(event);
-        });
-        let dispatcher = Dispatcher::new(
+        let state = slot.view.lock().state.clone();
+        let dispatcher = Dispatcher::with_state(
             name,
             version,
             &self.inner.metrics,
-            self.inner.events.clone(),
             &dispatch,
-            sink,
+            state,
             self.inner.observer.clone(),
         );
         Delivery::start(
@@ -756,8 +737,7 @@ impl PluginManager {
             Some(d) if leading => Some(d),
             _ => None,
         };
-        let old = std::mem::replace(&mut v.state, PluginState::Loading);
-        v.state = old.step(event);
+        v.state.step(event);
     }
 
     /// Kills every plugin's delivery at once (queues dropped, in-flight calls abandoned)
@@ -772,8 +752,7 @@ impl PluginManager {
                 stopped += 1;
             }
             if v.version > 0 {
-                let old = std::mem::replace(&mut v.state, PluginState::Loading);
-                v.state = old.step(StateEvent::StandingBy);
+                v.state.step(StateEvent::StandingBy);
             }
         }
         stopped
@@ -978,10 +957,9 @@ impl PluginManager {
             a.stop().await;
             self.count(name, "unloaded");
             tracing::info!(plugin = %name, version, "plugin unloaded");
-            self.emit(PluginEvent::Unloaded {
-                plugin: name.to_string(),
-                version,
-            });
+            if let Some(o) = &self.inner.observer {
+                o.unloaded(name, version);
+            }
         }
         drop(op);
         let mut slots = self.inner.slots.lock();
