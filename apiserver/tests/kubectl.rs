@@ -952,3 +952,60 @@ async fn kubectl_everyday_commands() {
     assert!(!ok && err.contains("NotFound"), "{err}");
     server.shutdown().await;
 }
+
+/// `kubectl create token` works against the server, and the token it prints authenticates
+/// kubectl as the ServiceAccount: with authorization on, its own RBAC judges it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_token_authenticates_as_the_service_account() {
+    if !kubectl_available() {
+        eprintln!("NOTICE: kubectl not found on PATH; skipping");
+        return;
+    }
+    let server = ApiServer::start(Config {
+        authorization: Some(apiserver::Authorization::default()),
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let k = Kubectl {
+        kubeconfig: tmp.path().join("kubeconfig"),
+        home: tmp.path().join("home"),
+        dir: tmp.path().into(),
+    };
+    std::fs::create_dir_all(&k.home).unwrap();
+    server.write_kubeconfig(&k.kubeconfig).unwrap();
+    k.ok(&["create", "serviceaccount", "robot"]).await;
+    let (ok, _, err) = k.run(&["create", "token", "nobody"]).await;
+    assert!(!ok && err.contains("not found"), "{err}");
+    let token = k
+        .ok(&["create", "token", "robot", "--duration", "15m"])
+        .await;
+    let token = token.trim();
+    assert_eq!(token.split('.').count(), 3, "{token}");
+    let (ok, _, err) = k
+        .run(&["get", "configmaps", "--token", token])
+        .await;
+    assert!(!ok, "no RBAC yet");
+    assert!(
+        err.contains(
+            "User \"system:serviceaccount:default:robot\" cannot list resource \"configmaps\""
+        ),
+        "{err}"
+    );
+    k.ok(&["create", "role", "read", "--verb=list", "--resource=configmaps"])
+        .await;
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "read",
+        "--role=read",
+        "--serviceaccount=default:robot",
+    ])
+    .await;
+    k.ok(&["get", "configmaps", "--token", token]).await;
+    let (ok, _, err) = k
+        .run(&["get", "configmaps", "--token", "not.a.token"])
+        .await;
+    assert!(!ok && err.contains("Unauthorized"), "{err}");
+}
