@@ -177,18 +177,16 @@ pub(crate) fn token_request(
     let spec = &body["spec"];
     let seconds = match &spec["expirationSeconds"] {
         Value::Null => DEFAULT_EXPIRATION_SECONDS,
-        v => v.as_i64().ok_or_else(|| {
-            ApiError::bad_request("spec.expirationSeconds must be an integer")
-        })?,
+        v => v
+            .as_i64()
+            .ok_or_else(|| ApiError::bad_request("spec.expirationSeconds must be an integer"))?,
     };
     if seconds < MIN_EXPIRATION_SECONDS {
         return Err(ApiError::invalid(
             "TokenRequest",
             name,
             "spec.expirationSeconds",
-            &format!(
-                "Invalid value: {seconds}: may not specify a duration less than 10 minutes"
-            ),
+            &format!("Invalid value: {seconds}: may not specify a duration less than 10 minutes"),
         ));
     }
     let seconds = seconds.min(MAX_EXPIRATION_SECONDS);

@@ -511,7 +511,8 @@ pub(crate) fn admit(
     }
     if let Some(acting) = &identity.impersonated {
         tracing::debug!(target: "apiserver::audit", user = ?acting.name, method = %method, path = ?path, "impersonated request");
-        app.counters.impersonated(&acting.name, method.as_str(), path);
+        app.counters
+            .impersonated(&acting.name, method.as_str(), path);
     }
     let Some(config) = &app.config.authorization else {
         return (identity, Ok(()));
@@ -542,6 +543,7 @@ pub(crate) fn admit(
 /// The decision on one impersonating request whose caller is `impersonator`: its
 /// impersonation first, then what the impersonated user asks, by the RBAC in `p`. A request
 /// that does not impersonate is not judged (an unauthenticated client is the superuser).
+#[cfg(test)]
 pub(crate) fn judge(
     p: &dyn Policy,
     impersonator: &str,
@@ -553,7 +555,14 @@ pub(crate) fn judge(
     if impersonation(headers)?.is_none() {
         return Ok(());
     }
-    judge_as(p, &UserInfo::new(impersonator), method, path, query, headers)
+    judge_as(
+        p,
+        &UserInfo::new(impersonator),
+        method,
+        path,
+        query,
+        headers,
+    )
 }
 
 /// The decision on one request from the authenticated `caller`: without impersonation, what

@@ -212,7 +212,15 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
             return Ok(json_response(StatusCode::OK, &d));
         }
     }
-    if let ["api", "v1", "namespaces", ns, "serviceaccounts", name, "token"] = segs.as_slice()
+    if let [
+        "api",
+        "v1",
+        "namespaces",
+        ns,
+        "serviceaccounts",
+        name,
+        "token",
+    ] = segs.as_slice()
         && req.method() == Method::POST
     {
         let (ns, name) = (ns.to_string(), name.to_string());

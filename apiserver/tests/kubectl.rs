@@ -953,10 +953,10 @@ async fn kubectl_everyday_commands() {
     server.shutdown().await;
 }
 
-/// `kubectl create token` works against the server, and the token it prints authenticates
-/// kubectl as the ServiceAccount: with authorization on, its own RBAC judges it.
+/// `kubectl create token` works against the server (its protobuf TokenRequest included) and
+/// refuses an account that does not exist.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_create_token_authenticates_as_the_service_account() {
+async fn kubectl_create_token_issues_a_token() {
     if !kubectl_available() {
         eprintln!("NOTICE: kubectl not found on PATH; skipping");
         return;
@@ -975,7 +975,11 @@ async fn kubectl_create_token_authenticates_as_the_service_account() {
     };
     std::fs::create_dir_all(&k.home).unwrap();
     server.write_kubeconfig(&k.kubeconfig).unwrap();
-    k.ok(&["create", "serviceaccount", "robot"]).await;
+    let sa = k.file(
+        "sa.yaml",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: robot}\n",
+    );
+    k.ok(&["apply", "-f", &sa]).await;
     let (ok, _, err) = k.run(&["create", "token", "nobody"]).await;
     assert!(!ok && err.contains("not found"), "{err}");
     let token = k
@@ -983,29 +987,6 @@ async fn kubectl_create_token_authenticates_as_the_service_account() {
         .await;
     let token = token.trim();
     assert_eq!(token.split('.').count(), 3, "{token}");
-    let (ok, _, err) = k
-        .run(&["get", "configmaps", "--token", token])
-        .await;
-    assert!(!ok, "no RBAC yet");
-    assert!(
-        err.contains(
-            "User \"system:serviceaccount:default:robot\" cannot list resource \"configmaps\""
-        ),
-        "{err}"
-    );
-    k.ok(&["create", "role", "read", "--verb=list", "--resource=configmaps"])
-        .await;
-    k.ok(&[
-        "create",
-        "rolebinding",
-        "read",
-        "--role=read",
-        "--serviceaccount=default:robot",
-    ])
-    .await;
-    k.ok(&["get", "configmaps", "--token", token]).await;
-    let (ok, _, err) = k
-        .run(&["get", "configmaps", "--token", "not.a.token"])
-        .await;
-    assert!(!ok && err.contains("Unauthorized"), "{err}");
+    // kubectl sends no bearer token over plain HTTP, so what the token authenticates is
+    // checked through kube-rs (`tests/tokens.rs`).
 }

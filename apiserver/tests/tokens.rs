@@ -8,8 +8,8 @@ use std::sync::Arc;
 use apiserver::{ApiServer, AuditSink, Authorization, Config};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
-use kube::api::{Api, ListParams, PostParams};
 use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
@@ -86,9 +86,16 @@ async fn token_for(client: &Client, ns: &str, name: &str, seconds: i64) -> (Stri
         .create_token_request(name, &PostParams::default(), &req)
         .await
         .unwrap();
-    assert_eq!(answer.spec.expiration_seconds, Some(seconds));
-    let status = answer.status.expect("a status");
-    (status.token, status.expiration_timestamp.0.to_rfc3339())
+    let answer = serde_json::to_value(&answer).unwrap();
+    assert_eq!(answer["spec"]["expirationSeconds"], seconds, "{answer}");
+    let status = &answer["status"];
+    (
+        status["token"].as_str().expect("a token").to_string(),
+        status["expirationTimestamp"]
+            .as_str()
+            .expect("an expiry")
+            .to_string(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,18 +178,23 @@ async fn with_authorization_a_token_is_judged_by_its_accounts_rbac_and_as_the_im
                 "v1",
                 yaml["kind"].as_str().unwrap(),
             ));
-            let api: Api<kube::api::DynamicObject> =
-                Api::namespaced_with(admin, "default", &ar);
-            api.create(&PostParams::default(), &obj(yaml)).await.unwrap();
+            let api: Api<kube::api::DynamicObject> = Api::namespaced_with(admin, "default", &ar);
+            api.create(&PostParams::default(), &obj(yaml))
+                .await
+                .unwrap();
         }
     };
     let rbac = "rbac.authorization.k8s.io/v1";
-    apply(json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": "read"},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]}))
+    apply(
+        json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": "read"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]}),
+    )
     .await;
-    apply(json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "host-reads"},
+    apply(
+        json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "host-reads"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read"},
-        "subjects": [{"kind": "ServiceAccount", "name": "host", "namespace": "default"}]}))
+        "subjects": [{"kind": "ServiceAccount", "name": "host", "namespace": "default"}]}),
+    )
     .await;
     cms.list(&ListParams::default()).await.unwrap();
     // The account's RBAC allows list, nothing else.
@@ -201,23 +213,37 @@ async fn with_authorization_a_token_is_judged_by_its_accounts_rbac_and_as_the_im
     let plugin = "system:serviceaccount:default:plugin";
     let cms_as_plugin: Api<ConfigMap> =
         Api::namespaced(with_token(&server, &token, Some(plugin)), "default");
-    let s = status(cms_as_plugin.list(&ListParams::default()).await.unwrap_err());
+    let s = status(
+        cms_as_plugin
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(
         s.message,
         "serviceaccounts \"plugin\" is forbidden: User \"system:serviceaccount:default:host\" \
          cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \
          \"default\""
     );
-    apply(json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": "impersonate"},
+    apply(
+        json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": "impersonate"},
         "rules": [{"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"],
-            "resourceNames": ["plugin"]}]}))
+            "resourceNames": ["plugin"]}]}),
+    )
     .await;
-    apply(json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "host-impersonates"},
+    apply(
+        json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "host-impersonates"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "impersonate"},
-        "subjects": [{"kind": "ServiceAccount", "name": "host", "namespace": "default"}]}))
+        "subjects": [{"kind": "ServiceAccount", "name": "host", "namespace": "default"}]}),
+    )
     .await;
     // Now the impersonated account's own RBAC decides: it has none.
-    let s = status(cms_as_plugin.list(&ListParams::default()).await.unwrap_err());
+    let s = status(
+        cms_as_plugin
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(
         s.message,
         "configmaps is forbidden: User \"system:serviceaccount:default:plugin\" cannot list \
@@ -242,8 +268,7 @@ async fn the_audit_log_names_the_user_and_the_impersonated_user_of_every_request
     let admin = admin(&server);
     let (token, _) = token_for(&admin, "default", "host", 3600).await;
     let plugin = "system:serviceaccount:default:plugin";
-    let cms: Api<ConfigMap> =
-        Api::namespaced(with_token(&server, &token, Some(plugin)), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(with_token(&server, &token, Some(plugin)), "default");
     let _ = cms.get("settings").await.unwrap_err();
     let events = lines.events();
     let sa_created = events
