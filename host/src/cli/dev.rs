@@ -65,9 +65,10 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     })?;
 
     let audit = match &args.audit_log_path {
-        Some(path) => Some(apiserver::AuditSink::open(path).map_err(|e| {
-            anyhow::anyhow!("--audit-log-path {}: {e}", path.display())
-        })?),
+        Some(path) => Some(
+            apiserver::AuditSink::open(path)
+                .map_err(|e| anyhow::anyhow!("--audit-log-path {}: {e}", path.display()))?,
+        ),
         None => None,
     };
     let server = apiserver::ApiServer::start(apiserver::Config {
