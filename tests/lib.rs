@@ -660,7 +660,17 @@ impl Target {
     /// The cluster [`KUBECONFIG_VAR`] names, else a fresh embedded server.
     pub async fn from_env() -> Target {
         let Some(path) = std::env::var_os(KUBECONFIG_VAR) else {
-            return Target::Embedded(start_server().await);
+            init_logging();
+            // Authorizing as a cluster does: a ServiceAccount token's requests and impersonated
+            // ones are judged by the RBAC applied, so a missing rule fails a test here too.
+            let server = apiserver::ApiServer::start(apiserver::Config {
+                bookmark_interval: Duration::from_millis(500),
+                authorization: Some(apiserver::Authorization::default()),
+                ..apiserver::Config::default()
+            })
+            .await
+            .expect("embedded API server starts");
+            return Target::Embedded(server);
         };
         init_logging();
         let kubeconfig = PathBuf::from(path);
@@ -675,7 +685,7 @@ impl Target {
         }
     }
 
-    /// Whether this is a real cluster (no fault injection, RBAC enforced, other tenants).
+    /// Whether this is a real cluster (no fault injection, other tenants).
     pub fn is_real(&self) -> bool {
         matches!(self, Target::Real { .. })
     }
@@ -710,13 +720,49 @@ impl Target {
         kubewasm::identity::client(self.config()).expect("client")
     }
 
-    /// A client impersonating `user` (`system:serviceaccount:NS:NAME`), so a real cluster judges
-    /// every request by that user's RBAC. The embedded server enforces no RBAC and ignores the
-    /// `Impersonate-User` header: there the client acts as any other.
+    /// A client impersonating `user` (`system:serviceaccount:NS:NAME`), so the target judges
+    /// every request by that user's RBAC (the embedded server, which [`Target::from_env`]
+    /// starts authorizing, takes the caller to be [`apiserver::Authorization::default`]'s).
     pub fn client_as(&self, user: &str) -> kube::Client {
         let mut config = self.config();
         config.auth_info.impersonate = Some(user.to_string());
         harness_client(config)
+    }
+
+    /// A kubeconfig file in `dir` for this target whose user is nothing but the bearer `token`
+    /// (a ServiceAccount's, from a TokenRequest): a host started with it runs as that account,
+    /// as in a Pod, not as the admin of the test's kubeconfig.
+    pub fn kubeconfig_with_token(&self, dir: &Path, token: &str) -> PathBuf {
+        let mut kc = kube::config::Kubeconfig::read_from(self.kubeconfig(dir))
+            .expect("the target's kubeconfig reads");
+        let context = kc.current_context.clone().expect("a current context");
+        let user = kc
+            .contexts
+            .iter()
+            .find(|c| c.name == context)
+            .and_then(|c| c.context.as_ref())
+            .and_then(|c| c.user.clone())
+            .expect("the current context names a user");
+        for auth in kc.auth_infos.iter_mut().filter(|a| a.name == user) {
+            auth.auth_info = Some(kube::config::AuthInfo {
+                token: Some(token.to_string().into()),
+                ..Default::default()
+            });
+        }
+        let path = dir.join("kubeconfig-token");
+        std::fs::write(&path, serde_yaml::to_string(&kc).expect("YAML")).expect("write");
+        path
+    }
+
+    /// A host's client from [`Target::kubeconfig_with_token`]'s file: the ServiceAccount's
+    /// identity with the host's User-Agent.
+    pub async fn host_client_with_token(&self, dir: &Path, token: &str) -> kube::Client {
+        let path = self.kubeconfig_with_token(dir, token);
+        let kc = kube::config::Kubeconfig::read_from(&path).expect("reads");
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .expect("a client configuration");
+        kubewasm::identity::client(config).expect("client")
     }
 
     /// A kubeconfig file for processes the test starts: the given one, or the embedded

@@ -5,18 +5,37 @@
 //! side by side on one cluster never meet; the leader election test is
 //! `leader::two_replicas_hand_over_on_sigterm_and_sigkill`, on the same target.
 //!
-//! The acting examples run under the RBAC `kubewasm rbac` prints for them, bound to the
-//! ServiceAccount `kubewasm` of the test's namespace, with the host impersonating it: a
-//! permission the printed RBAC lacks is a 403 on a real cluster (the embedded server enforces
-//! no RBAC). Tests that need fault injection (cut watches, compaction, partitions) stay on the
-//! embedded server only.
+//! The acting examples run as a cluster runs them, each plugin under an identity of its own
+//! (issue 31): the test creates the host's ServiceAccount `kubewasm` in its namespace, applies
+//! what `kubewasm rbac` prints (a ServiceAccount `kubewasm-plugin-<plugin>` per plugin, its
+//! RBAC, and the host's `impersonate` on exactly those accounts), and starts the host with a
+//! kubeconfig holding nothing but a token of `kubewasm` from a TokenRequest: the host runs as
+//! that account, not as the admin, and each plugin's calls impersonate the plugin's account
+//! (impersonation does not nest, so the host cannot itself be impersonated here). A
+//! permission the printed RBAC lacks is then a 403 on either target: the embedded server,
+//! [`Target::from_env`]'s, authorizes token-authenticated and impersonated requests as
+//! kube-apiserver does. Each test asserts none happened (host and guest logs; on the embedded
+//! server `Stats::forbidden`) and, on the embedded server, that each plugin's calls reached it
+//! as the plugin's account (`Stats::impersonated`). On a real cluster the audit log shows the
+//! same: its events for the plugin's requests have `user.username`
+//! `system:serviceaccount:<ns>:kubewasm` and `impersonatedUser.username`
+//! `system:serviceaccount:<ns>:kubewasm-plugin-<plugin>` (`kubewasm dev --audit-log-path` writes
+//! the embedded server's in the same shape). Built with `--features unchecked-grants`, a
+//! further test switches the host's own grant checks off and shows the API server's RBAC alone
+//! refusing a plugin's write outside its grants, naming the plugin's account.
+//!
+//! Tests that need fault injection (cut watches, compaction, partitions) stay on the embedded
+//! server only.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
+use kubewasm::informer::ReflectorConfig;
+use kubewasm::runtime::Limits;
 use kubewasm_e2e::*;
 use serde_json::{Value, json};
 
@@ -26,16 +45,32 @@ use super::{notifier, replicator};
 
 /// `kubewasm` itself (this crate's copy), to print the RBAC as a user would.
 const KUBEWASM: &str = env!("CARGO_BIN_EXE_kubewasm-replica");
-/// The ServiceAccount the printed RBAC binds, in the test's namespace; the host impersonates it.
+/// The host's ServiceAccount, in the test's namespace: the host runs with a token of it.
 const SERVICE_ACCOUNT: &str = "kubewasm";
 /// A node no cluster has: no kubelet (or scheduler) touches a Pod bound to it, so only the test
 /// writes its status.
 const NO_NODE: &str = "kubewasm-e2e-no-such-node";
 
-/// Applies what `kubewasm rbac DIR` prints for the plugins in `dir` (the ServiceAccount
-/// `kubewasm` of `ns`; (Cluster)Roles named after `ns`, deleted with it) and answers a client
-/// impersonating that ServiceAccount, for the host.
-async fn under_printed_rbac(target: &Target, ns: &TestNamespace, dir: &Path) -> kube::Client {
+/// How the host of a test runs: as ServiceAccount `kubewasm` of the test's namespace.
+struct HostIdentity {
+    /// A client with nothing but the account's token.
+    client: kube::Client,
+    /// The same, as a kubeconfig file, for a host process.
+    #[cfg_attr(not(feature = "unchecked-grants"), allow(dead_code))]
+    kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// The user name of plugin `plugin`'s account in `ns`.
+fn plugin_user(ns: &TestNamespace, plugin: &str) -> String {
+    format!("system:serviceaccount:{}:kubewasm-plugin-{plugin}", ns.name)
+}
+
+/// Creates the host's ServiceAccount `kubewasm` in `ns`, applies what `kubewasm rbac DIR`
+/// prints for the plugins in `dir` (per-plugin accounts in `ns`; (Cluster)Roles named after
+/// `ns`, deleted with it) and answers the host's identity: a token of `kubewasm` from a
+/// TokenRequest.
+async fn under_printed_rbac(target: &Target, ns: &TestNamespace, dir: &Path) -> HostIdentity {
     let name = format!("kubewasm-plugins-{}", ns.name);
     let yaml = kubewasm_e2e::process::printed_rbac(
         KUBEWASM,
@@ -47,18 +82,60 @@ async fn under_printed_rbac(target: &Target, ns: &TestNamespace, dir: &Path) -> 
             ns.name.as_ref(),
             "--name".as_ref(),
             name.as_ref(),
-            // The host itself impersonates that account here, and impersonation does not nest:
-            // the plugins act as the host (per-plugin accounts need the host to run with a token).
-            "--shared-identity".as_ref(),
         ],
     )
     .await;
-    assert!(yaml.contains("kind: ClusterRoleBinding"), "{yaml}");
-    ns.apply_all(&target.client(), &yaml).await;
-    target.client_as(&format!(
-        "system:serviceaccount:{}:{SERVICE_ACCOUNT}",
-        ns.name
-    ))
+    assert!(yaml.contains("kind: ServiceAccount"), "{yaml}");
+    assert!(yaml.contains("- impersonate"), "{yaml}");
+    let admin = target.client();
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), &ns.name);
+    let host_account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": SERVICE_ACCOUNT}})).unwrap();
+    accounts
+        .create(&PostParams::default(), &host_account)
+        .await
+        .unwrap();
+    ns.apply_all(&admin, &yaml).await;
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
+            .unwrap();
+    let token = accounts
+        .create_token_request(SERVICE_ACCOUNT, &PostParams::default(), &request)
+        .await
+        .unwrap_or_else(|e| panic!("a token of {SERVICE_ACCOUNT}: {e}"))
+        .status
+        .and_then(|s| s.token)
+        .expect("the token");
+    let dir = tempfile::tempdir().unwrap();
+    HostIdentity {
+        client: target.host_client_with_token(dir.path(), &token).await,
+        kubeconfig: target.kubeconfig_with_token(dir.path(), &token),
+        _dir: dir,
+    }
+}
+
+/// A host running as `identity`, each plugin's calls impersonating its account in `ns`, with
+/// the plugin `wasm` loaded.
+async fn start_host_as(identity: &HostIdentity, ns: &TestNamespace, wasm: &Path) -> TestHost {
+    let t = start_host_built(
+        identity.client.clone(),
+        None,
+        Limits::default(),
+        ReflectorConfig::default(),
+        |b| b.plugin_accounts(Some(ns.name.clone())),
+    )
+    .await;
+    let out = t
+        .host
+        .manager
+        .load_file(wasm)
+        .await
+        .unwrap_or_else(|e| panic!("{} loads: {e}", wasm.display()));
+    assert!(
+        matches!(out, kubewasm::plugins::LoadOutcome::Loaded { .. }),
+        "{out:?}"
+    );
+    t
 }
 
 /// The examples read their settings from ConfigMap `default/<plugin>`: written (server-side
@@ -84,8 +161,10 @@ async fn settings_in_default(admin: &kube::Client, ns: &TestNamespace, plugin: &
     );
 }
 
-/// Fails if the plugin or the host said 403 about it: the printed RBAC lacked something.
-fn assert_no_refusal(t: &TestHost, plugin: &str) {
+/// Fails if the plugin or the host said 403 about it, or (embedded) the server refused anything:
+/// the printed RBAC lacked something. On the embedded server, also fails unless the plugin's
+/// calls reached it as the plugin's own account.
+fn assert_no_refusal(target: &Target, ns: &TestNamespace, t: &TestHost, plugin: &str) {
     let guest = t.logs.of(plugin);
     let host: Vec<String> = host_lines()
         .of(plugin)
@@ -98,6 +177,16 @@ fn assert_no_refusal(t: &TestHost, plugin: &str) {
         .filter(|l| l.contains("403") || l.to_lowercase().contains("forbidden"))
         .collect();
     assert!(refused.is_empty(), "{plugin} was refused: {refused:#?}");
+    if let Some(server) = target.embedded() {
+        let stats = server.stats();
+        assert_eq!(stats.forbidden, 0, "refused: {:#?}", stats.refusals);
+        let me = format!("{} ", plugin_user(ns, plugin));
+        assert!(
+            stats.impersonated.iter().any(|r| r.starts_with(&me)),
+            "no call as {me}: {:#?}",
+            stats.impersonated
+        );
+    }
 }
 
 /// Seeded schedules of writes, hot swaps, removals and failing guests in a namespace of its own
@@ -138,8 +227,8 @@ async fn lb_controller_under_printed_rbac() {
     .await;
     let plugins = tempfile::tempdir().unwrap();
     let wasm = lb_controller::install(plugins.path());
-    let host_client = under_printed_rbac(&target, &ns, plugins.path()).await;
-    let t = start_host_with_plugin_on(host_client, &wasm).await;
+    let identity = under_printed_rbac(&target, &ns, plugins.path()).await;
+    let t = start_host_as(&identity, &ns, &wasm).await;
 
     let api: Api<Service> = Api::namespaced(admin.clone(), &ns.name);
     let service: Service = serde_json::from_value(json!({
@@ -182,7 +271,7 @@ async fn lb_controller_under_printed_rbac() {
         event_is(e, "Deleted", "Normal", &uid)
     })
     .await;
-    assert_no_refusal(&t, lb_controller::PLUGIN);
+    assert_no_refusal(&target, &ns, &t, lb_controller::PLUGIN);
     t.host.shutdown().await;
 }
 
@@ -199,8 +288,8 @@ async fn replicator_under_printed_rbac() {
     let admin = target.client();
     let plugins = tempfile::tempdir().unwrap();
     let wasm = replicator::install(plugins.path());
-    let host_client = under_printed_rbac(&target, &ns, plugins.path()).await;
-    let t = start_host_with_plugin_on(host_client, &wasm).await;
+    let identity = under_printed_rbac(&target, &ns, plugins.path()).await;
+    let t = start_host_as(&identity, &ns, &wasm).await;
 
     let api: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns.name);
     let targets = format!("{}, {}", to[0].name, to[1].name);
@@ -227,7 +316,7 @@ async fn replicator_under_printed_rbac() {
     for copy in &to {
         replicator::await_gone(&admin, &t, &copy.name, "settings").await;
     }
-    assert_no_refusal(&t, replicator::PLUGIN);
+    assert_no_refusal(&target, &ns, &t, replicator::PLUGIN);
     t.host.shutdown().await;
 }
 
@@ -257,8 +346,8 @@ async fn notifier_under_printed_rbac() {
     settings_in_default(&admin, &ns, notifier::PLUGIN, json!({"webhook": url})).await;
     let plugins = tempfile::tempdir().unwrap();
     let wasm = notifier::install(plugins.path());
-    let host_client = under_printed_rbac(&target, &ns, plugins.path()).await;
-    let t = start_host_with_plugin_on(host_client, &wasm).await;
+    let identity = under_printed_rbac(&target, &ns, plugins.path()).await;
+    let t = start_host_as(&identity, &ns, &wasm).await;
 
     let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns.name);
     let uid = notifier::create_crashy(&pods, Some(NO_NODE)).await;
@@ -284,6 +373,120 @@ async fn notifier_under_printed_rbac() {
     patch_status(notifier::crash_looping(4, "back-off 2m40s")).await;
     let body = next_post_in(&mut posts, &t, &ns.name).await;
     assert_eq!(body["restarts"], 4, "the repeat was not notified: {body}");
-    assert_no_refusal(&t, notifier::PLUGIN);
+    assert_no_refusal(&target, &ns, &t, notifier::PLUGIN);
     t.host.shutdown().await;
+}
+
+/// Whether any string of `line` (a host's JSON log line) contains every one of `needles`.
+#[cfg(feature = "unchecked-grants")]
+fn says(line: &Value, needles: &[&str]) -> bool {
+    match line {
+        Value::String(s) => needles.iter().all(|n| s.contains(n)),
+        Value::Array(a) => a.iter().any(|v| says(v, needles)),
+        Value::Object(o) => o.values().any(|v| says(v, needles)),
+        _ => false,
+    }
+}
+
+/// With the host's own grant checks switched off (test-only build,
+/// `KUBEWASM_UNCHECKED_GRANTS_FOR_TESTS=1`), a plugin's write outside its grants still reaches
+/// no object: the API server's RBAC, from what `kubewasm rbac` printed, refuses it 403, naming
+/// the plugin's own account. The lb-controller is granted Service patches in the test's
+/// namespace only and sees a LoadBalancer Service in another; the host runs as a process with
+/// a token of its ServiceAccount.
+#[cfg(feature = "unchecked-grants")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_alone_refuses_a_plugin_write_outside_its_grants_as_the_plugins_account() {
+    use kubewasm_e2e::process::{HostCommand, HostProcess, field};
+
+    let target = Target::from_env().await;
+    let ns = target.namespace("e2e-unchecked").await;
+    let elsewhere = target.namespace("e2e-unchecked-other").await;
+    let admin = target.client();
+    let cloud = Cloud::start().await;
+    settings_in_default(
+        &admin,
+        &ns,
+        lb_controller::PLUGIN,
+        json!({"endpoint": cloud.endpoint}),
+    )
+    .await;
+    let plugins = tempfile::tempdir().unwrap();
+    lb_controller::install(plugins.path());
+    let manifest = plugins
+        .path()
+        .join(format!("{}.toml", lb_controller::PLUGIN));
+    let shipped = std::fs::read_to_string(&manifest).unwrap();
+    let confined = shipped.replace(
+        r#"verbs = ["patch"] }"#,
+        &format!(r#"verbs = ["patch"], namespaces = ["{}"] }}"#, ns.name),
+    );
+    assert_ne!(confined, shipped, "the write grant is confined");
+    std::fs::write(&manifest, confined).unwrap();
+    let identity = under_printed_rbac(&target, &ns, plugins.path()).await;
+    let work = tempfile::tempdir().unwrap();
+    let host = HostProcess::start(HostCommand {
+        binary: Path::new(KUBEWASM),
+        plugins: plugins.path(),
+        kubeconfig: &identity.kubeconfig,
+        cache_dir: work.path().join("cache"),
+        name: "e2e-unchecked",
+        args: vec![
+            "--plugin-identity=own".into(),
+            format!("--host-namespace={}", ns.name),
+            "--metrics-bind-address=0".into(),
+            "--health-probe-bind-address=0".into(),
+        ],
+        env: vec![("KUBEWASM_UNCHECKED_GRANTS_FOR_TESTS".into(), "1".into())],
+    })
+    .await;
+    host.wait_line(
+        "the lb-controller loaded",
+        kubewasm_e2e::process::loaded(lb_controller::PLUGIN),
+    )
+    .await;
+
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "type": "LoadBalancer",
+            "loadBalancerClass": "kubewasm.io/e2e",
+            "selector": {"app": "web"},
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
+        },
+    }))
+    .unwrap();
+    let api: Api<Service> = Api::namespaced(admin.clone(), &elsewhere.name);
+    api.create(&PostParams::default(), &service).await.unwrap();
+    let account = plugin_user(&ns, lb_controller::PLUGIN);
+    let object = format!("{}/web", elsewhere.name);
+    // The patch was sent (the host did not refuse it) and answered 403.
+    host.wait_line("the refused patch", |l| {
+        field(l, "plugin") == lb_controller::PLUGIN
+            && (l["code"] == 403 || field(l, "code") == "403")
+            && field(l, "object").contains(&object)
+    })
+    .await;
+    // The refusal, as the plugin was told it, names the plugin's account.
+    host.wait_line("the plugin's account in the refusal", |l| {
+        field(l, "plugin") == lb_controller::PLUGIN
+            && says(l, &[account.as_str(), "forbidden", "patch"])
+    })
+    .await;
+    if let Some(server) = target.embedded() {
+        let stats = server.stats();
+        let expected = format!(
+            "services \"web\" is forbidden: User \"{account}\" cannot patch resource \"services\" \
+             in API group \"\" in the namespace \"{}\"",
+            elsewhere.name
+        );
+        assert!(
+            stats.refusals.iter().any(|m| *m == expected),
+            "{expected}\nnot in {:#?}",
+            stats.refusals
+        );
+    }
+    let svc = api.get("web").await.unwrap();
+    assert!(svc.metadata.finalizers.is_none(), "{:?}", svc.metadata);
+    assert!(lb_controller::ingress_ip(&svc).is_none());
 }

@@ -1,14 +1,16 @@
-//! Opt-in RBAC authorization of impersonated requests, judged as kube-apiserver judges them.
+//! Opt-in RBAC authorization, judged as kube-apiserver judges requests.
 //!
-//! The server has no authentication, so a request without `Impersonate-User` is a superuser's,
-//! as it always was. With [`Authorization`] on, a request that impersonates is judged twice, in
-//! kube-apiserver's order: first whether the caller ([`Authorization::impersonator`], the name
-//! the server gives every unauthenticated client) may `impersonate` the named ServiceAccount
-//! (resource `serviceaccounts` of the account's namespace), user, groups, extras or uid; then
-//! whether the impersonated user may make the request (`RequestInfo` derived from method, path
-//! and query the way `k8s.io/apiserver`'s `RequestInfoFactory` does), by the Roles,
-//! ClusterRoles and bindings in the server's own store. Refusals are the 403 `Status` a real
-//! server writes, message included, so clients and tests see what a cluster would say.
+//! A request carrying a ServiceAccount token (`authn.rs`) is that account's; one without is the
+//! server's superuser, as it always was. With [`Authorization`] on, a token's request is judged
+//! by its account's RBAC, and a request that impersonates is judged twice, in kube-apiserver's
+//! order: first whether the caller (the token's account, else [`Authorization::impersonator`],
+//! whom the server takes an unauthenticated impersonating client for) may `impersonate` the
+//! named ServiceAccount (resource `serviceaccounts` of the account's namespace), user, groups,
+//! extras or uid; then whether the impersonated user may make the request (`RequestInfo`
+//! derived from method, path and query the way `k8s.io/apiserver`'s `RequestInfoFactory` does),
+//! by the Roles, ClusterRoles and bindings in the server's own store. Refusals are the 403
+//! `Status` a real server writes, message included, so clients and tests see what a cluster
+//! would say.
 //!
 //! Not modelled: aggregated ClusterRoles (`aggregationRule`; only a ClusterRole's own `rules`
 //! count), the bootstrap roles a cluster ships (none exist unless created, so an impersonated
@@ -450,49 +452,98 @@ fn impersonation(headers: &HeaderMap) -> Result<Option<(Vec<Attributes>, UserInf
     Ok(Some((checks, acting)))
 }
 
-/// Records who a request impersonates and, when [`crate::Config::authorization`] is on,
-/// refuses what the impersonation or the impersonated user's RBAC does not allow. `Err` is
-/// the response to send instead of serving the request.
+/// Who made a request and whom it acted as: what the audit log records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Identity {
+    /// The authenticated user (a ServiceAccount token's), else whom the server takes an
+    /// unauthenticated client for: [`Authorization::impersonator`] when it impersonates under
+    /// authorization, the superuser otherwise (`system:anonymous` for a bad credential).
+    pub(crate) user: UserInfo,
+    /// The user named in `Impersonate-User`, if any.
+    pub(crate) impersonated: Option<UserInfo>,
+}
+
+/// The user an unauthenticated client is: the server's superuser, as a cluster admin's
+/// certificate would be (`system:masters`).
+fn superuser() -> UserInfo {
+    UserInfo {
+        name: "system:admin".into(),
+        groups: vec!["system:masters".into(), AUTHENTICATED.into()],
+    }
+}
+
+/// Authenticates a request (its ServiceAccount token, if any; `authn.rs`), records whom it
+/// impersonates and, when [`crate::Config::authorization`] is on, refuses what its user's RBAC
+/// (or, impersonating, the caller's `impersonate` rights and the impersonated user's RBAC)
+/// does not allow. `Err` is the response to send instead of serving the request.
 pub(crate) fn admit(
     app: &App,
     method: &Method,
     path: &str,
     query: Option<&str>,
     headers: &HeaderMap,
-) -> Result<(), ApiError> {
-    let Some(user) = headers
+) -> (Identity, Result<(), ApiError>) {
+    let impersonated = headers
         .get("impersonate-user")
         .and_then(|v| v.to_str().ok())
-    else {
-        if app.config.authorization.is_some() {
-            // Groups, extras or a uid without a user are a client error even unchecked.
-            impersonation(headers)?;
+        .map(UserInfo::new);
+    let mut identity = Identity {
+        user: superuser(),
+        impersonated,
+    };
+    let now = chrono::Utc::now().timestamp();
+    let verified = crate::authn::bearer(headers)
+        .map(|token| token.map(|t| app.tokens.verify(&app.store, t, now)));
+    let authenticated = match verified {
+        Ok(None) => None,
+        Ok(Some(Some(account))) => Some(UserInfo::new(&account.username())),
+        // A credential that does not verify is refused, never taken as no credential.
+        Ok(Some(None)) | Err(_) => {
+            identity.user = UserInfo {
+                name: "system:anonymous".into(),
+                groups: vec!["system:unauthenticated".into()],
+            };
+            return (identity, Err(crate::authn::unauthorized()));
         }
-        return Ok(());
     };
-    tracing::debug!(target: "apiserver::audit", user = ?user, method = %method, path = ?path, "impersonated request");
-    app.counters.impersonated(user, method.as_str(), path);
+    if let Some(user) = &authenticated {
+        identity.user = user.clone();
+    }
+    if let Some(acting) = &identity.impersonated {
+        tracing::debug!(target: "apiserver::audit", user = ?acting.name, method = %method, path = ?path, "impersonated request");
+        app.counters
+            .impersonated(&acting.name, method.as_str(), path);
+    }
     let Some(config) = &app.config.authorization else {
-        return Ok(());
+        return (identity, Ok(()));
     };
-    judge(
-        &*app.store,
-        &config.impersonator,
-        method,
-        path,
-        query,
-        headers,
-    )
-    .inspect_err(|e| {
+    let caller = match &authenticated {
+        Some(user) => Some(user.clone()),
+        None if identity.impersonated.is_some() => {
+            let c = UserInfo::new(&config.impersonator);
+            identity.user = c.clone();
+            Some(c)
+        }
+        None => None,
+    };
+    let decision = match caller {
+        Some(caller) => judge_as(&*app.store, &caller, method, path, query, headers),
+        // Groups, extras or a uid without a user are a client error even unchecked.
+        None => impersonation(headers).map(|_| ()),
+    };
+    let decision = decision.inspect_err(|e| {
         if e.code == 403 {
             app.counters.forbidden(&e.message);
             tracing::debug!(target: "apiserver::audit", message = ?e.message, "forbidden");
         }
-    })
+    });
+    (identity, decision)
 }
 
-/// The decision on one request whose caller is `impersonator`: its impersonation first, then
-/// what the impersonated user asks, by the RBAC in `p`.
+/// The decision on one impersonating request whose caller is `impersonator`: its
+/// impersonation first, then what the impersonated user asks, by the RBAC in `p`. A request
+/// that does not impersonate is not judged (an unauthenticated client is the superuser).
+#[cfg(test)]
 pub(crate) fn judge(
     p: &dyn Policy,
     impersonator: &str,
@@ -501,14 +552,37 @@ pub(crate) fn judge(
     query: Option<&str>,
     headers: &HeaderMap,
 ) -> Result<(), ApiError> {
-    let Some((checks, acting)) = impersonation(headers)? else {
+    if impersonation(headers)?.is_none() {
         return Ok(());
-    };
-    let caller = UserInfo::new(impersonator);
-    for c in &checks {
-        authorize(p, &caller, c).map_err(|r| forbidden(&caller.name, c, &r))?;
     }
+    judge_as(
+        p,
+        &UserInfo::new(impersonator),
+        method,
+        path,
+        query,
+        headers,
+    )
+}
+
+/// The decision on one request from the authenticated `caller`: without impersonation, what
+/// it asks by its own RBAC; impersonating, its `impersonate` rights and then what the
+/// impersonated user asks.
+pub(crate) fn judge_as(
+    p: &dyn Policy,
+    caller: &UserInfo,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
     let a = request_info(method, path, query);
+    let Some((checks, acting)) = impersonation(headers)? else {
+        return authorize(p, caller, &a).map_err(|r| forbidden(&caller.name, &a, &r));
+    };
+    for c in &checks {
+        authorize(p, caller, c).map_err(|r| forbidden(&caller.name, c, &r))?;
+    }
     authorize(p, &acting, &a).map_err(|r| forbidden(&acting.name, &a, &r))
 }
 

@@ -23,17 +23,22 @@ pub struct ApiserverArgs {
     /// Address to bind.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind_address: IpAddr,
-    /// Required to bind a non-loopback address: the server has no authentication.
+    /// Required to bind a non-loopback address: a client without a token is the superuser.
     #[arg(long)]
     pub allow_remote: bool,
     /// Serve `POST /_kubewasm/faults/{compact,end-watches,short-watches,drop-streams,fail,latency}`.
     #[arg(long)]
     pub enable_fault_endpoints: bool,
-    /// Enforce RBAC on requests that impersonate (`Impersonate-User`), taking their caller to
-    /// be this user (its `impersonate` rights are checked); un-impersonated requests stay
-    /// unchecked, as the server has no authentication.
+    /// Enforce RBAC on requests with a ServiceAccount token (`kubectl create token`) and on
+    /// requests that impersonate (`Impersonate-User`), taking an impersonating client without a
+    /// token to be this user (its `impersonate` rights are checked); a client without a token
+    /// that does not impersonate stays unchecked (the superuser).
     #[arg(long, value_name = "USER", num_args = 0..=1, default_missing_value = "system:serviceaccount:kubewasm:kubewasm")]
     pub authorize: Option<String>,
+    /// Write the audit log here, as kube-apiserver's flag of that name does (`-` is stdout):
+    /// one `audit.k8s.io/v1` Event per request at level Metadata.
+    #[arg(long, value_name = "PATH")]
+    pub audit_log_path: Option<PathBuf>,
 }
 
 /// Start the server, write the kubeconfig, print `export KUBECONFIG=…`, and serve until Ctrl-C.
@@ -41,16 +46,24 @@ pub async fn run(args: ApiserverArgs) -> anyhow::Result<()> {
     if !args.bind_address.is_loopback() {
         if !args.allow_remote {
             anyhow::bail!(
-                "--bind-address {} is not a loopback address; pass --allow-remote to expose an unauthenticated API server",
+                "--bind-address {} is not a loopback address; pass --allow-remote to expose an API server whose clients without a token are the superuser",
                 args.bind_address
             );
         }
         eprintln!(
-            "WARNING: serving on {} with NO authentication or authorisation: anyone who can reach this port can read and change every object",
+            "WARNING: serving on {} where a client without a token is the superuser: anyone who can reach this port can read and change every object",
             args.bind_address
         );
     }
+    let audit = match &args.audit_log_path {
+        Some(path) => Some(
+            crate::AuditSink::open(path)
+                .map_err(|e| anyhow::anyhow!("--audit-log-path {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
     let config = Config {
+        audit,
         bind: SocketAddr::new(args.bind_address, args.port),
         data_dir: args.data_dir.clone(),
         enable_fault_endpoints: args.enable_fault_endpoints,

@@ -61,6 +61,10 @@ fn resource_entries(t: &ResourceType) -> Vec<Value> {
         out.push(json!({"name": format!("{}/scale", t.plural), "singularName": "", "namespaced": t.namespaced,
             "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
     }
+    if is_service_accounts(t) {
+        out.push(json!({"name": "serviceaccounts/token", "singularName": "", "namespaced": true,
+            "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"]}));
+    }
     out
 }
 
@@ -76,7 +80,17 @@ fn subresources(t: &ResourceType, rk: &Value) -> Vec<Value> {
             "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
             "verbs": ["get", "patch", "update"]}));
     }
+    if is_service_accounts(t) {
+        out.push(json!({"subresource": "token",
+            "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
+            "verbs": ["create"]}));
+    }
     out
+}
+
+/// ServiceAccounts serve the TokenRequest subresource `token` (`authn.rs`).
+fn is_service_accounts(t: &ResourceType) -> bool {
+    t.group.is_empty() && t.plural == "serviceaccounts"
 }
 
 /// Small stable hash for discovery/openapi fingerprints.

@@ -6,6 +6,8 @@
 
 #![warn(missing_docs)]
 
+mod audit;
+mod authn;
 mod authz;
 mod builtins;
 mod defaults;
@@ -38,6 +40,7 @@ use std::time::Duration;
 use anyhow::bail;
 use parking_lot::RwLock;
 
+pub use audit::AuditSink;
 pub use authz::Authorization;
 pub use builtins::KUBERNETES_VERSION;
 pub use faults::{Faults, RECENT_REQUESTS, Stats};
@@ -81,15 +84,19 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// Serve `POST /_kubewasm/faults/*` (off by default: anyone who can reach the port could use it).
     pub enable_fault_endpoints: bool,
-    /// Allow binding a non-loopback address (the server has no authentication).
+    /// Allow binding a non-loopback address (a client without a token is the superuser).
     pub allow_non_loopback: bool,
     /// Hand out uids `00000000-0000-4000-8000-<counter>` in creation order instead of random
     /// ones, so a scripted run (`kubewasm test`) sees the same uids every time.
     pub deterministic_uids: bool,
-    /// Judge requests that impersonate (`Impersonate-User`) by the RBAC objects stored here,
-    /// as kube-apiserver does, refusing with its 403s; `None` (the default) serves every
-    /// request, as the server has no authentication. See `authz.rs`.
+    /// Judge requests authenticated by a ServiceAccount token, and requests that impersonate
+    /// (`Impersonate-User`), by the RBAC objects stored here, as kube-apiserver does, refusing
+    /// with its 403s; `None` (the default) serves every request. A client without a token is
+    /// the superuser either way. See `authz.rs` and `authn.rs`.
     pub authorization: Option<Authorization>,
+    /// Write one `audit.k8s.io/v1` Event per request here (kube-apiserver's
+    /// `--audit-log-path`, level `Metadata`); `None` writes none. See `audit.rs`.
+    pub audit: Option<AuditSink>,
 }
 
 impl Default for Config {
@@ -104,6 +111,7 @@ impl Default for Config {
             allow_non_loopback: false,
             deterministic_uids: false,
             authorization: None,
+            audit: None,
         }
     }
 }
@@ -119,6 +127,8 @@ pub(crate) struct App {
     pub(crate) host: String,
     /// Objects created so far ([`Config::deterministic_uids`]).
     pub(crate) created: std::sync::atomic::AtomicU64,
+    /// Signs and verifies the ServiceAccount tokens this run issues.
+    pub(crate) tokens: authn::Tokens,
 }
 
 /// A running server. Dropping it (or calling [`ApiServer::shutdown`]) stops it.
@@ -138,7 +148,7 @@ impl ApiServer {
     pub async fn start(config: Config) -> anyhow::Result<ApiServer> {
         if !config.bind.ip().is_loopback() && !config.allow_non_loopback {
             bail!(
-                "refusing to bind non-loopback address {} without allow_non_loopback (the server has no authentication)",
+                "refusing to bind non-loopback address {} without allow_non_loopback (a client without a token is the superuser)",
                 config.bind
             );
         }
@@ -172,6 +182,7 @@ impl ApiServer {
             host: addr.to_string(),
             config,
             created: std::sync::atomic::AtomicU64::new(0),
+            tokens: authn::Tokens::generate()?,
         });
         ops::restore_crds(&app);
         let ns_type = app

@@ -46,6 +46,9 @@ pub fn decode(body: &[u8]) -> ApiResult<Value> {
         ("apps/v1", "Deployment") => {
             deployment(apps::Deployment::decode(&raw[..]).map_err(malformed)?)?
         }
+        ("authentication.k8s.io/v1", "TokenRequest") => token_request(
+            k8s_pb::api::authentication::v1::TokenRequest::decode(&raw[..]).map_err(malformed)?,
+        ),
         ("autoscaling/v1", "Scale") => {
             scale(autoscaling::Scale::decode(&raw[..]).map_err(malformed)?)?
         }
@@ -54,6 +57,13 @@ pub fn decode(body: &[u8]) -> ApiResult<Value> {
     v["apiVersion"] = json!(api_version);
     v["kind"] = json!(kind);
     Ok(v)
+}
+
+/// What `kubectl create token` sends: the lifetime and audiences are all the server reads
+/// (`authn.rs`); a bound object is not modelled.
+fn token_request(t: k8s_pb::api::authentication::v1::TokenRequest) -> Value {
+    let spec = t.spec.unwrap_or_default();
+    json!({"spec": {"audiences": spec.audiences, "expirationSeconds": spec.expiration_seconds}})
 }
 
 fn malformed(e: prost::DecodeError) -> ApiError {

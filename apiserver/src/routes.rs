@@ -78,17 +78,34 @@ fn obj_response(code: StatusCode, obj: &Obj) -> Response {
     bytes_response(code, "application/json", obj.json.clone())
 }
 
-/// Entry point for every request.
+/// Entry point for every request: authenticated and authorized (`authz.rs`), served, and
+/// recorded in the audit log when there is one.
 pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let path = req.uri().path().to_string();
     if path.starts_with("/_kubewasm/") {
         return fault_endpoint(&app, &req, &path);
     }
+    let received = chrono::Utc::now();
     app.counters.request(req.method().as_str(), &path);
-    // Who a request impersonates is recorded, and judged by RBAC when that is on.
-    if let Err(e) = authz::admit(&app, req.method(), &path, req.uri().query(), req.headers()) {
-        return e.into_response();
+    let (identity, admitted) =
+        authz::admit(&app, req.method(), &path, req.uri().query(), req.headers());
+    let audit = app
+        .config
+        .audit
+        .as_ref()
+        .map(|sink| (sink, crate::audit::Request::new(&req, received, identity)));
+    let resp = match admitted {
+        Ok(()) => serve(&app, req, &path).await,
+        Err(e) => e.into_response(),
+    };
+    if let Some((sink, request)) = audit {
+        request.record(sink, resp.status().as_u16());
     }
+    resp
+}
+
+/// An admitted request's response (faults first, when injected).
+async fn serve(app: &Arc<App>, req: Request, path: &str) -> Response {
     let latency = app.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -107,7 +124,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         }
         return resp;
     }
-    match dispatch(&app, req, &path).await {
+    match dispatch(app, req, path).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
@@ -194,6 +211,35 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
         if let Some(d) = doc {
             return Ok(json_response(StatusCode::OK, &d));
         }
+    }
+    if let [
+        "api",
+        "v1",
+        "namespaces",
+        ns,
+        "serviceaccounts",
+        name,
+        "token",
+    ] = segs.as_slice()
+        && req.method() == Method::POST
+    {
+        let (ns, name) = (ns.to_string(), name.to_string());
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json")
+            .to_string();
+        let body = parse_body(&read_body(req).await?, &content_type)?;
+        let answer = crate::authn::token_request(
+            &app.tokens,
+            &app.store,
+            &ns,
+            &name,
+            &body,
+            chrono::Utc::now(),
+        )?;
+        return Ok(json_response(StatusCode::CREATED, &answer));
     }
     let target = resolve(app, &segs).ok_or_else(|| unresolved(app, &segs))?;
     let query = Query::parse(req.uri().query());

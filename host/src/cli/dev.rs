@@ -40,6 +40,11 @@ pub struct DevArgs {
     /// `system:serviceaccount:kubewasm:kubewasm`, `kubewasm rbac`'s default; see docs/identity.md).
     #[arg(long)]
     pub authorize: bool,
+    /// Write the embedded API server's audit log here, as kube-apiserver's flag of that name
+    /// does (`-` is stdout): one `audit.k8s.io/v1` Event per request at level Metadata, naming
+    /// the user and the impersonated user (each plugin's account with `--plugin-identity own`).
+    #[arg(long, value_name = "PATH")]
+    pub audit_log_path: Option<PathBuf>,
     /// The host's own settings, shared by `run` and `dev`.
     #[command(flatten)]
     pub host: HostArgs,
@@ -59,10 +64,18 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         anyhow::anyhow!("cannot create plugins directory {}: {e}", plugins.display())
     })?;
 
+    let audit = match &args.audit_log_path {
+        Some(path) => Some(
+            apiserver::AuditSink::open(path)
+                .map_err(|e| anyhow::anyhow!("--audit-log-path {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
     let server = apiserver::ApiServer::start(apiserver::Config {
         bind: ([127, 0, 0, 1], args.port).into(),
         data_dir: args.data_dir.clone(),
         authorization: args.authorize.then(apiserver::Authorization::default),
+        audit,
         ..apiserver::Config::default()
     })
     .await
