@@ -120,7 +120,11 @@ impl Request {
             received,
             method: req.method().clone(),
             path: req.uri().path().to_string(),
-            query: req.uri().query().map(str::to_string),
+            query: req
+                .uri()
+                .query()
+                .filter(|q| !q.is_empty())
+                .map(str::to_string),
             user_agent: req
                 .headers()
                 .get(http::header::USER_AGENT)
