@@ -1,6 +1,6 @@
 //! The attack suite (issue 31): every attack of this round and of the last, one after another,
-//! against the real `kubewasm run` in a 512 MiB memory cgroup (`deploy/deployment.yaml`'s limit
-//! and flags: `--leader-elect`, JSON logs, the host's own Pod from `POD_NAME`/`POD_NAMESPACE`),
+//! against the real `kubewasm run` in a 512 MiB memory cgroup (tighter than
+//! `deploy/deployment.yaml`'s 768 MiB) with the deploy's flags (`--leader-elect`, one compile at a time, JSON logs, the host's own Pod from `POD_NAME`/`POD_NAMESPACE`),
 //! with the shipped examples loaded (`deploy/`'s configmap-logger and label-auditor,
 //! `deploy-registry/`'s Python replicator and JavaScript notifier), a neighbour plugin, the
 //! attack fixture under several manifests and four plugins followed from hostile registries.
@@ -911,6 +911,7 @@ impl Suite {
                 // What the in-cluster client's namespace would be: the Pod's.
                 format!("--host-namespace={}", HOST.namespace),
                 "--shutdown-grace-ms=2000".into(),
+                "--compile-memory-budget-mib=384".into(),
             ],
             env: vec![
                 ("POD_NAME".into(), HOST.pod.into()),

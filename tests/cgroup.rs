@@ -1,5 +1,5 @@
-//! A memory cgroup for one test's host process, so attack tests run the host under the limit
-//! `deploy/deployment.yaml` gives it (512 MiB) and observe what the kernel observes: whether the
+//! A memory cgroup for one test's host process, so attack tests run the host under 512 MiB
+//! (tighter than the 768 MiB `deploy/deployment.yaml` gives it) and observe what the kernel observes: whether the
 //! limit was hit, whether the OOM killer fired, the peak. Works on cgroup v2 (the unified
 //! hierarchy, where this process's cgroup delegates the memory controller) and on cgroup v1
 //! (a writable `memory` hierarchy); where neither is writable, [`MemoryCgroup::create`] answers
@@ -8,7 +8,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The memory limit of the host's container in `deploy/deployment.yaml`.
+/// The memory limit attack tests run the host under: 512 MiB, below the 768 MiB of the host's
+/// container in `deploy/deployment.yaml`, so surviving here leaves the deploy room to spare.
 pub const DEPLOY_MEMORY_LIMIT: u64 = 512 << 20;
 
 /// Which cgroup interface a [`MemoryCgroup`] speaks.

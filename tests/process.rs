@@ -1,5 +1,5 @@
-//! The real `kubewasm run` as a child process, logging JSON lines, in a memory cgroup of the
-//! deploy's limit where the machine allows one: how the attack tests run the host as
+//! The real `kubewasm run` as a child process, logging JSON lines, in a 512 MiB memory cgroup
+//! (below the deploy's limit) where the machine allows one: how the attack tests run the host as
 //! `deploy/deployment.yaml` does and watch what the kernel sees (OOM kills, peak memory).
 
 use std::net::SocketAddr;

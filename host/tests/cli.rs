@@ -348,7 +348,7 @@ fn check_warns_when_a_grant_covers_the_hosts_own_objects() {
         ])
     );
     assert!(
-        stderr.contains("warning: wide: the write grants cover the host's own ConfigMap kubewasm/kubewasm-plugins, ConfigMap kubewasm/kubewasm-plugin-sources, ConfigMap kubewasm/kubewasm-plugin-sources-*: writes to them will always be refused"),
+        stderr.contains("warning: wide: the write grants cover the host's own ConfigMap kubewasm/kubewasm-plugins, ConfigMap kubewasm/kubewasm-plugin-sources, ConfigMap kubewasm/kubewasm-plugin-sources-*: writes to them are refused at the call whatever the grants, the rest of the grant works as given (nothing to change)"),
         "{stderr}"
     );
 }
@@ -703,6 +703,13 @@ fn test_runs_scenarios_and_shows_differences() {
     let (code, out, err) = run_scenario(&dist().join("rust-logger-v2.wasm"), &good, &[]);
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("PASS"), "{out}");
+    // The Event it records goes out as the plugin's own ServiceAccount, as deployed.
+    assert!(
+        out.contains(
+            "kube calls acted as: system:serviceaccount:kubewasm:kubewasm-plugin-rust-logger-v2"
+        ),
+        "{out}"
+    );
 
     // One expectation wrong: exit 1, the step's line, the expected and the actual entry.
     let bad = dir.path().join("bad.yaml");

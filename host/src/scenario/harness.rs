@@ -79,6 +79,9 @@ pub struct RunOutcome {
     /// For a scenario that expects a refusal (`refused`): the grants the load was refused
     /// for, as the refusal names them; `None` when the handler would load.
     pub refused: Option<Vec<String>>,
+    /// Whom the handler's `kube` calls acted as (each call's `Impersonate-User`, as the server
+    /// recorded it and a real cluster's audit log would name it), each once.
+    pub acting_as: Vec<String>,
 }
 
 impl RunOutcome {
@@ -97,6 +100,10 @@ pub struct RunConfig {
     pub cache_dir: Option<PathBuf>,
 }
 
+/// The namespace the scenario host runs in, as `deploy/` installs it: plugins' ServiceAccounts
+/// live there.
+const SCENARIO_HOST_NAMESPACE: &str = "kubewasm";
+
 /// Runs `scenario` on a fresh runtime, API server and host; never panics on bad input.
 pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -110,6 +117,7 @@ pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
                 steps: Vec::new(),
                 error: Some(format!("cannot start a runtime: {e}")),
                 refused: None,
+                acting_as: Vec::new(),
             };
         }
     };
@@ -125,6 +133,7 @@ pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
                         steps,
                         error: Some(e.to_string()),
                         refused: None,
+                        acting_as: Vec::new(),
                     };
                 }
             },
@@ -134,6 +143,7 @@ pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
                     steps,
                     error: Some(format!("{}: {e:#}", scenario.path.display())),
                     refused: None,
+                    acting_as: Vec::new(),
                 };
             }
         };
@@ -173,12 +183,14 @@ pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
                 diffs,
             });
         }
+        let acting_as = world.acting_as();
         world.stop().await;
         drop(hold);
         RunOutcome {
             steps,
             error,
             refused: None,
+            acting_as,
         }
     });
     rt.shutdown_timeout(Duration::from_secs(1));
@@ -242,6 +254,7 @@ fn refusal_outcome(scenario: &Scenario, missing: Option<Vec<String>>) -> RunOutc
         }],
         error: None,
         refused: missing,
+        acting_as: Vec::new(),
     }
 }
 
@@ -347,6 +360,9 @@ impl World {
             .default_concurrency(scenario.concurrency.unwrap_or(1))
             .shutdown_grace(Duration::from_secs(1))
             .follow(leadership)
+            // As deployed: each `kube` call impersonates the plugin's own ServiceAccount, so
+            // the report can say whom a real cluster's RBAC and audit log would see.
+            .plugin_accounts(Some(SCENARIO_HOST_NAMESPACE.to_string()))
             .observer(recorder.clone())
             .delivery(DeliveryMode::Inline)
             .start()
@@ -709,6 +725,18 @@ impl World {
             }
         }
         Ok(diffs)
+    }
+
+    /// The distinct users the server saw impersonated, in order of first use.
+    fn acting_as(&self) -> Vec<String> {
+        let mut users: Vec<String> = Vec::new();
+        for line in self.server.stats().impersonated {
+            let user = line.split(' ').next().unwrap_or_default().to_string();
+            if !users.contains(&user) {
+                users.push(user);
+            }
+        }
+        users
     }
 
     async fn stop(self) {

@@ -16,6 +16,17 @@ pub struct FileResult<'a> {
     pub elapsed: Duration,
 }
 
+/// The accounts a run's `kube` calls acted as, on a line of their own (none: no line).
+fn acting_as(out: &mut String, outcome: &RunOutcome) {
+    if !outcome.acting_as.is_empty() {
+        let _ = writeln!(
+            out,
+            "  kube calls acted as: {}",
+            outcome.acting_as.join(", ")
+        );
+    }
+}
+
 /// Human-readable report: one line per passing file, the differences of a failing one, with
 /// the failing steps' actual transcripts.
 pub fn text(results: &[FileResult<'_>]) -> String {
@@ -29,6 +40,7 @@ pub fn text(results: &[FileResult<'_>]) -> String {
                 "PASS {path} ({} steps, {secs:.2} s)",
                 r.outcome.steps.len()
             );
+            acting_as(&mut out, &r.outcome);
             continue;
         }
         let _ = writeln!(out, "FAIL {path} ({secs:.2} s)");
@@ -54,6 +66,7 @@ pub fn text(results: &[FileResult<'_>]) -> String {
         if let Some(e) = &r.outcome.error {
             let _ = writeln!(out, "  error: {e}");
         }
+        acting_as(&mut out, &r.outcome);
     }
     let failed = results.iter().filter(|r| !r.outcome.passed()).count();
     let _ = writeln!(

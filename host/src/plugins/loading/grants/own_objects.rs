@@ -361,7 +361,7 @@ impl OwnObjects {
         }
         let list: Vec<String> = covered.iter().map(ToString::to_string).collect();
         Some(format!(
-            "the write grants cover the host's own {}: writes to them will always be refused",
+            "the write grants cover the host's own {}: writes to them are refused at the call whatever the grants, the rest of the grant works as given (nothing to change)",
             list.join(", ")
         ))
     }
