@@ -26,6 +26,7 @@ mod boundary_suite;
 mod capabilities;
 mod concurrency;
 mod convergence;
+mod deploy;
 mod identity;
 mod lb_controller;
 mod notifier;
