@@ -19,6 +19,7 @@
 
 mod capabilities;
 mod delivery;
+mod grants;
 mod loading;
 mod metrics;
 
@@ -37,7 +38,7 @@ pub use delivery::queue::{DEFAULT_MAX_QUEUED, coalesce};
 pub use delivery::state::{PluginState, StateEvent};
 pub use loading::describe::{DescribedPlugin, NameError, describe_file, plugin_name};
 pub use loading::error::LoadError;
-pub use loading::grants::{
+pub use grants::{
     DEFAULT_PLUGINS_CONFIGMAP, GrantChange, GrantError, GrantPolicy, GrantSource, Grants,
     GrantsTable, HostPod, InvalidAsk, Missing, NEVER_GRANTED_SUBRESOURCES, NamespaceList,
     OriginError, OriginPattern, OriginProblem, OwnName, OwnObject, OwnObjects, OwnScope,

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::error::LoadError;
-use super::grants::{GrantPolicy, Grants};
+use crate::plugins::grants::{GrantPolicy, Grants};
 use super::manifest::Manifest;
 use super::subscriptions::{SubscriptionError, SubscriptionPlan, validate_subscriptions};
 use crate::informer::InformerKey;
@@ -179,8 +179,8 @@ impl DescribedPlugin {
         let message = e.message(name, &self.grants, &Manifest::path_for(path), &self.info);
         let path = path.to_path_buf();
         Some(match e {
-            super::grants::GrantError::InvalidAsk(_) => LoadError::Invalid { path, message },
-            super::grants::GrantError::Missing(_) => LoadError::NotGranted { path, message },
+            crate::plugins::grants::GrantError::InvalidAsk(_) => LoadError::Invalid { path, message },
+            crate::plugins::grants::GrantError::Missing(_) => LoadError::NotGranted { path, message },
         })
     }
 }

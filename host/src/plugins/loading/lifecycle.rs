@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::describe::{PluginFiles, check_file_name, describe_plugin, plugin_name, read_plugin};
 use super::error::LoadError;
-use super::grants::{GrantChange, GrantPolicy, Grants};
+use crate::plugins::grants::{GrantChange, GrantPolicy, Grants};
 use super::manifest::Manifest;
 use crate::informer::{
     HandlerRegistration, InformerError, InformerFactory, InformerKey, SyncProbe,

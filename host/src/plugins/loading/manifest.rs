@@ -33,16 +33,16 @@ pub struct Manifest {
     /// [`MAX_CONCURRENCY`](crate::plugins::delivery::dispatch::MAX_CONCURRENCY)).
     pub concurrency: Option<usize>,
     /// Sustained writes per second (token bucket rate; default
-    /// [`DEFAULT_WRITE_QPS`](super::grants::DEFAULT_WRITE_QPS)).
+    /// [`DEFAULT_WRITE_QPS`](crate::plugins::grants::DEFAULT_WRITE_QPS)).
     pub write_qps: Option<f64>,
     /// Writes allowed in a burst (token bucket size; default
-    /// [`DEFAULT_WRITE_BURST`](super::grants::DEFAULT_WRITE_BURST)).
+    /// [`DEFAULT_WRITE_BURST`](crate::plugins::grants::DEFAULT_WRITE_BURST)).
     pub write_burst: Option<u32>,
     /// Sustained `kube.get` calls per second (token bucket rate; default
-    /// [`DEFAULT_READ_QPS`](super::grants::DEFAULT_READ_QPS)).
+    /// [`DEFAULT_READ_QPS`](crate::plugins::grants::DEFAULT_READ_QPS)).
     pub read_qps: Option<f64>,
     /// `kube.get` calls allowed in a burst (token bucket size; default
-    /// [`DEFAULT_READ_BURST`](super::grants::DEFAULT_READ_BURST)).
+    /// [`DEFAULT_READ_BURST`](crate::plugins::grants::DEFAULT_READ_BURST)).
     pub read_burst: Option<u32>,
     /// Send every write with `dryRun=All` and refuse non-GET HTTP.
     pub dry_run: Option<bool>,
@@ -50,7 +50,7 @@ pub struct Manifest {
     /// [`DEFAULT_HTTP_MAX_INFLIGHT`](crate::runtime::DEFAULT_HTTP_MAX_INFLIGHT)).
     pub http_max_inflight: Option<usize>,
     /// What the plugin is granted; without it, the host's default grants apply.
-    pub grants: Option<super::grants::GrantsTable>,
+    pub grants: Option<crate::plugins::grants::GrantsTable>,
 }
 
 /// Why a manifest could not be used; the plugin it belongs to is then not loaded.

@@ -60,7 +60,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use super::manifest::Manifest;
+use crate::plugins::loading::manifest::Manifest;
 use crate::runtime::{Permission, PluginInfo};
 
 mod change;
