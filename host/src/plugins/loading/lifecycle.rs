@@ -34,7 +34,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::describe::{PluginFiles, check_file_name, describe_plugin, plugin_name, read_plugin};
 use super::error::LoadError;
-use crate::plugins::grants::{GrantChange, GrantPolicy, Grants};
 use super::manifest::Manifest;
 use crate::informer::{
     HandlerRegistration, InformerError, InformerFactory, InformerKey, SyncProbe,
@@ -46,6 +45,7 @@ use crate::plugins::delivery::attachment::{AttachError, Attachable, Delivery, De
 use crate::plugins::delivery::dispatch::{DispatchConfig, Dispatcher};
 use crate::plugins::delivery::leadership::WarmCache;
 use crate::plugins::delivery::state::{PluginState, SharedState, StateEvent};
+use crate::plugins::grants::{GrantChange, GrantPolicy, Grants};
 use crate::plugins::metrics::{LoadLabels, PluginMetrics};
 use crate::runtime::{
     GuestCausedLog, HandlerInstance, HttpPolicy, Limits, LoadFailed, MemoryBudget, PluginInfo,

@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::plugins::delivery::dispatch::MAX_CONCURRENCY;
-use crate::runtime::Limits;
+use crate::plugins::grants::{Declared, GrantPolicy, GrantSettings, Grants};
+use crate::runtime::{Limits, PluginInfo};
 
 /// Per-plugin settings an operator can change without rebuilding the handler.
 ///
@@ -173,6 +174,24 @@ impl Manifest {
         c
     }
 
+    /// The grants of the version this manifest (at `path`) configures: its `[grants]` table,
+    /// or `policy`'s default without one, with the settings beside it.
+    pub fn grants_under(&self, policy: &GrantPolicy, path: &Path, info: &PluginInfo) -> Grants {
+        let declared = Declared {
+            table: self.grants.as_ref(),
+            settings: GrantSettings {
+                write_qps: self.write_qps,
+                write_burst: self.write_burst,
+                read_qps: self.read_qps,
+                read_burst: self.read_burst,
+                dry_run: self.dry_run,
+                http_max_inflight: self.http_max_inflight,
+            },
+            manifest_path: path,
+        };
+        policy.grants_for(&declared, info)
+    }
+
     /// The runtime limits for this plugin, starting from the host defaults.
     pub fn limits(&self, defaults: Limits) -> Limits {
         let mut limits = defaults;
@@ -189,6 +208,42 @@ impl Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn its_grants_table_and_settings_reach_the_grants() {
+        let path = Path::new("p.toml");
+        let info = PluginInfo {
+            name: "p".into(),
+            subscriptions: Vec::new(),
+            permissions: Vec::new(),
+            http_origins: Vec::new(),
+            events: true,
+        };
+        let m = Manifest::parse(
+            path,
+            "write-qps = 0.5\nwrite-burst = 3\nread-qps = 2\nread-burst = 4\ndry-run = true\n\
+             http-max-inflight = 7\n[grants]\nevents = true\n",
+        )
+        .unwrap();
+        let g = m.grants_under(&GrantPolicy::default(), path, &info);
+        assert!(g.events());
+        assert!(
+            !g.allows_read("v1", "ConfigMap", None),
+            "a [grants] table replaces the default"
+        );
+        assert_eq!(
+            (g.write_qps(), g.write_burst(), g.read_qps(), g.read_burst()),
+            (0.5, 3, 2.0, 4)
+        );
+        assert!(g.dry_run());
+        assert_eq!(g.http_max_inflight(), 7);
+        assert!(matches!(
+            g.source(),
+            crate::plugins::grants::GrantSource::Manifest { .. }
+        ));
+        let g = Manifest::default().grants_under(&GrantPolicy::default(), path, &info);
+        assert_eq!(g, Grants::builtin_default());
+    }
 
     #[test]
     fn parses_all_keys() {
