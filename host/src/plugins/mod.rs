@@ -20,6 +20,7 @@
 mod capabilities;
 mod delivery;
 mod grants;
+mod leadership;
 mod loading;
 mod metrics;
 

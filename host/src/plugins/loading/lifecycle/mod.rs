@@ -16,7 +16,7 @@
 //!
 //! Delivery (dispatcher, listeners, worker) is separate from the described version, so under
 //! leader election a version can exist without one (a standby) and get a fresh one, with a full
-//! replay, whenever this replica wins the Lease (see `crate::plugins::delivery::leadership`).
+//! replay, whenever this replica wins the Lease (see `crate::plugins::leadership`).
 //!
 //! No lock shared between plugins is held while waiting for a guest: each plugin has its own
 //! slot whose async mutex orders the operations on that plugin only, and status readers see a
@@ -43,7 +43,7 @@ use crate::plugins::capabilities::kube_client::{ClusterContext, PluginClient};
 use crate::plugins::capabilities::projected::Projections;
 use crate::plugins::delivery::attachment::{AttachError, Attachable, Delivery, DeliveryMode};
 use crate::plugins::delivery::dispatch::{DispatchConfig, Dispatcher};
-use crate::plugins::delivery::leadership::WarmCache;
+use crate::plugins::leadership::WarmCache;
 use crate::plugins::delivery::state::{PluginState, SharedState, StateEvent};
 use crate::plugins::grants::{GrantChange, GrantPolicy, Grants};
 use crate::plugins::metrics::{LoadLabels, PluginMetrics};
@@ -292,7 +292,7 @@ impl PluginManager {
             }),
         };
         if let Some(leadership) = leadership {
-            crate::plugins::delivery::leadership::follow(
+            crate::plugins::leadership::follow(
                 Arc::downgrade(&manager.inner),
                 leadership,
             );
