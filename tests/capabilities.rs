@@ -223,7 +223,7 @@ mod grants {
             http_origins: Vec::new(),
             events: false,
         };
-        Arc::new(GrantPolicy::default().grants_for(&m, path, &info))
+        Arc::new(m.grants_under(&GrantPolicy::default(), path, &info))
     }
 
     const CONFIGMAP_WRITER: &str = r#"

@@ -94,7 +94,7 @@ fn main() -> anyhow::Result<()> {
         events: false,
     };
     let grants =
-        Arc::new(GrantPolicy::default().grants_for(&manifest, Path::new("bench.toml"), &info));
+        Arc::new(manifest.grants_under(&GrantPolicy::default(), Path::new("bench.toml"), &info));
     let ctx = ClusterContext::new(client.clone(), false, PluginMetrics::unregistered(), None);
     let access = Arc::new(PluginClient::new("bench", ctx, grants));
 

@@ -1,5 +1,5 @@
 //! Reads the host's own Pod at start and what it names, and adds the objects derived from them
-//! (see `plugins::loading::grants::host_pod`) to the host's own objects.
+//! (see `plugins::grants::host_pod`) to the host's own objects.
 //!
 //! Every read is the host's own (its ServiceAccount's RBAC, `deploy/rbac.yaml`). A read the
 //! host may not make is skipped: one warning names what could not be read, and the list keeps

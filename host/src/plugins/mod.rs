@@ -19,6 +19,8 @@
 
 mod capabilities;
 mod delivery;
+mod grants;
+mod leadership;
 mod loading;
 mod metrics;
 
@@ -35,14 +37,14 @@ pub use delivery::dispatch::{DispatchConfig, Dispatcher, Guest, MAX_CONCURRENCY}
 pub use delivery::quarantine::QuarantinePolicy;
 pub use delivery::queue::{DEFAULT_MAX_QUEUED, coalesce};
 pub use delivery::state::{PluginState, StateEvent};
+pub use grants::{
+    DEFAULT_PLUGINS_CONFIGMAP, DefaultGrantsError, GrantChange, GrantError, GrantPolicy,
+    GrantSource, Grants, GrantsTable, HostPod, InvalidAsk, Missing, NEVER_GRANTED_SUBRESOURCES,
+    NamespaceList, OriginError, OriginPattern, OriginProblem, OwnName, OwnObject, OwnObjects,
+    OwnScope, PLUGIN_ACCOUNT_PREFIX, READ_VERBS, ResourceGrant, Verb, WriteGrant, host_pod_objects,
+};
 pub use loading::describe::{DescribedPlugin, NameError, describe_file, plugin_name};
 pub use loading::error::LoadError;
-pub use loading::grants::{
-    DEFAULT_PLUGINS_CONFIGMAP, GrantChange, GrantError, GrantPolicy, GrantSource, Grants,
-    GrantsTable, HostPod, InvalidAsk, Missing, NEVER_GRANTED_SUBRESOURCES, NamespaceList,
-    OriginError, OriginPattern, OriginProblem, OwnName, OwnObject, OwnObjects, OwnScope,
-    PLUGIN_ACCOUNT_PREFIX, READ_VERBS, ResourceGrant, Verb, WriteGrant, host_pod_objects,
-};
 pub use loading::lifecycle::{LoadOutcome, ManagerConfig, MemoryUse, PluginManager, PluginStatus};
 pub use loading::manifest::{Manifest, ManifestError};
 pub use loading::sources::metrics::SourceMetrics;

@@ -39,7 +39,7 @@ use sha2::{Digest, Sha256};
 
 use super::acting_as::ActingAs;
 use super::kube_client::ClusterContext;
-use crate::plugins::loading::grants::Grants;
+use crate::plugins::grants::Grants;
 use crate::plugins::metrics::{EventDropLabels, EventLabels};
 use crate::runtime::{CallMemory, EVENT_TREE_BYTES, EventCall, EventType, GuestCausedLog};
 use crate::workqueue::BucketRateLimiter;

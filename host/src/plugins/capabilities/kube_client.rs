@@ -42,7 +42,7 @@ use serde_json::value::RawValue;
 
 use super::event_recorder::EventRecorder;
 use crate::informer::{InformerError, KubeObject, resolve_kind, resource_path};
-use crate::plugins::loading::grants::{Grants, NEVER_GRANTED_SUBRESOURCES, OwnObjects};
+use crate::plugins::grants::{Grants, NEVER_GRANTED_SUBRESOURCES, OwnObjects};
 use crate::plugins::metrics::{KubeRequestLabels, PluginMetrics, RateLimitLabels, VerbLabels};
 use crate::runtime::{
     ApiError, BudgetExceeded, CallMemory, ClusterAccess, EventCall, GuestCausedLog, GuestObject,

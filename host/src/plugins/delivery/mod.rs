@@ -11,7 +11,6 @@
 
 pub(crate) mod attachment;
 pub(crate) mod dispatch;
-pub(crate) mod leadership;
 pub(crate) mod quarantine;
 pub(crate) mod queue;
 pub(crate) mod state;

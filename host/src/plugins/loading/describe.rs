@@ -13,11 +13,11 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::error::LoadError;
-use super::grants::{GrantPolicy, Grants};
 use super::manifest::Manifest;
 use super::subscriptions::{SubscriptionError, SubscriptionPlan, validate_subscriptions};
 use crate::informer::InformerKey;
 use crate::plugins::delivery::dispatch::DispatchConfig;
+use crate::plugins::grants::{GrantPolicy, Grants};
 use crate::runtime::{Limits, NoCache, PluginInfo, Runtime};
 
 /// Longest handler name `describe()` may return (a DNS subdomain's length): it appears in
@@ -158,7 +158,7 @@ fn describe_ungated(
     }
     let subscriptions = validate_subscriptions(&mut info.subscriptions)
         .map_err(|e: SubscriptionError| invalid(format!("describe() of plugin {name}: {e}")))?;
-    let grants = policy.grants_for(&manifest, &Manifest::path_for(path), &info);
+    let grants = manifest.grants_under(policy, &Manifest::path_for(path), &info);
     let instance_bytes = probe.memory_budget().used();
     Ok(DescribedPlugin {
         instance_bytes,
@@ -179,8 +179,12 @@ impl DescribedPlugin {
         let message = e.message(name, &self.grants, &Manifest::path_for(path), &self.info);
         let path = path.to_path_buf();
         Some(match e {
-            super::grants::GrantError::InvalidAsk(_) => LoadError::Invalid { path, message },
-            super::grants::GrantError::Missing(_) => LoadError::NotGranted { path, message },
+            crate::plugins::grants::GrantError::InvalidAsk(_) => {
+                LoadError::Invalid { path, message }
+            }
+            crate::plugins::grants::GrantError::Missing(_) => {
+                LoadError::NotGranted { path, message }
+            }
         })
     }
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::plugins::delivery::dispatch::MAX_CONCURRENCY;
-use crate::runtime::Limits;
+use crate::plugins::grants::{Declared, GrantPolicy, GrantSettings, Grants};
+use crate::runtime::{Limits, PluginInfo};
 
 /// Per-plugin settings an operator can change without rebuilding the handler.
 ///
@@ -33,16 +34,16 @@ pub struct Manifest {
     /// [`MAX_CONCURRENCY`](crate::plugins::delivery::dispatch::MAX_CONCURRENCY)).
     pub concurrency: Option<usize>,
     /// Sustained writes per second (token bucket rate; default
-    /// [`DEFAULT_WRITE_QPS`](super::grants::DEFAULT_WRITE_QPS)).
+    /// [`DEFAULT_WRITE_QPS`](crate::plugins::grants::DEFAULT_WRITE_QPS)).
     pub write_qps: Option<f64>,
     /// Writes allowed in a burst (token bucket size; default
-    /// [`DEFAULT_WRITE_BURST`](super::grants::DEFAULT_WRITE_BURST)).
+    /// [`DEFAULT_WRITE_BURST`](crate::plugins::grants::DEFAULT_WRITE_BURST)).
     pub write_burst: Option<u32>,
     /// Sustained `kube.get` calls per second (token bucket rate; default
-    /// [`DEFAULT_READ_QPS`](super::grants::DEFAULT_READ_QPS)).
+    /// [`DEFAULT_READ_QPS`](crate::plugins::grants::DEFAULT_READ_QPS)).
     pub read_qps: Option<f64>,
     /// `kube.get` calls allowed in a burst (token bucket size; default
-    /// [`DEFAULT_READ_BURST`](super::grants::DEFAULT_READ_BURST)).
+    /// [`DEFAULT_READ_BURST`](crate::plugins::grants::DEFAULT_READ_BURST)).
     pub read_burst: Option<u32>,
     /// Send every write with `dryRun=All` and refuse non-GET HTTP.
     pub dry_run: Option<bool>,
@@ -50,7 +51,7 @@ pub struct Manifest {
     /// [`DEFAULT_HTTP_MAX_INFLIGHT`](crate::runtime::DEFAULT_HTTP_MAX_INFLIGHT)).
     pub http_max_inflight: Option<usize>,
     /// What the plugin is granted; without it, the host's default grants apply.
-    pub grants: Option<super::grants::GrantsTable>,
+    pub grants: Option<crate::plugins::grants::GrantsTable>,
 }
 
 /// Why a manifest could not be used; the plugin it belongs to is then not loaded.
@@ -173,6 +174,24 @@ impl Manifest {
         c
     }
 
+    /// The grants of the version this manifest (at `path`) configures: its `[grants]` table,
+    /// or `policy`'s default without one, with the settings beside it.
+    pub fn grants_under(&self, policy: &GrantPolicy, path: &Path, info: &PluginInfo) -> Grants {
+        let declared = Declared {
+            table: self.grants.as_ref(),
+            settings: GrantSettings {
+                write_qps: self.write_qps,
+                write_burst: self.write_burst,
+                read_qps: self.read_qps,
+                read_burst: self.read_burst,
+                dry_run: self.dry_run,
+                http_max_inflight: self.http_max_inflight,
+            },
+            manifest_path: path,
+        };
+        policy.grants_for(&declared, info)
+    }
+
     /// The runtime limits for this plugin, starting from the host defaults.
     pub fn limits(&self, defaults: Limits) -> Limits {
         let mut limits = defaults;
@@ -189,6 +208,42 @@ impl Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn its_grants_table_and_settings_reach_the_grants() {
+        let path = Path::new("p.toml");
+        let info = PluginInfo {
+            name: "p".into(),
+            subscriptions: Vec::new(),
+            permissions: Vec::new(),
+            http_origins: Vec::new(),
+            events: true,
+        };
+        let m = Manifest::parse(
+            path,
+            "write-qps = 0.5\nwrite-burst = 3\nread-qps = 2\nread-burst = 4\ndry-run = true\n\
+             http-max-inflight = 7\n[grants]\nevents = true\n",
+        )
+        .unwrap();
+        let g = m.grants_under(&GrantPolicy::default(), path, &info);
+        assert!(g.events());
+        assert!(
+            !g.allows_read("v1", "ConfigMap", None),
+            "a [grants] table replaces the default"
+        );
+        assert_eq!(
+            (g.write_qps(), g.write_burst(), g.read_qps(), g.read_burst()),
+            (0.5, 3, 2.0, 4)
+        );
+        assert!(g.dry_run());
+        assert_eq!(g.http_max_inflight(), 7);
+        assert!(matches!(
+            g.source(),
+            crate::plugins::grants::GrantSource::Manifest { .. }
+        ));
+        let g = Manifest::default().grants_under(&GrantPolicy::default(), path, &info);
+        assert_eq!(g, Grants::builtin_default());
+    }
 
     #[test]
     fn parses_all_keys() {

@@ -3,8 +3,8 @@
 //!
 //! [`lifecycle`] orders load, hot swap and unload per plugin; [`describe`] compiles a file and
 //! asks the guest what it wants; [`manifest`] reads the operator's settings; [`subscriptions`]
-//! validates what `describe()` subscribes to; [`grants`] decides whether the operator's grants
-//! cover what it asks; [`watcher`] keeps the set of plugins equal to the files in a folder;
+//! validates what `describe()` subscribes to; the grants room decides whether the operator's
+//! grants cover what it asks; [`watcher`] keeps the set of plugins equal to the files in a folder;
 //! [`sources`] keeps plugins equal to OCI artifacts a sources file names.
 //!
 //! Knows nothing of how notifications reach a guest (that is `delivery`) nor of what a guest
@@ -12,7 +12,6 @@
 
 pub(crate) mod describe;
 pub(crate) mod error;
-pub(crate) mod grants;
 pub(crate) mod lifecycle;
 pub(crate) mod manifest;
 pub(crate) mod sources;

@@ -60,7 +60,6 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use super::manifest::Manifest;
 use crate::runtime::{Permission, PluginInfo};
 
 mod change;
@@ -194,13 +193,13 @@ impl Grants {
     }
 
     /// Applies the manifest's read and write rates and dry-run settings.
-    fn with_manifest_settings(mut self, manifest: &Manifest) -> Grants {
-        self.write_qps = manifest.write_qps.unwrap_or(DEFAULT_WRITE_QPS);
-        self.write_burst = manifest.write_burst.unwrap_or(DEFAULT_WRITE_BURST);
-        self.read_qps = manifest.read_qps.unwrap_or(DEFAULT_READ_QPS);
-        self.read_burst = manifest.read_burst.unwrap_or(DEFAULT_READ_BURST);
-        self.dry_run = manifest.dry_run.unwrap_or(false);
-        self.http_max_inflight = manifest
+    fn with_settings(mut self, settings: &GrantSettings) -> Grants {
+        self.write_qps = settings.write_qps.unwrap_or(DEFAULT_WRITE_QPS);
+        self.write_burst = settings.write_burst.unwrap_or(DEFAULT_WRITE_BURST);
+        self.read_qps = settings.read_qps.unwrap_or(DEFAULT_READ_QPS);
+        self.read_burst = settings.read_burst.unwrap_or(DEFAULT_READ_BURST);
+        self.dry_run = settings.dry_run.unwrap_or(false);
+        self.http_max_inflight = settings
             .http_max_inflight
             .unwrap_or(crate::runtime::DEFAULT_HTTP_MAX_INFLIGHT);
         self
@@ -533,6 +532,15 @@ mod tests {
         }
     }
 
+    /// What a manifest at `p.toml` declares.
+    fn declared(table: Option<&GrantsTable>, settings: GrantSettings) -> Declared<'_> {
+        Declared {
+            table,
+            settings,
+            manifest_path: Path::new("p.toml"),
+        }
+    }
+
     fn info(subs: Vec<Subscription>) -> PluginInfo {
         PluginInfo {
             name: "p".into(),
@@ -706,8 +714,12 @@ mod tests {
     fn reads_have_their_own_rate() {
         let g = Grants::builtin_default();
         assert_eq!((g.read_qps(), g.read_burst()), (20.0, 40));
-        let m = Manifest::parse(Path::new("p.toml"), "read-qps = 2\nread-burst = 3\n").unwrap();
-        let g = GrantPolicy::default().grants_for(&m, Path::new("p.toml"), &info(Vec::new()));
+        let settings = GrantSettings {
+            read_qps: Some(2.0),
+            read_burst: Some(3),
+            ..GrantSettings::default()
+        };
+        let g = GrantPolicy::default().grants_for(&declared(None, settings), &info(Vec::new()));
         assert_eq!((g.read_qps(), g.read_burst()), (2.0, 3));
         assert_eq!(g.write_qps(), DEFAULT_WRITE_QPS);
     }
@@ -1016,13 +1028,15 @@ watch = [{ api-version = "v1", kind = "ConfigMap", namespaces = ["team-a"] }]
 
     #[test]
     fn policy_takes_the_manifest_table_else_the_default() {
-        let manifest = Manifest::parse(
-            Path::new("p.toml"),
-            "write-qps = 0.5\nwrite-burst = 3\ndry-run = true\n[grants]\nevents = true\n",
-        )
-        .unwrap();
+        let table: GrantsTable = toml::from_str("events = true\n").unwrap();
+        let settings = GrantSettings {
+            write_qps: Some(0.5),
+            write_burst: Some(3),
+            dry_run: Some(true),
+            ..GrantSettings::default()
+        };
         let i = info(vec![sub("v1", "ConfigMap", None)]);
-        let g = GrantPolicy::default().grants_for(&manifest, Path::new("p.toml"), &i);
+        let g = GrantPolicy::default().grants_for(&declared(Some(&table), settings), &i);
         assert!(g.events());
         assert!(
             !g.allows_read("v1", "ConfigMap", None),
@@ -1032,14 +1046,14 @@ watch = [{ api-version = "v1", kind = "ConfigMap", namespaces = ["team-a"] }]
             (g.write_qps(), g.write_burst(), g.dry_run()),
             (0.5, 3, true)
         );
-        let g = GrantPolicy::default().grants_for(&Manifest::default(), Path::new("p.toml"), &i);
+        let g = GrantPolicy::default().grants_for(&declared(None, GrantSettings::default()), &i);
         assert_eq!(g, Grants::builtin_default());
 
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("defaults.toml");
         std::fs::write(&file, "[grants]\nwatch = [{ api-version = \"v1\", kind = \"ConfigMap\", namespaces = [\"a\"] }]\n").unwrap();
         let policy = GrantPolicy::operator(Some(&file)).unwrap();
-        let g = policy.grants_for(&Manifest::default(), Path::new("p.toml"), &i);
+        let g = policy.grants_for(&declared(None, GrantSettings::default()), &i);
         assert!(g.allows_read("v1", "ConfigMap", Some("a")));
         assert!(!g.allows_read("v1", "ConfigMap", None));
         assert!(matches!(g.source(), GrantSource::DefaultFile { .. }));
@@ -1050,7 +1064,7 @@ watch = [{ api-version = "v1", kind = "ConfigMap", namespaces = ["team-a"] }]
             "{err}"
         );
         let g =
-            GrantPolicy::EverythingAsked.grants_for(&Manifest::default(), Path::new("p.toml"), &i);
+            GrantPolicy::EverythingAsked.grants_for(&declared(None, GrantSettings::default()), &i);
         assert_eq!(g.check(&i), Ok(()));
     }
 }

@@ -16,7 +16,7 @@
 //!
 //! Delivery (dispatcher, listeners, worker) is separate from the described version, so under
 //! leader election a version can exist without one (a standby) and get a fresh one, with a full
-//! replay, whenever this replica wins the Lease (see `crate::plugins::delivery::leadership`).
+//! replay, whenever this replica wins the Lease (see `crate::plugins::leadership`).
 //!
 //! No lock shared between plugins is held while waiting for a guest: each plugin has its own
 //! slot whose async mutex orders the operations on that plugin only, and status readers see a
@@ -34,7 +34,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::describe::{PluginFiles, check_file_name, describe_plugin, plugin_name, read_plugin};
 use super::error::LoadError;
-use super::grants::{GrantChange, GrantPolicy, Grants};
 use super::manifest::Manifest;
 use crate::informer::{
     HandlerRegistration, InformerError, InformerFactory, InformerKey, SyncProbe,
@@ -44,8 +43,9 @@ use crate::plugins::capabilities::kube_client::{ClusterContext, PluginClient};
 use crate::plugins::capabilities::projected::Projections;
 use crate::plugins::delivery::attachment::{AttachError, Attachable, Delivery, DeliveryMode};
 use crate::plugins::delivery::dispatch::{DispatchConfig, Dispatcher};
-use crate::plugins::delivery::leadership::WarmCache;
+use crate::plugins::leadership::WarmCache;
 use crate::plugins::delivery::state::{PluginState, SharedState, StateEvent};
+use crate::plugins::grants::{GrantChange, GrantPolicy, Grants};
 use crate::plugins::metrics::{LoadLabels, PluginMetrics};
 use crate::runtime::{
     GuestCausedLog, HandlerInstance, HttpPolicy, Limits, LoadFailed, MemoryBudget, PluginInfo,
@@ -292,7 +292,7 @@ impl PluginManager {
             }),
         };
         if let Some(leadership) = leadership {
-            crate::plugins::delivery::leadership::follow(
+            crate::plugins::leadership::follow(
                 Arc::downgrade(&manager.inner),
                 leadership,
             );
