@@ -83,7 +83,7 @@ async fn lb_host(
         |b| b.plugin_accounts(Some(HOST_NS.to_string())),
     )
     .await;
-    let out = t.host.manager.load_file(&wasm).await.expect("loads");
+    let out = t.host.manager().load_file(&wasm).await.expect("loads");
     assert!(
         matches!(out, kubewasm::plugins::LoadOutcome::Loaded { .. }),
         "{out:?}"

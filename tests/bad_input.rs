@@ -339,8 +339,8 @@ async fn bad_plugin_files_are_refused_with_errors_naming_them() {
             .await;
     }
     // No refused plugin runs; the good one does.
-    assert_eq!(t.host.manager.names().await, ["good"]);
-    let status = t.host.manager.status().await;
+    assert_eq!(t.host.manager().names().await, ["good"]);
+    let status = t.host.manager().status().await;
     let failed = status.iter().filter(|s| s.state.name() == "failed").count();
     assert_eq!(failed, cases.len(), "{status:#?}");
     // The refused Secrets subscriber loads once its manifest grants what the error suggested
@@ -357,7 +357,7 @@ async fn bad_plugin_files_are_refused_with_errors_naming_them() {
             )
         })
         .await;
-    let status = t.host.manager.status().await;
+    let status = t.host.manager().status().await;
     let granted = status
         .iter()
         .find(|s| s.name == "secrets-by-default")
@@ -520,7 +520,7 @@ async fn two_files_that_map_to_one_name_are_both_refused() {
     for (_, error) in refusals(&t.recorder) {
         assert!(error.contains("not valid UTF-8"), "{error}");
     }
-    assert!(t.host.manager.names().await.is_empty());
+    assert!(t.host.manager().names().await.is_empty());
     t.host.shutdown().await;
 }
 
@@ -535,7 +535,7 @@ async fn a_plugin_for_a_kind_served_later_loads_by_itself() {
     let err = load_error(&t, "widgets").await;
     assert!(err.contains("example.com/v1"), "{err}");
     assert!(
-        t.host.manager.status().await[0].state.name() == "failed",
+        t.host.manager().status().await[0].state.name() == "failed",
         "the plugin waits for a retry"
     );
     let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
@@ -570,7 +570,7 @@ async fn a_file_that_becomes_readable_later_loads_then() {
     let target = dir.path().join(".later-target");
     std::os::unix::fs::symlink(&target, dir.path().join("later.wasm")).unwrap();
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
-    assert!(t.host.manager.names().await.is_empty());
+    assert!(t.host.manager().names().await.is_empty());
     std::fs::copy(guest(LOGGER), &target).unwrap();
     // The symlink itself did not change: only a rescan (here, the next directory event) sees
     // the target now.
@@ -631,7 +631,7 @@ async fn a_plugin_stuck_in_describe_or_a_call_delays_nobody() {
     let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
     let dir = tempfile::tempdir().unwrap();
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
-    let health = t.host.health_addr.unwrap();
+    let health = t.host.health_addr().unwrap();
 
     // Stuck in describe() for up to a minute.
     std::fs::write(dir.path().join("stuck.toml"), "deadline-ms = 60000\n").unwrap();

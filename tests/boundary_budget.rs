@@ -73,7 +73,7 @@ async fn unsent_bodies_and_header_sets_are_charged_to_the_plugin_and_refused() {
     )
     .unwrap();
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
-    let metrics = t.host.runtime.metrics().clone();
+    let metrics = t.host.runtime().metrics().clone();
     let budget = 32u64 << 20;
     let before = rss();
 
@@ -92,7 +92,7 @@ async fn unsent_bodies_and_header_sets_are_charged_to_the_plugin_and_refused() {
             "{attack} ran to its end: {:?}",
             t.logs.of(plugin)
         );
-        let status = t.host.manager.status().await;
+        let status = t.host.manager().status().await;
         let memory = status
             .iter()
             .find(|s| s.name == plugin)
@@ -110,7 +110,7 @@ async fn unsent_bodies_and_header_sets_are_charged_to_the_plugin_and_refused() {
         grown >> 20
     );
     let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &t.host.registry).unwrap();
+    prometheus_client::encoding::text::encode(&mut text, t.host.metrics_registry()).unwrap();
     assert!(
         text.contains(&format!(
             "kubewasm_runtime_memory_budget_refused_total{{plugin=\"{plugin}\",kind=\"host\"}}"
@@ -145,7 +145,7 @@ async fn the_guest_log_budget_is_the_plugins_across_concurrent_calls() {
         )
         .await;
     }
-    let metrics = t.host.runtime.metrics().clone();
+    let metrics = t.host.runtime().metrics().clone();
     // Every call has either written its line or had it dropped: 8 × (n + 1) lines in all.
     let total = 8 * (u64::from(LOG_BURST) + 1);
     eventually("every line written or dropped", || {
@@ -160,7 +160,7 @@ async fn the_guest_log_budget_is_the_plugins_across_concurrent_calls() {
         written <= bound,
         "{written} lines from 8 calls in {elapsed:.1} s, over the plugin's bound of {bound}"
     );
-    let status = t.host.manager.status().await;
+    let status = t.host.manager().status().await;
     let s = status.iter().find(|s| s.name == plugin).unwrap();
     assert!(
         s.instances > 1,
@@ -199,7 +199,7 @@ async fn a_plugin_at_high_concurrency_cannot_take_the_pool_from_another() {
     )
     .unwrap();
     let out = host
-        .manager
+        .manager()
         .load_file(&dir.path().join(format!("{greedy}.wasm")))
         .await
         .expect("greedy loads");
@@ -214,7 +214,7 @@ async fn a_plugin_at_high_concurrency_cannot_take_the_pool_from_another() {
         .await;
     }
     let status = |name: &'static str| {
-        let manager = host.manager.clone();
+        let manager = host.manager().clone();
         async move {
             manager
                 .status()
@@ -241,7 +241,7 @@ async fn a_plugin_at_high_concurrency_cannot_take_the_pool_from_another() {
     let neighbour = "budget-neighbour";
     install(&guest(LOGGER), dir.path(), &format!("{neighbour}.wasm"));
     let out = host
-        .manager
+        .manager()
         .load_file(&dir.path().join(format!("{neighbour}.wasm")))
         .await
         .expect("the neighbour loads while the greedy plugin is busy");
@@ -257,7 +257,7 @@ async fn a_plugin_at_high_concurrency_cannot_take_the_pool_from_another() {
     )
     .unwrap();
     let out = host
-        .manager
+        .manager()
         .load_file(&dir.path().join(format!("{neighbour}.wasm")))
         .await
         .expect("the neighbour swaps");
@@ -298,7 +298,7 @@ async fn kube_bodies_and_cache_reads_at_concurrency_8_are_charged_to_the_plugin_
     let neighbour = "budget-neighbour";
     install(&guest(LOGGER), dir.path(), &format!("{neighbour}.wasm"));
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
-    let metrics = t.host.runtime.metrics().clone();
+    let metrics = t.host.runtime().metrics().clone();
     let budget = 16u64 << 20;
     let before = rss();
 
@@ -331,7 +331,7 @@ async fn kube_bodies_and_cache_reads_at_concurrency_8_are_charged_to_the_plugin_
     })
     .await;
     let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &t.host.registry).unwrap();
+    prometheus_client::encoding::text::encode(&mut text, t.host.metrics_registry()).unwrap();
     assert!(
         text.contains(&format!(
             "kubewasm_runtime_memory_budget_refused_total{{plugin=\"{plugin}\",kind=\"call\"}}"
@@ -359,7 +359,7 @@ async fn kube_bodies_and_cache_reads_at_concurrency_8_are_charged_to_the_plugin_
     )
     .await;
 
-    let status = t.host.manager.status().await;
+    let status = t.host.manager().status().await;
     let memory = status
         .iter()
         .find(|s| s.name == plugin)

@@ -66,7 +66,7 @@ async fn figures(
     good: &str,
     tag: &str,
 ) -> (Duration, Duration) {
-    let health = t.host.health_addr.expect("health endpoint");
+    let health = t.host.health_addr().expect("health endpoint");
     let (mut healthz, mut delivery) = (Vec::new(), Vec::new());
     for i in 0..SAMPLES {
         healthz.push(healthz_time(health).await);

@@ -74,7 +74,7 @@ async fn load(t: &TestHost, dir: &Path, wasm: &str, name: &str, manifest: &str) 
     std::fs::write(dir.join(format!("{name}.toml")), manifest).unwrap();
     let out = t
         .host
-        .manager
+        .manager()
         .load_file(&dir.join(format!("{name}.wasm")))
         .await
         .unwrap_or_else(|e| panic!("{name} loads: {e}"));
@@ -116,7 +116,7 @@ async fn host_with(server: &apiserver::ApiServer, config: RuntimeConfig) -> Test
 /// The value of the series `name{labels…}` in the host's metrics (0 if absent).
 fn metric(t: &TestHost, name: &str, labels: &str) -> f64 {
     let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &t.host.registry).unwrap();
+    prometheus_client::encoding::text::encode(&mut text, t.host.metrics_registry()).unwrap();
     let series = format!("{name}{{{labels}}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&series))
@@ -262,7 +262,7 @@ async fn held_connections_are_bounded_and_die_with_their_call_under_a_low_fd_lim
             l.iter().any(|x| x.starts_with("add default/after"))
         })
         .await;
-    let health = t.host.health_addr.expect("health endpoint");
+    let health = t.host.health_addr().expect("health endpoint");
     assert!(healthz(health).await.contains("200"), "healthz");
     let ok = format!("http://127.0.0.1:{}/ok", peer.port());
     create_data(&api, "fetch", &[("url", &ok)]).await;

@@ -88,7 +88,7 @@ async fn host(
     )
     .await;
     assert!(
-        t.host.manager.names().await.iter().any(|n| n == "attack"),
+        t.host.manager().names().await.iter().any(|n| n == "attack"),
         "{:#?}",
         t.recorder.events()
     );

@@ -58,7 +58,7 @@ async fn arena(manifest: &str, extra: &[(&str, &str)]) -> Arena {
     }
     install(&guest(LOGGER), dir.path(), "good.wasm");
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
-    let loaded = t.host.manager.names().await;
+    let loaded = t.host.manager().names().await;
     assert!(
         loaded.iter().any(|n| n == "attack") && loaded.iter().any(|n| n == "good"),
         "{loaded:?}: {:#?}",
@@ -250,7 +250,7 @@ events = true
     .await;
     let dropped = || {
         a.t.host
-            .manager
+            .manager()
             .metrics()
             .events_dropped
             .get_or_create(&EventDropLabels {
@@ -362,7 +362,7 @@ async fn kube_get_floods_meet_the_plugins_read_limit_and_cache_reads_stay_free()
     );
     let limited = |plugin: &str, outcome: &'static str| {
         a.t.host
-            .manager
+            .manager()
             .metrics()
             .kube_rate_limited
             .get_or_create(&RateLimitLabels {

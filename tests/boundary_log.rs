@@ -77,7 +77,7 @@ async fn refusals_in_a_loop_cannot_flood_the_host_log() {
         "{} host lines about {flood} in {elapsed:.1} s, over the bound of {bound}",
         written.len()
     );
-    let dropped = t.host.runtime.metrics().host_log_dropped(flood);
+    let dropped = t.host.runtime().metrics().host_log_dropped(flood);
     let total: u32 = attacks.iter().map(|(_, n)| n).sum();
     eprintln!(
         "{total} refusals in {elapsed:.2} s: {} host lines written ({refusals} refusal lines, {} \
@@ -109,8 +109,8 @@ async fn refusals_in_a_loop_cannot_flood_the_host_log() {
     );
 
     // The neighbour lost nothing: none of its lines were dropped, and it still serves.
-    assert_eq!(t.host.runtime.metrics().host_log_dropped(good), 0);
-    assert_eq!(t.host.runtime.metrics().guest_log_dropped(good), 0);
+    assert_eq!(t.host.runtime().metrics().host_log_dropped(good), 0);
+    assert_eq!(t.host.runtime().metrics().guest_log_dropped(good), 0);
     create(&api, "after", &[]).await;
     t.logs
         .wait_for(good, "after the floods", |l| {
@@ -122,7 +122,7 @@ async fn refusals_in_a_loop_cannot_flood_the_host_log() {
 
 /// The grants of the running version of `plugin`, as `/plugins` shows them.
 async fn grants_of(t: &TestHost, plugin: &str) -> String {
-    let status = t.host.manager.status().await;
+    let status = t.host.manager().status().await;
     let s = status
         .iter()
         .find(|s| s.name == plugin)

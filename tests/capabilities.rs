@@ -21,7 +21,7 @@ async fn a_v2_handler_runs_beside_v1_and_its_ungranted_write_is_refused_by_the_h
 
     let t = start_host(&server, None, Limits::default()).await;
     for file in [LOGGER, LOGGER_V2] {
-        let out = t.host.manager.load_file(&guest(file)).await.expect(file);
+        let out = t.host.manager().load_file(&guest(file)).await.expect(file);
         assert!(matches!(out, LoadOutcome::Loaded { .. }), "{file}: {out:?}");
     }
     let (v1, v2) = ("rust-configmap-logger", "rust-logger-v2");
@@ -105,7 +105,7 @@ async fn projections_cut_what_the_guest_sees_and_are_made_once_per_version() {
         guest(LOGGER_V2),
         guest(LOGGER),
     ] {
-        let out = t.host.manager.load_file(&path).await.expect("loads");
+        let out = t.host.manager().load_file(&path).await.expect("loads");
         assert!(matches!(out, LoadOutcome::Loaded { .. }), "{out:?}");
     }
     let (fields_a, fields_b, meta, whole) = (
@@ -156,16 +156,16 @@ async fn projections_cut_what_the_guest_sees_and_are_made_once_per_version() {
     // share it; every cached ConfigMap was replayed to each plugin.
     let cached = |t: &TestHost| {
         t.host
-            .manager
+            .manager()
             .factory()
             .keys()
             .iter()
-            .filter_map(|k| t.host.manager.factory().indexer(k))
+            .filter_map(|k| t.host.manager().factory().indexer(k))
             .map(|i| i.list().len() as u64)
             .sum::<u64>()
     };
     let objects = cached(&t);
-    let made = || t.host.manager.metrics().projections_made.get();
+    let made = || t.host.manager().metrics().projections_made.get();
     assert_eq!(made(), 2 * objects, "{objects} objects");
 
     let p = serde_json::json!({"data": {"keep": "k2"}});
@@ -186,7 +186,7 @@ async fn projections_cut_what_the_guest_sees_and_are_made_once_per_version() {
         2 * (objects + 1),
         "the new version, once per projection"
     );
-    assert!(t.host.manager.metrics().projections_cached.get() >= 2 * objects as i64);
+    assert!(t.host.manager().metrics().projections_cached.get() >= 2 * objects as i64);
     t.host.shutdown().await;
 }
 

@@ -281,7 +281,7 @@ async fn load_with(t: &TestHost, dir: &Path, name: &str, concurrency: usize, dea
     .unwrap();
     let out = t
         .host
-        .manager
+        .manager()
         .load_file(&dir.join(format!("{name}.wasm")))
         .await
         .unwrap_or_else(|e| panic!("{name} loads: {e}"));
@@ -353,7 +353,7 @@ async fn concurrent_calls_never_overlap_for_one_object_and_keep_its_order() {
             );
         }
     }
-    let status = t.host.manager.status().await;
+    let status = t.host.manager().status().await;
     let conc = status.iter().find(|p| p.name == "conc").unwrap();
     assert_eq!(conc.concurrency, 16);
     assert!(
@@ -432,7 +432,7 @@ async fn four_stuck_calls(t: &TestHost, dir: &Path, p: &Peer, api: &Api<ConfigMa
         create(api, p.addr, &format!("stuck{i}")).await;
     }
     p.wait_arrived(4).await;
-    let status = t.host.manager.status().await;
+    let status = t.host.manager().status().await;
     let s = status.iter().find(|s| s.name == name).unwrap();
     assert_eq!(
         (s.calls_in_flight, s.instances),
@@ -476,7 +476,7 @@ async fn a_hot_swap_starts_v2_only_after_every_v1_call_in_flight_ended() {
     // objects log that its queue reached the cap: the sign that v2 is attached and waits.
     let v2 = format!("max-queued = 2\n{}", manifest(4, NEVER_MS));
     std::fs::write(dir.path().join("swapn.toml"), v2).unwrap();
-    let manager = t.host.manager.clone();
+    let manager = t.host.manager().clone();
     let wasm = dir.path().join("swapn.wasm");
     let swap = tokio::spawn(async move { manager.load_file(&wasm).await });
     host_lines()
@@ -533,7 +533,7 @@ async fn leader_loss_abandons_every_call_in_flight_and_a_new_win_replays() {
         took < Duration::from_secs(6),
         "every call abandoned within the grace period: {took:?}"
     );
-    let status = t.host.manager.status().await;
+    let status = t.host.manager().status().await;
     let led = status.iter().find(|s| s.name == "led").unwrap();
     assert_eq!(led.calls_in_flight, 0);
     assert_eq!(*p.answered.borrow(), 0, "no abandoned call was answered");
@@ -635,7 +635,7 @@ async fn soak_ten_plugins_some_concurrent() {
         )
         .unwrap();
         let out = host
-            .manager
+            .manager()
             .load_file(&dir.path().join(format!("{name}.wasm")))
             .await
             .unwrap();

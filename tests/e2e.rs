@@ -106,7 +106,7 @@ async fn initial_list_then_watch_events_reach_the_handler() {
     let t = start_host(&server, None, Limits::default()).await;
     let out = t
         .host
-        .manager
+        .manager()
         .load_file(&guest(LOGGER))
         .await
         .expect("logger loads");
@@ -154,7 +154,7 @@ async fn compaction_relist_delivers_sync_updates_and_tombstones() {
     let rv_changed = create(&api, "changed", &[]).await;
 
     let t = start_host(&server, None, Limits::default()).await;
-    t.host.manager.load_file(&guest(LOGGER)).await.unwrap();
+    t.host.manager().load_file(&guest(LOGGER)).await.unwrap();
     let p = "rust-configmap-logger";
     t.logs.wait_for(p, "initial list", |l| l.len() == 3).await;
     let lists_before = server.stats().lists_of("configmaps");
@@ -271,7 +271,7 @@ async fn a_late_plugin_gets_a_replay_without_a_new_list() {
         "both plugins share one watch"
     );
     assert_eq!(
-        t.host.factory.keys().len(),
+        t.host.factory().keys().len(),
         1,
         "one informer for equal subscriptions"
     );
@@ -407,7 +407,7 @@ async fn guests_have_no_ambient_capabilities_and_a_scoped_cache() {
     let server = start_server().await;
     let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
     let t = start_host(&server, None, Limits::default()).await;
-    t.host.manager.load_file(&guest(FIXTURE)).await.unwrap();
+    t.host.manager().load_file(&guest(FIXTURE)).await.unwrap();
     let p = "rust-test-fixture";
     for action in [
         "read-file",
@@ -459,7 +459,7 @@ async fn retry_redelivers_until_a_newer_notification_supersedes_it() {
     let server = start_server().await;
     let api: Api<ConfigMap> = Api::namespaced(client(&server), "default");
     let t = start_host(&server, None, Limits::default()).await;
-    t.host.manager.load_file(&guest(LOGGER)).await.unwrap();
+    t.host.manager().load_file(&guest(LOGGER)).await.unwrap();
     let p = "rust-configmap-logger";
     create(&api, "flaky", &[("kubewasm.io/fail", "retry")]).await;
     t.recorder
@@ -544,7 +544,7 @@ async fn removing_the_last_plugin_stops_the_informer_and_configmap_volume_swaps_
         })
         .await;
     assert!(
-        t.host.factory.keys().is_empty(),
+        t.host.factory().keys().is_empty(),
         "the informer stops with its last handler"
     );
     t.host.shutdown().await;
@@ -559,7 +559,7 @@ async fn a_bad_manifest_is_reported_and_others_keep_running() {
     std::fs::write(dir.path().join("typo.toml"), "deadline_ms = 5\n").unwrap();
     install(&guest(LOGGER), dir.path(), "fine.wasm");
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
-    let names = t.host.manager.names().await;
+    let names = t.host.manager().names().await;
     assert_eq!(names, vec!["fine".to_string()]);
     create(&api, "y", &[]).await;
     t.recorder
@@ -753,7 +753,7 @@ mod guest_languages {
         }
         let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
         assert_eq!(
-            t.host.manager.names().await.len(),
+            t.host.manager().names().await.len(),
             LANGS.len(),
             "every language loads"
         );
@@ -1012,7 +1012,7 @@ async fn an_unreachable_api_server_delays_loading_until_it_is_up() {
                 >= 2
         })
         .await;
-    assert!(host.manager.names().await.is_empty());
+    assert!(host.manager().names().await.is_empty());
 
     // Only the watcher's retry timer can load it now: nothing in the directory changes.
     let server = apiserver::ApiServer::start(apiserver::Config {

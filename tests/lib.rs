@@ -405,7 +405,7 @@ pub async fn start_host_with_plugin_on(client: kube::Client, wasm: &Path) -> Tes
     let t = start_host_on(client, None, Limits::default(), ReflectorConfig::default()).await;
     let out = t
         .host
-        .manager
+        .manager()
         .load_file(wasm)
         .await
         .unwrap_or_else(|e| panic!("{} loads: {e}", wasm.display()));

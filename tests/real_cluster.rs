@@ -127,7 +127,7 @@ async fn start_host_as(identity: &HostIdentity, ns: &TestNamespace, wasm: &Path)
     .await;
     let out = t
         .host
-        .manager
+        .manager()
         .load_file(wasm)
         .await
         .unwrap_or_else(|e| panic!("{} loads: {e}", wasm.display()));

@@ -277,7 +277,7 @@ async fn plugins_run_from_a_registry_and_a_followed_tag_swaps_or_keeps_running()
             },
         )
         .await;
-    assert_eq!(host.manager.names().await, ["reg-followed", "reg-pinned"]);
+    assert_eq!(host.manager().names().await, ["reg-followed", "reg-pinned"]);
 
     // The tag moves: the new digest is pulled and swapped in without overlap.
     r.push(&reg.reference("handlers/moving:stable"), v2, true)
@@ -306,7 +306,7 @@ async fn plugins_run_from_a_registry_and_a_followed_tag_swaps_or_keeps_running()
             )
         })
         .await;
-    assert_eq!(host.manager.names().await, ["reg-followed", "reg-pinned"]);
+    assert_eq!(host.manager().names().await, ["reg-followed", "reg-pinned"]);
 
     // The registry goes away: nothing changes, retries are logged.
     reg.stop().await;
@@ -317,7 +317,7 @@ async fn plugins_run_from_a_registry_and_a_followed_tag_swaps_or_keeps_running()
                 && l.iter().any(|x| x.message.contains("retrying"))
         })
         .await;
-    assert_eq!(host.manager.names().await, ["reg-followed", "reg-pinned"]);
+    assert_eq!(host.manager().names().await, ["reg-followed", "reg-pinned"]);
     let rv2 = create(&api, "later", &[]).await;
     recorder
         .wait_call("reg-followed", "events still arrive", |c| {
@@ -371,7 +371,7 @@ async fn the_python_replicator_and_the_javascript_notifier_run_from_a_registry()
     let sources = dir.path().join("sources.toml");
     std::fs::write(&sources, entries.concat()).unwrap();
     let (host, recorder) = host_from(&server, &sources, anonymous()).await;
-    assert_eq!(host.manager.names().await, ["notifier", "replicator"]);
+    assert_eq!(host.manager().names().await, ["notifier", "replicator"]);
 
     let api: Api<ConfigMap> = Api::namespaced(kube.clone(), "default");
     let source: ConfigMap = serde_json::from_value(serde_json::json!({
@@ -542,7 +542,7 @@ async fn only_artifacts_signed_with_the_operators_key_run() {
             })
             .await;
     }
-    assert_eq!(host.manager.names().await, ["sig-signed"]);
+    assert_eq!(host.manager().names().await, ["sig-signed"]);
     // The followed tag's first digest is unsigned until signed: then it loads.
     host_lines()
         .wait_for("sig-followed", "unsigned, retried", |l| {
@@ -589,7 +589,7 @@ async fn only_artifacts_signed_with_the_operators_key_run() {
         1,
         "the unsigned digest was never swapped in"
     );
-    assert_eq!(host.manager.names().await, ["sig-followed", "sig-signed"]);
+    assert_eq!(host.manager().names().await, ["sig-followed", "sig-signed"]);
     let rv2 = create(&api, "signed-later", &[]).await;
     recorder
         .wait_call("sig-followed", "v2 still handles events", |c| {

@@ -379,7 +379,7 @@ async fn a_stop_does_not_wait_for_a_dripping_poll() {
         .start()
         .await
         .unwrap();
-    assert_eq!(host.manager.names().await, ["followed"]);
+    assert_eq!(host.manager().names().await, ["followed"]);
     reg.set(Mode::Drip);
     until("a poll drips", || {
         reg.shared.drips.load(Ordering::Relaxed) >= 1

@@ -257,22 +257,79 @@ fn applies_to(user: &UserInfo, s: &Subject, binding_ns: &str) -> bool {
     }
 }
 
-/// The rules a binding's `roleRef` points at, or the error kube-apiserver's RBAC reports.
+/// A binding whose `roleRef` leads nowhere, in kube-apiserver's words.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RoleRefError {
+    /// The ClusterRole does not exist.
+    #[error("clusterrole.{RBAC_GROUP} {name:?} not found")]
+    ClusterRoleNotFound {
+        /// Its name.
+        name: String,
+    },
+    /// The Role does not exist in the binding's namespace.
+    #[error("role.{RBAC_GROUP} {name:?} not found")]
+    RoleNotFound {
+        /// Its name.
+        name: String,
+    },
+    /// Neither `ClusterRole` nor (in a RoleBinding) `Role`.
+    #[error("unsupported role reference kind: {kind:?}")]
+    UnsupportedKind {
+        /// The kind named.
+        kind: String,
+    },
+}
+
+/// Why RBAC refused a request: no rule bound to the user allows it. The message is empty
+/// unless some binding pointed at a missing role: then `RBAC: <errors>`, as kube-apiserver
+/// appends to its 403.
+#[derive(Debug, thiserror::Error)]
+pub(crate) struct Denied {
+    /// The bindings that could not be followed, each once.
+    unresolved: Vec<RoleRefError>,
+}
+
+impl std::fmt::Display for Denied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.unresolved.as_slice() {
+            [] => Ok(()),
+            [one] => write!(f, "RBAC: {one}"),
+            many => {
+                f.write_str("RBAC: [")?;
+                for (i, e) in many.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{e}")?;
+                }
+                f.write_str("]")
+            }
+        }
+    }
+}
+
+/// The rules a binding's `roleRef` points at, or why there are none.
 fn referenced_rules(
     p: &dyn Policy,
     r: &RoleRef,
     binding_ns: &str,
-) -> Result<Vec<PolicyRule>, String> {
+) -> Result<Vec<PolicyRule>, RoleRefError> {
     match r.kind.as_str() {
         "ClusterRole" => p
             .cluster_role(&r.name)
             .map(|c| c.rules.unwrap_or_default())
-            .ok_or_else(|| format!("clusterrole.{RBAC_GROUP} {:?} not found", r.name)),
+            .ok_or_else(|| RoleRefError::ClusterRoleNotFound {
+                name: r.name.clone(),
+            }),
         "Role" if !binding_ns.is_empty() => p
             .role(binding_ns, &r.name)
             .map(|c| c.rules.unwrap_or_default())
-            .ok_or_else(|| format!("role.{RBAC_GROUP} {:?} not found", r.name)),
-        kind => Err(format!("unsupported role reference kind: {kind:?}")),
+            .ok_or_else(|| RoleRefError::RoleNotFound {
+                name: r.name.clone(),
+            }),
+        kind => Err(RoleRefError::UnsupportedKind {
+            kind: kind.to_string(),
+        }),
     }
 }
 
@@ -308,14 +365,13 @@ pub(crate) fn rule_allows(a: &Attributes, rule: &PolicyRule) -> bool {
         && name_matches
 }
 
-/// Kubernetes RBAC's decision: `Ok` when a rule bound to `user` allows `a`, else the reason
-/// (`RBAC: <errors>` when bindings pointed at missing roles, as kube-apiserver says it).
-pub(crate) fn authorize(p: &dyn Policy, user: &UserInfo, a: &Attributes) -> Result<(), String> {
+/// Kubernetes RBAC's decision: `Ok` when a rule bound to `user` allows `a`.
+pub(crate) fn authorize(p: &dyn Policy, user: &UserInfo, a: &Attributes) -> Result<(), Denied> {
     if !a.resource_request {
         return Ok(());
     }
-    let mut errors: Vec<String> = Vec::new();
-    let mut allowed = |rules: Result<Vec<PolicyRule>, String>| match rules {
+    let mut errors: Vec<RoleRefError> = Vec::new();
+    let mut allowed = |rules: Result<Vec<PolicyRule>, RoleRefError>| match rules {
         Ok(rules) => rules.iter().any(|r| rule_allows(a, r)),
         Err(e) => {
             if !errors.contains(&e) {
@@ -342,15 +398,11 @@ pub(crate) fn authorize(p: &dyn Policy, user: &UserInfo, a: &Attributes) -> Resu
             }
         }
     }
-    Err(match errors.len() {
-        0 => String::new(),
-        1 => format!("RBAC: {}", errors[0]),
-        _ => format!("RBAC: [{}]", errors.join(", ")),
-    })
+    Err(Denied { unresolved: errors })
 }
 
 /// The 403 kube-apiserver writes for a refused request (`responsewriters.Forbidden`).
-pub(crate) fn forbidden(user: &str, a: &Attributes, reason: &str) -> ApiError {
+pub(crate) fn forbidden(user: &str, a: &Attributes, reason: &Denied) -> ApiError {
     let resource = if a.subresource.is_empty() {
         a.resource.clone()
     } else {
@@ -369,7 +421,7 @@ pub(crate) fn forbidden(user: &str, a: &Attributes, reason: &str) -> ApiError {
             a.verb, a.api_group, a.namespace
         )
     };
-    if !reason.is_empty() {
+    if !reason.unresolved.is_empty() {
         msg = format!("{msg}: {reason}");
     }
     let qualified = if a.api_group.is_empty() {

@@ -6,7 +6,7 @@
 //! informer cache's and are held either way, so the figure is what the queue adds per object:
 //! its bookkeeping plus the superseded versions it keeps as the `old` of a coalesced update.
 //!
-//! Run with `cargo bench -p kubewasm --bench queue`.
+//! Run with `cargo bench -p kubewasm --features bench --bench queue`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;

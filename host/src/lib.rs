@@ -30,7 +30,8 @@ pub mod informer;
 pub mod plugins;
 pub mod registry;
 pub mod runtime;
-#[cfg(feature = "scenario")]
+// Its unit tests run whatever the features: tests have tokio's test clock anyway.
+#[cfg(any(test, feature = "scenario"))]
 pub mod scenario;
 mod text;
 pub mod workqueue;

@@ -623,6 +623,20 @@ fn rbac_output_applies_with_kubectl() {
     rt.block_on(server.shutdown());
 }
 
+/// A production build has no `kubewasm test`, and says how to get one instead of leaving the
+/// user with clap's "unrecognized subcommand".
+#[test]
+#[cfg(not(feature = "scenario"))]
+fn test_without_the_scenario_feature_says_how_to_build_it() {
+    let (code, out, err) = run_scenario(
+        std::path::Path::new("h.wasm"),
+        std::path::Path::new("s.yaml"),
+        &["--update"],
+    );
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("--features scenario"), "{err}");
+}
+
 /// Runs `kubewasm test HANDLER SCENARIO [args]`; returns (exit code, stdout, stderr).
 fn run_scenario(
     handler: &std::path::Path,
@@ -691,6 +705,7 @@ steps:
 "#;
 
 #[test]
+#[cfg_attr(not(feature = "scenario"), ignore = "kubewasm test needs --features scenario")]
 fn test_runs_scenarios_and_shows_differences() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -747,6 +762,7 @@ fn test_runs_scenarios_and_shows_differences() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "scenario"), ignore = "kubewasm test needs --features scenario")]
 fn test_update_writes_the_transcript_back_as_expectations() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("golden.yaml");
@@ -775,6 +791,7 @@ fn test_update_writes_the_transcript_back_as_expectations() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "scenario"), ignore = "kubewasm test needs --features scenario")]
 fn test_refuses_bad_scenarios_naming_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let cases: [(&str, &str, &str, &str); 5] = [
@@ -827,6 +844,7 @@ fn test_refuses_bad_scenarios_naming_file_and_line() {
 /// "none of this kind" in a step that does other things; and each way those fail, with errors
 /// that name the user's own files, once.
 #[test]
+#[cfg_attr(not(feature = "scenario"), ignore = "kubewasm test needs --features scenario")]
 fn test_expects_refusals_and_nones_and_names_the_users_files() {
     let dir = tempfile::tempdir().unwrap();
     let handler = dist().join("rust-logger-v2.wasm");
@@ -979,6 +997,7 @@ fn new_refuses_bad_input_with_a_clear_error() {
 /// over the languages, so two guest builds (and two cargo runs) never share the machine's cores.
 /// `KUBEWASM_NEW_LANGS=rust,go` limits the languages.
 #[test]
+#[cfg_attr(not(feature = "scenario"), ignore = "kubewasm test needs --features scenario")]
 fn new_templates_build_check_and_pass_their_scenario() {
     let langs = std::env::var("KUBEWASM_NEW_LANGS")
         .unwrap_or_else(|_| "rust,python,javascript,c,go".to_string());

@@ -268,7 +268,7 @@ async fn main() {
         .unwrap();
         let out = t
             .host
-            .manager
+            .manager()
             .load_file(&dir.path().join(format!("{name}.wasm")))
             .await
             .unwrap();
@@ -278,10 +278,10 @@ async fn main() {
         let wasm = p.rate(events).await;
         let wasm_cpu = (process_cpu() - cpu) / events as u32;
         let (thread_cpu, thread_wait) = thread_times(&format!("plugin-{name}")).unwrap_or_default();
-        let status = t.host.manager.status().await;
+        let status = t.host.manager().status().await;
         let instances = status.iter().find(|s| s.name == name).unwrap().instances;
         let rss = rss_mib();
-        t.host.manager.unload(&name).await;
+        t.host.manager().unload(&name).await;
         let (controller, controller_cpu) = controller_rate(&server, n, events).await;
         let workers = workers_rate(n, events).await;
         let ideal = n as f64 / DELAY.as_secs_f64();

@@ -113,7 +113,7 @@ async fn small_informer_figures() {
         Limits::default(),
     )
     .await;
-    let mut version = t.host.manager.status().await[0].version;
+    let mut version = t.host.manager().status().await[0].version;
     let mut uncached = Vec::new();
     let mut cached = Vec::new();
     for round in 0..7 {
@@ -123,7 +123,7 @@ async fn small_informer_figures() {
             install_bytes(bytes, swap_dir.path(), "swap.wasm");
             let done = wait_calls(&t.recorder, "swap", version, 1).await;
             sink.push(done - start);
-            version = t.host.manager.status().await[0].version;
+            version = t.host.manager().status().await[0].version;
         }
     }
     let median = |v: &mut Vec<Duration>| {
@@ -138,20 +138,20 @@ async fn small_informer_figures() {
         "| hot swap with a cached compile (goal ≤ 10 ms) | {:.1} ms (median of 7) |",
         median(&mut cached).as_secs_f64() * 1e3
     );
-    t.host.manager.unload("swap").await;
+    t.host.manager().unload("swap").await;
 
     // Idle RSS per loaded Rust plugin: 50 plugins on the synced informer.
     let rss_dir = tempfile::tempdir().unwrap();
     let warm = rss_dir.path().join("warm.wasm");
     std::fs::copy(&fixture, &warm).unwrap();
-    t.host.manager.load_file(&warm).await.unwrap();
+    t.host.manager().load_file(&warm).await.unwrap();
     wait_calls(&t.recorder, "warm", 0, 1).await;
     let before = rss_kib();
     let n = 50;
     for i in 0..n {
         let p = rss_dir.path().join(format!("idle-{i}.wasm"));
         std::fs::copy(&fixture, &p).unwrap();
-        t.host.manager.load_file(&p).await.unwrap();
+        t.host.manager().load_file(&p).await.unwrap();
         wait_calls(&t.recorder, &format!("idle-{i}"), 0, 1).await;
     }
     let after = rss_kib();
@@ -283,7 +283,7 @@ async fn main() {
         .start()
         .await
         .unwrap();
-    let manager = host.manager.clone();
+    let manager = host.manager().clone();
     let dir = tempfile::tempdir().unwrap();
 
     // 1. The first plugin: initial LIST through the informer, then its replay to the guest.
@@ -309,7 +309,7 @@ async fn main() {
         label_selector: None,
         field_selector: None,
     };
-    let objects = host.factory.indexer(&key).unwrap().list();
+    let objects = host.factory().indexer(&key).unwrap().list();
     let runtime = Runtime::new(RuntimeConfig::default(), RuntimeMetrics::unregistered()).unwrap();
     let compiled = runtime.compile(&std::fs::read(&fixture).unwrap()).unwrap();
     // The raw loop runs the guest the way a plugin worker does: on a thread of its own with a

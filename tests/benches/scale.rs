@@ -270,10 +270,10 @@ async fn child_kubewasm(kube: kube::Client, cache: PathBuf, keep_managed_fields:
         base_kib: rss_kib().0,
         ..Sample::default()
     };
-    let manager = host.manager.clone();
+    let manager = host.manager().clone();
     let start = Instant::now();
     manager.load_file(&plugin).await.expect("plugin loads");
-    let factory = host.factory.clone();
+    let factory = host.factory().clone();
     let mut informer_synced = None;
     until(async || {
         if informer_synced.is_none() && factory.has_synced(&configmap_key()) {
@@ -285,14 +285,14 @@ async fn child_kubewasm(kube: kube::Client, cache: PathBuf, keep_managed_fields:
     sample.synced = start.elapsed().as_secs_f64();
     sample.informer_synced = informer_synced.unwrap_or_default().as_secs_f64();
     let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &host.registry).unwrap();
+    prometheus_client::encoding::text::encode(&mut text, host.metrics_registry()).unwrap();
     sample.guest = text
         .lines()
         .filter(|l| l.starts_with("kubewasm_plugin_call_duration_seconds_sum"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
     settle(&mut sample).await;
-    let objects = host.factory.indexer(&configmap_key()).unwrap().list();
+    let objects = host.factory().indexer(&configmap_key()).unwrap().list();
     sample.heap_per_object =
         objects.iter().map(|o| o.heap_bytes()).sum::<usize>() as f64 / objects.len().max(1) as f64;
     sample.extra.insert(

@@ -39,6 +39,14 @@ enum Command {
     /// Run a handler through scenario files on an in-process API server with a virtual clock.
     #[cfg(feature = "scenario")]
     Test(test::TestArgs),
+    /// Not in this build: `kubewasm test` needs a virtual clock the production binary leaves
+    /// out; build with `--features scenario` (the workspace's test command does).
+    #[cfg(not(feature = "scenario"))]
+    Test {
+        /// Whatever was given; only the refusal is printed.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Create a handler folder (source, build script, manifest, scenario) in a language.
     New(new::NewArgs),
     /// Publish a handler component as a wasm OCI artifact; prints the reference pinned by digest.
@@ -75,6 +83,15 @@ pub fn main() -> std::process::ExitCode {
         logging::init_quiet(format);
         return test::test(args);
     }
+    #[cfg(not(feature = "scenario"))]
+    if let Command::Test { .. } = cli.command {
+        eprintln!(
+            "kubewasm test: not in this build of kubewasm (a production build leaves out the \
+             virtual clock it needs); build it with `--features scenario`, e.g. \
+             `cargo run --release -p kubewasm --features scenario -- test ...`"
+        );
+        return std::process::ExitCode::from(2);
+    }
     logging::init(format);
     let result = match cli.command {
         Command::Check(args) => check::check(args),
@@ -95,6 +112,8 @@ pub fn main() -> std::process::ExitCode {
                         Command::Pull(a) => pull::pull(a).await,
                         #[cfg(feature = "scenario")]
                         Command::Test(_) => unreachable!("handled above"),
+                        #[cfg(not(feature = "scenario"))]
+                        Command::Test { .. } => unreachable!("handled above"),
                         Command::Check(_)
                         | Command::Rbac(_)
                         | Command::New(_)

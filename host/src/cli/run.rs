@@ -355,10 +355,10 @@ async fn api_server_addresses(url: &http::Uri) -> Vec<std::net::IpAddr> {
 
 /// Says where the endpoints are, once.
 pub fn log_endpoints(host: &Host) {
-    if let Some(a) = host.metrics_addr {
+    if let Some(a) = host.metrics_addr() {
         tracing::info!(address = %a, "serving /metrics");
     }
-    if let Some(a) = host.health_addr {
+    if let Some(a) = host.health_addr() {
         tracing::info!(address = %a, "serving /healthz and /readyz");
     }
 }

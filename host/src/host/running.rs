@@ -18,18 +18,12 @@ use crate::runtime::Runtime;
 /// A running host; [`Host::shutdown`] stops it in order (watcher and sources, plugins,
 /// informers, endpoints).
 pub struct Host {
-    /// The plugin manager, for loading files directly and reading their status.
-    pub manager: PluginManager,
-    /// The shared informers.
-    pub factory: InformerFactory,
-    /// The engine the plugins run on (to describe a file without loading it).
-    pub runtime: Runtime,
-    /// The metrics registry served at `/metrics`.
-    pub registry: Arc<Registry>,
-    /// Bound address of `/metrics`, if enabled.
-    pub metrics_addr: Option<SocketAddr>,
-    /// Bound address of `/healthz` and `/readyz`, if enabled.
-    pub health_addr: Option<SocketAddr>,
+    manager: PluginManager,
+    factory: InformerFactory,
+    runtime: Runtime,
+    registry: Arc<Registry>,
+    metrics_addr: Option<SocketAddr>,
+    health_addr: Option<SocketAddr>,
     stop: CancellationToken,
     watcher: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     /// The plugins of a sources file, if the host follows one.
@@ -151,6 +145,37 @@ impl Host {
         }
         self.starting.store(false, Ordering::Release);
         Ok(self)
+    }
+
+    /// The plugin manager, for loading files directly and reading what `/plugins` shows.
+    pub fn manager(&self) -> &PluginManager {
+        &self.manager
+    }
+
+    /// The informers the plugins share, for reading their caches and sync state.
+    pub fn factory(&self) -> &InformerFactory {
+        &self.factory
+    }
+
+    /// The engine the plugins run on, to describe a file without loading it or read its
+    /// metrics.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// The metrics registry served at `/metrics`, to read the figures without an HTTP request.
+    pub fn metrics_registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The bound address of `/metrics`, if served (port 0 asks for a free one).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The bound address of `/healthz` and `/readyz`, if served (port 0 asks for a free one).
+    pub fn health_addr(&self) -> Option<SocketAddr> {
+        self.health_addr
     }
 
     /// Resolves when the host was asked to stop.

@@ -4,7 +4,7 @@
 //!   manifest, subscriptions, the [`PluginManager`]'s lifecycle (load, hot swap, unload), the
 //!   [`DirectoryWatcher`] that keeps the plugins equal to a folder's files and the
 //!   [`PluginSources`] that keep them equal to OCI artifacts.
-//! - `delivery/`: notifications flow through a bounded per-plugin queue to a [`Dispatcher`] and
+//! - `delivery/`: notifications flow through a bounded per-plugin queue to a `Dispatcher` and
 //!   the worker that owns the guest instance; quarantine, the plugin state machine, and
 //!   following leadership (a standby keeps its plugins loaded and caches warm, delivers nothing).
 //! - `capabilities/`: what a guest may do beyond receiving events, each within its [`Grants`]:
@@ -14,8 +14,8 @@
 //! [`Observer`](crate::runtime::Observer). Only what this file re-exports is public; everything
 //! else is the rooms' business.
 //!
-//! Knows nothing of wasmtime (the runtime's instances are one [`Guest`] implementation) nor of
-//! how informers list and watch (it registers handlers on a factory).
+//! Knows nothing of wasmtime (the runtime's instances are one implementation of its `Guest`
+//! trait) nor of how informers list and watch (it registers handlers on a factory).
 
 mod capabilities;
 mod delivery;
@@ -33,7 +33,10 @@ pub use capabilities::kube_client::{
 pub use capabilities::projected::ProjectionCache;
 pub use capabilities::projection::{Projection, ProjectionError};
 pub use delivery::attachment::DeliveryMode;
-pub use delivery::dispatch::{DispatchConfig, Dispatcher, Guest, MAX_CONCURRENCY};
+pub use delivery::dispatch::{DispatchConfig, MAX_CONCURRENCY};
+// A dispatcher without a runtime or informers, only for `host/benches/queue.rs`.
+#[cfg(feature = "bench")]
+pub use delivery::dispatch::{Dispatcher, Guest};
 pub use delivery::quarantine::QuarantinePolicy;
 pub use delivery::queue::{DEFAULT_MAX_QUEUED, coalesce};
 pub use delivery::state::{PluginState, StateEvent};

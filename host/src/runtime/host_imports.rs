@@ -49,7 +49,8 @@ macro_rules! log_and_cache {
                     .map_err(|e| cache_refused("get", &e))?;
                 let found = self
                     .cache
-                    .get(&api_version, &kind, namespace.as_deref(), &name)?;
+                    .get(&api_version, &kind, namespace.as_deref(), &name)
+                    .map_err(|e| e.to_string())?;
                 let Some(o) = found else { return Ok(None) };
                 memory
                     .charge(convert::owned_bytes(&o.view()))
@@ -77,7 +78,8 @@ macro_rules! log_and_cache {
                     &kind,
                     namespace.as_deref(),
                     label_selector.as_deref(),
-                )?;
+                )
+                .map_err(|e| e.to_string())?;
                 // The whole answer is charged before any copy of it is made, so a list too
                 // large for what is left of the plugin's budget is refused without one.
                 let copies = found

@@ -221,7 +221,7 @@ async fn tls(
 
 /// One client configuration for the process: ring, TLS 1.2 and 1.3, the platform's roots.
 fn tls_config() -> Result<Arc<rustls::ClientConfig>, Error> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, rustls::Error>> = OnceLock::new();
     let built = CONFIG.get_or_init(|| {
         use rustls_platform_verifier::BuilderVerifierExt;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -229,7 +229,6 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, Error> {
             .with_safe_default_protocol_versions()
             .and_then(|b| b.with_platform_verifier())
             .map(|b| Arc::new(b.with_no_client_auth()))
-            .map_err(|e| e.to_string())
     });
     built.clone().map_err(|e| {
         tracing::warn!(target: "kubewasm::runtime", error = %e, "no TLS configuration");

@@ -133,9 +133,13 @@ impl CacheReader for FakeCache {
         kind: &str,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Arc<dyn GuestObject>>, String> {
+    ) -> Result<Option<Arc<dyn GuestObject>>, CacheError> {
         if (api_version, kind) != ("v1", "ConfigMap") {
-            return Err(format!("not subscribed to {api_version}/{kind}"));
+            return Err(CacheError::NotSubscribed {
+                plugin: "fake".into(),
+                api_version: api_version.into(),
+                kind: kind.into(),
+            });
         }
         Ok(Some(Arc::new(configmap(namespace, name, "7", &[]))))
     }
@@ -146,9 +150,13 @@ impl CacheReader for FakeCache {
         kind: &str,
         _namespace: Option<&str>,
         _label_selector: Option<&str>,
-    ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
+    ) -> Result<Vec<Arc<dyn GuestObject>>, CacheError> {
         if (api_version, kind) != ("v1", "ConfigMap") {
-            return Err(format!("not subscribed to {api_version}/{kind}"));
+            return Err(CacheError::NotSubscribed {
+                plugin: "fake".into(),
+                api_version: api_version.into(),
+                kind: kind.into(),
+            });
         }
         Ok(vec![
             Arc::new(configmap(Some("a"), "one", "1", &[])),
@@ -443,7 +451,8 @@ fn cache_imports_are_forwarded_and_refusals_are_values() {
     assert_eq!(
         logged(p),
         [
-            "cache-get-secret: error: not subscribed to v1/Secret",
+            "cache-get-secret: error: plugin fake does not subscribe to v1 Secret; only \
+             subscribed resources can be read from the cache",
             "cache-list-configmaps: 2"
         ]
     );

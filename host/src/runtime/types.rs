@@ -50,8 +50,8 @@ impl fmt::Debug for dyn GuestObject {
 }
 
 /// Answers a guest's `cache` imports. The implementation decides what a plugin may read:
-/// refusing (e.g. an unsubscribed kind) is an `Err(message)` that the guest receives as a value,
-/// never a trap.
+/// refusing (e.g. an unsubscribed kind) is a [`CacheError`] whose text the guest receives as a
+/// value, never a trap.
 pub trait CacheReader: Send + Sync + 'static {
     /// Answers `cache.get`: `Ok(None)` when the cache does not hold the object.
     fn get(
@@ -60,7 +60,7 @@ pub trait CacheReader: Send + Sync + 'static {
         kind: &str,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Arc<dyn GuestObject>>, String>;
+    ) -> Result<Option<Arc<dyn GuestObject>>, CacheError>;
 
     /// Answers `cache.list`, optionally limited to a namespace and a label selector.
     fn list(
@@ -69,7 +69,99 @@ pub trait CacheReader: Send + Sync + 'static {
         kind: &str,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> Result<Vec<Arc<dyn GuestObject>>, String>;
+    ) -> Result<Vec<Arc<dyn GuestObject>>, CacheError>;
+}
+
+/// Why a `cache` read was refused. The guest receives the message as the import's error string,
+/// so each says what to change; an unavailable cache is an error, never an empty answer, because
+/// a handler acting on a false "absent" would delete what still exists.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// The plugin reads a kind it did not subscribe to.
+    #[error(
+        "plugin {plugin} does not subscribe to {api_version} {kind}; only subscribed resources \
+         can be read from the cache"
+    )]
+    NotSubscribed {
+        /// The plugin reading.
+        plugin: String,
+        /// The kind's `apiVersion`, as the guest asked.
+        api_version: String,
+        /// The kind, as the guest asked.
+        kind: String,
+    },
+    /// The label selector of a `cache.list` does not parse.
+    #[error("invalid label selector {selector:?}: {source}")]
+    InvalidSelector {
+        /// The selector as the guest sent it.
+        selector: String,
+        /// What is wrong with it.
+        #[source]
+        source: kubewasm_apimachinery::SelectorError,
+    },
+    /// A `cache.list` matches more objects than one answer holds; refused whole, since a cut
+    /// answer would look complete.
+    #[error(
+        "cache.list of {scope} refused: it matches more than {max_objects} objects, over the \
+         per-call bound of {max_objects} objects and {}; {NARROW}",
+        human_bytes(*.max_bytes)
+    )]
+    TooManyObjects {
+        /// The list asked for: kind, namespace, selector.
+        scope: String,
+        /// Most objects one answer holds.
+        max_objects: usize,
+        /// Most bytes of object data one answer holds.
+        max_bytes: usize,
+    },
+    /// A `cache.list` matches more bytes of object data than one answer holds; refused whole
+    /// like [`CacheError::TooManyObjects`].
+    #[error(
+        "cache.list of {scope} refused: it matches more than {} of object data, over the \
+         per-call bound of {max_objects} objects and {}; {NARROW}",
+        human_bytes(*.max_bytes),
+        human_bytes(*.max_bytes)
+    )]
+    TooManyBytes {
+        /// The list asked for: kind, namespace, selector.
+        scope: String,
+        /// Most objects one answer holds.
+        max_objects: usize,
+        /// Most bytes of object data one answer holds.
+        max_bytes: usize,
+    },
+    /// The informer holding the kind is starting or stopping.
+    #[error(
+        "the cache of {informer} is not available: its informer is stopping or not started yet"
+    )]
+    Unavailable {
+        /// Which informer.
+        informer: String,
+    },
+    /// The instance runs outside a host ([`NoCache`]).
+    #[error("no informer cache is attached to this instance")]
+    NotAttached,
+}
+
+impl CacheError {
+    /// Whether the same read may succeed later by itself: only while an informer starts or
+    /// stops; every other refusal needs the guest or its subscriptions to change.
+    pub fn is_retriable(&self) -> bool {
+        matches!(self, CacheError::Unavailable { .. })
+    }
+}
+
+/// What a refused `cache.list` should do instead.
+const NARROW: &str =
+    "narrow it with a namespace or a label selector, or read single objects with cache.get";
+
+/// `8 MiB` for whole MiB, else bytes.
+fn human_bytes(n: usize) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else {
+        format!("{n} bytes")
+    }
 }
 
 /// Which version of the `kubewasm:handler` world a component implements.
@@ -222,8 +314,8 @@ impl CacheReader for NoCache {
         _: &str,
         _: Option<&str>,
         _: &str,
-    ) -> Result<Option<Arc<dyn GuestObject>>, String> {
-        Err("no informer cache is attached to this instance".into())
+    ) -> Result<Option<Arc<dyn GuestObject>>, CacheError> {
+        Err(CacheError::NotAttached)
     }
 
     fn list(
@@ -232,7 +324,7 @@ impl CacheReader for NoCache {
         _: &str,
         _: Option<&str>,
         _: Option<&str>,
-    ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
-        Err("no informer cache is attached to this instance".into())
+    ) -> Result<Vec<Arc<dyn GuestObject>>, CacheError> {
+        Err(CacheError::NotAttached)
     }
 }

@@ -370,7 +370,7 @@ impl World {
         // Refuses what would not load (bad component, missing grants) before anything runs,
         // and tells whether the handler exports `on-synced`.
         let described = {
-            let (runtime, path) = (host.runtime.clone(), plugin_path.clone());
+            let (runtime, path) = (host.runtime().clone(), plugin_path.clone());
             tokio::task::spawn_blocking(move || {
                 describe_file(&runtime, &path, Limits::default(), &grants)
             })
@@ -487,7 +487,7 @@ impl World {
                 written
             }
             Action::Restart => {
-                self.host.manager.unload(&self.plugin).await;
+                self.host.manager().unload(&self.plugin).await;
                 self.load().await
             }
             Action::Swap(path) => {
@@ -528,7 +528,7 @@ impl World {
 
     async fn load(&self) -> anyhow::Result<()> {
         self.host
-            .manager
+            .manager()
             .load_file(&self.plugin_path)
             .await
             .map(drop)
@@ -656,8 +656,8 @@ impl World {
                 self.server.faults().bookmark_now();
             }
             rounds += 1;
-            let informers = self.host.factory.caught_up(target);
-            let plugins = self.host.manager.is_idle();
+            let informers = self.host.factory().caught_up(target);
+            let plugins = self.host.manager().is_idle();
             if informers && plugins && self.server.resource_version() == target {
                 quiet += 1;
                 if quiet >= 3 {

@@ -22,7 +22,7 @@ use prometheus_client::metrics::family::Family;
 use super::projected::ProjectionCache;
 use crate::informer::{InformerFactory, InformerKey, KubeObject, LabelSelector, SharedObject};
 use crate::plugins::metrics::{CacheRefusalLabels, PluginMetrics};
-use crate::runtime::{CacheReader, GuestObject, ObjectView};
+use crate::runtime::{CacheError, CacheReader, GuestObject, ObjectView};
 
 /// Most objects one `cache.list` call returns.
 pub(crate) const MAX_LIST_OBJECTS: usize = 2000;
@@ -103,29 +103,39 @@ impl SubscribedCache {
         self
     }
 
-    fn matching(&self, api_version: &str, kind: &str) -> Result<Vec<&Subscribed>, String> {
+    fn matching(&self, api_version: &str, kind: &str) -> Result<Vec<&Subscribed>, CacheError> {
         let keys: Vec<_> = self
             .subscriptions
             .iter()
             .filter(|(k, _)| k.api_version == api_version && k.kind == kind)
             .collect();
         if keys.is_empty() {
-            return Err(format!(
-                "plugin {} does not subscribe to {api_version} {kind}; only subscribed resources can be read from the cache",
-                self.plugin
-            ));
+            return Err(CacheError::NotSubscribed {
+                plugin: self.plugin.clone(),
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+            });
         }
         Ok(keys)
     }
 
-    fn refuse(&self, reason: &'static str, message: String) -> String {
+    /// Counts a refused `cache.list` under its reason and hands the error on.
+    fn refuse(&self, e: CacheError) -> CacheError {
+        let reason = match &e {
+            CacheError::NotSubscribed { .. } => "not_subscribed",
+            CacheError::InvalidSelector { .. } => "invalid_selector",
+            CacheError::TooManyObjects { .. } => "too_many_objects",
+            CacheError::TooManyBytes { .. } => "too_many_bytes",
+            // Not the guest's doing: a cache that comes back is not a refusal.
+            CacheError::Unavailable { .. } | CacheError::NotAttached => return e,
+        };
         self.refused
             .get_or_create(&CacheRefusalLabels {
                 plugin: self.plugin.clone(),
                 reason,
             })
             .inc();
-        message
+        e
     }
 }
 
@@ -140,15 +150,6 @@ fn answer_bytes(v: &ObjectView<'_>) -> usize {
         + v.uid.len()
         + v.resource_version.len()
         + labels
-}
-
-/// `8 MiB` for whole MiB, else bytes.
-fn human_bytes(n: usize) -> String {
-    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
-        format!("{} MiB", n >> 20)
-    } else {
-        format!("{n} bytes")
-    }
 }
 
 /// How a list was described in a refusal, so the guest sees which call to narrow.
@@ -179,8 +180,10 @@ fn to_guest(o: SharedObject, projection: &Option<Arc<ProjectionCache>>) -> Arc<d
 
 /// The error a guest gets for a cache that is not there (any more): an error, never an empty
 /// answer.
-fn unavailable_cache(key: &InformerKey) -> String {
-    format!("the cache of {key} is not available: its informer is stopping or not started yet")
+fn unavailable_cache(key: &InformerKey) -> CacheError {
+    CacheError::Unavailable {
+        informer: key.to_string(),
+    }
 }
 
 impl CacheReader for SubscribedCache {
@@ -190,7 +193,7 @@ impl CacheReader for SubscribedCache {
         kind: &str,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Arc<dyn GuestObject>>, String> {
+    ) -> Result<Option<Arc<dyn GuestObject>>, CacheError> {
         let key = match namespace {
             Some(ns) => format!("{ns}/{name}"),
             None => name.to_string(),
@@ -221,34 +224,21 @@ impl CacheReader for SubscribedCache {
         kind: &str,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> Result<Vec<Arc<dyn GuestObject>>, String> {
+    ) -> Result<Vec<Arc<dyn GuestObject>>, CacheError> {
         let label_selector = label_selector.filter(|s| !s.trim().is_empty());
         let keys = self
             .matching(api_version, kind)
-            .map_err(|e| self.refuse("not_subscribed", e))?;
+            .map_err(|e| self.refuse(e))?;
         let selector = label_selector
             .map(LabelSelector::parse)
             .transpose()
-            .map_err(|e| {
-                let sel = label_selector.unwrap_or_default();
-                self.refuse(
-                    "invalid_selector",
-                    format!("invalid label selector {sel:?}: {e}"),
-                )
+            .map_err(|source| {
+                self.refuse(CacheError::InvalidSelector {
+                    selector: label_selector.unwrap_or_default().to_string(),
+                    source,
+                })
             })?;
-        let too_big = |what: String, reason| {
-            self.refuse(
-                reason,
-                format!(
-                    "cache.list of {} refused: it matches {what}, over the per-call bound of {} \
-                     objects and {}; narrow it with a namespace or a label selector, or read \
-                     single objects with cache.get",
-                    list_scope(api_version, kind, namespace, label_selector),
-                    self.bound.objects,
-                    human_bytes(self.bound.bytes),
-                ),
-            )
-        };
+        let scope = || list_scope(api_version, kind, namespace, label_selector);
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
         let mut bytes = 0usize;
@@ -271,18 +261,20 @@ impl CacheReader for SubscribedCache {
                     continue;
                 }
                 if out.len() == self.bound.objects {
-                    return Err(too_big(
-                        format!("more than {} objects", self.bound.objects),
-                        "too_many_objects",
-                    ));
+                    return Err(self.refuse(CacheError::TooManyObjects {
+                        scope: scope(),
+                        max_objects: self.bound.objects,
+                        max_bytes: self.bound.bytes,
+                    }));
                 }
                 let obj = to_guest(obj, projection);
                 bytes += answer_bytes(&obj.view());
                 if bytes > self.bound.bytes {
-                    return Err(too_big(
-                        format!("more than {} of object data", human_bytes(self.bound.bytes)),
-                        "too_many_bytes",
-                    ));
+                    return Err(self.refuse(CacheError::TooManyBytes {
+                        scope: scope(),
+                        max_objects: self.bound.objects,
+                        max_bytes: self.bound.bytes,
+                    }));
                 }
                 out.push(obj);
             }
@@ -378,7 +370,7 @@ mod tests {
         });
         let err = three.list("v1", "ConfigMap", None, None).err().unwrap();
         assert_eq!(
-            err,
+            err.to_string(),
             "cache.list of v1 ConfigMap in all namespaces refused: it matches more than 3 \
              objects, over the per-call bound of 3 objects and 8 MiB; narrow it with a namespace \
              or a label selector, or read single objects with cache.get"
@@ -411,7 +403,8 @@ mod tests {
         let err = short
             .list("v1", "ConfigMap", Some("kube-public"), Some("tier=db"))
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(
             err.starts_with(&format!(
                 "cache.list of v1 ConfigMap in namespace \"kube-public\" with label selector \

@@ -980,13 +980,19 @@ const MAX_UID_LEN: usize = 253;
 /// Kubernetes' name syntax for the objects a guest names: a DNS-1123 subdomain, the rule of
 /// nearly every kind. It keeps out everything that could escape a path or a log (`/`, `%`,
 /// `..`, spaces) and `:`, which the API server reads as proxy syntax (`http:web:80`).
-fn validate_name(name: &str) -> Result<(), String> {
-    validate_dns1123_subdomain(name).map_err(|e| e.to_string())
+fn validate_name(name: &str) -> Result<(), ValidationError> {
+    validate_dns1123_subdomain(name)
 }
 
-fn validate_subresource(s: &str) -> Result<(), String> {
+/// Why a guest's subresource name was refused: only lowercase letters pass, so none can escape
+/// the request path.
+#[derive(Debug, thiserror::Error)]
+#[error("must be 1-63 lowercase letters, e.g. status")]
+struct BadSubresource;
+
+fn validate_subresource(s: &str) -> Result<(), BadSubresource> {
     if s.is_empty() || s.len() > 63 || !s.bytes().all(|b| b.is_ascii_lowercase()) {
-        return Err("must be 1-63 lowercase letters, e.g. status".into());
+        return Err(BadSubresource);
     }
     Ok(())
 }
