@@ -11,7 +11,7 @@
 //!
 //! A write to one is refused at the call, never sent. A grant that would cover one still
 //! loads (a ConfigMap `apply` grant on every namespace is a normal thing to grant), with a
-//! warning at load and in `kubewasm check` that those writes will always be refused.
+//! warning at load and in `kubewasm check` that those writes are refused at the call (nothing to change: the rest of the grant works).
 
 use std::fmt;
 
