@@ -705,7 +705,10 @@ steps:
 "#;
 
 #[test]
-#[cfg_attr(not(feature = "scenario"), ignore = "kubewasm test needs --features scenario")]
+#[cfg_attr(
+    not(feature = "scenario"),
+    ignore = "kubewasm test needs --features scenario"
+)]
 fn test_runs_scenarios_and_shows_differences() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -762,7 +765,10 @@ fn test_runs_scenarios_and_shows_differences() {
 }
 
 #[test]
-#[cfg_attr(not(feature = "scenario"), ignore = "kubewasm test needs --features scenario")]
+#[cfg_attr(
+    not(feature = "scenario"),
+    ignore = "kubewasm test needs --features scenario"
+)]
 fn test_update_writes_the_transcript_back_as_expectations() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("golden.yaml");
@@ -791,7 +797,10 @@ fn test_update_writes_the_transcript_back_as_expectations() {
 }
 
 #[test]
-#[cfg_attr(not(feature = "scenario"), ignore = "kubewasm test needs --features scenario")]
+#[cfg_attr(
+    not(feature = "scenario"),
+    ignore = "kubewasm test needs --features scenario"
+)]
 fn test_refuses_bad_scenarios_naming_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let cases: [(&str, &str, &str, &str); 5] = [
@@ -844,7 +853,10 @@ fn test_refuses_bad_scenarios_naming_file_and_line() {
 /// "none of this kind" in a step that does other things; and each way those fail, with errors
 /// that name the user's own files, once.
 #[test]
-#[cfg_attr(not(feature = "scenario"), ignore = "kubewasm test needs --features scenario")]
+#[cfg_attr(
+    not(feature = "scenario"),
+    ignore = "kubewasm test needs --features scenario"
+)]
 fn test_expects_refusals_and_nones_and_names_the_users_files() {
     let dir = tempfile::tempdir().unwrap();
     let handler = dist().join("rust-logger-v2.wasm");
@@ -997,7 +1009,10 @@ fn new_refuses_bad_input_with_a_clear_error() {
 /// over the languages, so two guest builds (and two cargo runs) never share the machine's cores.
 /// `KUBEWASM_NEW_LANGS=rust,go` limits the languages.
 #[test]
-#[cfg_attr(not(feature = "scenario"), ignore = "kubewasm test needs --features scenario")]
+#[cfg_attr(
+    not(feature = "scenario"),
+    ignore = "kubewasm test needs --features scenario"
+)]
 fn new_templates_build_check_and_pass_their_scenario() {
     let langs = std::env::var("KUBEWASM_NEW_LANGS")
         .unwrap_or_else(|_| "rust,python,javascript,c,go".to_string());

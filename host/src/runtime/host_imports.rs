@@ -73,13 +73,15 @@ macro_rules! log_and_cache {
                 memory
                     .charge(lifted as u64)
                     .map_err(|e| cache_refused("list", &e))?;
-                let found = self.cache.list(
-                    &api_version,
-                    &kind,
-                    namespace.as_deref(),
-                    label_selector.as_deref(),
-                )
-                .map_err(|e| e.to_string())?;
+                let found = self
+                    .cache
+                    .list(
+                        &api_version,
+                        &kind,
+                        namespace.as_deref(),
+                        label_selector.as_deref(),
+                    )
+                    .map_err(|e| e.to_string())?;
                 // The whole answer is charged before any copy of it is made, so a list too
                 // large for what is left of the plugin's budget is refused without one.
                 let copies = found

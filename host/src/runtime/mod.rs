@@ -69,6 +69,6 @@ pub use observer::{
 };
 pub use pool::{PoolFull, PoolReservation, UNRESERVED_SHARE};
 pub use types::{
-    ApiError, CacheError, CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, HandlerWorld, NoCache,
-    ObjectView, Permission, PluginInfo, Subscription,
+    ApiError, CacheError, CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, HandlerWorld,
+    NoCache, ObjectView, Permission, PluginInfo, Subscription,
 };

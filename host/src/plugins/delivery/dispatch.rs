@@ -337,7 +337,8 @@ pub struct Dispatcher {
 
 impl Dispatcher {
     /// A dispatcher with an empty queue and a state of its own (nobody else reads it);
-    /// nothing is delivered until [`Dispatcher::open`].
+    /// nothing is delivered until [`Dispatcher::open`]. Only the queue bench builds one alone.
+    #[cfg_attr(not(feature = "bench"), allow(dead_code))]
     pub fn new(
         plugin: &str,
         version: u64,

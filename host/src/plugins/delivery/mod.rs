@@ -10,6 +10,8 @@
 //! Knows nothing of files, manifests or grants: it is handed a described version by `loading`.
 
 pub(crate) mod attachment;
+// Its `pub` items are the crate's own unless the `bench` feature re-exports them.
+#[cfg_attr(not(feature = "bench"), allow(unreachable_pub))]
 pub(crate) mod dispatch;
 pub(crate) mod quarantine;
 pub(crate) mod queue;

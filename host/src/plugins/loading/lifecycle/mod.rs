@@ -43,9 +43,9 @@ use crate::plugins::capabilities::kube_client::{ClusterContext, PluginClient};
 use crate::plugins::capabilities::projected::Projections;
 use crate::plugins::delivery::attachment::{AttachError, Attachable, Delivery, DeliveryMode};
 use crate::plugins::delivery::dispatch::{DispatchConfig, Dispatcher};
-use crate::plugins::leadership::WarmCache;
 use crate::plugins::delivery::state::{PluginState, SharedState, StateEvent};
 use crate::plugins::grants::{GrantChange, GrantPolicy, Grants};
+use crate::plugins::leadership::WarmCache;
 use crate::plugins::metrics::{LoadLabels, PluginMetrics};
 use crate::runtime::{
     GuestCausedLog, HandlerInstance, HttpPolicy, Limits, LoadFailed, MemoryBudget, PluginInfo,
@@ -292,10 +292,7 @@ impl PluginManager {
             }),
         };
         if let Some(leadership) = leadership {
-            crate::plugins::leadership::follow(
-                Arc::downgrade(&manager.inner),
-                leadership,
-            );
+            crate::plugins::leadership::follow(Arc::downgrade(&manager.inner), leadership);
         }
         manager
     }
