@@ -376,40 +376,44 @@ async fn bad_plugin_files_are_refused_with_errors_naming_them() {
     t.host.shutdown().await;
 }
 
-/// One call-time case: a guest action that must end in a failed call naming the cause.
+/// One call-time case: a guest action that must end in a failed call naming a cause among
+/// `expect`.
 struct CallCase {
     action: &'static str,
-    expect: &'static str,
+    expect: &'static [&'static str],
 }
 
 const CALL_CASES: &[CallCase] = &[
     CallCase {
         action: "trap",
-        expect: "guest trapped",
+        expect: &["guest trapped"],
     },
     CallCase {
         action: "loop",
-        expect: "deadline",
+        expect: &["deadline"],
     },
     CallCase {
         action: "oom",
-        expect: "memory cap",
+        expect: &["memory cap"],
     },
     CallCase {
         action: "sleep",
-        expect: "deadline",
+        expect: &["deadline"],
     },
     CallCase {
         action: "poll",
-        expect: "deadline",
+        expect: &["deadline"],
     },
     CallCase {
         action: "pollables",
-        expect: "guest trapped",
+        // The table cap traps the guest (asserted in the runtime's own tests); with this
+        // manifest's 300 ms on a loaded machine, the deadline may end the call first. Either
+        // way the call fails alone and a fresh instance serves the next one.
+        expect: &["guest trapped", "deadline"],
     },
     CallCase {
         action: "stack-overflow",
-        expect: "guest trapped",
+        expect: &["guest trapped"],
     },
 ];
 
@@ -434,7 +438,7 @@ async fn misbehaving_calls_fail_cleanly_while_others_keep_receiving() {
         t.recorder
             .wait_call("bad", case.action, |c| {
                 c.key == key
-                    && matches!(&c.outcome, CallOutcome::Failed(m) if m.contains(case.expect))
+                    && matches!(&c.outcome, CallOutcome::Failed(m) if case.expect.iter().any(|e| m.contains(e)))
             })
             .await;
         t.logs
