@@ -24,7 +24,8 @@ export class ApiError extends Error {
 }
 
 /** An outbound request that got no whole response (denied by the grants, refused, reset);
- * `code` is the wasi:http error-code tag, e.g. `HTTP-request-denied`. */
+ * `code` is the wasi:http error-code case as the WIT names it, lower-case, e.g.
+ * `http-request-denied` (the binding's tag is `HTTP-request-denied`). */
 export class HttpError extends Error {
   constructor(message, code = '') {
     super(message);

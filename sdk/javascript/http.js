@@ -29,18 +29,19 @@ export function text(bytes) {
   }
 }
 
-/** A wasi:http error-code as the SDK's error (its payload stays out: it may hold data). */
+/** A wasi:http error-code as the SDK's error (its payload stays out: it may hold data); its code
+ * is the case as the WIT names it, lower-case (the tag `HTTP-request-denied` is
+ * `http-request-denied`), as in the Python and Rust SDKs. */
 export function httpError(what, code) {
-  const tag = String(code && code.tag !== undefined ? code.tag : code);
-  const t = tag.toLowerCase();
-  const Cls = t.endsWith('timeout') ? Timeout : t === 'http-response-body-size' ? TooLarge : HttpError;
-  return new Cls(`${what}: ${tag}`, tag);
+  const name = String(code && code.tag !== undefined ? code.tag : code).toLowerCase();
+  const Cls = name.endsWith('timeout') ? Timeout : name === 'http-response-body-size' ? TooLarge : HttpError;
+  return new Cls(`${what}: ${name}`, name);
 }
 
 /** `scheme`, `authority` and `path` (with query) of an http(s) URL, or an HttpError. */
 export function parseUrl(url) {
   const m = /^(https?):\/\/([^/?#]+)([^#]*)/.exec(url);
-  if (!m) throw new HttpError(`not an http(s) URL: ${JSON.stringify(String(url).slice(0, 64))}`, 'HTTP-request-URI-invalid');
+  if (!m) throw new HttpError(`not an http(s) URL: ${JSON.stringify(String(url).slice(0, 64))}`, 'http-request-uri-invalid');
   const path = m[3] || '/';
   return { https: m[1] === 'https', authority: m[2], path: path.startsWith('/') ? path : `/${path}` };
 }

@@ -175,14 +175,16 @@ test('events carry the object-meta', () => {
 test('http: error codes, URLs, bodies', () => {
   assert.ok(http.httpError('GET x', { tag: 'connection-timeout' }) instanceof Timeout);
   assert.ok(http.httpError('GET x', { tag: 'HTTP-response-timeout' }) instanceof Timeout);
+  const dns = http.httpError('GET x', { tag: 'DNS-timeout' });
+  assert.deepEqual([dns.constructor, dns.code], [Timeout, 'dns-timeout']);
   const big = http.httpError('GET x', { tag: 'HTTP-response-body-size', val: 20000n });
   assert.ok(big instanceof TooLarge);
-  assert.equal(big.message, 'GET x: HTTP-response-body-size');
+  assert.deepEqual([big.message, big.code], ['GET x: http-response-body-size', 'http-response-body-size']);
   const denied = http.httpError('GET x', { tag: 'HTTP-request-denied' });
-  assert.deepEqual([denied.constructor, denied.code], [HttpError, 'HTTP-request-denied']);
+  assert.deepEqual([denied.constructor, denied.code], [HttpError, 'http-request-denied']);
   assert.deepEqual(http.parseUrl('https://h.example:8443/a/b?c=1#f'), { https: true, authority: 'h.example:8443', path: '/a/b?c=1' });
   assert.deepEqual(http.parseUrl('http://127.0.0.1:9000'), { https: false, authority: '127.0.0.1:9000', path: '/' });
-  assert.throws(() => http.parseUrl('ftp://x'), HttpError);
+  assert.throws(() => http.parseUrl('ftp://x'), (e) => e instanceof HttpError && e.code === 'http-request-uri-invalid');
   assert.equal(http.text(http.utf8('héllo ✓')), 'héllo ✓');
   const r = new http.Response(200, {}, http.utf8('{"a":1}'));
   assert.deepEqual([r.ok, r.json()], [true, { a: 1 }]);

@@ -28,7 +28,8 @@ class ApiError(Exception):
 
 class HttpError(Exception):
     """An outbound request that got no response: denied by the grants, refused, reset. `code`
-    is the `wasi:http` error-code name, e.g. `HttpRequestDenied`."""
+    is the `wasi:http` error-code case as the WIT names it, lower-case, e.g. `http-request-denied`
+    (`status-503` from `Response.raise_for_status`)."""
 
     def __init__(self, message: str, code: str = ""):
         super().__init__(message)

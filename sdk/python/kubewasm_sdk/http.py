@@ -3,6 +3,7 @@
 `TooLarge` for the host's body cap) when no whole response came back."""
 
 import json
+import re
 from urllib.parse import urlsplit
 
 from componentize_py_types import Err
@@ -14,7 +15,7 @@ from .errors import HttpError, Timeout, TooLarge
 
 # wasi:io lets one blocking write carry at most 4096 bytes.
 _CHUNK = 4096
-_TIMEOUTS = {"DnsTimeout", "ConnectionTimeout", "ConnectionReadTimeout", "ConnectionWriteTimeout", "HttpResponseTimeout"}
+_TIMEOUTS = {"dns-timeout", "connection-timeout", "connection-read-timeout", "connection-write-timeout", "http-response-timeout"}
 _METHODS = {"GET": t.Method_Get, "POST": t.Method_Post, "PUT": t.Method_Put, "DELETE": t.Method_Delete,
             "PATCH": t.Method_Patch, "HEAD": t.Method_Head}
 
@@ -41,14 +42,20 @@ class Response:
     def raise_for_status(self) -> "Response":
         """Raises `HttpError` unless the status is 2xx; answers the response otherwise."""
         if not self.ok:
-            raise HttpError(f"HTTP {self.status}", f"Status{self.status}")
+            raise HttpError(f"HTTP {self.status}", f"status-{self.status}")
         return self
+
+
+def _wit_name(code) -> str:
+    """The error-code case as the WIT names it, lower-case: `ErrorCode_HttpRequestDenied` (the
+    binding's class) is `http-request-denied` (the WIT's `HTTP-request-denied`)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", type(code).__name__.removeprefix("ErrorCode_")).lower()
 
 
 def _error(what: str, code) -> HttpError:
     """A wasi:http error-code as the SDK's exception (its payload stays out: it may hold data)."""
-    name = type(code).__name__.removeprefix("ErrorCode_")
-    cls = Timeout if name in _TIMEOUTS else TooLarge if name == "HttpResponseBodySize" else HttpError
+    name = _wit_name(code)
+    cls = Timeout if name in _TIMEOUTS else TooLarge if name == "http-response-body-size" else HttpError
     return cls(f"{what}: {name}", name)
 
 
@@ -57,7 +64,7 @@ def request(method: str, url: str, body: bytes = b"", headers: dict = None, time
     connection, the first byte and each gap between body bytes; the host's own limits apply too."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise HttpError(f"not an http(s) URL: {url[:64]!r}", "HttpRequestUriInvalid")
+        raise HttpError(f"not an http(s) URL: {url[:64]!r}", "http-request-uri-invalid")
     entries = [(k.lower(), str(v).encode()) for k, v in (headers or {}).items()]
     if body:
         entries.append(("content-length", str(len(body)).encode()))

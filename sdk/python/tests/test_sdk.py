@@ -225,21 +225,27 @@ class HttpTest(unittest.TestCase):
     def test_error_codes_become_exceptions(self):
         self.assertIsInstance(http._error("GET x", whttp.ErrorCode_ConnectionTimeout()), sdk.Timeout)
         self.assertIsInstance(http._error("GET x", whttp.ErrorCode_HttpResponseTimeout()), sdk.Timeout)
+        dns = http._error("GET x", whttp.ErrorCode_DnsTimeout())
+        self.assertEqual((type(dns), dns.code), (sdk.Timeout, "dns-timeout"))
+        uri = http._error("GET x", whttp.ErrorCode_HttpRequestUriInvalid())
+        self.assertEqual((type(uri), uri.code), (sdk.HttpError, "http-request-uri-invalid"))
         big = http._error("GET x", whttp.ErrorCode_HttpResponseBodySize(20000))
         self.assertIsInstance(big, sdk.TooLarge)
-        self.assertEqual(str(big), "GET x: HttpResponseBodySize")
+        self.assertEqual((str(big), big.code), ("GET x: http-response-body-size", "http-response-body-size"))
         denied = http._error("GET x", whttp.ErrorCode_HttpRequestDenied())
-        self.assertEqual((type(denied), denied.code), (sdk.HttpError, "HttpRequestDenied"))
+        self.assertEqual((type(denied), denied.code), (sdk.HttpError, "http-request-denied"))
 
     def test_response(self):
         r = http.Response(200, {}, b'{"a": 1}')
         self.assertEqual((r.ok, r.json(), r.text), (True, {"a": 1}, '{"a": 1}'))
-        with self.assertRaises(sdk.HttpError):
+        with self.assertRaises(sdk.HttpError) as got:
             http.Response(503, {}, b"").raise_for_status()
+        self.assertEqual(got.exception.code, "status-503")
 
     def test_not_a_url(self):
-        with self.assertRaises(sdk.HttpError):
+        with self.assertRaises(sdk.HttpError) as got:
             http.get("ftp://x")
+        self.assertEqual(got.exception.code, "http-request-uri-invalid")
 
 
 if __name__ == "__main__":

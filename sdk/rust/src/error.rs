@@ -27,6 +27,11 @@ pub enum Error {
     Http {
         /// Whether trying again may succeed.
         transient: bool,
+        /// The `wasi:http` error-code case as the WIT names it, lower-case, e.g.
+        /// `http-request-denied` (the Python and JavaScript SDKs' `HttpError.code`), or
+        /// `status-503` from [`Response::error_for_status`](crate::http::Response::error_for_status);
+        /// `None` when the SDK failed on its own (a body over the cap, a stream taken twice).
+        code: Option<String>,
         /// What went wrong.
         message: String,
     },
@@ -51,6 +56,15 @@ impl Error {
     pub fn code(&self) -> Option<u16> {
         match self {
             Error::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// The HTTP failure's code, spelt as in the WIT (lower-case): `http-request-denied`,
+    /// `connection-timeout`, `status-503`…; `None` for other errors and the SDK's own HTTP ones.
+    pub fn http_code(&self) -> Option<&str> {
+        match self {
+            Error::Http { code, .. } => code.as_deref(),
             _ => None,
         }
     }
@@ -155,9 +169,12 @@ mod tests {
         assert!(!Error::fatal("never").is_retryable());
         let timeout = Error::Http {
             transient: true,
+            code: Some("connection-timeout".into()),
             message: "timeout".into(),
         };
         assert!(timeout.is_retryable());
+        assert_eq!(timeout.http_code(), Some("connection-timeout"));
+        assert_eq!(api(503).http_code(), None);
         assert!(api(404).is_not_found() && !api(409).is_not_found());
     }
 

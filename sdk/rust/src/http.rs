@@ -46,6 +46,7 @@ impl Response {
         }
         Err(Error::Http {
             transient: self.status == 429 || self.status >= 500,
+            code: Some(format!("status-{}", self.status)),
             message: format!("answered {}", self.status),
         })
     }
@@ -147,7 +148,14 @@ impl Request {
         }
         let request = OutgoingRequest::new(headers);
         let set = |ok: std::result::Result<(), ()>, what: &str| {
-            ok.map_err(|()| fatal(format!("invalid {what} in {}", self.url)))
+            ok.map_err(|()| {
+                let code = if what == "method" {
+                    ErrorCode::HttpRequestMethodInvalid
+                } else {
+                    ErrorCode::HttpRequestUriInvalid
+                };
+                invalid(&code, format!("invalid {what} in {}", self.url))
+            })
         };
         set(request.set_method(&self.method), "method")?;
         let scheme = if scheme == "https" {
@@ -238,6 +246,7 @@ fn write_body(outgoing: &OutgoingBody, bytes: &[u8]) -> Result<()> {
 fn fatal(message: String) -> Error {
     Error::Http {
         transient: false,
+        code: None,
         message,
     }
 }
@@ -245,7 +254,65 @@ fn fatal(message: String) -> Error {
 fn transient(message: String) -> Error {
     Error::Http {
         transient: true,
+        code: None,
         message,
+    }
+}
+
+/// A URL or request line the SDK refuses before sending, coded as the host would.
+fn invalid(code: &ErrorCode, message: String) -> Error {
+    Error::Http {
+        transient: false,
+        code: Some(code.wit_name().into()),
+        message,
+    }
+}
+
+impl ErrorCode {
+    /// The case as the WIT names it, lower-case: `HttpRequestDenied` is `http-request-denied`
+    /// (the WIT's `HTTP-request-denied`), the code the Python and JavaScript SDKs report too.
+    pub fn wit_name(&self) -> &'static str {
+        match self {
+            ErrorCode::DnsTimeout => "dns-timeout",
+            ErrorCode::DnsError(_) => "dns-error",
+            ErrorCode::DestinationNotFound => "destination-not-found",
+            ErrorCode::DestinationUnavailable => "destination-unavailable",
+            ErrorCode::DestinationIpProhibited => "destination-ip-prohibited",
+            ErrorCode::DestinationIpUnroutable => "destination-ip-unroutable",
+            ErrorCode::ConnectionRefused => "connection-refused",
+            ErrorCode::ConnectionTerminated => "connection-terminated",
+            ErrorCode::ConnectionTimeout => "connection-timeout",
+            ErrorCode::ConnectionReadTimeout => "connection-read-timeout",
+            ErrorCode::ConnectionWriteTimeout => "connection-write-timeout",
+            ErrorCode::ConnectionLimitReached => "connection-limit-reached",
+            ErrorCode::TlsProtocolError => "tls-protocol-error",
+            ErrorCode::TlsCertificateError => "tls-certificate-error",
+            ErrorCode::TlsAlertReceived(_) => "tls-alert-received",
+            ErrorCode::HttpRequestDenied => "http-request-denied",
+            ErrorCode::HttpRequestLengthRequired => "http-request-length-required",
+            ErrorCode::HttpRequestBodySize(_) => "http-request-body-size",
+            ErrorCode::HttpRequestMethodInvalid => "http-request-method-invalid",
+            ErrorCode::HttpRequestUriInvalid => "http-request-uri-invalid",
+            ErrorCode::HttpRequestUriTooLong => "http-request-uri-too-long",
+            ErrorCode::HttpRequestHeaderSectionSize(_) => "http-request-header-section-size",
+            ErrorCode::HttpRequestHeaderSize(_) => "http-request-header-size",
+            ErrorCode::HttpRequestTrailerSectionSize(_) => "http-request-trailer-section-size",
+            ErrorCode::HttpRequestTrailerSize(_) => "http-request-trailer-size",
+            ErrorCode::HttpResponseIncomplete => "http-response-incomplete",
+            ErrorCode::HttpResponseHeaderSectionSize(_) => "http-response-header-section-size",
+            ErrorCode::HttpResponseHeaderSize(_) => "http-response-header-size",
+            ErrorCode::HttpResponseBodySize(_) => "http-response-body-size",
+            ErrorCode::HttpResponseTrailerSectionSize(_) => "http-response-trailer-section-size",
+            ErrorCode::HttpResponseTrailerSize(_) => "http-response-trailer-size",
+            ErrorCode::HttpResponseTransferCoding(_) => "http-response-transfer-coding",
+            ErrorCode::HttpResponseContentCoding(_) => "http-response-content-coding",
+            ErrorCode::HttpResponseTimeout => "http-response-timeout",
+            ErrorCode::HttpUpgradeFailed => "http-upgrade-failed",
+            ErrorCode::HttpProtocolError => "http-protocol-error",
+            ErrorCode::LoopDetected => "loop-detected",
+            ErrorCode::ConfigurationError => "configuration-error",
+            ErrorCode::InternalError(_) => "internal-error",
+        }
     }
 }
 
@@ -260,6 +327,7 @@ fn from_code(code: ErrorCode) -> Error {
     );
     Error::Http {
         transient: !denied,
+        code: Some(code.wit_name().into()),
         message: format!("{code:?}"),
     }
 }
@@ -269,7 +337,12 @@ fn split_url(url: &str) -> Result<(&str, &str, String)> {
     let (scheme, rest) = url
         .split_once("://")
         .filter(|(s, _)| *s == "http" || *s == "https")
-        .ok_or_else(|| fatal(format!("not an http(s) URL: {url}")))?;
+        .ok_or_else(|| {
+            invalid(
+                &ErrorCode::HttpRequestUriInvalid,
+                format!("not an http(s) URL: {url}"),
+            )
+        })?;
     let cut = rest.find(['/', '?']).unwrap_or(rest.len());
     let (authority, path) = rest.split_at(cut);
     let path = match path.chars().next() {
@@ -277,7 +350,10 @@ fn split_url(url: &str) -> Result<(&str, &str, String)> {
         _ => format!("/{path}"),
     };
     if authority.is_empty() || authority.contains(['@', ' ']) {
-        return Err(fatal(format!("invalid host in {url}")));
+        return Err(invalid(
+            &ErrorCode::HttpRequestUriInvalid,
+            format!("invalid host in {url}"),
+        ));
     }
     Ok((scheme, authority, path))
 }
@@ -301,8 +377,93 @@ mod tests {
             ("http", "h", "/?q".to_string())
         );
         for bad in ["ftp://h/", "h/x", "http:///x", "http://u@h/"] {
-            assert!(split_url(bad).is_err(), "{bad}");
+            let e = split_url(bad).unwrap_err();
+            assert_eq!(e.http_code(), Some("http-request-uri-invalid"), "{bad}");
+            assert!(!e.is_retryable(), "{bad}");
         }
+    }
+
+    /// Every case of the WIT's `error-code`, in its order, with its payload (if any) empty.
+    fn every_code() -> Vec<ErrorCode> {
+        use crate::bindings::wasi::http::types::{DnsErrorPayload, TlsAlertReceivedPayload};
+        let dns = DnsErrorPayload {
+            rcode: None,
+            info_code: None,
+        };
+        let tls = TlsAlertReceivedPayload {
+            alert_id: None,
+            alert_message: None,
+        };
+        let field = || crate::bindings::wasi::http::types::FieldSizePayload {
+            field_name: None,
+            field_size: None,
+        };
+        vec![
+            ErrorCode::DnsTimeout,
+            ErrorCode::DnsError(dns),
+            ErrorCode::DestinationNotFound,
+            ErrorCode::DestinationUnavailable,
+            ErrorCode::DestinationIpProhibited,
+            ErrorCode::DestinationIpUnroutable,
+            ErrorCode::ConnectionRefused,
+            ErrorCode::ConnectionTerminated,
+            ErrorCode::ConnectionTimeout,
+            ErrorCode::ConnectionReadTimeout,
+            ErrorCode::ConnectionWriteTimeout,
+            ErrorCode::ConnectionLimitReached,
+            ErrorCode::TlsProtocolError,
+            ErrorCode::TlsCertificateError,
+            ErrorCode::TlsAlertReceived(tls),
+            ErrorCode::HttpRequestDenied,
+            ErrorCode::HttpRequestLengthRequired,
+            ErrorCode::HttpRequestBodySize(None),
+            ErrorCode::HttpRequestMethodInvalid,
+            ErrorCode::HttpRequestUriInvalid,
+            ErrorCode::HttpRequestUriTooLong,
+            ErrorCode::HttpRequestHeaderSectionSize(None),
+            ErrorCode::HttpRequestHeaderSize(None),
+            ErrorCode::HttpRequestTrailerSectionSize(None),
+            ErrorCode::HttpRequestTrailerSize(field()),
+            ErrorCode::HttpResponseIncomplete,
+            ErrorCode::HttpResponseHeaderSectionSize(None),
+            ErrorCode::HttpResponseHeaderSize(field()),
+            ErrorCode::HttpResponseBodySize(None),
+            ErrorCode::HttpResponseTrailerSectionSize(None),
+            ErrorCode::HttpResponseTrailerSize(field()),
+            ErrorCode::HttpResponseTransferCoding(None),
+            ErrorCode::HttpResponseContentCoding(None),
+            ErrorCode::HttpResponseTimeout,
+            ErrorCode::HttpUpgradeFailed,
+            ErrorCode::HttpProtocolError,
+            ErrorCode::LoopDetected,
+            ErrorCode::ConfigurationError,
+            ErrorCode::InternalError(None),
+        ]
+    }
+
+    #[test]
+    fn error_codes_are_named_as_the_wit_names_them_lower_case() {
+        let wit = include_str!("../wit/deps/http.wit");
+        let body = wit.split("variant error-code {").nth(1).unwrap();
+        let body = &body[..body.find('}').unwrap()];
+        let cases: Vec<String> = body
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("//") && !l.starts_with('@'))
+            .map(|l| l.split(['(', ',']).next().unwrap().to_lowercase())
+            .collect();
+        let names: Vec<&str> = every_code().iter().map(ErrorCode::wit_name).collect();
+        assert_eq!(names, cases);
+        assert_eq!(
+            ErrorCode::HttpRequestDenied.wit_name(),
+            "http-request-denied"
+        );
+        let denied = from_code(ErrorCode::HttpRequestDenied);
+        assert_eq!(denied.http_code(), Some("http-request-denied"));
+        assert!(!denied.is_retryable());
+        let timeout = from_code(ErrorCode::ConnectionTimeout);
+        assert_eq!(timeout.http_code(), Some("connection-timeout"));
+        assert!(timeout.is_retryable());
     }
 
     #[test]
@@ -315,6 +476,10 @@ mod tests {
         assert!(r(204).error_for_status().is_ok());
         assert!(r(503).error_for_status().unwrap_err().is_retryable());
         assert!(!r(404).error_for_status().unwrap_err().is_retryable());
+        assert_eq!(
+            r(503).error_for_status().unwrap_err().http_code(),
+            Some("status-503")
+        );
         assert_eq!(r(200).json::<serde_json::Value>().unwrap()["a"], 1);
     }
 }

@@ -68,6 +68,16 @@ class ErrorCode_ConnectionRefused:
 
 
 @dataclass
+class ErrorCode_DnsTimeout:
+    value: object = None
+
+
+@dataclass
+class ErrorCode_HttpRequestUriInvalid:
+    value: object = None
+
+
+@dataclass
 class Method_Other:
     value: str
 
