@@ -13,7 +13,7 @@ use crate::election::{ElectionConfig, ElectionMetrics, LeaderElector};
 use crate::informer::{InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig};
 use crate::plugins::{
     ClusterContext, DeliveryMode, GrantPolicy, HostPod, ManagerConfig, OwnObjects, PluginManager,
-    PluginMetrics, SourceMetrics,
+    PluginMetrics, SourceMetrics, follow_leadership,
 };
 use crate::registry::Registry as ArtifactRegistry;
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics, SharedObserver, fan_out};
@@ -278,9 +278,12 @@ impl HostBuilder {
             default_concurrency: self.default_concurrency,
             grants: self.grants,
             cluster: Some(cluster),
-            leadership,
+            leadership: leadership.clone(),
             delivery: self.delivery,
         });
+        if let Some(leadership) = leadership {
+            follow_leadership(&manager, leadership);
+        }
         let host = Host::serve(
             manager,
             factory,

@@ -2,8 +2,8 @@
 //!
 //! The plugins layer sees leadership only as a `watch::Receiver<bool>` (the election module
 //! publishes it; it knows nothing of plugins). A standby loads, describes and attaches every
-//! plugin as usual except for delivery: each version holds its informers through a
-//! [`WarmCache`] listener that ignores everything, so the caches stay current, and no
+//! plugin as usual except for delivery: each version holds its informers through a listener
+//! that ignores everything (loading's `WarmCache`), so the caches stay current, and no
 //! dispatcher or worker exists for it.
 //!
 //! - **Winning**: every running version gets a fresh dispatcher attached to its informers, which
@@ -22,27 +22,15 @@
 //! would leave the delivery running, which is harmless because no other replica can have led in
 //! between without first waiting out the lease duration.
 
-use std::sync::Weak;
-
 use tokio::sync::watch;
 
-use crate::informer::{ResourceEventHandler, SharedObject};
-use crate::plugins::loading::lifecycle::{Inner, PluginManager};
+use crate::plugins::loading::lifecycle::PluginManager;
 
-/// A listener that ignores every notification: registered for each subscription of a version
-/// under leader election, it keeps the informer (and its cache) running while no delivery is
-/// attached.
-pub(in crate::plugins) struct WarmCache;
-
-impl ResourceEventHandler for WarmCache {
-    fn on_add(&self, _: &SharedObject, _: bool) {}
-    fn on_update(&self, _: &SharedObject, _: &SharedObject, _: bool) {}
-    fn on_delete(&self, _: &SharedObject, _: bool) {}
-}
-
-/// Starts the two follower tasks for `leadership`; they end when its sender is dropped or the
-/// manager is gone.
-pub(in crate::plugins) fn follow(manager: Weak<Inner>, leadership: watch::Receiver<bool>) {
+/// Makes `manager` follow `leadership`: starts the two follower tasks, which end when its sender
+/// is dropped or the manager is gone. Call it once, inside a Tokio runtime, with the receiver
+/// the manager was configured with.
+pub fn follow_leadership(manager: &PluginManager, leadership: watch::Receiver<bool>) {
+    let manager = manager.downgrade();
     let mut rx = leadership.clone();
     let killer = manager.clone();
     tokio::spawn(async move {

@@ -46,6 +46,7 @@ pub use grants::{
     NamespaceList, OriginError, OriginPattern, OriginProblem, OwnName, OwnObject, OwnObjects,
     OwnScope, PLUGIN_ACCOUNT_PREFIX, READ_VERBS, ResourceGrant, Verb, WriteGrant, host_pod_objects,
 };
+pub use leadership::follow_leadership;
 pub use loading::describe::{DescribedPlugin, NameError, describe_file, plugin_name};
 pub use loading::error::LoadError;
 pub use loading::lifecycle::{LoadOutcome, ManagerConfig, MemoryUse, PluginManager, PluginStatus};

@@ -53,6 +53,19 @@ const CALL_WAIT: Duration = Duration::from_millis(20);
 /// The field manager of the runner's own writes.
 const RUNNER_MANAGER: &str = "kubewasm-test";
 
+/// The User-Agent of the runner's own requests (the host under test keeps the host's).
+const RUNNER_USER_AGENT: &str = concat!("kubewasm-test/", env!("CARGO_PKG_VERSION"));
+
+/// A client for `config` that identifies itself as the scenario runner, not the host.
+fn runner_client(mut config: kube::Config) -> anyhow::Result<kube::Client> {
+    let name = http::HeaderName::from_static("user-agent");
+    config.headers.retain(|(h, _)| h != name);
+    config
+        .headers
+        .push((name, http::HeaderValue::from_static(RUNNER_USER_AGENT)));
+    Ok(kube::Client::try_from(config)?)
+}
+
 /// What one step did and how it compared.
 #[derive(Debug, Clone)]
 pub struct StepOutcome {
@@ -297,7 +310,11 @@ impl World {
             ..apiserver::Config::default()
         })
         .await?;
-        let client = crate::identity::client(kube::Config::new(server.url().parse()?))?;
+        let server_config = kube::Config::new(server.url().parse()?);
+        // The runner's own writes carry its own User-Agent (and field manager), so the server
+        // and `managedFields` never take them for the host's.
+        let client = runner_client(server_config.clone())?;
+        let host_client = crate::identity::client(server_config)?;
         let recorder = Arc::new(Recorder::default());
         recorder.set_stubs(&scenario.http);
 
@@ -336,7 +353,7 @@ impl World {
         ));
         let paths = UserPaths { pairs };
         let (leader, leadership) = watch::channel(scenario.leader);
-        let host = HostBuilder::new(client.clone())
+        let host = HostBuilder::new(host_client)
             .runtime(RuntimeConfig {
                 cache_dir: config.cache_dir.clone(),
                 max_instances: 16,

@@ -16,11 +16,16 @@
 //!
 //! Delivery (dispatcher, listeners, worker) is separate from the described version, so under
 //! leader election a version can exist without one (a standby) and get a fresh one, with a full
-//! replay, whenever this replica wins the Lease (see `crate::plugins::leadership`).
+//! replay, whenever this replica wins the Lease (`standby.rs`; the tasks that follow the Lease live
+//! above loading, in `crate::plugins::leadership`).
 //!
 //! No lock shared between plugins is held while waiting for a guest: each plugin has its own
 //! slot whose async mutex orders the operations on that plugin only, and status readers see a
 //! snapshot behind a short synchronous lock.
+
+mod prepare;
+mod standby;
+mod status;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,7 +33,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -45,72 +49,14 @@ use crate::plugins::delivery::attachment::{AttachError, Attachable, Delivery, De
 use crate::plugins::delivery::dispatch::{DispatchConfig, Dispatcher};
 use crate::plugins::delivery::state::{PluginState, SharedState, StateEvent};
 use crate::plugins::grants::{GrantChange, GrantPolicy, Grants};
-use crate::plugins::leadership::WarmCache;
 use crate::plugins::metrics::{LoadLabels, PluginMetrics};
+use standby::WarmCache;
+pub use status::{LoadOutcome, MemoryUse, PluginStatus};
+
 use crate::runtime::{
     GuestCausedLog, HandlerInstance, HttpPolicy, Limits, LoadFailed, MemoryBudget, PluginInfo,
     Runtime, SharedObserver, VersionLoaded,
 };
-
-/// What a successful [`PluginManager::load_file`] did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LoadOutcome {
-    /// First version of this plugin.
-    Loaded {
-        /// The new version number.
-        version: u64,
-    },
-    /// Replaced a running version.
-    Swapped {
-        /// The version that stopped.
-        from: u64,
-        /// The version now running.
-        to: u64,
-    },
-    /// The file and manifest are byte-for-byte what is already running.
-    Unchanged,
-}
-
-/// A snapshot of one plugin, for `/plugins`, `/readyz`, logs and tests.
-#[derive(Clone, Debug, Serialize)]
-pub struct PluginStatus {
-    /// Plugin name (file stem).
-    pub name: String,
-    /// The file it was (last) loaded from.
-    pub path: PathBuf,
-    /// Where the plugin stands.
-    #[serde(flatten)]
-    pub state: PluginState,
-    /// Host-assigned version of the running version; 0 when none runs.
-    pub version: u64,
-    /// What the running version's `describe()` returned (after manifest overrides and merging).
-    pub info: Option<PluginInfo>,
-    /// What the running version is granted.
-    pub grants: Option<Arc<Grants>>,
-    /// A version runs, every subscription's informer has synced and the plugin has handled its
-    /// replay.
-    pub ready: bool,
-    /// Notifications waiting.
-    pub queue_depth: usize,
-    /// Calls the running version may have in flight at once (its `concurrency`).
-    pub concurrency: usize,
-    /// Calls in flight now.
-    pub calls_in_flight: usize,
-    /// Guest instances its worker holds now (created lazily, at most `concurrency`).
-    pub instances: usize,
-    /// The running version's memory: its budget (the worst case of all its instances together,
-    /// linear memory and what the host holds for them) and what they use now.
-    pub memory: Option<MemoryUse>,
-}
-
-/// A plugin's memory budget and its use, in bytes.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct MemoryUse {
-    /// The most its instances may use together (`memory` in its manifest): its worst case.
-    pub budget_bytes: u64,
-    /// What they use now.
-    pub used_bytes: u64,
-}
 
 /// What status readers see of one plugin; never held across an await.
 struct View {
@@ -267,12 +213,11 @@ pub struct PluginManager {
 }
 
 impl PluginManager {
-    /// A manager with no plugins. With leadership to follow it spawns its follower task, so
-    /// call it inside a Tokio runtime.
+    /// A manager with no plugins. With leadership to follow, start following it with
+    /// `crate::plugins::follow_leadership` (the host's builder does).
     pub fn new(config: ManagerConfig) -> Self {
-        let leadership = config.leadership;
         let observer = config.runtime.observer().cloned();
-        let manager = PluginManager {
+        PluginManager {
             inner: Arc::new(Inner {
                 runtime: config.runtime,
                 factory: config.factory,
@@ -286,15 +231,11 @@ impl PluginManager {
                 failed: parking_lot::Mutex::new(HashMap::new()),
                 versions: AtomicU64::new(0),
                 closing: CancellationToken::new(),
-                leadership: leadership.clone(),
+                leadership: config.leadership,
                 delivery: config.delivery,
                 observer,
             }),
-        };
-        if let Some(leadership) = leadership {
-            crate::plugins::leadership::follow(Arc::downgrade(&manager.inner), leadership);
         }
-        manager
     }
 
     /// Whether every running plugin has handled everything queued for it now: nothing ready
@@ -737,206 +678,6 @@ impl PluginManager {
         v.state.step(event);
     }
 
-    /// Kills every plugin's delivery at once (queues dropped, in-flight calls abandoned)
-    /// without waiting for anything; [`PluginManager::follow_leadership`] detaches them later.
-    /// Returns how many deliveries were stopped.
-    pub(in crate::plugins) fn stop_deliveries_now(&self) -> usize {
-        let mut stopped = 0;
-        for (_, slot) in self.slots() {
-            let mut v = slot.view.lock();
-            if let Some(d) = v.dispatcher.take() {
-                d.kill();
-                stopped += 1;
-            }
-            if v.version > 0 {
-                v.state.step(StateEvent::StandingBy);
-            }
-        }
-        stopped
-    }
-
-    /// Brings every plugin in line with leadership: a leader's versions each get a delivery
-    /// (a full replay of the cache, then every later event); a standby's have none. Each plugin
-    /// waits only for operations on itself.
-    pub(in crate::plugins) async fn follow_leadership(&self) {
-        let slots = self.slots();
-        futures::future::join_all(
-            slots
-                .iter()
-                .map(|(name, slot)| self.follow_in_slot(name, slot)),
-        )
-        .await;
-    }
-
-    async fn follow_in_slot(&self, name: &str, slot: &Slot) {
-        let mut op = slot.op.lock().await;
-        let Some(active) = op.as_mut() else { return };
-        let leading = self.leading();
-        let live = active
-            .delivery
-            .as_ref()
-            .is_some_and(|d| !d.dispatcher.is_stopped());
-        if leading && live {
-            return;
-        }
-        if let Some(old) = active.delivery.take() {
-            old.dispatcher.kill();
-            old.stop().await;
-        }
-        if !leading || self.inner.closing.is_cancelled() {
-            self.install(slot, None);
-            return;
-        }
-        match self.attach(name, active.version, slot, &active.plan).await {
-            Ok(d) => {
-                let installed = d.installed();
-                active.delivery = Some(d);
-                self.install(slot, Some(installed));
-                tracing::info!(plugin = %name, version = active.version, "delivering: cache replayed to the plugin");
-            }
-            Err(e) => {
-                tracing::error!(plugin = %name, version = active.version, error = %e,
-                    "leader cannot deliver to this plugin; retried at the next leadership change or reload");
-            }
-        }
-    }
-
-    /// The manager behind a weak reference held by a background task.
-    pub(in crate::plugins) fn upgrade(inner: &Weak<Inner>) -> Option<PluginManager> {
-        inner.upgrade().map(|inner| PluginManager { inner })
-    }
-
-    /// Compiles, instantiates and describes a plugin on a blocking thread under its deadline,
-    /// then validates what it asks for and creates the worker's instance template.
-    async fn prepare(
-        &self,
-        name: &str,
-        path: &Path,
-        wasm: Vec<u8>,
-        manifest_text: Option<String>,
-    ) -> Result<Prepared, LoadError> {
-        let runtime = self.inner.runtime.clone();
-        let (plugin, file) = (name.to_string(), path.to_path_buf());
-        let closing = self.inner.closing.clone();
-        let defaults = self.inner.defaults;
-        let grants = self.inner.grants.clone();
-        let described = tokio::task::spawn_blocking(move || {
-            describe_plugin(
-                &runtime,
-                &plugin,
-                &file,
-                &wasm,
-                manifest_text.as_deref(),
-                defaults,
-                &grants,
-                &closing,
-            )
-        })
-        .await
-        .map_err(|e| LoadError::Invalid {
-            path: path.to_path_buf(),
-            message: format!("loader task failed: {e}"),
-        })??;
-        let subscriptions: Vec<Attachable> = described
-            .subscriptions
-            .iter()
-            .map(|p| {
-                let cache = p
-                    .projection
-                    .as_ref()
-                    .map(|pr| self.inner.projections.cache_for(pr));
-                (p.key.clone(), p.resync, cache)
-            })
-            .collect();
-        let cache = Arc::new(SubscribedCache::new(
-            name,
-            self.inner.factory.clone(),
-            subscriptions
-                .iter()
-                .map(|(k, _, c)| (k.clone(), c.clone()))
-                .collect(),
-            &self.inner.metrics,
-        ));
-        let instance = self
-            .inner
-            .runtime
-            .handler_instance(&described.compiled, name, described.limits, cache)
-            .map_err(|e| LoadError::Invalid {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })?;
-        for c in described.grants.confined(&described.info) {
-            tracing::warn!(plugin = %name, "grant narrower than asked: {c}");
-        }
-        // One budget for the host lines this plugin causes, shared by its instances and
-        // capabilities.
-        let lines = GuestCausedLog::new(name, self.inner.runtime.metrics());
-        let instance = self.grant(
-            instance.with_guest_caused_log(lines.clone()),
-            name,
-            &described.grants,
-            lines,
-        );
-        let mut dispatch = DispatchConfig {
-            concurrency: Some(
-                described
-                    .dispatch
-                    .concurrency
-                    .unwrap_or(self.inner.default_concurrency),
-            ),
-            ..described.dispatch
-        };
-        // Its share of the engine's instance pool, one slot per call it may run at once.
-        let reservation = self
-            .inner
-            .runtime
-            .reserve_instances(name, dispatch.concurrency())
-            .map_err(|e| LoadError::Invalid {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })?;
-        if reservation.capped() {
-            tracing::warn!(plugin = %name, asked = dispatch.concurrency(), granted = reservation.granted(),
-                "concurrency capped: the host's instance pool has only this many slots left for the plugin");
-            dispatch.concurrency = Some(reservation.granted() as usize);
-        }
-        Ok(Prepared {
-            instance: instance.with_pool_reservation(reservation),
-            grants: described.grants,
-            info: described.info,
-            subscriptions,
-            dispatch,
-        })
-    }
-
-    /// Gives an instance what its grants allow: outbound HTTP to granted origins, and `kube`
-    /// calls and Events through a client of its own (when the host is connected to a cluster).
-    fn grant(
-        &self,
-        instance: HandlerInstance,
-        name: &str,
-        grants: &Arc<Grants>,
-        lines: GuestCausedLog,
-    ) -> HandlerInstance {
-        let cluster = self.inner.cluster.as_ref();
-        if let Some(warning) = cluster.and_then(|c| c.own_objects().warning(grants)) {
-            tracing::warn!(plugin = %name, "{warning}");
-        }
-        let mut http = HttpPolicy::new(grants.clone());
-        http.dry_run = grants.dry_run() || cluster.is_some_and(|c| c.dry_run());
-        http.max_inflight = grants.http_max_inflight();
-        let instance = instance.with_http_policy(http);
-        match cluster {
-            Some(ctx) => instance.with_cluster(Arc::new(PluginClient::with_guest_caused_log(
-                name,
-                ctx.clone(),
-                grants.clone(),
-                lines,
-            ))),
-            None => instance,
-        }
-    }
-
     /// Stops and detaches the plugin called `name`; its informers stop when no listener is
     /// left. Waits for its calls in flight (bounded by its deadline), never for other plugins.
     pub async fn unload(&self, name: &str) -> bool {
@@ -1011,15 +752,6 @@ fn outcome_version(outcome: &LoadOutcome) -> u64 {
         LoadOutcome::Swapped { to, .. } => to,
         LoadOutcome::Unchanged => 0,
     }
-}
-
-/// What a successful describe produced.
-struct Prepared {
-    instance: HandlerInstance,
-    grants: Arc<Grants>,
-    info: PluginInfo,
-    subscriptions: Vec<Attachable>,
-    dispatch: DispatchConfig,
 }
 
 /// Says how a swap changed a plugin's grants: a warning when it may do more than before (an
