@@ -1,16 +1,19 @@
-//! Plugins: the glue between informers and the WASM runtime, in three rooms by job.
+//! Plugins: the glue between informers and the WASM runtime, in rooms by job, each importing
+//! only the rooms listed after it.
 //!
+//! - `leadership.rs`: follows the election's channel ([`follow_leadership`]): a standby keeps
+//!   its plugins loaded and caches warm, and delivers nothing.
 //! - `loading/`: a file (and its `NAME.toml`) becomes a running version: describe, grants,
 //!   manifest, subscriptions, the [`PluginManager`]'s lifecycle (load, hot swap, unload), the
 //!   [`DirectoryWatcher`] that keeps the plugins equal to a folder's files and the
 //!   [`PluginSources`] that keep them equal to OCI artifacts.
 //! - `delivery/`: notifications flow through a bounded per-plugin queue to a `Dispatcher` and
-//!   the worker that owns the guest instance; quarantine, the plugin state machine, and
-//!   following leadership (a standby keeps its plugins loaded and caches warm, delivers nothing).
+//!   the worker that owns the guest instance; quarantine and the plugin state machine.
 //! - `capabilities/`: what a guest may do beyond receiving events, each within its [`Grants`]:
 //!   `kube` calls, Events, cache reads, projections.
+//! - `grants/`: the operator's policy, which loading and capabilities both read.
 //!
-//! `metrics.rs` serves all three; what happens to plugins is told to the runtime's
+//! `metrics.rs` serves them all; what happens to plugins is told to the runtime's
 //! [`Observer`](crate::runtime::Observer). Only what this file re-exports is public; everything
 //! else is the rooms' business.
 //!

@@ -4,10 +4,10 @@
 //! never handed out twice at once, coalescing above `max-queued`); a [`dispatch`]er drains it
 //! with up to `concurrency` calls at once, retries and
 //! [`quarantine`] after failures in a row; a [`worker`] thread owns the guest; [`state`] is the
-//! plugin's state machine; [`leadership`] starts and stops deliveries as this replica wins and
-//! loses the Lease.
+//! plugin's state machine.
 //!
-//! Knows nothing of files, manifests or grants: it is handed a described version by `loading`.
+//! Knows nothing of files, manifests, grants or leadership: `loading` hands it a described
+//! version and decides when a delivery starts and stops.
 
 pub(crate) mod attachment;
 // Its `pub` items are the crate's own unless the `bench` feature re-exports them.
