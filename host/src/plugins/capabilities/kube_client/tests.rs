@@ -1,5 +1,7 @@
+use super::answer::AnswerBuffer;
+use super::request::{body_target, build_request, prepare, validate_name};
 use super::*;
-use crate::runtime::WriteOptions;
+use crate::runtime::{ObjectRef, PatchType, WriteOptions};
 use serde_json::Value;
 
 #[test]
