@@ -17,9 +17,9 @@
 //! conflicts (which the embedded API server does not implement, so it could not be tested
 //! here), counts durations in whole seconds and has no renew deadline separate from the lease.
 //!
-//! Files, one role each: [`config`] (what to compete for, how fast), [`lease_lock`] (reading
-//! and writing the record in the Lease), [`state`] (the state machine, no I/O), [`elector`] (the
-//! task performing its actions, the public handle), [`metrics`].
+//! Files, one role each: `config` (what to compete for, how fast), `lease_lock` (reading
+//! and writing the record in the Lease), `state` (the state machine, no I/O), `elector` (the
+//! task performing its actions, the public handle), `metrics`.
 //!
 //! This module knows nothing of informers or plugins: it publishes leadership on a
 //! `tokio::sync::watch` channel, and whoever delivers events follows it.

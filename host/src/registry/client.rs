@@ -1,6 +1,6 @@
 //! [`Registry`]: push a component as a wasm artifact, pull one back with every digest checked.
 //!
-//! Pushes go through `oci-client`; pulls through [`super::fetch`], which bounds every body and
+//! Pushes go through `oci-client`; pulls through `super::fetch`, which bounds every body and
 //! refuses redirects and auth realms to internal addresses, and each pull as a whole has a
 //! deadline ([`PULL_DEADLINE`] unless [`Registry::with_pull_deadline`] says otherwise).
 

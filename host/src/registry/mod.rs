@@ -1,7 +1,7 @@
 //! Handlers as OCI artifacts: the CNCF wasm artifact layout (a `application/vnd.wasm.config.v0+json`
 //! config and one `application/wasm` layer), pushed to and pulled from any OCI registry.
 //!
-//! [`reference`] checks what an operator or author names; [`credentials`] reads docker's
+//! [`reference`](mod@reference) checks what an operator or author names; [`credentials`] reads docker's
 //! `config.json` (also the shape of a `kubernetes.io/dockerconfigjson` Secret); [`artifact`]
 //! builds and checks manifests; [`signature`] signs and verifies them as cosign does;
 //! [`client`] pushes and pulls (failing with a [`RegistryError`] that says whether a retry may

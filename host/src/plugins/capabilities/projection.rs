@@ -55,7 +55,7 @@ pub enum ProjectionError {
         "metadata-only and fields exclude each other: metadata-only keeps no field besides metadata"
     )]
     Both,
-    /// More than [`MAX_FIELDS`] pointers.
+    /// More than `MAX_FIELDS` pointers.
     #[error("fields lists {0} JSON pointers, more than the {MAX_FIELDS} a subscription may")]
     TooMany(usize),
     /// One pointer is malformed.

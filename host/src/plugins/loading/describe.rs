@@ -190,7 +190,7 @@ impl DescribedPlugin {
 }
 
 /// Reads a plugin file (size-capped) and its manifest, then describes it like
-/// [`describe_plugin`] but leaves the grant check to the caller
+/// `describe_plugin` but leaves the grant check to the caller
 /// ([`DescribedPlugin::grant_error`]), so tools can show what is asked and granted either way.
 pub fn describe_file(
     runtime: &Runtime,

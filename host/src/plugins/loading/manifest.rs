@@ -34,16 +34,16 @@ pub struct Manifest {
     /// [`MAX_CONCURRENCY`](crate::plugins::delivery::dispatch::MAX_CONCURRENCY)).
     pub concurrency: Option<usize>,
     /// Sustained writes per second (token bucket rate; default
-    /// [`DEFAULT_WRITE_QPS`](crate::plugins::grants::DEFAULT_WRITE_QPS)).
+    /// `DEFAULT_WRITE_QPS`).
     pub write_qps: Option<f64>,
     /// Writes allowed in a burst (token bucket size; default
-    /// [`DEFAULT_WRITE_BURST`](crate::plugins::grants::DEFAULT_WRITE_BURST)).
+    /// `DEFAULT_WRITE_BURST`).
     pub write_burst: Option<u32>,
     /// Sustained `kube.get` calls per second (token bucket rate; default
-    /// [`DEFAULT_READ_QPS`](crate::plugins::grants::DEFAULT_READ_QPS)).
+    /// `DEFAULT_READ_QPS`).
     pub read_qps: Option<f64>,
     /// `kube.get` calls allowed in a burst (token bucket size; default
-    /// [`DEFAULT_READ_BURST`](crate::plugins::grants::DEFAULT_READ_BURST)).
+    /// `DEFAULT_READ_BURST`).
     pub read_burst: Option<u32>,
     /// Send every write with `dryRun=All` and refuse non-GET HTTP.
     pub dry_run: Option<bool>,

@@ -10,7 +10,7 @@ use crate::plugins::delivery::state::PluginState;
 use crate::plugins::grants::Grants;
 use crate::runtime::PluginInfo;
 
-/// What a successful [`PluginManager::load_file`] did.
+/// What a successful [`PluginManager::load_file`](super::PluginManager::load_file) did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LoadOutcome {
     /// First version of this plugin.

@@ -48,7 +48,7 @@ struct PullLabels {
 }
 
 /// Pull counters of the plugins named in a sources file (one series per plugin and outcome,
-/// bounded by the file's [`MAX_SOURCES`](super::file::MAX_SOURCES)).
+/// bounded by the file's `MAX_SOURCES`).
 #[derive(Clone, Default)]
 pub struct SourceMetrics {
     pulls: Family<PullLabels, Counter>,
