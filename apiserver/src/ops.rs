@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::App;
 use crate::managed::{self, Lists, Scope, Writer};
-use crate::patch::{self, PatchError, PatchKind};
+use crate::patch::{self, Patch, PatchError, PatchKind};
 use crate::registry::{ResourceType, types_from_crd};
 use crate::status::{ApiError, ApiResult};
 use crate::store::{Change, Obj, Outcome};
@@ -641,17 +641,16 @@ fn merge_subresource(rt: &ResourceType, old: &Value, new: Value, status_only: bo
 }
 
 /// PATCH an object (any flavour). Server-side apply creates missing objects (`created == true`).
-#[allow(clippy::too_many_arguments)]
 pub fn patch(
     app: &App,
     rt: &ResourceType,
     ns: &str,
     name: &str,
-    kind: PatchKind,
-    body: Value,
+    change: Patch,
     status_only: bool,
     opts: &WriteOpts,
 ) -> ApiResult<(Arc<Obj>, bool)> {
+    let Patch { kind, body } = change;
     if kind == PatchKind::Apply {
         if opts.field_manager.as_deref().is_none_or(str::is_empty) {
             let mut e = ApiError::new(

@@ -3,6 +3,16 @@
 
 use serde_json::{Map, Value};
 
+/// A PATCH request's patch: its flavour and its document, which the patch operations
+/// ([`crate::ops::patch`], [`crate::scale::patch`]) always take together.
+#[derive(Debug, Clone)]
+pub struct Patch {
+    /// How `body` applies, from the request's Content-Type.
+    pub kind: PatchKind,
+    /// The patch document (for apply, the YAML already parsed).
+    pub body: Value,
+}
+
 /// The patch flavours, chosen by request Content-Type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchKind {

@@ -21,7 +21,7 @@ use crate::authz;
 use crate::discovery;
 use crate::openapi;
 use crate::ops::{self, DeleteOpts, Deleted, WriteOpts};
-use crate::patch::PatchKind;
+use crate::patch::{Patch, PatchKind};
 use crate::registry::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector, Selectors};
 use crate::status::{ApiError, ApiResult};
@@ -288,8 +288,10 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
                     &rt,
                     &ns_for_item,
                     name,
-                    kind,
-                    parse_body(&body, ct)?,
+                    Patch {
+                        kind,
+                        body: parse_body(&body, ct)?,
+                    },
                     &write_opts(&query, &user_agent, "PatchOptions")?,
                 )?
             }
@@ -363,8 +365,7 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
                 &rt,
                 &ns_for_item,
                 name,
-                kind,
-                v,
+                Patch { kind, body: v },
                 target.status,
                 &write_opts(&query, &user_agent, "PatchOptions")?,
             )?;
@@ -760,9 +761,13 @@ fn list(app: &App, target: &Target, q: &Query, table: bool) -> ApiResult<Respons
                 (crv, Arc::new(items), 0)
             }
         };
-        return Ok(page(
-            app, rt, list_rv, items, off, limit, t.sid, &sel, table,
-        ));
+        let source = PageSource {
+            rv: list_rv,
+            items,
+            off,
+            sid: t.sid,
+        };
+        return Ok(page(app, rt, source, limit, &sel, table));
     }
     let exact = match (rv, rvm) {
         (Some(r), Some("Exact")) => Some(parse_rv(r)?),
@@ -787,31 +792,42 @@ fn list(app: &App, target: &Target, q: &Query, table: bool) -> ApiResult<Respons
     } else {
         all.into_iter().filter(|o| sel.matches(&o.value)).collect()
     };
-    Ok(page(
-        app,
-        rt,
-        list_rv,
-        Arc::new(items),
-        0,
-        limit,
-        None,
-        &sel,
-        table,
-    ))
+    let source = PageSource {
+        rv: list_rv,
+        items: Arc::new(items),
+        off: 0,
+        sid: None,
+    };
+    Ok(page(app, rt, source, limit, &sel, table))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The list a [`page`] is cut from: what a first list call matched or what a continue token
+/// points into, kept together since a continue token records all of it.
+struct PageSource {
+    /// The resourceVersion the items were listed at.
+    rv: u64,
+    /// Every matching item, in key order.
+    items: Arc<Vec<Arc<Obj>>>,
+    /// Index of the page's first item.
+    off: usize,
+    /// The saved snapshot the items come from, if one was saved already.
+    sid: Option<u64>,
+}
+
 fn page(
     app: &App,
     rt: &ResourceType,
-    rv: u64,
-    items: Arc<Vec<Arc<Obj>>>,
-    off: usize,
+    source: PageSource,
     limit: usize,
-    sid: Option<u64>,
     sel: &Selectors,
     table: bool,
 ) -> Response {
+    let PageSource {
+        rv,
+        items,
+        off,
+        sid,
+    } = source;
     let off = off.min(items.len());
     let end = if limit == 0 {
         items.len()

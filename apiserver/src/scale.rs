@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::App;
 use crate::ops::{self, WriteOpts};
-use crate::patch::{self, PatchKind};
+use crate::patch::{self, Patch, PatchKind};
 use crate::registry::ResourceType;
 use crate::status::{ApiError, ApiResult};
 
@@ -118,21 +118,24 @@ pub fn update(
     {
         change["metadata"] = json!({"resourceVersion": rv});
     }
-    let (obj, _) = ops::patch(app, rt, ns, name, PatchKind::Merge, change, false, opts)?;
+    let change = Patch {
+        kind: PatchKind::Merge,
+        body: change,
+    };
+    let (obj, _) = ops::patch(app, rt, ns, name, change, false, opts)?;
     Ok(view(&obj.value))
 }
 
 /// `PATCH …/scale`: the patch applies to the `Scale` view, whose new `spec.replicas` is written.
-#[allow(clippy::too_many_arguments)]
 pub fn patch(
     app: &App,
     rt: &ResourceType,
     ns: &str,
     name: &str,
-    kind: PatchKind,
-    body: Value,
+    change: Patch,
     opts: &WriteOpts,
 ) -> ApiResult<Value> {
+    let Patch { kind, body } = change;
     let mut scale = get(app, rt, ns, name)?;
     let cur_rv = scale.pointer("/metadata/resourceVersion").cloned();
     match kind {

@@ -135,18 +135,13 @@ pub fn start(store: Arc<Store>, faults: &Faults, spec: WatchSpec) -> Body {
         phase
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
-    tokio::spawn(run(
-        store,
-        spec,
-        phase,
-        cursor,
-        drop_stream,
-        rv_rx,
-        end_rx,
-        pause_rx,
-        bookmark_rx,
-        tx,
-    ));
+    let signals = Signals {
+        rv: rv_rx,
+        end: end_rx,
+        pause: pause_rx,
+        bookmark: bookmark_rx,
+    };
+    tokio::spawn(run(store, spec, phase, cursor, drop_stream, signals, tx));
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });
@@ -208,19 +203,34 @@ fn as_table(spec: &WatchSpec, line: Bytes, headers: &mut bool) -> Bytes {
     Bytes::from(out)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What wakes a watch task besides its deadline: the store's new writes and the fault
+/// injector's controls, subscribed to before the task starts so nothing is missed.
+struct Signals {
+    /// The store's current resourceVersion: changes on every write.
+    rv: tokio::sync::watch::Receiver<u64>,
+    /// Changes when every open watch is to end cleanly.
+    end: tokio::sync::watch::Receiver<u64>,
+    /// True while watch streams are held back.
+    pause: tokio::sync::watch::Receiver<bool>,
+    /// Changes when a progress bookmark is to be sent at once.
+    bookmark: tokio::sync::watch::Receiver<u64>,
+}
+
 async fn run(
     store: Arc<Store>,
     spec: WatchSpec,
     mut phase: Phase,
     mut cursor: u64,
     drop_stream: bool,
-    mut rv_rx: tokio::sync::watch::Receiver<u64>,
-    mut end_rx: tokio::sync::watch::Receiver<u64>,
-    mut pause_rx: tokio::sync::watch::Receiver<bool>,
-    mut bookmark_rx: tokio::sync::watch::Receiver<u64>,
+    signals: Signals,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {
+    let Signals {
+        rv: mut rv_rx,
+        end: mut end_rx,
+        pause: mut pause_rx,
+        bookmark: mut bookmark_rx,
+    } = signals;
     let res = spec.rt.storage_key();
     let deadline = Instant::now() + spec.timeout;
     let mut next_bookmark = Instant::now() + spec.bookmark_interval;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
-use super::running::Host;
+use super::running::{Host, HostParts};
 use crate::election::{ElectionConfig, ElectionMetrics, LeaderElector};
 use crate::informer::{InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig};
 use crate::plugins::{
@@ -284,17 +284,17 @@ impl HostBuilder {
         if let Some(leadership) = leadership {
             follow_leadership(&manager, leadership);
         }
-        let host = Host::serve(
+        let host = Host::serve(HostParts {
             manager,
             factory,
             runtime,
             registry,
-            self.metrics_addr,
-            self.health_addr,
-            self.shutdown_grace,
+            metrics_addr: self.metrics_addr,
+            health_addr: self.health_addr,
+            shutdown_grace: self.shutdown_grace,
             elector,
-            self.plugins_dir.is_some() || self.plugin_sources.is_some(),
-        )
+            starting: self.plugins_dir.is_some() || self.plugin_sources.is_some(),
+        })
         .await?;
         let sources = self
             .plugin_sources

@@ -34,20 +34,43 @@ pub struct Host {
     elector: Option<LeaderElector>,
 }
 
+/// The parts [`super::HostBuilder::start`] assembles a [`Host`] from, named so that
+/// [`Host::serve`] does not take them as a long positional list.
+pub(super) struct HostParts {
+    /// Loads, runs and unloads the plugins.
+    pub manager: PluginManager,
+    /// The informers the plugins watch through.
+    pub factory: InformerFactory,
+    /// The Wasm runtime the plugins run in.
+    pub runtime: Runtime,
+    /// Metrics served on the metrics endpoint.
+    pub registry: Arc<Registry>,
+    /// Where to serve `/metrics`, if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Where to serve `/healthz` and `/readyz`, if anywhere.
+    pub health_addr: Option<SocketAddr>,
+    /// How long in-flight handler calls may run on at shutdown.
+    pub shutdown_grace: Duration,
+    /// The leader elector, if the host stands for election.
+    pub elector: Option<LeaderElector>,
+    /// True if initial plugins are still to be loaded (`/readyz` says 503 until then).
+    pub starting: bool,
+}
+
 impl Host {
     /// A host of these parts with its endpoints served; see [`super::HostBuilder::start`].
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn serve(
-        manager: PluginManager,
-        factory: InformerFactory,
-        runtime: Runtime,
-        registry: Arc<Registry>,
-        metrics_addr: Option<SocketAddr>,
-        health_addr: Option<SocketAddr>,
-        shutdown_grace: Duration,
-        elector: Option<LeaderElector>,
-        starting: bool,
-    ) -> anyhow::Result<Host> {
+    pub(super) async fn serve(parts: HostParts) -> anyhow::Result<Host> {
+        let HostParts {
+            manager,
+            factory,
+            runtime,
+            registry,
+            metrics_addr,
+            health_addr,
+            shutdown_grace,
+            elector,
+            starting,
+        } = parts;
         let stop = CancellationToken::new();
         let starting = Arc::new(AtomicBool::new(starting));
         let (metrics_addr, health_addr) = super::endpoints::serve(

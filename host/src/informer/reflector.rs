@@ -189,20 +189,45 @@ pub(crate) struct Reflector {
     watches_opened: u64,
 }
 
+/// What the owning informer hands a [`Reflector`]: its identity, the shared
+/// queue/processor handles and its settings, bundled so construction is by name.
+pub(super) struct ReflectorParts {
+    /// Informer name, used in logs.
+    pub name: String,
+    /// `apiVersion` of the watched resource.
+    pub api_version: String,
+    /// `kind` of the watched resource.
+    pub kind: String,
+    /// Source of list and watch calls.
+    pub lw: Arc<dyn ListerWatcher>,
+    /// Queue the reflector feeds deltas into.
+    pub fifo: Arc<DeltaFifo>,
+    /// Listener fan-out, used for resyncs.
+    pub processor: Arc<Processor>,
+    /// The informer's metrics.
+    pub counters: InformerCounters,
+    /// Backoff, paging and timeout settings.
+    pub config: ReflectorConfig,
+    /// Stops the reflector when fired.
+    pub cancel: CancellationToken,
+    /// Last synced resourceVersion, shared with the informer.
+    pub last_sync_rv: Arc<Mutex<String>>,
+}
+
 impl Reflector {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(
-        name: String,
-        api_version: String,
-        kind: String,
-        lw: Arc<dyn ListerWatcher>,
-        fifo: Arc<DeltaFifo>,
-        processor: Arc<Processor>,
-        counters: InformerCounters,
-        config: ReflectorConfig,
-        cancel: CancellationToken,
-        last_sync_rv: Arc<Mutex<String>>,
-    ) -> Self {
+    pub(super) fn new(parts: ReflectorParts) -> Self {
+        let ReflectorParts {
+            name,
+            api_version,
+            kind,
+            lw,
+            fifo,
+            processor,
+            counters,
+            config,
+            cancel,
+            last_sync_rv,
+        } = parts;
         Self {
             backoff: Backoff::new(config.backoff.clone()),
             internal_retry: InternalErrorRetry {

@@ -15,7 +15,7 @@ use super::list_watch::ListerWatcher;
 use super::listener::{Listener, Notification, ResourceEventHandler};
 use super::metrics::{InformerCounters, InformerMetrics};
 use super::processor::{Processor, ProcessorState};
-use super::reflector::{Reflector, ReflectorConfig, TransformFunc};
+use super::reflector::{Reflector, ReflectorConfig, ReflectorParts, TransformFunc};
 use super::resync::determine_resync_period;
 use super::{InformerError, InformerKey};
 
@@ -198,18 +198,18 @@ impl SharedIndexInformer {
             tracing::warn!(informer = %self.name, "informer already started or stopped");
             return;
         }
-        let mut reflector = Reflector::new(
-            self.name.clone(),
-            self.key.api_version.clone(),
-            self.key.kind.clone(),
-            self.lw.clone(),
-            self.fifo.clone(),
-            self.processor.clone(),
-            self.counters.clone(),
-            self.config.clone(),
-            self.cancel.clone(),
-            self.last_sync_rv.clone(),
-        );
+        let mut reflector = Reflector::new(ReflectorParts {
+            name: self.name.clone(),
+            api_version: self.key.api_version.clone(),
+            kind: self.key.kind.clone(),
+            lw: self.lw.clone(),
+            fifo: self.fifo.clone(),
+            processor: self.processor.clone(),
+            counters: self.counters.clone(),
+            config: self.config.clone(),
+            cancel: self.cancel.clone(),
+            last_sync_rv: self.last_sync_rv.clone(),
+        });
         reflector.transform = self.transform.lock().clone();
         let refl = tokio::spawn(reflector.run());
         let me = self.clone();

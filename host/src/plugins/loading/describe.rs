@@ -55,33 +55,34 @@ pub struct DescribedPlugin {
     pub instance_bytes: u64,
 }
 
+/// One plugin file to describe, as read: grouped so the describe functions take the file
+/// as one argument beside the host's settings.
+pub(crate) struct PluginInput<'a> {
+    /// The plugin's name (its file stem).
+    pub name: &'a str,
+    /// Where the file is; error messages and the manifest's path derive from it.
+    pub path: &'a Path,
+    /// The component's bytes.
+    pub wasm: &'a [u8],
+    /// The text of its `NAME.toml` manifest, if it has one.
+    pub manifest_text: Option<&'a str>,
+}
+
 /// Every load step short of attaching, for one plugin file: manifest, compile, instantiate,
 /// `describe()` under the deadline, manifest overrides, subscription validation, and the check
 /// of what it asks for against what `policy` grants it. Blocks: the
 /// guest runs on the calling thread (with a runtime of its own), so a guest stuck in
 /// `describe()` occupies only this thread and only until its deadline; `closing` abandons it.
 /// The host's loads and `kubewasm check` both go through here.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn describe_plugin(
     runtime: &Runtime,
-    name: &str,
-    path: &Path,
-    wasm: &[u8],
-    manifest_text: Option<&str>,
+    input: PluginInput<'_>,
     defaults: Limits,
     policy: &GrantPolicy,
     closing: &CancellationToken,
 ) -> Result<DescribedPlugin, LoadError> {
-    let described = describe_ungated(
-        runtime,
-        name,
-        path,
-        wasm,
-        manifest_text,
-        defaults,
-        policy,
-        closing,
-    )?;
+    let (name, path) = (input.name, input.path);
+    let described = describe_ungated(runtime, input, defaults, policy, closing)?;
     match described.grant_error(name, path) {
         Some(e) => Err(e),
         None => Ok(described),
@@ -89,17 +90,19 @@ pub(crate) fn describe_plugin(
 }
 
 /// [`describe_plugin`] short of the grant check.
-#[allow(clippy::too_many_arguments)]
 fn describe_ungated(
     runtime: &Runtime,
-    name: &str,
-    path: &Path,
-    wasm: &[u8],
-    manifest_text: Option<&str>,
+    input: PluginInput<'_>,
     defaults: Limits,
     policy: &GrantPolicy,
     closing: &CancellationToken,
 ) -> Result<DescribedPlugin, LoadError> {
+    let PluginInput {
+        name,
+        path,
+        wasm,
+        manifest_text,
+    } = input;
     let manifest = match manifest_text {
         Some(t) => Manifest::parse(&Manifest::path_for(path), t)?,
         None => Manifest::default(),
@@ -201,10 +204,12 @@ pub fn describe_file(
     let files = read_plugin(path)?;
     describe_ungated(
         runtime,
-        &plugin_name(path),
-        path,
-        &files.wasm,
-        files.manifest.as_deref(),
+        PluginInput {
+            name: &plugin_name(path),
+            path,
+            wasm: &files.wasm,
+            manifest_text: files.manifest.as_deref(),
+        },
         defaults,
         policy,
         &CancellationToken::new(),

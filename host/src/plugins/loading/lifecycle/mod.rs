@@ -36,7 +36,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::describe::{PluginFiles, check_file_name, describe_plugin, plugin_name, read_plugin};
+use super::describe::{
+    PluginFiles, PluginInput, check_file_name, describe_plugin, plugin_name, read_plugin,
+};
 use super::error::LoadError;
 use super::manifest::Manifest;
 use crate::informer::{

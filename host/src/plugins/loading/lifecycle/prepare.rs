@@ -21,10 +21,12 @@ impl PluginManager {
         let described = tokio::task::spawn_blocking(move || {
             describe_plugin(
                 &runtime,
-                &plugin,
-                &file,
-                &wasm,
-                manifest_text.as_deref(),
+                PluginInput {
+                    name: &plugin,
+                    path: &file,
+                    wasm: &wasm,
+                    manifest_text: manifest_text.as_deref(),
+                },
                 defaults,
                 &grants,
                 &closing,
