@@ -15,6 +15,10 @@
 //!    address, so a second lookup cannot answer differently;
 //! 6. [`http_client::send`] sends it, with per-step timeouts and a response-size cap.
 //!
+//! With a stub in the policy (the scenario runner's), an interceptor answers after step 3 instead
+//! of steps 4–6. The steps are stages of one exchange, each ending it with a refusal or passing it
+//! on; how it ended is counted and logged in one place, after the last stage.
+//!
 //! Nothing a call started outlives it: when the call returns, every request it sent that is
 //! still connecting or waiting is failed and every connection it opened is closed (their
 //! resources stay in the guest's table, failed), so a guest cannot carry connections from one
@@ -36,7 +40,7 @@ use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::guest_caused::GuestCausedLog;
-use super::host_wait::HostWait;
+use super::host_wait::{HostWait, HostWaitGuard};
 use super::http_bounds::{ConnectionPermit, Refused};
 use super::http_client::{self, BodyEnd, Exchange, Timeouts};
 use super::http_policy::{BadUri, HttpPolicy, Origin};
@@ -106,100 +110,200 @@ struct Outbound {
     started: Instant,
 }
 
+/// How an exchange that got a response ended its stages.
+enum Answered {
+    /// The stub answered ([`intercept`]); counted now, by its status.
+    Stubbed { exchange: Exchange, label: String },
+    /// The response headers came; counted when the body ends.
+    Sent {
+        sent: http_client::Sent,
+        origin: Origin,
+        label: String,
+        permit: Option<ConnectionPermit>,
+    },
+}
+
+/// How an exchange that got no response ended: the error the guest gets, the `origin` and
+/// `code` labels it is counted with, and what is logged.
+struct Refusal {
+    error: Error,
+    /// The origin's label, or `denied` when the request has none or it is not granted.
+    label: String,
+    code: &'static str,
+    why: Why,
+}
+
+/// Which log line a [`Refusal`] writes (and what else is recorded with it).
+enum Why {
+    /// The request failed: logged with its error, and its latency observed.
+    Failed,
+    /// The gate does not grant the origin (step 2).
+    NotGranted(Origin),
+    /// No place among the open requests (step 4), refused by `bound`.
+    Limit {
+        origin: Origin,
+        bound: &'static str,
+        message: String,
+    },
+    /// Every resolved address is one the grant does not name (step 5).
+    IpDenied { origin: Origin, refused: String },
+}
+
+/// What a stage returns: its result, or how it ended the exchange (boxed: refusals are rare and
+/// large).
+type Stage<T> = Result<T, Box<Refusal>>;
+
+impl Refusal {
+    fn failed(label: &str, code: &'static str, error: Error) -> Box<Self> {
+        Box::new(Self {
+            error,
+            label: label.to_owned(),
+            code,
+            why: Why::Failed,
+        })
+    }
+}
+
+/// What an exchange holds while its stages run. [`Outbound::run`] drops it only after the
+/// outcome is recorded, so a refused request keeps its place (and its wait, until the stages
+/// close it) until it is counted. Fields drop in this order.
+#[derive(Default)]
+struct Held {
+    waiting: Option<HostWaitGuard>,
+    permit: Option<ConnectionPermit>,
+}
+
 impl Outbound {
-    /// The request's place among the open ones (none for a benchmark baseline).
-    fn permit(&self) -> Result<Option<ConnectionPermit>, Refused> {
-        if !self.policy.bounded {
-            return Ok(None);
-        }
-        let host = self.policy.host_connections.as_ref();
-        ConnectionPermit::take(self.policy.inflight(), host, &self.open_gauge).map(Some)
-    }
-
-    /// Counts a request that ended before its response headers, and logs why.
-    fn refused(&self, origin: &str, code: &'static str, error: Error) -> Error {
-        let plugin = &*self.plugin;
-        if self.lines.admit() {
-            tracing::info!(target: RUNTIME_TARGET, plugin, origin, code, "outbound HTTP request failed: {error}");
-        }
-        self.metrics.http_request(plugin, origin, code);
-        self.metrics
-            .http_latency(plugin, self.started.elapsed().as_secs_f64());
-        error
-    }
-
+    /// Runs the stages, then counts and logs how the exchange ended (the only place that does).
     async fn run(
         self,
         request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
     ) -> Result<Exchange, Error> {
-        let origin = match Origin::of(request.uri()) {
-            Ok(o) => o,
-            Err(BadUri::Scheme) => {
-                return Err(self.refused("denied", "invalid", Error::HttpProtocolError));
-            }
-            Err(BadUri::Host) => {
-                return Err(self.refused("denied", "invalid", Error::HttpRequestUriInvalid));
-            }
+        let mut held = Held::default();
+        let ended = self.stages(request, options, &mut held).await;
+        let result = match ended {
+            Ok(answered) => Ok(self.answered(answered)),
+            Err(refusal) => Err(self.refused(*refusal)),
         };
-        if !origin.granted(&*self.policy.gate) {
-            let plugin = &*self.plugin;
-            if self.lines.admit() {
-                tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
-                    "outbound HTTP request denied: origin not granted");
-            }
-            self.metrics.http_request(plugin, "denied", "denied");
-            return Err(Error::HttpRequestDenied);
-        }
-        let label = self.policy.origin_label(&origin);
-        let method = request.method();
-        if self.policy.dry_run && method != http::Method::GET && method != http::Method::HEAD {
-            let msg = format!(
-                "{origin}: {} refused (dry run): only GET and HEAD requests are sent",
-                short(method.as_str())
-            );
-            return Err(self.refused(&label, "dry_run", Error::InternalError(Some(msg))));
-        }
+        drop(held);
+        result
+    }
 
+    /// Steps 1–6 of the module documentation, in order.
+    async fn stages(
+        &self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        held: &mut Held,
+    ) -> Stage<Answered> {
+        let origin = origin_of(request.uri())?;
+        self.granted(&origin)?;
+        let label = self.policy.origin_label(&origin);
+        self.dry_run(&origin, &label, request.method())?;
         if let Some(stub) = self.policy.stub.clone() {
-            let answered = super::http_stub::answer(stub, &self.plugin, request).await;
-            return match answered {
-                Ok(exchange) => {
-                    let status = exchange.0.status().as_u16().to_string();
-                    self.metrics.http_request(&self.plugin, &label, &status);
-                    Ok(exchange)
-                }
-                Err(e) => Err(self.refused(&label, "error", e)),
-            };
+            return intercept(stub, &self.plugin, request, label).await;
         }
-        let permit = match self.permit() {
-            Ok(p) => p,
-            Err(refused) => {
-                let plugin = &*self.plugin;
-                let msg = refused.message();
-                if self.lines.admit() {
-                    tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
-                        "outbound HTTP request refused: {msg}");
-                }
-                self.metrics.http_refused(plugin, refused.bound());
-                self.metrics.http_request(plugin, &label, "limit");
-                return Err(Error::InternalError(Some(msg)));
-            }
-        };
-        let policy = &self.policy;
-        let options = options.unwrap_or_default();
-        let timeouts = Timeouts {
-            connect: shorter(options.connect_timeout, policy.timeout),
-            first_byte: shorter(options.first_byte_timeout, policy.timeout),
-            between_bytes: shorter(options.between_bytes_timeout, policy.timeout),
-        };
+        held.permit = self.permit(&origin, &label)?;
+        let timeouts = self.timeouts(options);
         // From here on the guest waits for the network: until the response headers (the body
         // has its own account, see `http_client::CappedBody`).
-        let waiting = self.wait.enter();
-        let lookup = resolve(&origin, policy.resolver.as_deref());
-        let addrs = match tokio::time::timeout(timeouts.connect, lookup).await {
-            Err(_) => return Err(self.refused(&label, "timeout", Error::DnsTimeout)),
-            Ok(Err(e)) => return Err(self.refused(&label, "dns", e)),
+        held.waiting = Some(self.wait.enter());
+        let allowed = self.reachable(&origin, &label, timeouts.connect).await?;
+        let sent = http_client::send(
+            &origin,
+            &allowed,
+            request,
+            timeouts,
+            self.policy.max_response_bytes,
+            self.wait.clone(),
+        )
+        .await;
+        held.waiting = None;
+        let sent = sent.map_err(|e| Refusal::failed(&label, error_kind(&e), e))?;
+        Ok(Answered::Sent {
+            sent,
+            origin,
+            label,
+            permit: held.permit.take(),
+        })
+    }
+
+    /// Step 2: the plugin's gate grants the origin.
+    fn granted(&self, origin: &Origin) -> Stage<()> {
+        if origin.granted(&*self.policy.gate) {
+            return Ok(());
+        }
+        Err(Box::new(Refusal {
+            error: Error::HttpRequestDenied,
+            label: "denied".to_owned(),
+            code: "denied",
+            why: Why::NotGranted(origin.clone()),
+        }))
+    }
+
+    /// Step 3: in dry run only GET and HEAD go out.
+    fn dry_run(&self, origin: &Origin, label: &str, method: &http::Method) -> Stage<()> {
+        if !self.policy.dry_run || method == http::Method::GET || method == http::Method::HEAD {
+            return Ok(());
+        }
+        let msg = format!(
+            "{origin}: {} refused (dry run): only GET and HEAD requests are sent",
+            short(method.as_str())
+        );
+        Err(Refusal::failed(
+            label,
+            "dry_run",
+            Error::InternalError(Some(msg)),
+        ))
+    }
+
+    /// Step 4: the request's place among the open ones (none for a benchmark baseline).
+    fn permit(&self, origin: &Origin, label: &str) -> Stage<Option<ConnectionPermit>> {
+        if !self.policy.bounded {
+            return Ok(None);
+        }
+        let host = self.policy.host_connections.as_ref();
+        ConnectionPermit::take(self.policy.inflight(), host, &self.open_gauge)
+            .map(Some)
+            .map_err(|refused: Refused| {
+                let message = refused.message();
+                Box::new(Refusal {
+                    error: Error::InternalError(Some(message.clone())),
+                    label: label.to_owned(),
+                    code: "limit",
+                    why: Why::Limit {
+                        origin: origin.clone(),
+                        bound: refused.bound(),
+                        message,
+                    },
+                })
+            })
+    }
+
+    /// The guest's timeouts, each no longer than the host's.
+    fn timeouts(&self, options: Option<RequestOptions>) -> Timeouts {
+        let host = self.policy.timeout;
+        let options = options.unwrap_or_default();
+        Timeouts {
+            connect: shorter(options.connect_timeout, host),
+            first_byte: shorter(options.first_byte_timeout, host),
+            between_bytes: shorter(options.between_bytes_timeout, host),
+        }
+    }
+
+    /// Step 5: the origin's addresses that it may reach, looked up within `timeout`.
+    async fn reachable(
+        &self,
+        origin: &Origin,
+        label: &str,
+        timeout: std::time::Duration,
+    ) -> Stage<Vec<SocketAddr>> {
+        let policy = &self.policy;
+        let lookup = resolve(origin, policy.resolver.as_deref());
+        let addrs = match tokio::time::timeout(timeout, lookup).await {
+            Err(_) => return Err(Refusal::failed(label, "timeout", Error::DnsTimeout)),
+            Ok(Err(e)) => return Err(Refusal::failed(label, "dns", e)),
             Ok(Ok(addrs)) => addrs,
         };
         let mut refused = Vec::new();
@@ -216,76 +320,154 @@ impl Outbound {
                 },
             )
             .collect();
-        if allowed.is_empty() {
-            let plugin = &*self.plugin;
-            let refused = refused.join(", ");
-            if self.lines.admit() {
-                tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
-                    "outbound HTTP request denied: {} resolves only to internal addresses the \
-                     grant does not name: {refused}", origin.host);
-            }
-            self.metrics.http_request(plugin, &label, "ip_denied");
-            return Err(Error::DestinationIpProhibited);
+        if !allowed.is_empty() {
+            return Ok(allowed);
         }
+        Err(Box::new(Refusal {
+            error: Error::DestinationIpProhibited,
+            label: label.to_owned(),
+            code: "ip_denied",
+            why: Why::IpDenied {
+                origin: origin.clone(),
+                refused: refused.join(", "),
+            },
+        }))
+    }
 
-        let sent = http_client::send(
-            &origin,
-            &allowed,
-            request,
-            timeouts,
-            policy.max_response_bytes,
-            self.wait.clone(),
-        )
-        .await;
-        drop(waiting);
-        match sent {
-            Ok(exchange) => {
-                let status = exchange.status();
-                let plugin = &*self.plugin;
-                if debug_enabled() && self.lines.admit() {
-                    tracing::debug!(target: RUNTIME_TARGET, plugin, origin = %origin, status,
-                        "outbound HTTP response");
-                }
-                self.metrics
-                    .http_latency(plugin, self.started.elapsed().as_secs_f64());
-                let (metrics, plugin) = (self.metrics.clone(), self.plugin.clone());
-                let call = self.call.clone();
-                let bounded = self.policy.bounded;
-                let lines = self.lines.clone();
-                let (response, io) = exchange.finish(move |how: BodyEnd| {
-                    let code = match how {
-                        BodyEnd::Done => status.to_string(),
-                        failed => {
-                            let code = failed.code();
-                            if lines.admit() {
-                                tracing::info!(target: RUNTIME_TARGET, plugin = &*plugin,
-                                    origin = %label, status, code, "outbound HTTP response body failed");
-                            }
-                            code.to_owned()
-                        }
-                    };
-                    metrics.http_request(&plugin, &label, &code);
-                });
-                // The connection lives in `io`: it closes when the exchange is done or the
-                // call that sent it ends, and gives its place back then.
-                let io = async move {
-                    let _permit = permit;
-                    if !bounded {
-                        return Box::into_pin(io).await;
-                    }
-                    tokio::select! {
-                        biased;
-                        () = call.cancelled() => Ok(()),
-                        r = Box::into_pin(io) => r,
-                    }
-                };
-                Ok((response, Box::new(io)))
+    /// Records an exchange that got a response; a sent one is counted when its body ends, and
+    /// its connection closes then or when the call that sent it ends, giving its place back.
+    fn answered(self, answered: Answered) -> Exchange {
+        let (sent, origin, label, permit) = match answered {
+            Answered::Stubbed { exchange, label } => {
+                let status = exchange.0.status().as_u16().to_string();
+                self.metrics.http_request(&self.plugin, &label, &status);
+                return exchange;
             }
-            Err(e) => {
-                let code = error_kind(&e);
-                Err(self.refused(&label, code, e))
+            Answered::Sent {
+                sent,
+                origin,
+                label,
+                permit,
+            } => (sent, origin, label, permit),
+        };
+        let status = sent.status();
+        let plugin = &*self.plugin;
+        if debug_enabled() && self.lines.admit() {
+            tracing::debug!(target: RUNTIME_TARGET, plugin, origin = %origin, status,
+                "outbound HTTP response");
+        }
+        self.metrics
+            .http_latency(plugin, self.started.elapsed().as_secs_f64());
+        let Outbound {
+            plugin,
+            lines,
+            policy,
+            metrics,
+            call,
+            ..
+        } = self;
+        let bounded = policy.bounded;
+        let (response, io) = sent.finish(move |how: BodyEnd| {
+            let code = match how {
+                BodyEnd::Done => status.to_string(),
+                failed => {
+                    let code = failed.code();
+                    if lines.admit() {
+                        tracing::info!(target: RUNTIME_TARGET, plugin = &*plugin,
+                            origin = %label, status, code, "outbound HTTP response body failed");
+                    }
+                    code.to_owned()
+                }
+            };
+            metrics.http_request(&plugin, &label, &code);
+        });
+        let io = async move {
+            let _permit = permit;
+            if !bounded {
+                return Box::into_pin(io).await;
+            }
+            tokio::select! {
+                biased;
+                () = call.cancelled() => Ok(()),
+                r = Box::into_pin(io) => r,
+            }
+        };
+        (response, Box::new(io))
+    }
+
+    /// Records an exchange that got no response, and gives the guest its error.
+    fn refused(&self, refusal: Refusal) -> Error {
+        let Refusal {
+            error,
+            label,
+            code,
+            why,
+        } = refusal;
+        let plugin = &*self.plugin;
+        match &why {
+            Why::Failed => {
+                if self.lines.admit() {
+                    let origin = label.as_str();
+                    tracing::info!(target: RUNTIME_TARGET, plugin, origin, code,
+                        "outbound HTTP request failed: {error}");
+                }
+            }
+            Why::NotGranted(origin) => {
+                if self.lines.admit() {
+                    tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
+                        "outbound HTTP request denied: origin not granted");
+                }
+            }
+            Why::Limit {
+                origin,
+                bound,
+                message,
+            } => {
+                if self.lines.admit() {
+                    tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
+                        "outbound HTTP request refused: {message}");
+                }
+                self.metrics.http_refused(plugin, bound);
+            }
+            Why::IpDenied { origin, refused } => {
+                if self.lines.admit() {
+                    tracing::info!(target: RUNTIME_TARGET, plugin, origin = %origin,
+                        "outbound HTTP request denied: {} resolves only to internal addresses the \
+                         grant does not name: {refused}", origin.host);
+                }
             }
         }
+        self.metrics.http_request(plugin, &label, code);
+        if let Why::Failed = why {
+            self.metrics
+                .http_latency(plugin, self.started.elapsed().as_secs_f64());
+        }
+        error
+    }
+}
+
+/// Step 1: the request URI names an origin.
+fn origin_of(uri: &http::Uri) -> Stage<Origin> {
+    Origin::of(uri).map_err(|bad| {
+        let error = match bad {
+            BadUri::Scheme => Error::HttpProtocolError,
+            BadUri::Host => Error::HttpRequestUriInvalid,
+        };
+        Refusal::failed("denied", "invalid", error)
+    })
+}
+
+/// The interceptor, consulted before the real send when the policy has a stub (the scenario
+/// runner's `http_stub`): the stub answers a granted request instead of the network.
+async fn intercept(
+    stub: Arc<dyn super::HttpStub>,
+    plugin: &str,
+    request: http::Request<WasiBody>,
+    label: String,
+) -> Stage<Answered> {
+    match super::http_stub::answer(stub, plugin, request).await {
+        Ok(exchange) => Ok(Answered::Stubbed { exchange, label }),
+        Err(e) => Err(Refusal::failed(&label, "error", e)),
     }
 }
 
