@@ -499,10 +499,14 @@ fn table(peer: SocketAddr, per_ms: u64) -> Vec<Attack> {
         },
         Attack {
             id: "31.9",
-            what: "three calls of ~400 ms CPU each share a plugin's thread under a 1 s deadline (boundary_flood)",
+            what: "three calls of ~250 ms CPU each share a plugin's thread under a 1 s deadline (boundary_flood)",
+            // 250 ms, not boundary_flood's 400: the suite runs beside the other tests on two
+            // cores, where a calibrated burn was seen to take 2.4 times as long; this row is
+            // about the host under CPU pressure, and boundary_flood asserts whose time the
+            // deadline counts.
             trigger: Trigger::Objects {
                 attack: "cpu-burn",
-                params: vec![("rounds", (per_ms * 400).to_string())],
+                params: vec![("rounds", (per_ms * 250).to_string())],
                 copies: 3,
             },
             refusal: Refusal::Reports {
