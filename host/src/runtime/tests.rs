@@ -226,6 +226,17 @@ fn instance(compiled: &CompiledHandler, plugin: &str, limits: Limits) -> Handler
 }
 
 /// Messages logged so far by `plugin`.
+/// Limits for tests whose subject is not time: the default 1 s deadline is a production figure,
+/// and a loaded machine (CI builds beside the tests) could end a call before the bound under
+/// test (memory, resources, log caps) refuses it. Deadline tests set their own.
+fn untimed() -> Limits {
+    Limits {
+        deadline: Duration::from_secs(30),
+        wall_limit: Duration::from_secs(60),
+        ..Limits::default()
+    }
+}
+
 fn logged(plugin: &str) -> Vec<String> {
     shared()
         .lines
@@ -250,7 +261,7 @@ fn logged_with_level(plugin: &str) -> Vec<(GuestLogLevel, String)> {
 
 #[test]
 fn logger_describe() {
-    let mut h = instance(&shared().logger, "logger-describe", Limits::default());
+    let mut h = instance(&shared().logger, "logger-describe", untimed());
     let info = block(h.describe()).unwrap();
     assert_eq!(
         info,
@@ -280,7 +291,7 @@ fn logger_describe() {
 #[test]
 fn logger_logs_one_info_line_per_call() {
     let p = "logger-lines";
-    let mut h = instance(&shared().logger, p, Limits::default());
+    let mut h = instance(&shared().logger, p, untimed());
     let a = configmap(Some("default"), "cfg", "10", &[]);
     let b = configmap(Some("default"), "cfg", "11", &[]);
     let c = configmap(None, "cluster-wide", "5", &[]);
@@ -315,7 +326,7 @@ fn logger_logs_one_info_line_per_call() {
 #[test]
 fn logger_fail_label_maps_to_outcomes() {
     let p = "logger-outcomes";
-    let mut h = instance(&shared().logger, p, Limits::default());
+    let mut h = instance(&shared().logger, p, untimed());
     let retry = configmap(Some("n"), "r", "1", &[("kubewasm.io/fail", "retry")]);
     let fatal = configmap(Some("n"), "f", "1", &[("kubewasm.io/fail", "fatal")]);
     let other = configmap(Some("n"), "o", "1", &[("kubewasm.io/fail", "maybe")]);
@@ -347,7 +358,7 @@ fn logger_fail_label_maps_to_outcomes() {
 #[test]
 fn trap_discards_instance_and_next_call_gets_a_fresh_one() {
     let p = "logger-trap";
-    let mut h = instance(&shared().logger, p, Limits::default());
+    let mut h = instance(&shared().logger, p, untimed());
     let trap = configmap(Some("n"), "t", "3", &[("kubewasm.io/fail", "trap")]);
     let err = block(h.on_add(&trap, false)).unwrap_err();
     let CallError::Trap(msg) = &err else {
@@ -405,7 +416,7 @@ fn memory_hog_hits_the_cap() {
     let p = "fixture-oom";
     let limits = Limits {
         memory_bytes: 16 << 20,
-        ..Limits::default()
+        ..untimed()
     };
     let mut h = instance(&shared().fixture, p, limits);
     assert_eq!(
@@ -422,7 +433,7 @@ fn memory_hog_hits_the_cap() {
 #[test]
 fn no_ambient_capabilities() {
     let p = "fixture-ambient";
-    let mut h = instance(&shared().fixture, p, Limits::default());
+    let mut h = instance(&shared().fixture, p, untimed());
     for a in ["read-file", "env", "net", "stdin"] {
         assert_eq!(
             block(h.on_add(&action(a), false)).unwrap(),
@@ -439,7 +450,7 @@ fn no_ambient_capabilities() {
 #[test]
 fn cache_imports_are_forwarded_and_refusals_are_values() {
     let p = "fixture-cache";
-    let mut h = instance(&shared().fixture, p, Limits::default());
+    let mut h = instance(&shared().fixture, p, untimed());
     assert_eq!(
         block(h.on_add(&action("cache-get-secret"), false)).unwrap(),
         HandlerOutcome::Ok
@@ -461,7 +472,7 @@ fn cache_imports_are_forwarded_and_refusals_are_values() {
 #[test]
 fn stdout_and_stderr_lines_are_logged_with_the_plugin() {
     let p = "fixture-print";
-    let mut h = instance(&shared().fixture, p, Limits::default());
+    let mut h = instance(&shared().fixture, p, untimed());
     assert_eq!(
         block(h.on_add(&action("print"), false)).unwrap(),
         HandlerOutcome::Ok
@@ -482,7 +493,7 @@ fn a_60_mb_log_message_is_logged_capped_and_the_instance_keeps_working() {
     let p = "fixture-log-huge";
     let limits = Limits {
         memory_bytes: 192 << 20,
-        ..Limits::default()
+        ..untimed()
     };
     let mut h = instance(&shared().fixture, p, limits);
     assert_eq!(
@@ -505,7 +516,7 @@ fn a_60_mb_stdout_line_is_logged_once_capped() {
     let p = "fixture-print-huge";
     let limits = Limits {
         memory_bytes: 192 << 20,
-        ..Limits::default()
+        ..untimed()
     };
     let mut h = instance(&shared().fixture, p, limits);
     assert_eq!(
@@ -532,7 +543,7 @@ fn a_60_mb_stdout_line_is_logged_once_capped() {
 #[test]
 fn guest_log_messages_cannot_forge_lines_or_terminal_escapes() {
     let p = "fixture-log-forge";
-    let mut h = instance(&shared().fixture, p, Limits::default());
+    let mut h = instance(&shared().fixture, p, untimed());
     block(h.on_add(&action("log-forge"), false)).unwrap();
     assert_eq!(
         logged_with_level(p),
@@ -547,7 +558,7 @@ fn guest_log_messages_cannot_forge_lines_or_terminal_escapes() {
 #[test]
 fn a_flooding_guest_is_rate_limited_and_counted() {
     let p = "fixture-log-flood";
-    let mut h = instance(&shared().fixture, p, Limits::default());
+    let mut h = instance(&shared().fixture, p, untimed());
     block(h.on_add(&action("log-flood"), false)).unwrap();
     let lines = logged(p);
     let burst = guest_log::LOG_BURST as usize;
@@ -568,7 +579,7 @@ fn a_flooding_guest_is_rate_limited_and_counted() {
 #[test]
 fn handler_error_strings_are_capped_and_escaped() {
     let p = "fixture-retry-huge";
-    let mut h = instance(&shared().fixture, p, Limits::default());
+    let mut h = instance(&shared().fixture, p, untimed());
     let HandlerOutcome::Retry(msg) = block(h.on_add(&action("retry-huge"), false)).unwrap() else {
         panic!("expected a retry")
     };
@@ -585,7 +596,7 @@ fn handler_error_strings_are_capped_and_escaped() {
 fn memory_cap_above_the_ceiling_is_refused() {
     let limits = Limits {
         memory_bytes: 1 << 40,
-        ..Limits::default()
+        ..untimed()
     };
     let err = shared()
         .runtime
@@ -607,10 +618,10 @@ fn a_full_pool_is_its_own_error_and_passes() {
     let runtime = Runtime::new(config, RuntimeMetrics::unregistered()).unwrap();
     let compiled = runtime.compile(&guest_bytes("test-fixture")).unwrap();
     let first = runtime
-        .instantiate_blocking(&compiled, "first", Limits::default(), Arc::new(FakeCache))
+        .instantiate_blocking(&compiled, "first", untimed(), Arc::new(FakeCache))
         .unwrap();
     let err = runtime
-        .instantiate_blocking(&compiled, "second", Limits::default(), Arc::new(FakeCache))
+        .instantiate_blocking(&compiled, "second", untimed(), Arc::new(FakeCache))
         .err()
         .expect("the only slot is taken");
     assert!(
@@ -624,7 +635,7 @@ fn a_full_pool_is_its_own_error_and_passes() {
         "{err}"
     );
     let mut probe = runtime
-        .handler_instance(&compiled, "probe", Limits::default(), Arc::new(FakeCache))
+        .handler_instance(&compiled, "probe", untimed(), Arc::new(FakeCache))
         .unwrap();
     let err = block(probe.start()).unwrap_err();
     assert!(matches!(err, CallError::PoolExhausted { .. }), "{err:?}");
@@ -731,7 +742,7 @@ fn compile_cache_hits_survive_restarts_and_corruption_recompiles() {
     let compiled = rt.compile(&wasm).unwrap();
     assert!(compiled.cache_hit());
     let mut h = rt
-        .instantiate_blocking(&compiled, "cached", Limits::default(), Arc::new(FakeCache))
+        .instantiate_blocking(&compiled, "cached", untimed(), Arc::new(FakeCache))
         .unwrap();
     assert_eq!(block(h.describe()).unwrap().name, "configmap-logger");
 
@@ -751,12 +762,7 @@ fn compile_cache_hits_survive_restarts_and_corruption_recompiles() {
     let compiled = rt.compile(&wasm).unwrap();
     assert!(!compiled.cache_hit());
     let mut h = rt
-        .instantiate_blocking(
-            &compiled,
-            "recompiled",
-            Limits::default(),
-            Arc::new(FakeCache),
-        )
+        .instantiate_blocking(&compiled, "recompiled", untimed(), Arc::new(FakeCache))
         .unwrap();
     assert_eq!(block(h.describe()).unwrap().name, "configmap-logger");
     assert!(rt.compile(&wasm).unwrap().cache_hit());
@@ -799,12 +805,7 @@ fn compile_afresh(config: &RuntimeConfig, wasm: &[u8]) -> (bool, String) {
     let rt = Runtime::new(config.clone(), RuntimeMetrics::unregistered()).unwrap();
     let compiled = rt.compile(wasm).unwrap();
     let mut h = rt
-        .instantiate_blocking(
-            &compiled,
-            "cache-trust",
-            Limits::default(),
-            Arc::new(FakeCache),
-        )
+        .instantiate_blocking(&compiled, "cache-trust", untimed(), Arc::new(FakeCache))
         .unwrap();
     (compiled.cache_hit(), block(h.describe()).unwrap().name)
 }
@@ -987,7 +988,7 @@ fn guests_blocked_in_wasi_calls_are_stopped_at_the_deadline() {
 
 #[test]
 fn a_guest_cannot_hold_unbounded_host_resources() {
-    let mut h = instance(&shared().fixture, "fixture-pollables", Limits::default());
+    let mut h = instance(&shared().fixture, "fixture-pollables", untimed());
     let err = block(h.on_add(&action("pollables"), false)).unwrap_err();
     assert!(matches!(err, CallError::Trap(_)), "{err:?}");
     assert!(
@@ -1000,14 +1001,14 @@ fn a_guest_cannot_hold_unbounded_host_resources() {
 
 #[test]
 fn a_stack_overflow_is_a_trap() {
-    let mut h = instance(&shared().fixture, "fixture-stack", Limits::default());
+    let mut h = instance(&shared().fixture, "fixture-stack", untimed());
     let err = block(h.on_add(&action("stack-overflow"), false)).unwrap_err();
     assert!(matches!(err, CallError::Trap(_)), "{err:?}");
 }
 
 #[test]
 fn dropping_a_call_discards_the_instance() {
-    let mut h = instance(&shared().fixture, "fixture-dropped", Limits::default());
+    let mut h = instance(&shared().fixture, "fixture-dropped", untimed());
     let sleeper = action("sleep");
     let cut = block(async {
         tokio::time::timeout(Duration::from_millis(50), h.on_add(&sleeper, false)).await
@@ -1027,7 +1028,7 @@ fn guest_logs_become_tracing_events_with_the_plugin_name() {
         .with_max_level(tracing::Level::TRACE)
         .with_writer(capture.clone())
         .finish();
-    let mut h = instance(&shared().logger, "traced", Limits::default());
+    let mut h = instance(&shared().logger, "traced", untimed());
     tracing::subscriber::with_default(subscriber, || {
         block(h.on_add(&configmap(Some("n"), "c", "9", &[]), true)).unwrap();
     });
@@ -1050,7 +1051,7 @@ fn label_auditor_reports_drift_on_resync() {
         .runtime
         .compile(&guest_bytes("label-auditor"))
         .unwrap();
-    let mut h = instance(&compiled, p, Limits::default());
+    let mut h = instance(&compiled, p, untimed());
     let info = block(h.describe()).unwrap();
     assert_eq!(info.name, "label-auditor");
     assert_eq!(info.subscriptions[0].resync_period_ms, 30_000);
@@ -1083,7 +1084,7 @@ fn label_auditor_reports_drift_on_resync() {
 
 #[test]
 fn failures_in_a_row_are_counted_for_quarantine() {
-    let mut h = instance(&shared().fixture, "fixture-repeat", Limits::default());
+    let mut h = instance(&shared().fixture, "fixture-repeat", untimed());
     for n in 1..=3 {
         assert!(matches!(
             block(h.on_add(&action("trap"), false)),
@@ -1111,7 +1112,7 @@ fn metrics_are_exported_per_plugin_and_cause() {
     let rt = Runtime::new(RuntimeConfig::default(), metrics).unwrap();
     let compiled = rt.compile(&guest_bytes("test-fixture")).unwrap();
     let mut h = rt
-        .instantiate_blocking(&compiled, "metered", Limits::default(), Arc::new(FakeCache))
+        .instantiate_blocking(&compiled, "metered", untimed(), Arc::new(FakeCache))
         .unwrap();
     block(h.on_add(&action("trap"), false)).unwrap_err();
     let mut text = String::new();
@@ -1133,7 +1134,7 @@ fn calls_work_from_tokio_blocking_threads() {
         .unwrap();
     let lines = rt.block_on(async {
         tokio::task::spawn_blocking(|| {
-            let mut h = instance(&shared().fixture, "tokio-blocking", Limits::default());
+            let mut h = instance(&shared().fixture, "tokio-blocking", untimed());
             assert_eq!(
                 block(h.on_add(&action("print"), false)).unwrap(),
                 HandlerOutcome::Ok
@@ -1157,7 +1158,7 @@ fn each_component_is_bound_to_the_world_it_implements() {
 
 #[test]
 fn v2_describe_carries_what_the_handler_asks_for() {
-    let mut h = instance(&shared().logger_v2, "v2-describe", Limits::default());
+    let mut h = instance(&shared().logger_v2, "v2-describe", untimed());
     let info = block(h.describe()).unwrap();
     assert_eq!(info.name, "logger-v2");
     assert_eq!(info.subscriptions.len(), 1);
@@ -1172,7 +1173,7 @@ fn v2_describe_carries_what_the_handler_asks_for() {
 
 #[test]
 fn v2_handler_receives_every_notification_and_on_synced() {
-    let mut h = instance(&shared().logger_v2, "v2-calls", Limits::default());
+    let mut h = instance(&shared().logger_v2, "v2-calls", untimed());
     let (a1, a2) = (
         configmap(Some("ns"), "a", "1", &[]),
         configmap(Some("ns"), "a", "2", &[]),
@@ -1202,7 +1203,7 @@ fn on_synced_of_a_v1_handler_is_ok_without_a_call() {
         .handler_instance(
             &shared().logger,
             "v1-synced",
-            Limits::default(),
+            untimed(),
             Arc::new(FakeCache),
         )
         .unwrap();
@@ -1213,7 +1214,7 @@ fn on_synced_of_a_v1_handler_is_ok_without_a_call() {
 /// Delivers an add whose `kubewasm.io/try` label makes logger-v2 attempt `action`, and returns
 /// what the handler logged about the host's answer.
 fn try_action(plugin: &str, action: &str) -> String {
-    let mut h = instance(&shared().logger_v2, plugin, Limits::default());
+    let mut h = instance(&shared().logger_v2, plugin, untimed());
     let obj = configmap(Some("ns"), "cm", "1", &[("kubewasm.io/try", action)]);
     assert_eq!(block(h.on_add(&obj, false)).unwrap(), HandlerOutcome::Ok);
     let lines = logged(plugin);
