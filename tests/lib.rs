@@ -75,12 +75,8 @@ pub fn client(server: &apiserver::ApiServer) -> kube::Client {
 pub const HARNESS_USER_AGENT: &str = "kubewasm-e2e/0";
 
 /// A client for `config` that identifies itself as the harness, not the host.
-fn harness_client(mut config: kube::Config) -> kube::Client {
-    let name = http::HeaderName::from_static("user-agent");
-    config.headers.retain(|(h, _)| h != name);
-    config
-        .headers
-        .push((name, http::HeaderValue::from_static(HARNESS_USER_AGENT)));
+fn harness_client(config: kube::Config) -> kube::Client {
+    let config = kubewasm::identity::with_user_agent(config, HARNESS_USER_AGENT);
     kube::Client::try_from(config).expect("client")
 }
 

@@ -168,49 +168,16 @@ struct Target {
     force_watch: bool,
 }
 
+/// Serves one admitted request, in the order a real server resolves it: the non-resource
+/// documents, the one subresource with a verb of its own (`serviceaccounts/{name}/token`), then a
+/// resource (or its `scale` view) by verb.
 async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Response> {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let accept = req
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    let is_get = req.method() == Method::GET;
-    // Non-resource endpoints.
-    if is_get {
-        let reg = app.registry.read();
-        let doc = match segs.as_slice() {
-            ["version"] => Some(discovery::version()),
-            ["healthz"] | ["readyz"] | ["livez"] => {
-                return Ok(bytes_response(
-                    StatusCode::OK,
-                    "text/plain",
-                    Bytes::from_static(b"ok"),
-                ));
-            }
-            ["api"] | ["apis"] if discovery::wants_aggregated(&accept) => {
-                let v = discovery::aggregated(&reg, segs[0] == "api");
-                return Ok(bytes_response(
-                    StatusCode::OK,
-                    discovery::AGGREGATED_CT,
-                    Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
-                ));
-            }
-            ["api"] => Some(discovery::api_versions(&app.host)),
-            ["apis"] => Some(discovery::api_group_list(&reg)),
-            ["api", v] => discovery::resource_list(&reg, "", v),
-            ["apis", g] => discovery::api_group(&reg, g),
-            ["apis", g, v] => discovery::resource_list(&reg, g, v),
-            ["openapi", "v3"] => Some(openapi::index(&reg)),
-            ["openapi", "v3", "api", v] => openapi::group_version(&reg, "", v),
-            ["openapi", "v3", "apis", g, v] => openapi::group_version(&reg, g, v),
-            ["openapi", ..] => return Err(ApiError::unknown_path()),
-            _ => None,
-        };
-        if let Some(d) = doc {
-            return Ok(json_response(StatusCode::OK, &d));
-        }
+    let accept = header_or(&req, header::ACCEPT, "");
+    if req.method() == Method::GET
+        && let Some(resp) = non_resource(app, &segs, &accept)
+    {
+        return resp;
     }
     if let [
         "api",
@@ -223,217 +190,268 @@ async fn dispatch(app: &Arc<App>, req: Request, path: &str) -> ApiResult<Respons
     ] = segs.as_slice()
         && req.method() == Method::POST
     {
-        let (ns, name) = (ns.to_string(), name.to_string());
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("application/json")
-            .to_string();
-        let body = parse_body(&read_body(req).await?, &content_type)?;
-        let answer = crate::authn::token_request(
-            &app.tokens,
-            &app.store,
-            &ns,
-            &name,
-            &body,
-            chrono::Utc::now(),
-        )?;
-        return Ok(json_response(StatusCode::CREATED, &answer));
+        return token(app, ns, name, req).await;
     }
     let target = resolve(app, &segs).ok_or_else(|| unresolved(app, &segs))?;
-    let query = Query::parse(req.uri().query());
-    let table = crate::table::wants_table(&accept);
-    let method = req.method().clone();
-    let content_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json")
-        .to_string();
-    let user_agent = req
-        .headers()
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    let body = read_body(req).await?;
-    let rt = target.rt.clone();
-    let ns_for_item = target.ns.clone().unwrap_or_default();
-    if rt.namespaced && target.ns.is_none() && (target.name.is_some() || method != Method::GET) {
+    let call = Call::read(req, &accept).await?;
+    let rt = &target.rt;
+    if rt.namespaced && target.ns.is_none() && (target.name.is_some() || call.method != Method::GET)
+    {
         return Err(ApiError::unknown_path());
     }
     if target.scale {
-        let name = target.name.as_deref().unwrap_or_default();
-        let scale = match method {
-            Method::GET => crate::scale::get(app, &rt, &ns_for_item, name)?,
-            Method::PUT => crate::scale::update(
-                app,
-                &rt,
-                &ns_for_item,
-                name,
-                parse_body(&body, &content_type)?,
-                &write_opts(&query, &user_agent, "UpdateOptions")?,
-            )?,
-            Method::PATCH => {
-                let kind = PatchKind::from_content_type(&content_type)
-                    .ok_or_else(ApiError::unsupported_media_type)?;
-                let ct = if kind == PatchKind::Apply {
-                    "application/yaml"
-                } else {
-                    "application/json"
-                };
-                crate::scale::patch(
-                    app,
-                    &rt,
-                    &ns_for_item,
-                    name,
-                    Patch {
-                        kind,
-                        body: parse_body(&body, ct)?,
-                    },
-                    &write_opts(&query, &user_agent, "PatchOptions")?,
-                )?
-            }
-            m => {
-                return Err(ApiError::method_not_allowed(
-                    &m.to_string().to_lowercase(),
-                    &rt,
-                ));
-            }
-        };
-        return Ok(json_response(StatusCode::OK, &scale));
+        return scale(app, &target, &call);
     }
-    match (method, target.name.as_deref()) {
-        (Method::GET, None) => {
-            let watching = target.force_watch || is_watch(&query);
-            if watching {
-                start_watch(app, &target, &query, None, table)
-            } else {
-                list(app, &target, &query, table)
-            }
+    match (&call.method, target.name.as_deref()) {
+        (&Method::GET, None) if target.force_watch || is_watch(&call.query) => {
+            start_watch(app, &target, &call.query, None, call.table)
         }
-        (Method::GET, Some(name)) => {
-            if target.force_watch || is_watch(&query) {
-                return start_watch(app, &target, &query, Some(name), table);
-            }
-            let obj = app
-                .store
-                .get(&rt.storage_key(), &ns_for_item, name)
-                .ok_or_else(|| ApiError::not_found(&rt, name))?;
-            if table {
-                let meta = json!({"resourceVersion": obj.rv.to_string()});
-                return Ok(json_response(
-                    StatusCode::OK,
-                    &crate::table::table(&rt, meta, std::iter::once(&obj.value), true),
-                ));
-            }
-            Ok(obj_response(StatusCode::OK, &obj))
-        }
-        (Method::POST, None) => {
-            let v = parse_body(&body, &content_type)?;
-            let opts = write_opts(&query, &user_agent, "CreateOptions")?;
-            let obj = ops::create(app, &rt, &ns_for_item, v, &opts)?;
+        (&Method::GET, None) => list(app, &target, &call.query, call.table),
+        (&Method::GET, Some(name)) => get(app, &target, &call, name),
+        (&Method::POST, None) => {
+            let v = parse_body(&call.body, &call.content_type)?;
+            let opts = call.write_opts("CreateOptions")?;
+            let obj = ops::create(app, rt, target.ns_or_empty(), v, &opts)?;
             Ok(obj_response(StatusCode::CREATED, &obj))
         }
-        (Method::PUT, Some(name)) => {
-            let v = parse_body(&body, &content_type)?;
-            let obj = ops::update(
-                app,
-                &rt,
-                &ns_for_item,
-                name,
-                v,
-                target.status,
-                &write_opts(&query, &user_agent, "UpdateOptions")?,
-            )?;
+        (&Method::PUT, Some(name)) => {
+            let v = parse_body(&call.body, &call.content_type)?;
+            let opts = call.write_opts("UpdateOptions")?;
+            let obj = ops::update(app, rt, target.ns_or_empty(), name, v, target.status, &opts)?;
             Ok(obj_response(StatusCode::OK, &obj))
         }
-        (Method::PATCH, Some(name)) => {
-            let kind = PatchKind::from_content_type(&content_type)
-                .ok_or_else(ApiError::unsupported_media_type)?;
-            let v = parse_body(
-                &body,
-                if kind == PatchKind::Apply {
-                    "application/yaml"
-                } else {
-                    "application/json"
-                },
-            )?;
+        (&Method::PATCH, Some(name)) => {
+            let patch = call.patch()?;
+            let opts = call.write_opts("PatchOptions")?;
             let (obj, created) = ops::patch(
                 app,
-                &rt,
-                &ns_for_item,
+                rt,
+                target.ns_or_empty(),
                 name,
-                Patch { kind, body: v },
+                patch,
                 target.status,
-                &write_opts(&query, &user_agent, "PatchOptions")?,
+                &opts,
             )?;
-            Ok(obj_response(
-                if created {
-                    StatusCode::CREATED
-                } else {
-                    StatusCode::OK
-                },
-                &obj,
-            ))
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(obj_response(code, &obj))
         }
-        (Method::DELETE, Some(name)) => {
-            let opts = delete_opts(&body, &query)?;
-            match ops::delete(app, &rt, &ns_for_item, name, &opts)? {
-                Deleted::Terminating(obj) => Ok(obj_response(StatusCode::OK, &obj)),
-                Deleted::Gone(obj) if rt.return_deleted_object => {
-                    Ok(obj_response(StatusCode::OK, &obj))
-                }
-                Deleted::Gone(obj) => {
-                    let mut details = json!({"name": name, "kind": rt.plural,
-                        "uid": obj.value.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)});
-                    if !rt.group.is_empty() {
-                        details["group"] = json!(rt.group);
-                    }
-                    Ok(json_response(
-                        StatusCode::OK,
-                        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
-                    ))
-                }
-            }
-        }
-        (Method::DELETE, None) => {
-            let opts = delete_opts(&body, &query)?;
-            let selectors = selectors(&rt, &query)?;
-            let (rv, items) = app.store.list(&rt.storage_key(), target.ns.as_deref());
-            let mut deleted = Vec::new();
-            for item in items.iter().filter(|o| selectors.matches(&o.value)) {
-                let ns = item
-                    .value
-                    .pointer("/metadata/namespace")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let name = item
-                    .value
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                match ops::delete(app, &rt, ns, name, &opts) {
-                    Ok(Deleted::Gone(o)) | Ok(Deleted::Terminating(o)) => deleted.push(o),
-                    Err(e) if e.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(list_response(
-                &rt,
-                app.store.current_rv().max(rv),
-                None,
-                None,
-                &deleted,
-                false,
-            ))
-        }
+        (&Method::DELETE, Some(name)) => delete(app, &target, &call, name),
+        (&Method::DELETE, None) => delete_collection(app, &target, &call),
         (m, _) => Err(ApiError::method_not_allowed(
             &m.to_string().to_lowercase(),
-            &rt,
+            rt,
         )),
     }
+}
+
+/// A request header as text, or `default` when it is absent or not text.
+fn header_or(req: &Request, name: header::HeaderName, default: &str) -> String {
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or(default)
+        .to_string()
+}
+
+/// The discovery, OpenAPI and health documents a `GET` of `segs` names, if it names one.
+fn non_resource(app: &App, segs: &[&str], accept: &str) -> Option<ApiResult<Response>> {
+    let reg = app.registry.read();
+    let doc = match segs {
+        ["version"] => Some(discovery::version()),
+        ["healthz"] | ["readyz"] | ["livez"] => {
+            return Some(Ok(bytes_response(
+                StatusCode::OK,
+                "text/plain",
+                Bytes::from_static(b"ok"),
+            )));
+        }
+        ["api"] | ["apis"] if discovery::wants_aggregated(accept) => {
+            let v = discovery::aggregated(&reg, segs[0] == "api");
+            return Some(Ok(bytes_response(
+                StatusCode::OK,
+                discovery::AGGREGATED_CT,
+                Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+            )));
+        }
+        ["api"] => Some(discovery::api_versions(&app.host)),
+        ["apis"] => Some(discovery::api_group_list(&reg)),
+        ["api", v] => discovery::resource_list(&reg, "", v),
+        ["apis", g] => discovery::api_group(&reg, g),
+        ["apis", g, v] => discovery::resource_list(&reg, g, v),
+        ["openapi", "v3"] => Some(openapi::index(&reg)),
+        ["openapi", "v3", "api", v] => openapi::group_version(&reg, "", v),
+        ["openapi", "v3", "apis", g, v] => openapi::group_version(&reg, g, v),
+        ["openapi", ..] => return Some(Err(ApiError::unknown_path())),
+        _ => None,
+    };
+    doc.map(|d| Ok(json_response(StatusCode::OK, &d)))
+}
+
+/// `POST …/serviceaccounts/{name}/token`: a TokenRequest (see `authn.rs`).
+async fn token(app: &App, ns: &str, name: &str, req: Request) -> ApiResult<Response> {
+    let (ns, name) = (ns.to_string(), name.to_string());
+    let content_type = header_or(&req, header::CONTENT_TYPE, "application/json");
+    let body = parse_body(&read_body(req).await?, &content_type)?;
+    let answer = crate::authn::token_request(
+        &app.tokens,
+        &app.store,
+        &ns,
+        &name,
+        &body,
+        chrono::Utc::now(),
+    )?;
+    Ok(json_response(StatusCode::CREATED, &answer))
+}
+
+/// What a resource request carries besides its path, read once (the body in full, bounded).
+struct Call {
+    method: Method,
+    query: Query,
+    content_type: String,
+    user_agent: String,
+    body: Bytes,
+    /// The client asked for a `Table` (`kubectl get`).
+    table: bool,
+}
+
+impl Call {
+    async fn read(req: Request, accept: &str) -> ApiResult<Call> {
+        let query = Query::parse(req.uri().query());
+        let method = req.method().clone();
+        let content_type = header_or(&req, header::CONTENT_TYPE, "application/json");
+        let user_agent = header_or(&req, header::USER_AGENT, "");
+        Ok(Call {
+            method,
+            query,
+            content_type,
+            user_agent,
+            body: read_body(req).await?,
+            table: crate::table::wants_table(accept),
+        })
+    }
+
+    fn write_opts(&self, options_kind: &str) -> ApiResult<WriteOpts> {
+        write_opts(&self.query, &self.user_agent, options_kind)
+    }
+
+    /// The body as a patch of the kind its content type names (apply patches are YAML).
+    fn patch(&self) -> ApiResult<Patch> {
+        let kind = PatchKind::from_content_type(&self.content_type)
+            .ok_or_else(ApiError::unsupported_media_type)?;
+        let ct = if kind == PatchKind::Apply {
+            "application/yaml"
+        } else {
+            "application/json"
+        };
+        Ok(Patch {
+            kind,
+            body: parse_body(&self.body, ct)?,
+        })
+    }
+}
+
+impl Target {
+    /// The namespace an item request names (`""` for cluster-scoped resources).
+    fn ns_or_empty(&self) -> &str {
+        self.ns.as_deref().unwrap_or_default()
+    }
+}
+
+/// `…/{name}/scale`: read, replace or patch the `Scale` view (see `scale.rs`).
+fn scale(app: &App, target: &Target, call: &Call) -> ApiResult<Response> {
+    let (rt, ns) = (&target.rt, target.ns_or_empty());
+    let name = target.name.as_deref().unwrap_or_default();
+    let scale = match call.method {
+        Method::GET => crate::scale::get(app, rt, ns, name)?,
+        Method::PUT => {
+            let v = parse_body(&call.body, &call.content_type)?;
+            crate::scale::update(app, rt, ns, name, v, &call.write_opts("UpdateOptions")?)?
+        }
+        Method::PATCH => {
+            let patch = call.patch()?;
+            crate::scale::patch(app, rt, ns, name, patch, &call.write_opts("PatchOptions")?)?
+        }
+        ref m => {
+            return Err(ApiError::method_not_allowed(
+                &m.to_string().to_lowercase(),
+                rt,
+            ));
+        }
+    };
+    Ok(json_response(StatusCode::OK, &scale))
+}
+
+/// `GET` of one object: a watch of it when asked, else the object (or its `Table` row).
+fn get(app: &App, target: &Target, call: &Call, name: &str) -> ApiResult<Response> {
+    if target.force_watch || is_watch(&call.query) {
+        return start_watch(app, target, &call.query, Some(name), call.table);
+    }
+    let rt = &target.rt;
+    let obj = app
+        .store
+        .get(&rt.storage_key(), target.ns_or_empty(), name)
+        .ok_or_else(|| ApiError::not_found(rt, name))?;
+    if call.table {
+        let meta = json!({"resourceVersion": obj.rv.to_string()});
+        return Ok(json_response(
+            StatusCode::OK,
+            &crate::table::table(rt, meta, std::iter::once(&obj.value), true),
+        ));
+    }
+    Ok(obj_response(StatusCode::OK, &obj))
+}
+
+/// `DELETE` of one object: the object while finalizers hold it, else the object or a `Status`
+/// as the resource's kind returns (see `ResourceType::return_deleted_object`).
+fn delete(app: &App, target: &Target, call: &Call, name: &str) -> ApiResult<Response> {
+    let rt = &target.rt;
+    let opts = delete_opts(&call.body, &call.query)?;
+    match ops::delete(app, rt, target.ns_or_empty(), name, &opts)? {
+        Deleted::Terminating(obj) => Ok(obj_response(StatusCode::OK, &obj)),
+        Deleted::Gone(obj) if rt.return_deleted_object => Ok(obj_response(StatusCode::OK, &obj)),
+        Deleted::Gone(obj) => {
+            let mut details = json!({"name": name, "kind": rt.plural,
+                "uid": obj.value.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)});
+            if !rt.group.is_empty() {
+                details["group"] = json!(rt.group);
+            }
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+            ))
+        }
+    }
+}
+
+/// `DELETE` of a collection: every object the selectors match, one by one; the answer lists
+/// what was deleted (an object gone meanwhile is skipped).
+fn delete_collection(app: &App, target: &Target, call: &Call) -> ApiResult<Response> {
+    let rt = &target.rt;
+    let opts = delete_opts(&call.body, &call.query)?;
+    let selectors = selectors(rt, &call.query)?;
+    let (rv, items) = app.store.list(&rt.storage_key(), target.ns.as_deref());
+    let mut deleted = Vec::new();
+    for item in items.iter().filter(|o| selectors.matches(&o.value)) {
+        let field = |p: &str| item.value.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let (ns, name) = (field("/metadata/namespace"), field("/metadata/name"));
+        match ops::delete(app, rt, ns, name, &opts) {
+            Ok(Deleted::Gone(o)) | Ok(Deleted::Terminating(o)) => deleted.push(o),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(list_response(
+        rt,
+        app.store.current_rv().max(rv),
+        None,
+        None,
+        &deleted,
+        false,
+    ))
 }
 
 fn resolve(app: &App, segs: &[&str]) -> Option<Target> {

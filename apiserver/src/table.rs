@@ -48,178 +48,180 @@ fn count(v: &Value) -> usize {
         .unwrap_or(0)
 }
 
+/// The columns `kubectl get` shows for `rt`: Name, the kind's own columns, then Age; Events,
+/// CRDs and custom resources with printer columns have layouts of their own.
 fn columns(rt: &ResourceType) -> Vec<Column> {
-    let mut cols = vec![col("Name", "string", Cell::Name)];
-    match (rt.group.as_str(), rt.kind.as_str()) {
-        ("", "ConfigMap") => cols.push(col(
-            "Data",
-            "integer",
-            Cell::Custom(|o| json!(count(get(o, "/data")) + count(get(o, "/binaryData")))),
-        )),
-        ("", "Secret") => {
-            cols.push(col("Type", "string", Cell::Path(".type".into(), false)));
-            cols.push(col(
+    let name = col("Name", "string", Cell::Name);
+    let path = |p: &str| Cell::Path(p.into(), false);
+    let own = match (rt.group.as_str(), rt.kind.as_str()) {
+        ("", "ConfigMap") => vec![col("Data", "integer", Cell::Custom(configmap_data))],
+        ("", "Secret") => vec![
+            col("Type", "string", path(".type")),
+            col(
                 "Data",
                 "integer",
                 Cell::Custom(|o| json!(count(get(o, "/data")))),
-            ));
-        }
-        ("", "Namespace") => cols.push(col(
-            "Status",
-            "string",
-            Cell::Path(".status.phase".into(), false),
-        )),
-        ("", "Pod") => {
-            cols.push(col(
-                "Ready",
-                "string",
-                Cell::Custom(|o| {
-                    let total = count(get(o, "/spec/containers"));
-                    let ready = get(o, "/status/containerStatuses")
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter(|c| c.get("ready") == Some(&json!(true)))
-                                .count()
-                        })
-                        .unwrap_or(0);
-                    json!(format!("{ready}/{total}"))
-                }),
-            ));
-            cols.push(col(
-                "Status",
-                "string",
-                Cell::Path(".status.phase".into(), false),
-            ));
-            cols.push(col(
-                "Restarts",
-                "integer",
-                Cell::Custom(|o| {
-                    json!(
-                        get(o, "/status/containerStatuses")
-                            .as_array()
-                            .map(|a| a
-                                .iter()
-                                .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
-                                .sum::<i64>())
-                            .unwrap_or(0)
-                    )
-                }),
-            ));
-        }
-        ("apps", "Deployment") => {
-            cols.push(col(
-                "Ready",
-                "string",
-                Cell::Custom(|o| {
-                    let want = get(o, "/spec/replicas").as_i64().unwrap_or(1);
-                    let ready = get(o, "/status/readyReplicas").as_i64().unwrap_or(0);
-                    json!(format!("{ready}/{want}"))
-                }),
-            ));
-            cols.push(col(
+            ),
+        ],
+        ("", "Namespace") => vec![col("Status", "string", path(".status.phase"))],
+        ("", "Pod") => vec![
+            col("Ready", "string", Cell::Custom(pod_ready)),
+            col("Status", "string", path(".status.phase")),
+            col("Restarts", "integer", Cell::Custom(pod_restarts)),
+        ],
+        ("apps", "Deployment") => vec![
+            col("Ready", "string", Cell::Custom(deployment_ready)),
+            col(
                 "Up-to-date",
                 "integer",
-                Cell::Custom(|o| json!(get(o, "/status/updatedReplicas").as_i64().unwrap_or(0))),
-            ));
-            cols.push(col(
+                Cell::Custom(|o| int_or_zero(o, "/status/updatedReplicas")),
+            ),
+            col(
                 "Available",
                 "integer",
-                Cell::Custom(|o| json!(get(o, "/status/availableReplicas").as_i64().unwrap_or(0))),
-            ));
-        }
-        ("", "Service") => {
-            cols.push(col(
+                Cell::Custom(|o| int_or_zero(o, "/status/availableReplicas")),
+            ),
+        ],
+        ("", "Service") => vec![
+            col(
                 "Type",
                 "string",
                 Cell::Custom(|o| json!(get(o, "/spec/type").as_str().unwrap_or("ClusterIP"))),
-            ));
-            cols.push(col(
+            ),
+            col(
                 "Cluster-IP",
                 "string",
                 Cell::Custom(|o| json!(get(o, "/spec/clusterIP").as_str().unwrap_or("<none>"))),
-            ));
-            cols.push(col("External-IP", "string", Cell::Custom(external_ip)));
-            cols.push(col(
-                "Port(s)",
-                "string",
-                Cell::Custom(|o| {
-                    let ports: Vec<String> = get(o, "/spec/ports")
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .map(|p| {
-                                    format!(
-                                        "{}/{}",
-                                        p.get("port").unwrap_or(&Value::Null),
-                                        p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
-                                    )
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    json!(if ports.is_empty() {
-                        "<none>".to_string()
-                    } else {
-                        ports.join(",")
-                    })
-                }),
-            ));
-        }
-        ("" | "events.k8s.io", "Event") => {
-            // As `kubectl get events`: newest activity first in mind, the name only with `-o wide`.
-            let mut name = cols.remove(0);
-            name.priority = 1;
-            cols.push(col("Last Seen", "string", Cell::Custom(event_last_seen)));
-            cols.push(col("Type", "string", Cell::Path(".type".into(), false)));
-            cols.push(col("Reason", "string", Cell::Path(".reason".into(), false)));
-            cols.push(col("Object", "string", Cell::Custom(event_object)));
-            cols.push(col(
-                "Message",
-                "string",
-                Cell::Custom(|o| {
-                    let note = get(o, "/note");
-                    if note.is_null() {
-                        get(o, "/message")
-                    } else {
-                        note
-                    }
-                    .clone()
-                }),
-            ));
-            cols.push(name);
-            return cols;
-        }
+            ),
+            col("External-IP", "string", Cell::Custom(external_ip)),
+            col("Port(s)", "string", Cell::Custom(service_ports)),
+        ],
+        ("" | "events.k8s.io", "Event") => return event_columns(name),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            cols.push(col(
-                "Created At",
-                "date",
-                Cell::Path(".metadata.creationTimestamp".into(), false),
-            ));
-            return cols;
+            return vec![
+                name,
+                col("Created At", "date", path(".metadata.creationTimestamp")),
+            ];
         }
         _ if rt.custom && !rt.printer_columns.is_empty() => {
-            for (name, kind, path, priority) in &rt.printer_columns {
-                let kind: &'static str = match kind.as_str() {
-                    "integer" => "integer",
-                    "number" => "number",
-                    "boolean" => "boolean",
-                    "date" => "date",
-                    _ => "string",
-                };
-                cols.push(Column {
-                    name: name.clone(),
-                    kind,
-                    priority: *priority,
-                    cell: Cell::Path(path.clone(), kind == "date"),
-                });
-            }
-            return cols;
+            return std::iter::once(name).chain(printer_columns(rt)).collect();
         }
-        _ => {}
-    }
+        _ => Vec::new(),
+    };
+    let mut cols = vec![name];
+    cols.extend(own);
     cols.push(col("Age", "string", Cell::Age));
     cols
+}
+
+/// As `kubectl get events`: newest activity first in mind, the name only with `-o wide`.
+fn event_columns(mut name: Column) -> Vec<Column> {
+    name.priority = 1;
+    vec![
+        col("Last Seen", "string", Cell::Custom(event_last_seen)),
+        col("Type", "string", Cell::Path(".type".into(), false)),
+        col("Reason", "string", Cell::Path(".reason".into(), false)),
+        col("Object", "string", Cell::Custom(event_object)),
+        col("Message", "string", Cell::Custom(event_message)),
+        name,
+    ]
+}
+
+/// A CRD's `additionalPrinterColumns` (an unknown type prints as a string).
+fn printer_columns(rt: &ResourceType) -> impl Iterator<Item = Column> + '_ {
+    rt.printer_columns
+        .iter()
+        .map(|(name, kind, path, priority)| {
+            let kind: &'static str = match kind.as_str() {
+                "integer" => "integer",
+                "number" => "number",
+                "boolean" => "boolean",
+                "date" => "date",
+                _ => "string",
+            };
+            Column {
+                name: name.clone(),
+                kind,
+                priority: *priority,
+                cell: Cell::Path(path.clone(), kind == "date"),
+            }
+        })
+}
+
+fn int_or_zero(o: &Value, path: &str) -> Value {
+    json!(get(o, path).as_i64().unwrap_or(0))
+}
+
+fn configmap_data(o: &Value) -> Value {
+    json!(count(get(o, "/data")) + count(get(o, "/binaryData")))
+}
+
+/// `ready/total` containers.
+fn pod_ready(o: &Value) -> Value {
+    let total = count(get(o, "/spec/containers"));
+    let ready = get(o, "/status/containerStatuses")
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|c| c.get("ready") == Some(&json!(true)))
+                .count()
+        })
+        .unwrap_or(0);
+    json!(format!("{ready}/{total}"))
+}
+
+/// Restarts summed over the containers.
+fn pod_restarts(o: &Value) -> Value {
+    let restarts = get(o, "/status/containerStatuses")
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+                .sum::<i64>()
+        })
+        .unwrap_or(0);
+    json!(restarts)
+}
+
+/// `ready/wanted` replicas (`spec.replicas` defaults to 1).
+fn deployment_ready(o: &Value) -> Value {
+    let want = get(o, "/spec/replicas").as_i64().unwrap_or(1);
+    let ready = get(o, "/status/readyReplicas").as_i64().unwrap_or(0);
+    json!(format!("{ready}/{want}"))
+}
+
+/// `port/protocol` for each port, comma-separated, or `<none>`.
+fn service_ports(o: &Value) -> Value {
+    let ports: Vec<String> = get(o, "/spec/ports")
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        p.get("port").unwrap_or(&Value::Null),
+                        p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    json!(if ports.is_empty() {
+        "<none>".to_string()
+    } else {
+        ports.join(",")
+    })
+}
+
+/// An Event's text: `note` (events.k8s.io/v1) or `message` (core v1).
+fn event_message(o: &Value) -> Value {
+    let note = get(o, "/note");
+    if note.is_null() {
+        get(o, "/message")
+    } else {
+        note
+    }
+    .clone()
 }
 
 /// A Service's EXTERNAL-IP: its load balancer's addresses (`<pending>` until there are some), else

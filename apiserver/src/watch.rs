@@ -216,11 +216,13 @@ struct Signals {
     bookmark: tokio::sync::watch::Receiver<u64>,
 }
 
+/// The task behind one watch response: moves through the phases (see [`Phase`]) until the
+/// client goes, the watch times out or the server ends every watch.
 async fn run(
     store: Arc<Store>,
     spec: WatchSpec,
     mut phase: Phase,
-    mut cursor: u64,
+    cursor: u64,
     drop_stream: bool,
     signals: Signals,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
@@ -231,115 +233,82 @@ async fn run(
         pause: mut pause_rx,
         bookmark: mut bookmark_rx,
     } = signals;
-    let res = spec.rt.storage_key();
     let deadline = Instant::now() + spec.timeout;
     let mut next_bookmark = Instant::now() + spec.bookmark_interval;
     end_rx.borrow_and_update();
-    let mut sent_any = false;
-    let mut headers = true;
+    let mut s = Stream {
+        res: spec.rt.storage_key(),
+        store,
+        spec,
+        cursor,
+        headers: true,
+        sent_any: false,
+        tx,
+    };
+    // After the initial phases the stream is live; a fault may cut it there instead.
+    let live = || {
+        if drop_stream {
+            Phase::Dropping
+        } else {
+            Phase::Live
+        }
+    };
     loop {
         phase = match phase {
             Phase::Initial(mut items) => {
-                let mut buf = BytesMut::new();
-                for obj in items.by_ref() {
-                    let line = event_line("ADDED", &obj.json);
-                    buf.extend_from_slice(&as_table(&spec, line, &mut headers));
-                    if buf.len() >= CHUNK_BYTES {
-                        break;
-                    }
-                }
-                if !buf.is_empty() {
-                    if tx.send(Ok(buf.freeze())).await.is_err() {
+                let chunk = s.initial_chunk(&mut items);
+                if !chunk.is_empty() {
+                    if !s.send(chunk.freeze()).await {
                         return;
                     }
-                    sent_any = true;
                     Phase::Initial(items)
-                } else if spec.send_initial {
+                } else if s.spec.send_initial {
                     Phase::InitialEnd
-                } else if drop_stream {
-                    Phase::Dropping
                 } else {
-                    Phase::Live
+                    live()
                 }
             }
             Phase::InitialEnd => {
-                if tx
-                    .send(Ok(bookmark_line(&spec.rt, cursor, true)))
-                    .await
-                    .is_err()
-                {
+                if !s.send(bookmark_line(&s.spec.rt, s.cursor, true)).await {
                     return;
                 }
-                sent_any = true;
-                if drop_stream {
-                    Phase::Dropping
-                } else {
-                    Phase::Live
-                }
+                live()
             }
             Phase::Live if *pause_rx.borrow() => {
                 tokio::select! {
                     _ = pause_rx.wait_for(|p| !*p) => Phase::Live,
                     _ = end_rx.changed() => Phase::Done,
-                    _ = tx.closed() => return,
+                    _ = s.tx.closed() => return,
                 }
             }
             Phase::Live => {
                 rv_rx.borrow_and_update();
-                match store.events_after(cursor, BATCH_EVENTS) {
-                    Err(e) => Phase::Failing(expired_line(e)),
-                    Ok((events, next)) => {
-                        let full = events.len() == BATCH_EVENTS;
-                        let mut buf = BytesMut::new();
-                        for ev in &events {
-                            if let Some(line) = render(&spec, &res, ev) {
-                                buf.extend_from_slice(&as_table(&spec, line, &mut headers));
-                            }
-                        }
-                        cursor = next;
-                        if !buf.is_empty() {
-                            if tx.send(Ok(buf.freeze())).await.is_err() {
-                                return;
-                            }
-                            sent_any = true;
+                let sent = match s.render_after(BATCH_EVENTS) {
+                    Err(e) => Err(expired_line(e)),
+                    Ok((lines, n)) => Ok((lines, n == BATCH_EVENTS)),
+                };
+                match sent {
+                    Err(line) => Phase::Failing(line),
+                    Ok((lines, full)) => {
+                        if !lines.is_empty() && !s.send(lines.freeze()).await {
+                            return;
                         }
                         if full {
+                            // More history is waiting: no need to wait for a write.
                             Phase::Live
                         } else {
-                            let bookmark_due = tokio::time::sleep_until(next_bookmark);
                             let bookmark = tokio::select! {
                                 _ = rv_rx.changed() => false,
-                                _ = bookmark_due => true,
+                                _ = tokio::time::sleep_until(next_bookmark) => true,
                                 _ = bookmark_rx.changed() => true,
-                                _ = tokio::time::sleep_until(deadline) => { phase = Phase::Done; continue }
-                                _ = end_rx.changed() => { phase = Phase::Done; continue }
-                                _ = tx.closed() => return,
+                                _ = tokio::time::sleep_until(deadline) => return,
+                                _ = end_rx.changed() => return,
+                                _ = s.tx.closed() => return,
                             };
                             if bookmark {
-                                next_bookmark = Instant::now() + spec.bookmark_interval;
-                                if spec.bookmarks {
-                                    // Drain anything that arrived meanwhile first, so the bookmark RV never
-                                    // skips an event this watcher has not been sent.
-                                    if let Ok((evs, next)) = store.events_after(cursor, usize::MAX)
-                                    {
-                                        let mut buf = BytesMut::new();
-                                        for ev in &evs {
-                                            if let Some(line) = render(&spec, &res, ev) {
-                                                buf.extend_from_slice(&as_table(
-                                                    &spec,
-                                                    line,
-                                                    &mut headers,
-                                                ));
-                                            }
-                                        }
-                                        cursor = next;
-                                        buf.extend_from_slice(&bookmark_line(
-                                            &spec.rt, cursor, false,
-                                        ));
-                                        if tx.send(Ok(buf.freeze())).await.is_err() {
-                                            return;
-                                        }
-                                    }
+                                next_bookmark = Instant::now() + s.spec.bookmark_interval;
+                                if s.spec.bookmarks && !s.bookmark().await {
+                                    return;
                                 }
                             }
                             Phase::Live
@@ -348,16 +317,16 @@ async fn run(
                 }
             }
             Phase::Failing(line) => {
-                let _ = tx.send(Ok(line)).await;
+                let _ = s.tx.send(Ok(line)).await;
                 Phase::Done
             }
             Phase::Dropping => {
-                if !sent_any {
+                if !s.sent_any {
                     // Let the response head reach the client first so the cut is "mid-stream".
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                let _ = tx
-                    .send(Err(std::io::Error::other(
+                let _ =
+                    s.tx.send(Err(std::io::Error::other(
                         "connection dropped by fault injection",
                     )))
                     .await;
@@ -367,9 +336,72 @@ async fn run(
         };
         if Instant::now() >= deadline || end_rx.has_changed().unwrap_or(true) {
             if let Phase::Failing(line) = phase {
-                let _ = tx.send(Ok(line)).await;
+                let _ = s.tx.send(Ok(line)).await;
             }
             return;
         }
+    }
+}
+
+/// One watch stream's sending side: where it stands in the store's history and what it has sent.
+struct Stream {
+    store: Arc<Store>,
+    spec: WatchSpec,
+    /// The resource's storage key, which history events are matched against.
+    res: String,
+    /// The resourceVersion after which the next history event is sent.
+    cursor: u64,
+    /// A Table stream still owes its column definitions (sent with the first row only).
+    headers: bool,
+    /// Something reached the client (the fault injector waits for that before cutting).
+    sent_any: bool,
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+}
+
+impl Stream {
+    /// Sends `chunk`; false once the client has gone.
+    async fn send(&mut self, chunk: Bytes) -> bool {
+        if self.tx.send(Ok(chunk)).await.is_err() {
+            return false;
+        }
+        self.sent_any = true;
+        true
+    }
+
+    /// The next chunk of synthetic ADDED events (about `CHUNK_BYTES`), empty when none is left.
+    fn initial_chunk(&mut self, items: &mut std::vec::IntoIter<Arc<Obj>>) -> BytesMut {
+        let mut chunk = BytesMut::new();
+        for obj in items {
+            let line = event_line("ADDED", &obj.json);
+            chunk.extend_from_slice(&as_table(&self.spec, line, &mut self.headers));
+            if chunk.len() >= CHUNK_BYTES {
+                break;
+            }
+        }
+        chunk
+    }
+
+    /// This watch's lines for at most `limit` history events after the cursor, and how many
+    /// events were read; the cursor moves past them.
+    fn render_after(&mut self, limit: usize) -> Result<(BytesMut, usize), Expired> {
+        let (events, next) = self.store.events_after(self.cursor, limit)?;
+        let mut lines = BytesMut::new();
+        for ev in &events {
+            if let Some(line) = render(&self.spec, &self.res, ev) {
+                lines.extend_from_slice(&as_table(&self.spec, line, &mut self.headers));
+            }
+        }
+        self.cursor = next;
+        Ok((lines, events.len()))
+    }
+
+    /// A progress bookmark, after whatever arrived meanwhile, so its resourceVersion never skips
+    /// an event this watcher has not been sent; false once the client has gone.
+    async fn bookmark(&mut self) -> bool {
+        let Ok((mut lines, _)) = self.render_after(usize::MAX) else {
+            return true;
+        };
+        lines.extend_from_slice(&bookmark_line(&self.spec.rt, self.cursor, false));
+        self.tx.send(Ok(lines.freeze())).await.is_ok()
     }
 }

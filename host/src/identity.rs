@@ -20,20 +20,19 @@ pub const FIELD_MANAGER: &str = "kubewasm";
 /// The real server's limit on an Event's `reportingInstance`.
 const MAX_REPORTING_INSTANCE: usize = 128;
 
-/// `config` with the host's User-Agent added, so every client built from it identifies itself.
-pub fn with_user_agent(mut config: kube::Config) -> kube::Config {
+/// `config` that identifies itself as `agent`: the host's own clients pass [`USER_AGENT`];
+/// the scenario runner and the test harness pass theirs, so their writes never read as the host's.
+pub fn with_user_agent(mut config: kube::Config, agent: &'static str) -> kube::Config {
     let name = HeaderName::from_static("user-agent");
     config.headers.retain(|(h, _)| h != name);
-    config
-        .headers
-        .push((name, HeaderValue::from_static(USER_AGENT)));
+    config.headers.push((name, HeaderValue::from_static(agent)));
     config
 }
 
 /// A kube client for `config` that identifies itself as [`USER_AGENT`]; every entry point
 /// builds its client here.
 pub fn client(config: kube::Config) -> anyhow::Result<kube::Client> {
-    Ok(kube::Client::try_from(with_user_agent(config))?)
+    Ok(kube::Client::try_from(with_user_agent(config, USER_AGENT))?)
 }
 
 /// This replica's name: the pod name from the downward API (`POD_NAME`), else `HOSTNAME`, else

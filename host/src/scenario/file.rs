@@ -375,116 +375,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     }
 
     let mut steps = Vec::new();
-    for (i, s) in doc.steps.into_iter().enumerate() {
+    for (i, s) in doc.steps.iter().enumerate() {
         let line = lines.item("steps", i);
-        let mut actions = Vec::new();
-        if s.start {
-            actions.push(Action::Start);
-        }
-        if let Some(v) = &s.apply {
-            actions.push(Action::Apply(object(v).map_err(|m| at(line, m))?));
-        }
-        if let Some(p) = &s.patch {
-            actions.push(Action::Patch(patch_spec(p).map_err(|m| at(line, m))?));
-        }
-        if let Some(d) = &s.delete {
-            actions.push(Action::Delete(
-                ObjectKey::parse(d).map_err(|m| at(line, m.into()))?,
-            ));
-        }
-        if let Some(a) = &s.advance {
-            actions.push(Action::Advance(
-                duration(a).map_err(|m| at(line, m.into()))?,
-            ));
-        }
-        if let Some(r) = &s.relist {
-            let apply = r
-                .apply
-                .iter()
-                .map(object)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|m| at(line, m))?;
-            let patch = r
-                .patch
-                .iter()
-                .map(patch_spec)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|m| at(line, m))?;
-            let delete = r
-                .delete
-                .iter()
-                .map(|d| ObjectKey::parse(d))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|m| at(line, m.into()))?;
-            actions.push(Action::Relist {
-                apply,
-                patch,
-                delete,
-            });
-        }
-        if s.restart {
-            actions.push(Action::Restart);
-        }
-        if let Some(p) = &s.swap {
-            actions.push(Action::Swap(dir.join(p)));
-        }
-        if s.lose_leadership {
-            actions.push(Action::LoseLeadership);
-        }
-        if s.gain_leadership {
-            actions.push(Action::GainLeadership);
-        }
-        if let Some(h) = &s.http {
-            actions.push(Action::Http(stubs(h).map_err(|m| at(line, m))?));
-        }
-        let action = match actions.len() {
-            1 => actions.pop().expect("one action"),
-            0 => return Err(at(line, Problem::NoAction)),
-            _ => return Err(at(line, Problem::ManyActions)),
-        };
-        if matches!(action, Action::Start) && !steps.is_empty() {
-            return Err(at(line, Problem::LateStart));
-        }
-        let expect = match &s.expect {
-            None => None,
-            Some(list) => {
-                let mut out: Vec<Entry> = Vec::new();
-                for (j, e) in list.iter().enumerate() {
-                    let eline = lines.nested(line, "expect", j);
-                    let entry = Entry::expectation(e).map_err(|m| at(eline, m.into()))?;
-                    let clash = out
-                        .iter()
-                        .find(|o| o.kind == entry.kind && (o.is_none() || entry.is_none()));
-                    if let Some(c) = clash {
-                        let none = if c.is_none() { c } else { &entry };
-                        let key = none.kind.none_key();
-                        return Err(at(eline, Problem::NoneAndSome { key }));
-                    }
-                    out.push(entry);
-                }
-                Some(out)
-            }
-        };
-        let state = s
-            .state
-            .iter()
-            .map(object)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|m| at(line, m))?;
-        let absent = s
-            .absent
-            .iter()
-            .map(|a| ObjectKey::parse(a))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|m| at(line, m.into()))?;
-        steps.push(Step {
-            action,
-            expect,
-            state,
-            absent,
-            line,
-            index: Some(i),
-        });
+        let step = step(s, i, line, &lines, dir, steps.is_empty()).map_err(|(l, p)| at(l, p))?;
+        steps.push(step);
     }
     if !matches!(steps.first().map(|s| &s.action), Some(Action::Start)) {
         steps.insert(
@@ -511,6 +405,119 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         steps,
         refused,
     })
+}
+
+/// Step `index` of the file, at `line`: its one action, what it expects, the state it checks;
+/// an error carries the line it is on (an expectation's own line when that is the culprit).
+fn step(
+    s: &StepDoc,
+    index: usize,
+    line: usize,
+    lines: &Lines,
+    dir: &Path,
+    first: bool,
+) -> Result<Step, (usize, Problem)> {
+    let on_line = |p: Problem| (line, p);
+    let action = step_action(s, dir).map_err(on_line)?;
+    if matches!(action, Action::Start) && !first {
+        return Err((line, Problem::LateStart));
+    }
+    let expect = match &s.expect {
+        None => None,
+        Some(list) => Some(expectations(list, lines, line)?),
+    };
+    let state = s
+        .state
+        .iter()
+        .map(object)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(on_line)?;
+    let absent = keys(&s.absent).map_err(on_line)?;
+    Ok(Step {
+        action,
+        expect,
+        state,
+        absent,
+        line,
+        index: Some(index),
+    })
+}
+
+/// The one action a step names (`start`, `apply`, …): none or several is an error.
+fn step_action(s: &StepDoc, dir: &Path) -> Result<Action, Problem> {
+    let mut actions = Vec::new();
+    if s.start {
+        actions.push(Action::Start);
+    }
+    if let Some(v) = &s.apply {
+        actions.push(Action::Apply(object(v)?));
+    }
+    if let Some(p) = &s.patch {
+        actions.push(Action::Patch(patch_spec(p)?));
+    }
+    if let Some(d) = &s.delete {
+        actions.push(Action::Delete(ObjectKey::parse(d)?));
+    }
+    if let Some(a) = &s.advance {
+        actions.push(Action::Advance(duration(a)?));
+    }
+    if let Some(r) = &s.relist {
+        actions.push(Action::Relist {
+            apply: r.apply.iter().map(object).collect::<Result<_, _>>()?,
+            patch: r.patch.iter().map(patch_spec).collect::<Result<_, _>>()?,
+            delete: keys(&r.delete)?,
+        });
+    }
+    if s.restart {
+        actions.push(Action::Restart);
+    }
+    if let Some(p) = &s.swap {
+        actions.push(Action::Swap(dir.join(p)));
+    }
+    if s.lose_leadership {
+        actions.push(Action::LoseLeadership);
+    }
+    if s.gain_leadership {
+        actions.push(Action::GainLeadership);
+    }
+    if let Some(h) = &s.http {
+        actions.push(Action::Http(stubs(h)?));
+    }
+    match actions.len() {
+        1 => Ok(actions.pop().expect("one action")),
+        0 => Err(Problem::NoAction),
+        _ => Err(Problem::ManyActions),
+    }
+}
+
+/// A step's `expect` list: a `none` of a kind beside another entry of that kind contradicts it.
+fn expectations(
+    list: &[serde_yaml::Value],
+    lines: &Lines,
+    line: usize,
+) -> Result<Vec<Entry>, (usize, Problem)> {
+    let mut out: Vec<Entry> = Vec::new();
+    for (j, e) in list.iter().enumerate() {
+        let eline = lines.nested(line, "expect", j);
+        let entry = Entry::expectation(e).map_err(|m| (eline, m.into()))?;
+        let clash = out
+            .iter()
+            .find(|o| o.kind == entry.kind && (o.is_none() || entry.is_none()));
+        if let Some(c) = clash {
+            let none = if c.is_none() { c } else { &entry };
+            let key = none.kind.none_key();
+            return Err((eline, Problem::NoneAndSome { key }));
+        }
+        out.push(entry);
+    }
+    Ok(out)
+}
+
+/// Object keys (`kind/namespace/name`) as a list.
+fn keys(list: &[String]) -> Result<Vec<ObjectKey>, Problem> {
+    list.iter()
+        .map(|k| ObjectKey::parse(k).map_err(Problem::from))
+        .collect()
 }
 
 impl Scenario {

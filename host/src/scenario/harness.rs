@@ -57,12 +57,8 @@ const RUNNER_MANAGER: &str = "kubewasm-test";
 const RUNNER_USER_AGENT: &str = concat!("kubewasm-test/", env!("CARGO_PKG_VERSION"));
 
 /// A client for `config` that identifies itself as the scenario runner, not the host.
-fn runner_client(mut config: kube::Config) -> anyhow::Result<kube::Client> {
-    let name = http::HeaderName::from_static("user-agent");
-    config.headers.retain(|(h, _)| h != name);
-    config
-        .headers
-        .push((name, http::HeaderValue::from_static(RUNNER_USER_AGENT)));
+fn runner_client(config: kube::Config) -> anyhow::Result<kube::Client> {
+    let config = crate::identity::with_user_agent(config, RUNNER_USER_AGENT);
     Ok(kube::Client::try_from(config)?)
 }
 

@@ -29,23 +29,20 @@ mod status;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::describe::{
-    PluginFiles, PluginInput, check_file_name, describe_plugin, plugin_name, read_plugin,
-};
+use super::describe::{PluginFiles, check_file_name, plugin_name, read_plugin};
 use super::error::LoadError;
 use super::manifest::Manifest;
 use crate::informer::{
     HandlerRegistration, InformerError, InformerFactory, InformerKey, SyncProbe,
 };
-use crate::plugins::capabilities::cache_reader::SubscribedCache;
-use crate::plugins::capabilities::kube_client::{ClusterContext, PluginClient};
+use crate::plugins::capabilities::kube_client::ClusterContext;
 use crate::plugins::capabilities::projected::Projections;
 use crate::plugins::delivery::attachment::{AttachError, Attachable, Delivery, DeliveryMode};
 use crate::plugins::delivery::dispatch::{DispatchConfig, Dispatcher};
@@ -56,8 +53,8 @@ use standby::WarmCache;
 pub use status::{LoadOutcome, MemoryUse, PluginStatus};
 
 use crate::runtime::{
-    GuestCausedLog, HandlerInstance, HttpPolicy, Limits, LoadFailed, MemoryBudget, PluginInfo,
-    Runtime, SharedObserver, VersionLoaded,
+    HandlerInstance, Limits, LoadFailed, MemoryBudget, PluginInfo, Runtime, SharedObserver,
+    VersionLoaded,
 };
 
 /// What status readers see of one plugin; never held across an await.

@@ -1,7 +1,18 @@
 //! Preparing a version before anything is attached: compile, instantiate and describe it off
 //! the async runtime under its deadline, then hand each instance only what its grants allow.
 
-use super::*;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::PluginManager;
+use crate::plugins::capabilities::cache_reader::SubscribedCache;
+use crate::plugins::capabilities::kube_client::PluginClient;
+use crate::plugins::delivery::attachment::Attachable;
+use crate::plugins::delivery::dispatch::DispatchConfig;
+use crate::plugins::grants::Grants;
+use crate::plugins::loading::describe::{PluginInput, describe_plugin};
+use crate::plugins::loading::error::LoadError;
+use crate::runtime::{GuestCausedLog, HandlerInstance, HttpPolicy, PluginInfo};
 
 impl PluginManager {
     /// Compiles, instantiates and describes a plugin on a blocking thread under its deadline,

@@ -3,8 +3,11 @@
 //! delivery. The tasks that follow the Lease live above loading (`crate::plugins::leadership`);
 //! this file only offers them the two operations.
 
-use super::*;
+use std::sync::{Arc, Weak};
+
+use super::{Inner, PluginManager, Slot};
 use crate::informer::{ResourceEventHandler, SharedObject};
+use crate::plugins::delivery::state::StateEvent;
 
 /// A listener that ignores every notification: registered for each subscription of a version
 /// under leader election, it keeps the informer (and its cache) running while no delivery is
