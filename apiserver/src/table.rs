@@ -52,7 +52,6 @@ fn count(v: &Value) -> usize {
 /// CRDs and custom resources with printer columns have layouts of their own.
 fn columns(rt: &ResourceType) -> Vec<Column> {
     let name = col("Name", "string", Cell::Name);
-    let path = |p: &str| Cell::Path(p.into(), false);
     let own = match (rt.group.as_str(), rt.kind.as_str()) {
         ("", "ConfigMap") => vec![col("Data", "integer", Cell::Custom(configmap_data))],
         ("", "Secret") => vec![
@@ -119,8 +118,8 @@ fn event_columns(mut name: Column) -> Vec<Column> {
     name.priority = 1;
     vec![
         col("Last Seen", "string", Cell::Custom(event_last_seen)),
-        col("Type", "string", Cell::Path(".type".into(), false)),
-        col("Reason", "string", Cell::Path(".reason".into(), false)),
+        col("Type", "string", path(".type")),
+        col("Reason", "string", path(".reason")),
         col("Object", "string", Cell::Custom(event_object)),
         col("Message", "string", Cell::Custom(event_message)),
         name,
@@ -146,6 +145,11 @@ fn printer_columns(rt: &ResourceType) -> impl Iterator<Item = Column> + '_ {
                 cell: Cell::Path(path.clone(), kind == "date"),
             }
         })
+}
+
+/// A cell read at a simple JSONPath (`.a.b[0]`), printed as it is.
+fn path(p: &str) -> Cell {
+    Cell::Path(p.into(), false)
 }
 
 fn int_or_zero(o: &Value, path: &str) -> Value {

@@ -283,17 +283,13 @@ async fn run(
             }
             Phase::Live => {
                 rv_rx.borrow_and_update();
-                let sent = match s.render_after(BATCH_EVENTS) {
-                    Err(e) => Err(expired_line(e)),
-                    Ok((lines, n)) => Ok((lines, n == BATCH_EVENTS)),
-                };
-                match sent {
-                    Err(line) => Phase::Failing(line),
-                    Ok((lines, full)) => {
+                match s.render_after(BATCH_EVENTS) {
+                    Err(e) => Phase::Failing(expired_line(e)),
+                    Ok((lines, read)) => {
                         if !lines.is_empty() && !s.send(lines.freeze()).await {
                             return;
                         }
-                        if full {
+                        if read == BATCH_EVENTS {
                             // More history is waiting: no need to wait for a write.
                             Phase::Live
                         } else {
@@ -402,6 +398,6 @@ impl Stream {
             return true;
         };
         lines.extend_from_slice(&bookmark_line(&self.spec.rt, self.cursor, false));
-        self.tx.send(Ok(lines.freeze())).await.is_ok()
+        self.send(lines.freeze()).await
     }
 }

@@ -376,8 +376,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
 
     let mut steps = Vec::new();
     for (i, s) in doc.steps.iter().enumerate() {
-        let line = lines.item("steps", i);
-        let step = step(s, i, line, &lines, dir, steps.is_empty()).map_err(|(l, p)| at(l, p))?;
+        let step = step(s, i, &lines, dir, steps.is_empty()).map_err(|(l, p)| at(l, p))?;
         steps.push(step);
     }
     if !matches!(steps.first().map(|s| &s.action), Some(Action::Start)) {
@@ -407,16 +406,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     })
 }
 
-/// Step `index` of the file, at `line`: its one action, what it expects, the state it checks;
-/// an error carries the line it is on (an expectation's own line when that is the culprit).
+/// Step `index` of the file: its one action, what it expects, the state it checks; an error
+/// carries the line it is on (an expectation's own line when that is the culprit).
 fn step(
     s: &StepDoc,
     index: usize,
-    line: usize,
     lines: &Lines,
     dir: &Path,
     first: bool,
 ) -> Result<Step, (usize, Problem)> {
+    let line = lines.item("steps", index);
     let on_line = |p: Problem| (line, p);
     let action = step_action(s, dir).map_err(on_line)?;
     if matches!(action, Action::Start) && !first {
