@@ -7,14 +7,14 @@
 #
 # Starts in seconds when nothing changed: every step skips what is up to date (toolchains, guest
 # builds keyed on their inputs, cargo), the host binary is the one the test command builds
-# (`cargo test --release --workspace --lib --bins --tests`: `cargo run -p kubewasm` would unify
+# (`cargo test --release --workspace --tests`: `cargo run -p kubewasm` would unify
 # features differently and rebuild half the dependency tree), and compiled plugins are cached in
 # target/scenario-cache, shared with scripts/scenarios.sh. Extra arguments go to `kubewasm dev`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash guest-examples/build.sh
-cargo test --release --workspace --lib --bins --tests --no-run --quiet
+cargo test --release --workspace --tests --no-run --quiet
 out="$(mktemp)"
 python3 guest-examples/rust/lb-controller/cloud.py --port 0 >"$out" &
 cloud=$!

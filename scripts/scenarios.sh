@@ -3,7 +3,7 @@
 # runtime against an in-process API server on a virtual clock; see guest-examples/SCENARIOS.md).
 #
 # Uses the release binary the test build makes (target/release/kubewasm, built by
-# `cargo test --release --workspace --lib --bins --tests`; not `cargo run`, which would build
+# `cargo test --release --workspace --tests`; not `cargo run`, which would build
 # another one with other features) and the components guest-examples/build.sh puts in
 # guest-examples/dist/. Prints each handler's results and the total wall time; exits non-zero
 # when a scenario fails or a component or binary is missing.
@@ -47,7 +47,7 @@ declare -A skip=()
 limit=${SCENARIO_TIMEOUT:-300}
 
 if [[ ! -x "$bin" ]]; then
-  echo "scenarios: $bin not found; build it with: cargo test --release --workspace --lib --bins --tests" >&2
+  echo "scenarios: $bin not found; build it with: cargo test --release --workspace --tests" >&2
   exit 2
 fi
 mkdir -p "$cache"

@@ -29,15 +29,17 @@ stage "test fixtures" bash tests/fixtures/build.sh
 # dependency a second time in check mode (~10 min on 2 cores). The run must use the same wrapper
 # and CLIPPY_ARGS or cargo would rebuild the workspace crates; `--config` keeps the wrapper out of
 # the test processes' environment (tests that run cargo build guests without it).
-targets=(--lib --bins --tests)
+# `--tests`: every target whose manifest keeps `test = true` (unit and integration tests, no doc
+# tests); `--lib --bins` would also link test harnesses the manifests switch off.
+targets=(--tests)
 lint=()
 if [[ "${KUBEWASM_CLIPPY:-}" == 1 ]]; then
-  targets=(--all-targets)
+  targets=(--tests --benches)
   lint=(--config "build.rustc-workspace-wrapper=\"$(rustup which clippy-driver)\"")
   export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 fi
 stage "cargo build (tests${lint:+, clippy})" cargo test --release --workspace "${targets[@]}" --no-run "${lint[@]}"
-stage "cargo test (run)" cargo test --release --workspace --lib --bins --tests "${lint[@]}"
+stage "cargo test (run)" cargo test --release --workspace --tests "${lint[@]}"
 stage "example scenarios" bash scripts/scenarios.sh
 # The Rust SDK's unit tests (native: its pure parts; its WIT is symlinked to wit/, not copied).
 stage "Rust SDK unit tests" bash -c 'cd sdk/rust && CARGO_TARGET_DIR="$PWD/../../target/sdk-native" cargo test --release'
