@@ -1,7 +1,7 @@
 //! Plugins: the glue between informers and the WASM runtime, in rooms by job, each importing
 //! only the rooms listed after it.
 //!
-//! - `leadership.rs`: follows the election's channel ([`follow_leadership`]): a standby keeps
+//! - `leadership.rs`: follows the election's channel (`follow_leadership`): a standby keeps
 //!   its plugins loaded and caches warm, and delivers nothing.
 //! - `loading/`: a file (and its `NAME.toml`) becomes a running version: describe, grants,
 //!   manifest, subscriptions, the [`PluginManager`]'s lifecycle (load, hot swap, unload), the
@@ -30,7 +30,7 @@ mod metrics;
 #[cfg(test)]
 mod tests;
 
-pub use capabilities::kube_client::{ClusterContext, IMPERSONATE_USER, PluginClient, plugin_user};
+pub use capabilities::kube_client::{ClusterContext, PluginClient, plugin_user};
 pub use capabilities::projected::ProjectionCache;
 pub use capabilities::projection::{Projection, ProjectionError};
 pub use delivery::attachment::DeliveryMode;
@@ -49,7 +49,7 @@ pub use grants::{
     OriginPattern, OriginProblem, OwnName, OwnObject, OwnObjects, OwnScope, READ_VERBS,
     ResourceGrant, Verb, WriteGrant, host_pod_objects,
 };
-pub use leadership::follow_leadership;
+pub(crate) use leadership::follow_leadership;
 pub use loading::describe::{DescribedPlugin, NameError};
 pub(crate) use loading::describe::{describe_file, plugin_name};
 pub use loading::error::LoadError;

@@ -63,11 +63,12 @@ pub use http_stub::{HttpStub, StubRequest, StubResponse};
 pub use instance::HandlerInstance;
 pub use limits::Limits;
 pub use metrics::RuntimeMetrics;
+pub(crate) use observer::fan_out;
 pub use observer::{
     CallEnded, CallKind, CallOutcome, CalledObject, HttpExchange, LoadFailed, Observer,
-    Quarantined, SharedObserver, VersionLoaded, fan_out,
+    Quarantined, SharedObserver, VersionLoaded,
 };
-pub use pool::{PoolFull, PoolReservation, UNRESERVED_SHARE};
+pub use pool::{PoolFull, PoolReservation};
 pub use types::{
     ApiError, CacheError, CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, HandlerWorld,
     NoCache, ObjectView, Permission, PluginInfo, Subscription,

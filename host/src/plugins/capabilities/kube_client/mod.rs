@@ -58,7 +58,6 @@ pub(crate) const KUBE_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const TARGET: &str = "kubewasm::plugins::kube";
 
 use super::acting_as::ActingAs;
-pub use super::acting_as::IMPERSONATE_USER;
 
 /// The ServiceAccount plugin `plugin` acts as in namespace `namespace`: `kubewasm-plugin-`
 /// and the plugin's name made a valid object name (lower case, `[a-z0-9.-]`).
