@@ -39,7 +39,7 @@ use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::Api;
-use kubewasm::registry::artifact::{self, Artifact};
+use kubewasm::registry::{Artifact, build_artifact};
 use kubewasm_e2e::host_objects::{HostObjects, create_json};
 use kubewasm_e2e::process::{HostCommand, HostProcess, field, free_port, http_get, loaded};
 use kubewasm_e2e::*;
@@ -153,7 +153,7 @@ impl HostileRegistry {
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(RegistryState {
             mode: Mutex::new(Mode::Good),
-            artifact: artifact::build(std::fs::read(guest(LOGGER)).unwrap()),
+            artifact: build_artifact(std::fs::read(guest(LOGGER)).unwrap()),
             sent: AtomicU64::new(0),
             drips: AtomicU64::new(0),
         });

@@ -617,7 +617,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for HostLines {
 }
 
 /// The test binary's subscriber: `RUST_LOG` (default `warn`) to the harness's captured output,
-/// as `kubewasm::cli::logging::init_for_tests` does, and every INFO-or-above host line about a
+/// as `kubewasm::cli::init_logging_for_tests` does, and every INFO-or-above host line about a
 /// plugin into [`host_lines`].
 fn init_logging() {
     use tracing_subscriber::layer::SubscriberExt as _;

@@ -153,7 +153,7 @@ async fn push_then_pull_checks_every_digest_and_bad_references_say_why() {
     assert!(e.to_string().contains("plain HTTP"), "{e}");
 
     // A manifest whose layer claims more than the limit: refused before downloading.
-    let built = kubewasm::registry::artifact::build(wasm.clone());
+    let built = kubewasm::registry::build_artifact(wasm.clone());
     let layer_digest = built.layer.digest.clone();
     let huge = serde_json::json!({
         "schemaVersion": 2,

@@ -20,8 +20,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use kubewasm::host::HostBuilder;
-use kubewasm::registry::artifact::{self, Artifact};
-use kubewasm::registry::{ArtifactRef, CredentialStore, Registry, RegistryError};
+use kubewasm::registry::{
+    Artifact, ArtifactRef, CredentialStore, Registry, RegistryError, build_artifact,
+};
 use kubewasm::runtime::RuntimeConfig;
 use kubewasm_e2e::*;
 use parking_lot::Mutex;
@@ -80,7 +81,7 @@ impl Hostile {
         let wasm = std::fs::read(guest(LOGGER)).unwrap();
         let shared = Arc::new(Shared {
             mode: Mutex::new(mode),
-            artifact: artifact::build(wasm),
+            artifact: build_artifact(wasm),
             sent: AtomicU64::new(0),
             drips: AtomicU64::new(0),
             tokens: AtomicU64::new(0),

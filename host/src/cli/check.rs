@@ -13,24 +13,24 @@ use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
 
 /// Arguments of `kubewasm check`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// The handler component(s) to validate: files, or registry references
     /// (`REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`) for arguments that are not files.
     #[arg(required = true)]
-    pub files: Vec<PathBuf>,
+    pub(crate) files: Vec<PathBuf>,
     /// Registry access, for references.
     #[command(flatten)]
-    pub registry: super::registry::RegistryArgs,
+    pub(crate) registry: super::registry::RegistryArgs,
     /// Grants for plugins whose `NAME.toml` has no `[grants]` table, as `kubewasm run` takes
     /// them (default: the built-in default).
     #[arg(long, value_name = "FILE")]
-    pub default_grants: Option<PathBuf>,
+    pub(crate) default_grants: Option<PathBuf>,
 }
 
 /// Validates each file exactly as the host loads it (manifest, size, compile, `describe()`
 /// under the deadline, subscription rules, grants) and prints the world version it implements,
 /// its `describe()`, its grants and what is missing, as JSON.
-pub fn check(args: CheckArgs) -> anyhow::Result<()> {
+pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
     let policy = GrantPolicy::operator(args.default_grants.as_deref())
         .map_err(|e| anyhow::anyhow!("--default-grants: {e}"))?;
     let runtime = Runtime::new(

@@ -12,46 +12,46 @@ use crate::plugins::GrantPolicy;
 
 /// Arguments of `kubewasm dev`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct DevArgs {
+pub(crate) struct DevArgs {
     /// Directory of handler components (default: `guest-examples/dist` if present, else `plugins`).
     #[arg(long)]
-    pub plugins: Option<PathBuf>,
+    pub(crate) plugins: Option<PathBuf>,
     /// Port of the embedded API server on 127.0.0.1.
     #[arg(long, default_value_t = 6443)]
-    pub port: u16,
+    pub(crate) port: u16,
     /// Where to write the kubeconfig for kubectl (default: a file in the temp directory).
     #[arg(long)]
-    pub kubeconfig_out: Option<PathBuf>,
+    pub(crate) kubeconfig_out: Option<PathBuf>,
     /// Keep the API server's objects in this directory across restarts.
     #[arg(long)]
-    pub data_dir: Option<PathBuf>,
+    pub(crate) data_dir: Option<PathBuf>,
     /// Also create and change a few ConfigMaps so the handlers fire without typing anything.
     #[arg(long)]
-    pub demo: bool,
+    pub(crate) demo: bool,
     /// With `--demo`: the cloud stand-in of the lb-controller example
     /// (`guest-examples/rust/lb-controller/cloud.py`, `http://127.0.0.1:PORT`). The demo then also
     /// creates LoadBalancer Services, deletes a load balancer behind the controller's back so
     /// the next resync repairs it, and deletes the Services again.
     #[arg(long, value_name = "URL", requires = "demo")]
-    pub demo_cloud: Option<String>,
+    pub(crate) demo_cloud: Option<String>,
     /// Make the embedded API server enforce RBAC on impersonated requests, as a cluster does:
     /// with `--plugin-identity own` and the output of `kubewasm rbac` applied, a plugin call
     /// beyond its printed RBAC is a 403 (the host is taken to be
     /// `system:serviceaccount:kubewasm:kubewasm`, `kubewasm rbac`'s default; see docs/identity.md).
     #[arg(long)]
-    pub authorize: bool,
+    pub(crate) authorize: bool,
     /// Write the embedded API server's audit log here, as kube-apiserver's flag of that name
     /// does (`-` is stdout): one `audit.k8s.io/v1` Event per request at level Metadata, naming
     /// the user and the impersonated user (each plugin's account with `--plugin-identity own`).
     #[arg(long, value_name = "PATH")]
-    pub audit_log_path: Option<PathBuf>,
+    pub(crate) audit_log_path: Option<PathBuf>,
     /// The host's own settings, shared by `run` and `dev`.
     #[command(flatten)]
-    pub host: HostArgs,
+    pub(crate) host: HostArgs,
 }
 
 /// Starts the embedded API server, then a host against it, until Ctrl-C.
-pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
+pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let plugins = args.plugins.clone().unwrap_or_else(|| {
         let examples = PathBuf::from("guest-examples/dist");
         if examples.is_dir() {

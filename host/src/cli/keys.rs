@@ -9,14 +9,14 @@ use crate::registry::SigningKey;
 
 /// Arguments of `kubewasm generate-key-pair`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct GenerateKeyPairArgs {
+pub(crate) struct GenerateKeyPairArgs {
     /// Writes `PREFIX.key` (private, mode 0600) and `PREFIX.pub`, as cosign names them.
     #[arg(long, value_name = "PREFIX", default_value = "cosign")]
-    pub output_key_prefix: PathBuf,
+    pub(crate) output_key_prefix: PathBuf,
 }
 
 /// Writes a new ECDSA P-256 key pair; refuses to overwrite either file.
-pub fn generate_key_pair(args: GenerateKeyPairArgs) -> anyhow::Result<()> {
+pub(crate) fn generate_key_pair(args: GenerateKeyPairArgs) -> anyhow::Result<()> {
     let with_ext = |ext: &str| {
         let mut p = args.output_key_prefix.clone().into_os_string();
         p.push(ext);

@@ -19,7 +19,7 @@ use crate::text::Escaping;
 /// line separators and bidirectional overrides escaped (`\n`, `\u{1b}`, ...): one event is
 /// always one line, whatever text reaches a field.
 #[derive(Debug, Default)]
-pub struct EscapedFields;
+pub(crate) struct EscapedFields;
 
 impl<'writer> FormatFields<'writer> for EscapedFields {
     fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
@@ -44,7 +44,7 @@ fn write_field(w: &mut Writer<'_>, field: &Field, value: &dyn fmt::Debug) -> fmt
 
 /// Output format of the host's logs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// Human-readable lines.
     #[default]
     Text,
@@ -54,12 +54,14 @@ pub enum LogFormat {
 
 /// Installs the global subscriber; `RUST_LOG` overrides the default `info` level. Safe to call
 /// more than once (later calls are ignored), which tests rely on.
-pub fn init(format: LogFormat) {
+pub(crate) fn init(format: LogFormat) {
     init_with(format, "info");
 }
 
 /// Like [`init`], showing only errors unless `RUST_LOG` says otherwise.
-pub fn init_quiet(format: LogFormat) {
+/// Only `kubewasm test` (the `scenario` feature) asks for it.
+#[cfg(feature = "scenario")]
+pub(crate) fn init_quiet(format: LogFormat) {
     init_with(format, "error");
 }
 

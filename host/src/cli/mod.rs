@@ -1,18 +1,20 @@
 //! The `kubewasm` command line: `run`, `dev`, `apiserver`, `check`, `rbac`, `test`, `new`,
 //! `push`, `pull` and `generate-key-pair`.
 
-pub mod check;
-pub mod dev;
-pub mod keys;
-pub mod logging;
-pub mod new;
-pub mod pull;
-pub mod push;
-pub mod rbac;
-pub mod registry;
-pub mod run;
+mod check;
+mod dev;
+mod keys;
+mod logging;
+mod new;
+mod pull;
+mod push;
+mod rbac;
+mod registry;
+mod run;
 #[cfg(feature = "scenario")]
-pub mod test;
+mod test;
+
+pub use logging::init_for_tests as init_logging_for_tests;
 
 use clap::{Parser, Subcommand};
 
@@ -140,7 +142,7 @@ pub fn main() -> std::process::ExitCode {
 }
 
 /// The per-user compile cache directory (`$XDG_CACHE_HOME/kubewasm` or `~/.cache/kubewasm`).
-pub fn default_cache_dir() -> Option<std::path::PathBuf> {
+pub(crate) fn default_cache_dir() -> Option<std::path::PathBuf> {
     std::env::var_os("XDG_CACHE_HOME")
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
@@ -150,7 +152,7 @@ pub fn default_cache_dir() -> Option<std::path::PathBuf> {
 /// The executable to re-run as a compile worker: this one. On Linux through `/proc/self/exe`,
 /// which names the running binary even after it was replaced or removed on disk (a different
 /// binary would compile for another engine).
-pub fn compile_worker_binary() -> Option<std::path::PathBuf> {
+pub(crate) fn compile_worker_binary() -> Option<std::path::PathBuf> {
     let own = std::path::Path::new("/proc/self/exe");
     if cfg!(target_os = "linux") && own.exists() {
         return Some(own.to_path_buf());
@@ -159,7 +161,7 @@ pub fn compile_worker_binary() -> Option<std::path::PathBuf> {
 }
 
 /// Runs a host's shutdown; a second SIGTERM/SIGINT meanwhile cuts it short.
-pub async fn shutdown_or_second_signal(shutdown: impl std::future::Future<Output = ()>) {
+pub(crate) async fn shutdown_or_second_signal(shutdown: impl std::future::Future<Output = ()>) {
     tracing::info!("shutting down");
     tokio::select! {
         _ = shutdown => tracing::info!("shut down"),
@@ -168,7 +170,7 @@ pub async fn shutdown_or_second_signal(shutdown: impl std::future::Future<Output
 }
 
 /// Resolves on Ctrl-C or SIGTERM (what Kubernetes sends a pod).
-pub async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -17,24 +17,24 @@ use serde_json::{Value, json};
 
 /// Arguments of `kubewasm new`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct NewArgs {
+pub(crate) struct NewArgs {
     /// Name of the handler and of the folder created for it in the current directory: a
     /// DNS-1123 label (lowercase letters, digits and '-'), so it is a valid plugin name too.
     #[arg(value_parser = parse_name)]
-    pub name: String,
+    pub(crate) name: String,
     /// Language of the handler.
     #[arg(long, value_enum)]
-    pub lang: Lang,
+    pub(crate) lang: Lang,
     /// The resource it subscribes to: `v1/ConfigMap`, `v1/Service`, `apps/v1/Deployment`
     /// (the core group has no group part).
     #[arg(long, value_name = "[GROUP/]VERSION/KIND", default_value = "v1/ConfigMap",
           value_parser = parse_resource)]
-    pub resource: Resource,
+    pub(crate) resource: Resource,
 }
 
 /// The languages there are templates for.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lang {
+pub(crate) enum Lang {
     /// Rust with wit-bindgen, target wasm32-wasip2.
     Rust,
     /// Python with componentize-py.
@@ -49,11 +49,11 @@ pub enum Lang {
 
 /// A resource as `--resource` names it: `apiVersion` and `kind`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resource {
+pub(crate) struct Resource {
     /// `v1` or `group/version`.
-    pub api_version: String,
+    pub(crate) api_version: String,
     /// CamelCase kind, e.g. `Deployment`.
-    pub kind: String,
+    pub(crate) kind: String,
 }
 
 fn parse_name(s: &str) -> Result<String, ValidationError> {
@@ -634,7 +634,7 @@ fn render_once(text: &str, vars: &[(&str, String)]) -> String {
 
 /// Creates the folder `NAME` in the current directory with the handler, its build script,
 /// manifest, scenario, WIT files and README. Refuses a folder that exists and is not empty.
-pub fn new(args: NewArgs) -> anyhow::Result<()> {
+pub(crate) fn new(args: NewArgs) -> anyhow::Result<()> {
     let dir = PathBuf::from(&args.name);
     if dir.exists() {
         let mut entries = std::fs::read_dir(&dir)

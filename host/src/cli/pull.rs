@@ -8,22 +8,22 @@ use crate::registry::PublicKey;
 
 /// Arguments of `kubewasm pull`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct PullArgs {
+pub(crate) struct PullArgs {
     /// What: `REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]`.
-    pub reference: String,
+    pub(crate) reference: String,
     /// Where to write the component (default: the repository's last component `.wasm`).
     #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
     /// Refuse the artifact unless one of these cosign public keys signed its digest.
     #[arg(long = "key", value_name = "FILE")]
-    pub keys: Vec<PathBuf>,
+    pub(crate) keys: Vec<PathBuf>,
     /// Registry access.
     #[command(flatten)]
-    pub registry: RegistryArgs,
+    pub(crate) registry: RegistryArgs,
 }
 
 /// Pulls, writes the component and prints the pinned reference.
-pub async fn pull(args: PullArgs) -> anyhow::Result<()> {
+pub(crate) async fn pull(args: PullArgs) -> anyhow::Result<()> {
     let reference = parse_reference(&args.reference)?;
     let keys = args
         .keys
@@ -46,7 +46,7 @@ pub async fn pull(args: PullArgs) -> anyhow::Result<()> {
 }
 
 /// `NAME.wasm` for a repository `…/NAME`.
-pub fn default_file(reference: &crate::registry::ArtifactRef) -> PathBuf {
+pub(crate) fn default_file(reference: &crate::registry::ArtifactRef) -> PathBuf {
     let name = reference
         .repository
         .rsplit('/')

@@ -9,22 +9,22 @@ use crate::registry::SigningKey;
 
 /// Arguments of `kubewasm push`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct PushArgs {
+pub(crate) struct PushArgs {
     /// The component to publish.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Where: `REGISTRY/REPOSITORY:TAG`.
-    pub reference: String,
+    pub(crate) reference: String,
     /// Sign the pushed digest cosign-style with this ECDSA P-256 private key (PKCS#8 PEM, as
     /// `kubewasm generate-key-pair` writes); sources listing the public key then accept it.
     #[arg(long, value_name = "FILE")]
-    pub key: Option<PathBuf>,
+    pub(crate) key: Option<PathBuf>,
     /// Registry access.
     #[command(flatten)]
-    pub registry: RegistryArgs,
+    pub(crate) registry: RegistryArgs,
 }
 
 /// Pushes the file (refused unless it is a wasm component) and prints `REF@sha256:…`.
-pub async fn push(args: PushArgs) -> anyhow::Result<()> {
+pub(crate) async fn push(args: PushArgs) -> anyhow::Result<()> {
     let reference = parse_reference(&args.reference)?;
     anyhow::ensure!(
         reference.digest.is_none(),

@@ -52,27 +52,27 @@ use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics};
 
 /// Arguments of `kubewasm rbac`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct RbacArgs {
+pub(crate) struct RbacArgs {
     /// The plugins directory (`*.wasm` with optional `NAME.toml`).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Name of the ServiceAccount the host runs as.
     #[arg(long, default_value = "kubewasm")]
-    pub service_account: String,
+    pub(crate) service_account: String,
     /// Namespace of that ServiceAccount.
     #[arg(long, default_value = "kubewasm")]
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Name of every generated (Cluster)Role and binding.
     #[arg(long, default_value = "kubewasm-plugins")]
-    pub name: String,
+    pub(crate) name: String,
     /// Grants for plugins whose `NAME.toml` has no `[grants]` table, as `kubewasm run` takes
     /// them (default: the built-in default).
     #[arg(long, value_name = "FILE")]
-    pub default_grants: Option<PathBuf>,
+    pub(crate) default_grants: Option<PathBuf>,
     /// Bind every plugin's grants to the host's ServiceAccount, for a host run with
     /// `--plugin-identity host` (default: one ServiceAccount per plugin, which the host
     /// impersonates).
     #[arg(long)]
-    pub shared_identity: bool,
+    pub(crate) shared_identity: bool,
 }
 
 /// Which of a plugin's needs a set of rules takes.
@@ -403,7 +403,7 @@ fn documents(needs: &Needs, name: &str, subject: &Subject) -> anyhow::Result<Vec
 }
 
 /// Describes every plugin in `args.dir` and prints the RBAC they need.
-pub fn rbac(args: RbacArgs) -> anyhow::Result<()> {
+pub(crate) fn rbac(args: RbacArgs) -> anyhow::Result<()> {
     let policy = GrantPolicy::operator(args.default_grants.as_deref())
         .map_err(|e| anyhow::anyhow!("--default-grants: {e}"))?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(&args.dir)

@@ -3,24 +3,24 @@
 
 use std::path::PathBuf;
 
-use crate::registry::{ArtifactRef, Registry, credentials::CredentialStore};
+use crate::registry::{ArtifactRef, CredentialStore, Registry};
 
 /// Registry access flags shared by the subcommands that talk to a registry.
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct RegistryArgs {
+pub(crate) struct RegistryArgs {
     /// Docker-style credentials (`config.json`, or a `kubernetes.io/dockerconfigjson` Secret's
     /// `.dockerconfigjson`); default `$DOCKER_CONFIG/config.json` or `~/.docker/config.json`.
     #[arg(long, value_name = "FILE", env = "KUBEWASM_REGISTRY_CONFIG")]
-    pub registry_config: Option<PathBuf>,
+    pub(crate) registry_config: Option<PathBuf>,
     /// Talk plain HTTP instead of HTTPS (a local test registry); credentials then go only to
     /// this machine.
     #[arg(long)]
-    pub plain_http: bool,
+    pub(crate) plain_http: bool,
 }
 
 impl RegistryArgs {
     /// The client these flags describe.
-    pub fn registry(&self) -> anyhow::Result<Registry> {
+    pub(crate) fn registry(&self) -> anyhow::Result<Registry> {
         let path = self
             .registry_config
             .clone()
@@ -35,6 +35,6 @@ impl RegistryArgs {
 }
 
 /// Parses a reference given on the command line.
-pub fn parse_reference(s: &str) -> anyhow::Result<ArtifactRef> {
+pub(crate) fn parse_reference(s: &str) -> anyhow::Result<ArtifactRef> {
     ArtifactRef::parse(s).map_err(|e| anyhow::anyhow!("reference {s:?}: {e}"))
 }

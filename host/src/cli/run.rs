@@ -18,103 +18,103 @@ use crate::runtime::{
 
 /// Flags shared by every subcommand that runs a host.
 #[derive(clap::Args, Debug, Clone)]
-pub struct HostArgs {
+pub(crate) struct HostArgs {
     /// Log output format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    pub(crate) log_format: LogFormat,
     /// Address of the Prometheus `/metrics` endpoint ("0" disables it).
     #[arg(long, default_value = "127.0.0.1:8080")]
-    pub metrics_bind_address: String,
+    pub(crate) metrics_bind_address: String,
     /// Address of `/healthz` and `/readyz` ("0" disables them).
     #[arg(long, default_value = "127.0.0.1:8081")]
-    pub health_probe_bind_address: String,
+    pub(crate) health_probe_bind_address: String,
     /// Where compiled plugins are cached (default: `$XDG_CACHE_HOME/kubewasm`).
     #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
+    pub(crate) cache_dir: Option<PathBuf>,
     /// Memory one plugin compile may use; a component that needs more is refused (the compile
     /// runs in a child process killed at this limit).
     #[arg(long, default_value_t = DEFAULT_COMPILE_MEMORY_LIMIT >> 20, value_parser = clap::value_parser!(u64).range(16..))]
-    pub compile_memory_limit_mib: u64,
+    pub(crate) compile_memory_limit_mib: u64,
     /// Memory all plugin compiles at once may use: as many compiles run at once as limits fit
     /// in it (at least one).
     #[arg(long, default_value_t = DEFAULT_COMPILE_MEMORY_BUDGET >> 20)]
-    pub compile_memory_budget_mib: u64,
+    pub(crate) compile_memory_budget_mib: u64,
     /// Wall time one plugin compile may take before it is stopped and the component refused.
     #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
-    pub compile_timeout: Duration,
+    pub(crate) compile_timeout: Duration,
     /// Deadline of one handler call, for plugins without a manifest: the call's own running
     /// time (waits on the host and other calls' turns on the plugin's thread not counted).
     #[arg(long, default_value_t = 1000)]
-    pub deadline_ms: u64,
+    pub(crate) deadline_ms: u64,
     /// Calls in flight per plugin, for plugins whose manifest sets no `concurrency` (1..=64;
     /// 1 keeps the informer's order across objects).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
-    pub default_concurrency: u64,
+    pub(crate) default_concurrency: u64,
     /// Linear-memory cap of one plugin, for plugins without a manifest.
     #[arg(long, default_value_t = 64)]
-    pub memory_limit_mib: u64,
+    pub(crate) memory_limit_mib: u64,
     /// Keep `metadata.managedFields` in cached objects and in the JSON handlers receive
     /// (stripped by default to save memory).
     #[arg(long)]
-    pub keep_managed_fields: bool,
+    pub(crate) keep_managed_fields: bool,
     /// Run as one of several replicas: only the holder of a Lease delivers events.
     #[arg(long)]
-    pub leader_elect: bool,
+    pub(crate) leader_elect: bool,
     /// Name of the leader election Lease.
     #[arg(long, default_value = "kubewasm")]
-    pub leader_election_id: String,
+    pub(crate) leader_election_id: String,
     /// Namespace of the Lease (default: the client's namespace; in a pod, the pod's own).
     #[arg(long)]
-    pub leader_election_namespace: Option<String>,
+    pub(crate) leader_election_namespace: Option<String>,
     /// How long a standby waits for a silent leader before taking over.
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
-    pub leader_election_lease_duration: Duration,
+    pub(crate) leader_election_lease_duration: Duration,
     /// How long a leader that cannot renew keeps leading (shorter than the lease duration).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    pub leader_election_renew_deadline: Duration,
+    pub(crate) leader_election_renew_deadline: Duration,
     /// Pause between attempts to acquire or renew the Lease.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
-    pub leader_election_retry_period: Duration,
+    pub(crate) leader_election_retry_period: Duration,
     /// At SIGTERM/SIGINT, how long in-flight handler calls may run on before they are abandoned.
     #[arg(long, default_value_t = 10_000)]
-    pub shutdown_grace_ms: u64,
+    pub(crate) shutdown_grace_ms: u64,
     /// Grants for plugins whose `NAME.toml` has no `[grants]` table: a TOML file with one
     /// `[grants]` table (default: watch and read anything except Secrets, nothing else).
     #[arg(long, value_name = "FILE")]
-    pub default_grants: Option<PathBuf>,
+    pub(crate) default_grants: Option<PathBuf>,
     /// Send every plugin write with `dryRun=All` (validated by the API server, never stored)
     /// and refuse every outbound HTTP request but GET and HEAD.
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Namespace of the host's own objects, which no plugin may write (default: the
     /// client's namespace; in a pod, the pod's own).
     #[arg(long)]
-    pub host_namespace: Option<String>,
+    pub(crate) host_namespace: Option<String>,
     /// ConfigMap (in the host's namespace) the plugins are deployed from; no plugin may write
     /// it, so none can rewrite its own grants.
     #[arg(long, default_value = DEFAULT_PLUGINS_CONFIGMAP)]
-    pub plugins_configmap: String,
+    pub(crate) plugins_configmap: String,
     /// Plugins pulled from OCI registries: a TOML file naming each plugin, its reference
     /// (pinned by digest, or following a tag) and its manifest (see `docs/registry.md`). Works
     /// beside `--plugins`; names must differ.
     #[arg(long, value_name = "FILE")]
-    pub plugin_sources: Option<PathBuf>,
+    pub(crate) plugin_sources: Option<PathBuf>,
     /// Registry credentials for `--plugin-sources`: docker's `config.json` shape (a mounted
     /// `kubernetes.io/dockerconfigjson` Secret works); default `$DOCKER_CONFIG/config.json`
     /// or `~/.docker/config.json` if present.
     #[arg(long, value_name = "FILE", env = "KUBEWASM_REGISTRY_CONFIG")]
-    pub registry_config: Option<PathBuf>,
+    pub(crate) registry_config: Option<PathBuf>,
     /// Whose identity the plugins' `kube` calls carry: `own` impersonates ServiceAccount
     /// `kubewasm-plugin-<plugin>` of the host's namespace (apply what `kubewasm rbac` prints),
     /// `host` sends them as the host; `auto` is `own` in a Pod (`POD_NAME` and
     /// `POD_NAMESPACE` set), `host` elsewhere.
     #[arg(long, value_enum, default_value_t = PluginIdentity::Auto)]
-    pub plugin_identity: PluginIdentity,
+    pub(crate) plugin_identity: PluginIdentity,
 }
 
 /// Whose identity the plugins' `kube` calls carry (`--plugin-identity`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PluginIdentity {
+pub(crate) enum PluginIdentity {
     /// `own` in a Pod, `host` elsewhere.
     Auto,
     /// Each plugin's own ServiceAccount, impersonated.
@@ -126,7 +126,7 @@ pub enum PluginIdentity {
 impl HostArgs {
     /// A host as these flags describe it, watching `plugins_dir` and following
     /// `--plugin-sources`.
-    pub fn host_builder(
+    pub(crate) fn host_builder(
         &self,
         client: kube::Client,
         plugins_dir: Option<PathBuf>,
@@ -191,7 +191,7 @@ impl HostArgs {
 impl HostArgs {
     /// How this host's compiles are bounded: in a child process (this executable re-run), with
     /// the flags' limits.
-    pub fn compile_limits(&self) -> CompileLimits {
+    pub(crate) fn compile_limits(&self) -> CompileLimits {
         CompileLimits {
             worker: super::compile_worker_binary(),
             memory_limit_bytes: self.compile_memory_limit_mib << 20,
@@ -204,7 +204,7 @@ impl HostArgs {
     /// The host's own objects: the plugins ConfigMap and the RBAC in its namespace
     /// (`--host-namespace`, else `POD_NAMESPACE`, else the client's), and the Lease it elects
     /// with (or would, with `--leader-elect`).
-    pub fn own_objects(
+    pub(crate) fn own_objects(
         &self,
         client: &kube::Client,
         election: Option<&crate::election::ElectionConfig>,
@@ -240,7 +240,7 @@ impl HostArgs {
     }
 
     /// The leader election these flags ask for (`None` without `--leader-elect`), validated.
-    pub fn election_config(
+    pub(crate) fn election_config(
         &self,
         client: &kube::Client,
     ) -> anyhow::Result<Option<crate::election::ElectionConfig>> {
@@ -264,7 +264,7 @@ impl HostArgs {
 
 /// Parses an endpoint address; "0" (like controller-runtime) or "" disables the endpoint, and a
 /// bare ":8080" means all interfaces.
-pub fn parse_addr(flag: &str, s: &str) -> anyhow::Result<Option<SocketAddr>> {
+pub(crate) fn parse_addr(flag: &str, s: &str) -> anyhow::Result<Option<SocketAddr>> {
     let s = s.trim();
     if s.is_empty() || s == "0" {
         return Ok(None);
@@ -281,24 +281,24 @@ pub fn parse_addr(flag: &str, s: &str) -> anyhow::Result<Option<SocketAddr>> {
 
 /// Arguments of `kubewasm run`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Directory of handler components (`*.wasm`, with optional `NAME.toml` manifests);
     /// optional with `--plugin-sources`.
     #[arg(long, required_unless_present = "plugin_sources")]
-    pub plugins: Option<PathBuf>,
+    pub(crate) plugins: Option<PathBuf>,
     /// Kubeconfig file (default: like kubectl — KUBECONFIG, ~/.kube/config, then in-cluster).
     #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
+    pub(crate) kubeconfig: Option<PathBuf>,
     /// Kubeconfig context to use instead of the current one.
     #[arg(long)]
-    pub context: Option<String>,
+    pub(crate) context: Option<String>,
     /// The host's own settings, shared by `run` and `dev`.
     #[command(flatten)]
-    pub host: HostArgs,
+    pub(crate) host: HostArgs,
 }
 
 /// Resolves cluster access the way kubectl does.
-pub async fn client_config(
+pub(crate) async fn client_config(
     kubeconfig: Option<&PathBuf>,
     context: Option<&String>,
 ) -> anyhow::Result<kube::Config> {
@@ -319,7 +319,7 @@ pub async fn client_config(
 }
 
 /// Runs the host until Ctrl-C / SIGTERM.
-pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = client_config(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
     tracing::info!(server = %config.cluster_url, "connecting to the API server");
     let api_addresses = api_server_addresses(&config.cluster_url).await;
@@ -354,7 +354,7 @@ async fn api_server_addresses(url: &http::Uri) -> Vec<std::net::IpAddr> {
 }
 
 /// Says where the endpoints are, once.
-pub fn log_endpoints(host: &Host) {
+pub(crate) fn log_endpoints(host: &Host) {
     if let Some(a) = host.metrics_addr() {
         tracing::info!(address = %a, "serving /metrics");
     }

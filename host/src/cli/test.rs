@@ -10,7 +10,7 @@ use crate::scenario::{self, FileResult, RunConfig};
 
 /// How results are printed.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// Readable differences.
     Text,
     /// JUnit XML on stdout, for CI.
@@ -19,27 +19,27 @@ pub enum Format {
 
 /// Arguments of `kubewasm test`.
 #[derive(clap::Args, Debug)]
-pub struct TestArgs {
+pub(crate) struct TestArgs {
     /// The handler component (`.wasm`); `NAME.toml` beside it grants what it may do (without
     /// one, everything its describe() asks for is granted, as in `kubewasm dev`).
-    pub handler: PathBuf,
+    pub(crate) handler: PathBuf,
     /// Scenario files (YAML).
     #[arg(required = true)]
-    pub scenarios: Vec<PathBuf>,
+    pub(crate) scenarios: Vec<PathBuf>,
     /// Write each scenario's actual transcript back into the file as its expectations
     /// (golden files). Review the result: comments in the file are not kept.
     #[arg(long)]
-    pub update: bool,
+    pub(crate) update: bool,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
-    pub format: Format,
+    pub(crate) format: Format,
     /// Compiled-handler cache (default: the user's cache folder).
     #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
+    pub(crate) cache_dir: Option<PathBuf>,
 }
 
 /// Runs the scenarios; see the module doc for the exit status.
-pub fn test(args: TestArgs) -> ExitCode {
+pub(crate) fn test(args: TestArgs) -> ExitCode {
     if !args.handler.is_file() {
         eprintln!(
             "kubewasm test: {}: no such handler file",

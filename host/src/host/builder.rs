@@ -20,7 +20,7 @@ use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics, SharedObser
 
 /// How long in-flight handler calls may run on at shutdown before they are abandoned by
 /// default (Kubernetes gives a pod 30 s before SIGKILL).
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Builds a [`Host`]; see the module doc of [`crate::host`]. Defaults: no plugins folder, no
 /// endpoints, the runtime's and informers' defaults, the operator's grants (the manifest's

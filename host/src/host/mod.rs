@@ -15,5 +15,5 @@ mod endpoints;
 mod host_pod;
 mod running;
 
-pub use builder::{DEFAULT_SHUTDOWN_GRACE, HostBuilder};
+pub use builder::HostBuilder;
 pub use running::Host;

@@ -80,7 +80,7 @@ impl SourceFactory for KubeSourceFactory {
 
 /// The URL path of resource `ar`: its collection (in `namespace`, when given), the object
 /// `name`, and its `subresource`. Parts are used as given: callers pass validated names.
-pub fn resource_path(
+pub(crate) fn resource_path(
     ar: &ApiResource,
     namespace: Option<&str>,
     name: Option<&str>,
@@ -107,7 +107,7 @@ pub fn resource_path(
 /// Asks discovery which resource serves `kind` of `api_version` (plural name, scope): the one
 /// lookup behind informers and plugins' API calls. Callers validate both strings first; they go
 /// into discovery paths.
-pub async fn resolve_kind(
+pub(crate) async fn resolve_kind(
     client: &kube::Client,
     api_version: &str,
     kind: &str,

@@ -36,7 +36,8 @@ pub use error::InformerError;
 pub use factory::{HandlerRegistration, InformerFactory, SyncProbe};
 pub use indexer::{IndexError, IndexFunc, Indexer, NAMESPACE_INDEX};
 pub use key::{InformerKey, InvalidKey, KeyRule, MAX_SELECTOR_LEN};
-pub use kube_source::{KubeListerWatcher, KubeSourceFactory, resolve_kind, resource_path};
+pub use kube_source::{KubeListerWatcher, KubeSourceFactory};
+pub(crate) use kube_source::{resolve_kind, resource_path};
 pub use kubewasm_apimachinery::LabelSelector;
 pub use list_watch::{
     ListOptions, ListPage, ListerWatcher, SourceError, SourceErrorKind, SourceFactory,
@@ -47,5 +48,4 @@ pub use metrics::InformerMetrics;
 pub use object::{KubeObject, MalformedObject, ObjectMeta, SharedObject, json_serialisations};
 pub(crate) use object::{Members as JsonMembers, raw_str as raw_json_str};
 pub use reflector::{ReflectorConfig, TransformFunc};
-pub use resync::MINIMUM_RESYNC_PERIOD;
 pub use shared_informer::{HandlerHandle, SharedIndexInformer};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Smallest resync period a handler can get (client-go `minimumResyncPeriod`).
-pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 
 /// Effective period for a requested one: `None`/zero = never, below 1 s = 1 s (with a warning).
 pub(super) fn determine_resync_period(requested: Option<Duration>) -> Option<Duration> {

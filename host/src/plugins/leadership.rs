@@ -29,7 +29,7 @@ use crate::plugins::loading::lifecycle::PluginManager;
 /// Makes `manager` follow `leadership`: starts the two follower tasks, which end when its sender
 /// is dropped or the manager is gone. Call it once, inside a Tokio runtime, with the receiver
 /// the manager was configured with.
-pub fn follow_leadership(manager: &PluginManager, leadership: watch::Receiver<bool>) {
+pub(crate) fn follow_leadership(manager: &PluginManager, leadership: watch::Receiver<bool>) {
     let manager = manager.downgrade();
     let mut rx = leadership.clone();
     let killer = manager.clone();

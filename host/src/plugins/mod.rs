@@ -1,7 +1,7 @@
 //! Plugins: the glue between informers and the WASM runtime, in rooms by job, each importing
 //! only the rooms listed after it.
 //!
-//! - `leadership.rs`: follows the election's channel ([`follow_leadership`]): a standby keeps
+//! - `leadership.rs`: follows the election's channel (`follow_leadership`): a standby keeps
 //!   its plugins loaded and caches warm, and delivers nothing.
 //! - `loading/`: a file (and its `NAME.toml`) becomes a running version: describe, grants,
 //!   manifest, subscriptions, the [`PluginManager`]'s lifecycle (load, hot swap, unload), the
@@ -30,32 +30,34 @@ mod metrics;
 #[cfg(test)]
 mod tests;
 
-pub use capabilities::kube_client::{
-    ClusterContext, IMPERSONATE_USER, PluginClient, plugin_account, plugin_user,
-};
+pub use capabilities::kube_client::{ClusterContext, PluginClient, plugin_user};
 pub use capabilities::projected::ProjectionCache;
 pub use capabilities::projection::{Projection, ProjectionError};
 pub use delivery::attachment::DeliveryMode;
 pub use delivery::dispatch::{DispatchConfig, MAX_CONCURRENCY};
 // A dispatcher without a runtime or informers, only for `host/benches/queue.rs`.
+pub(crate) use capabilities::kube_client::plugin_account;
 #[cfg(feature = "bench")]
 pub use delivery::dispatch::{Dispatcher, Guest};
 pub use delivery::quarantine::QuarantinePolicy;
 pub use delivery::queue::{DEFAULT_MAX_QUEUED, coalesce};
 pub use delivery::state::{PluginState, StateEvent};
+pub(crate) use grants::{DEFAULT_PLUGINS_CONFIGMAP, PLUGIN_ACCOUNT_PREFIX};
 pub use grants::{
-    DEFAULT_PLUGINS_CONFIGMAP, DefaultGrantsError, GrantChange, GrantError, GrantPolicy,
-    GrantSource, Grants, GrantsTable, HostPod, InvalidAsk, Missing, NEVER_GRANTED_SUBRESOURCES,
-    NamespaceList, OriginError, OriginPattern, OriginProblem, OwnName, OwnObject, OwnObjects,
-    OwnScope, PLUGIN_ACCOUNT_PREFIX, READ_VERBS, ResourceGrant, Verb, WriteGrant, host_pod_objects,
+    DefaultGrantsError, GrantChange, GrantError, GrantPolicy, GrantSource, Grants, GrantsTable,
+    HostPod, InvalidAsk, Missing, NEVER_GRANTED_SUBRESOURCES, NamespaceList, OriginError,
+    OriginPattern, OriginProblem, OwnName, OwnObject, OwnObjects, OwnScope, READ_VERBS,
+    ResourceGrant, Verb, WriteGrant, host_pod_objects,
 };
-pub use leadership::follow_leadership;
-pub use loading::describe::{DescribedPlugin, NameError, describe_file, plugin_name};
+pub(crate) use leadership::follow_leadership;
+pub use loading::describe::{DescribedPlugin, NameError};
+pub(crate) use loading::describe::{describe_file, plugin_name};
 pub use loading::error::LoadError;
 pub use loading::lifecycle::{LoadOutcome, ManagerConfig, MemoryUse, PluginManager, PluginStatus};
 pub use loading::manifest::{Manifest, ManifestError};
 pub use loading::sources::metrics::SourceMetrics;
 pub use loading::sources::{PluginSources, SourcesFileError, read_sources_file};
 pub use loading::subscriptions::SubscriptionPlan;
-pub use loading::watcher::{DirectoryWatcher, is_plugin_file};
+pub use loading::watcher::DirectoryWatcher;
+pub(crate) use loading::watcher::is_plugin_file;
 pub use metrics::{EventDropLabels, PluginMetrics, RateLimitLabels};

@@ -9,7 +9,7 @@ pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// Media type of the one layer: the component's bytes.
 pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 /// Media type of the manifest the host pushes and accepts.
-pub const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+pub(crate) const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 /// Largest component pulled, as large as a plugin file may be: the host refuses a bigger
 /// layer before downloading it, and stops reading a registry that sends more than it said.
 pub const MAX_ARTIFACT_BYTES: u64 = 256 << 20;
@@ -19,7 +19,7 @@ pub const MAX_ARTIFACT_BYTES: u64 = 256 << 20;
 pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
 
 /// `sha256:<hex>` of `bytes`, the form OCI descriptors use.
-pub fn sha256_digest(bytes: &[u8]) -> String {
+pub(crate) fn sha256_digest(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
@@ -91,11 +91,11 @@ struct Descriptor {
 
 /// The one layer of a pulled manifest that passed every check.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Layer {
+pub(crate) struct Layer {
     /// `sha256:<hex>` the layer's bytes must hash to.
-    pub digest: String,
+    pub(crate) digest: String,
     /// Bytes the manifest says it has (at most [`MAX_ARTIFACT_BYTES`]).
-    pub size: u64,
+    pub(crate) size: u64,
 }
 
 /// Why a manifest is not a wasm artifact this host runs. Registry-provided text in it is cut
@@ -132,7 +132,7 @@ pub enum ArtifactError {
 }
 
 /// The component layer of a manifest, or why it is not a wasm artifact this host runs.
-pub fn component_layer(manifest: &[u8]) -> Result<Layer, ArtifactError> {
+pub(crate) fn component_layer(manifest: &[u8]) -> Result<Layer, ArtifactError> {
     let m: Manifest = serde_json::from_slice(manifest).map_err(ArtifactError::NotAManifest)?;
     if m.schema_version != 2 {
         return Err(ArtifactError::SchemaVersion(m.schema_version));
@@ -163,7 +163,7 @@ pub fn component_layer(manifest: &[u8]) -> Result<Layer, ArtifactError> {
 pub struct DigestError(String);
 
 /// Refuses anything but `sha256:` and 64 lowercase hex digits.
-pub fn check_digest(digest: &str) -> Result<(), DigestError> {
+pub(crate) fn check_digest(digest: &str) -> Result<(), DigestError> {
     match digest.strip_prefix("sha256:") {
         Some(hex)
             if hex.len() == 64

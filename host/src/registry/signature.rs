@@ -22,17 +22,18 @@ use serde::Deserialize;
 use super::artifact::{Blob, DigestError, OCI_MANIFEST_MEDIA_TYPE, check_digest, shown};
 
 /// Media type of a signature layer: a simple-signing payload.
-pub const SIGNATURE_LAYER_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+pub(crate) const SIGNATURE_LAYER_MEDIA_TYPE: &str =
+    "application/vnd.dev.cosign.simplesigning.v1+json";
 /// Annotation carrying the base64 signature of a layer's payload.
-pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+pub(crate) const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 /// The `critical.type` every cosign payload carries.
 const PAYLOAD_TYPE: &str = "cosign container image signature";
 /// Config media type of cosign's signature manifests.
 const SIGNATURE_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 /// Most signatures (layers) of one artifact looked at: each costs a blob fetch.
-pub const MAX_SIGNATURES: usize = 16;
+pub(crate) const MAX_SIGNATURES: usize = 16;
 /// Largest payload read: a simple-signing payload is a few hundred bytes.
-pub const MAX_PAYLOAD_BYTES: u64 = 16 << 10;
+pub(crate) const MAX_PAYLOAD_BYTES: u64 = 16 << 10;
 /// Largest key file read.
 const MAX_KEY_BYTES: u64 = 64 << 10;
 /// DER prefix of a P-256 `SubjectPublicKeyInfo` (id-ecPublicKey, prime256v1, BIT STRING of 66
@@ -117,7 +118,7 @@ pub enum SignatureError {
 }
 
 /// The tag cosign stores the signatures of manifest `digest` under.
-pub fn signature_tag(digest: &str) -> String {
+pub(crate) fn signature_tag(digest: &str) -> String {
     format!("{}.sig", digest.replacen(':', "-", 1))
 }
 
@@ -256,7 +257,7 @@ fn read_key(path: &Path) -> Result<String, KeyError> {
 
 /// The simple-signing payload cosign signs for manifest `digest` of `repository`
 /// (`REGISTRY/REPO`, no tag).
-pub fn payload(repository: &str, digest: &str) -> Vec<u8> {
+pub(crate) fn payload(repository: &str, digest: &str) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({
         "critical": {
             "identity": {"docker-reference": repository},
@@ -269,17 +270,17 @@ pub fn payload(repository: &str, digest: &str) -> Vec<u8> {
 }
 
 /// What a signature manifest uploads: its config, its one payload layer and itself.
-pub struct SignatureManifest {
+pub(crate) struct SignatureManifest {
     /// The signed payload.
-    pub payload: Blob,
+    pub(crate) payload: Blob,
     /// The image config cosign writes beside it.
-    pub config: Blob,
+    pub(crate) config: Blob,
     /// The manifest, pushed under [`signature_tag`].
-    pub manifest: Blob,
+    pub(crate) manifest: Blob,
 }
 
 /// The manifest holding `payload` and its DER `signature`, as cosign writes it.
-pub fn signature_manifest(payload: Vec<u8>, signature: &[u8]) -> SignatureManifest {
+pub(crate) fn signature_manifest(payload: Vec<u8>, signature: &[u8]) -> SignatureManifest {
     let payload = Blob::new(payload);
     let config = serde_json::json!({
         "architecture": "",
@@ -311,13 +312,13 @@ pub fn signature_manifest(payload: Vec<u8>, signature: &[u8]) -> SignatureManife
 /// One signature a signature manifest carries: its payload's digest and size, and the
 /// signature bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SignatureLayer {
+pub(crate) struct SignatureLayer {
     /// `sha256:<hex>` of the payload blob.
-    pub digest: String,
+    pub(crate) digest: String,
     /// Payload size (at most [`MAX_PAYLOAD_BYTES`]).
-    pub size: u64,
+    pub(crate) size: u64,
     /// The decoded DER signature.
-    pub signature: Vec<u8>,
+    pub(crate) signature: Vec<u8>,
 }
 
 #[derive(Deserialize)]
@@ -338,7 +339,7 @@ struct SigDescriptor {
 
 /// The simple-signing layers of a signature manifest (others are skipped), at most
 /// [`MAX_SIGNATURES`].
-pub fn signature_layers(manifest: &[u8]) -> Result<Vec<SignatureLayer>, SignatureError> {
+pub(crate) fn signature_layers(manifest: &[u8]) -> Result<Vec<SignatureLayer>, SignatureError> {
     let m: SigManifest = serde_json::from_slice(manifest).map_err(SignatureError::NotAManifest)?;
     let mut out = Vec::new();
     for l in m
@@ -387,7 +388,7 @@ struct Image {
 }
 
 /// The manifest digest a simple-signing payload vouches for.
-pub fn signed_digest(payload: &[u8]) -> Result<String, SignatureError> {
+pub(crate) fn signed_digest(payload: &[u8]) -> Result<String, SignatureError> {
     let p: Payload = serde_json::from_slice(payload).map_err(SignatureError::NotAPayload)?;
     if p.critical.kind != PAYLOAD_TYPE {
         return Err(SignatureError::PayloadType(shown(&p.critical.kind)));

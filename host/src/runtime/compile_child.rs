@@ -37,7 +37,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// The hidden subcommand that makes the binary a compile worker (see [`compile_worker`]).
-pub const WORKER_SUBCOMMAND: &str = "__compile";
+pub(crate) const WORKER_SUBCOMMAND: &str = "__compile";
 
 /// The most memory one compile may use by default: the largest shipped examples peak at
 /// 341 MiB (Python replicator, 18.5 MB) and 344 MiB (JavaScript notifier, 13.7 MB) of
@@ -381,7 +381,7 @@ fn read_stderr(pipe: &mut impl Read) -> String {
 /// settings, writes the serialized artifact on stdout. `args` are those after
 /// [`WORKER_SUBCOMMAND`] (`--threads N`). The CLI calls this before setting up logging: stderr
 /// carries only the error, for the parent.
-pub fn compile_worker(args: &[OsString]) -> ExitCode {
+pub(crate) fn compile_worker(args: &[OsString]) -> ExitCode {
     let threads = match args {
         [flag, n] if flag == "--threads" => n.to_str().and_then(|n| n.parse::<usize>().ok()),
         _ => None,

@@ -48,8 +48,8 @@ pub use cluster::{
 pub use compile_child::{
     COMPILE_BASE_BYTES, COMPILE_BYTES_PER_WASM_BYTE, CompileAborted, CompileLimits,
     DEFAULT_COMPILE_MEMORY_BUDGET, DEFAULT_COMPILE_MEMORY_LIMIT, DEFAULT_COMPILE_TIME_LIMIT,
-    WORKER_SUBCOMMAND, compile_worker,
 };
+pub(crate) use compile_child::{WORKER_SUBCOMMAND, compile_worker};
 pub use engine::EPOCH_TICK;
 pub use error::{CallError, RuntimeError};
 pub use guest_caused::{GuestCausedLog, HOST_LINE_BURST, HOST_LINES_PER_SECOND};
@@ -63,11 +63,12 @@ pub use http_stub::{HttpStub, StubRequest, StubResponse};
 pub use instance::HandlerInstance;
 pub use limits::Limits;
 pub use metrics::RuntimeMetrics;
+pub(crate) use observer::fan_out;
 pub use observer::{
     CallEnded, CallKind, CallOutcome, CalledObject, HttpExchange, LoadFailed, Observer,
-    Quarantined, SharedObserver, VersionLoaded, fan_out,
+    Quarantined, SharedObserver, VersionLoaded,
 };
-pub use pool::{PoolFull, PoolReservation, UNRESERVED_SHARE};
+pub use pool::{PoolFull, PoolReservation};
 pub use types::{
     ApiError, CacheError, CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, HandlerWorld,
     NoCache, ObjectView, Permission, PluginInfo, Subscription,

@@ -197,7 +197,7 @@ pub type SharedObserver = Arc<dyn Observer>;
 
 /// The one observer that tells each of `observers`, in order: `None` for none, the observer
 /// itself for one.
-pub fn fan_out(mut observers: Vec<SharedObserver>) -> Option<SharedObserver> {
+pub(crate) fn fan_out(mut observers: Vec<SharedObserver>) -> Option<SharedObserver> {
     match observers.len() {
         0 => None,
         1 => observers.pop(),

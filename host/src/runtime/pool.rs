@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use super::metrics::RuntimeMetrics;
 
 /// One in this many of the pool's slots stays unreserved, for one-off instances.
-pub const UNRESERVED_SHARE: u32 = 8;
+pub(crate) const UNRESERVED_SHARE: u32 = 8;
 
 /// The pool's reservable slots; clones share them.
 #[derive(Clone, Debug)]

@@ -8,7 +8,7 @@
 
 /// The header a request names the user it acts as with (the API server checks the sender's
 /// `impersonate` permission on that ServiceAccount).
-pub const IMPERSONATE_USER: &str = "impersonate-user";
+pub(crate) const IMPERSONATE_USER: &str = "impersonate-user";
 
 /// Whose identity one plugin's requests carry.
 #[derive(Clone, Debug)]

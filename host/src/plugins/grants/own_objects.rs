@@ -22,7 +22,7 @@ use super::{Grants, Verb};
 /// Namespace `deploy/` installs the host into.
 pub(crate) const DEFAULT_HOST_NAMESPACE: &str = "kubewasm";
 /// ConfigMap `deploy/` ships the plugins in (`configMapGenerator` in `kustomization.yaml`).
-pub const DEFAULT_PLUGINS_CONFIGMAP: &str = "kubewasm-plugins";
+pub(crate) const DEFAULT_PLUGINS_CONFIGMAP: &str = "kubewasm-plugins";
 /// Name of the host's ServiceAccount, Deployment, PodDisruptionBudget and default Lease in
 /// `deploy/`.
 pub(crate) const HOST_NAME: &str = "kubewasm";
@@ -35,7 +35,7 @@ const SOURCES_CONFIGMAP: &str = "kubewasm-plugin-sources";
 /// `deploy-registry/`'s registry credentials Secret.
 const REGISTRY_SECRET: &str = "kubewasm-registry";
 /// Prefix of the per-plugin ServiceAccounts (and their RBAC) a host impersonates.
-pub const PLUGIN_ACCOUNT_PREFIX: &str = "kubewasm-plugin-";
+pub(crate) const PLUGIN_ACCOUNT_PREFIX: &str = "kubewasm-plugin-";
 
 const RBAC: &str = "rbac.authorization.k8s.io/v1";
 

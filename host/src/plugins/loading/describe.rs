@@ -29,7 +29,7 @@ pub(crate) const MAX_NAME_BYTES: usize = 253;
 pub(crate) const MAX_PLUGIN_BYTES: u64 = 256 << 20;
 
 /// The plugin name for a file: its stem (`/plugins/foo.wasm` → `foo`).
-pub fn plugin_name(path: &Path) -> String {
+pub(crate) fn plugin_name(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
@@ -195,7 +195,7 @@ impl DescribedPlugin {
 /// Reads a plugin file (size-capped) and its manifest, then describes it like
 /// `describe_plugin` but leaves the grant check to the caller
 /// ([`DescribedPlugin::grant_error`]), so tools can show what is asked and granted either way.
-pub fn describe_file(
+pub(crate) fn describe_file(
     runtime: &Runtime,
     path: &Path,
     defaults: Limits,

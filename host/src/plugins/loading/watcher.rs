@@ -53,7 +53,7 @@ fn completes_a_file(kind: &notify::EventKind) -> bool {
 /// Whether a directory entry can be a plugin: `*.wasm`, not hidden, not an editor temp file.
 /// Names that are not UTF-8 count too, so that loading refuses them with an error naming the
 /// file instead of ignoring them silently.
-pub fn is_plugin_file(path: &Path) -> bool {
+pub(crate) fn is_plugin_file(path: &Path) -> bool {
     let Some(name) = path.file_name().map(|n| n.as_encoded_bytes()) else {
         return false;
     };

@@ -58,11 +58,10 @@ pub(crate) const KUBE_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const TARGET: &str = "kubewasm::plugins::kube";
 
 use super::acting_as::ActingAs;
-pub use super::acting_as::IMPERSONATE_USER;
 
 /// The ServiceAccount plugin `plugin` acts as in namespace `namespace`: `kubewasm-plugin-`
 /// and the plugin's name made a valid object name (lower case, `[a-z0-9.-]`).
-pub fn plugin_account(plugin: &str) -> String {
+pub(crate) fn plugin_account(plugin: &str) -> String {
     let name: String = plugin
         .chars()
         .map(|c| match c.to_ascii_lowercase() {

@@ -9,9 +9,7 @@ use serde::Deserialize;
 
 use crate::plugins::loading::describe::{NameError, check_file_name};
 use crate::plugins::loading::manifest::Manifest;
-use crate::registry::reference::ReferenceError;
-use crate::registry::signature::KeyFileError;
-use crate::registry::{ArtifactRef, PublicKey};
+use crate::registry::{ArtifactRef, KeyFileError, PublicKey, ReferenceError};
 
 /// Most plugins one sources file may name.
 pub(crate) const MAX_SOURCES: usize = 256;
