@@ -18,7 +18,7 @@ use kube::api::PostParams;
 use kubewasm::runtime::{
     CompileAborted, CompileLimits, Runtime, RuntimeConfig, RuntimeError, RuntimeMetrics,
 };
-use kubewasm_e2e::cgroup::rss_bytes;
+use kubewasm_e2e::cgroup::{counter, rss_bytes};
 use kubewasm_e2e::process::{HostProcess, field, loaded};
 use kubewasm_e2e::{client, guest, start_server};
 use serde_json::json;
@@ -250,4 +250,19 @@ async fn the_python_and_javascript_examples_compile_from_an_empty_cache_within_t
             .await;
     }
     host.assert_alive_and_within_the_limit();
+}
+
+/// The OOM-kill count a compile cgroup reports is read by its exact key (`oom_kill_disable`, a
+/// longer key with the same prefix, is skipped).
+#[test]
+fn cgroup_counters_are_read_by_key() {
+    assert_eq!(
+        counter("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"),
+        3
+    );
+    assert_eq!(
+        counter("low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n", "oom_kill"),
+        1
+    );
+    assert_eq!(counter("", "oom_kill"), 0);
 }

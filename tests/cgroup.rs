@@ -137,8 +137,8 @@ impl Drop for MemoryCgroup {
     }
 }
 
-/// `key N` from a flat-keyed cgroup file.
-fn counter(text: &str, key: &str) -> u64 {
+/// `key N` from a flat-keyed cgroup file (`memory.events`); 0 when the key is absent.
+pub fn counter(text: &str, key: &str) -> u64 {
     text.lines()
         .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
         .unwrap_or(0)
@@ -155,22 +155,4 @@ pub fn rss_bytes(pid: u32) -> u64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
         .map_or(0, |kib| kib << 10)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counters_are_read_by_key() {
-        assert_eq!(
-            counter("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"),
-            3
-        );
-        assert_eq!(
-            counter("low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n", "oom_kill"),
-            1
-        );
-        assert_eq!(counter("", "oom_kill"), 0);
-    }
 }
