@@ -3,7 +3,7 @@
 // the handler lets it escape.
 import * as host from 'kubewasm:handler/kube@0.2.0';
 import * as cache from 'kubewasm:handler/cache@0.2.0';
-import { ApiError, Retry } from './errors.js';
+import { ApiError, Fatal, Retry } from './errors.js';
 import { KubeObject, wrap } from './objects.js';
 
 function call(what, fn) {
@@ -80,11 +80,18 @@ export function del(target, uid) {
   return true;
 }
 
+// The host's words for the one cache refusal that heals by itself (an informer starting or
+// stopping); every other refusal (a kind the handler does not subscribe to, a bad selector, a
+// list over the per-call bound) gives the same answer on every redelivery: Fatal.
+const CACHE_TRANSIENT = 'is not available';
+
 function cached(what, fn) {
   try {
     return fn();
   } catch (e) {
-    throw new Retry(`${what}: ${e && e.payload !== undefined ? e.payload : e}`);
+    const message = String(e && e.payload !== undefined ? e.payload : e);
+    const Failure = message.includes(CACHE_TRANSIENT) ? Retry : Fatal;
+    throw new Failure(`${what}: ${message}`);
   }
 }
 

@@ -1254,3 +1254,35 @@ fn v2_event_without_the_grant_is_dropped_not_a_trap() {
 }
 
 mod http;
+
+/// The SDKs retry a cache refusal only when its message says the cache "is not available"
+/// (sdk/rust/src/cache.rs, sdk/python/kubewasm_sdk/kube.py, sdk/javascript/kube.js): every
+/// other refusal must not say it, or a handler would back off forever.
+#[test]
+fn only_an_unavailable_cache_says_it_is_not_available() {
+    const TRANSIENT: &str = "is not available";
+    let unavailable = CacheError::Unavailable {
+        informer: "v1/ConfigMap".into(),
+    };
+    assert!(unavailable.to_string().contains(TRANSIENT));
+    let permanent = [
+        CacheError::NotSubscribed {
+            plugin: "p".into(),
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+        },
+        CacheError::TooManyObjects {
+            scope: "v1 ConfigMap".into(),
+            max_objects: 2000,
+            max_bytes: 8 << 20,
+        },
+        CacheError::TooManyBytes {
+            scope: "v1 ConfigMap".into(),
+            max_objects: 2000,
+            max_bytes: 8 << 20,
+        },
+    ];
+    for e in permanent {
+        assert!(!e.to_string().contains(TRANSIENT), "{e}");
+    }
+}

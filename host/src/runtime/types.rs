@@ -130,7 +130,9 @@ pub enum CacheError {
         /// Most bytes of object data one answer holds.
         max_bytes: usize,
     },
-    /// The informer holding the kind is starting or stopping.
+    /// The informer holding the kind is starting or stopping. The only refusal that heals on
+    /// redelivery; the SDKs tell it from the others by "is not available" in its message, so
+    /// that wording is part of the contract (`runtime::tests`).
     #[error(
         "the cache of {informer} is not available: its informer is stopping or not started yet"
     )]

@@ -156,12 +156,18 @@ test('patches: status and merge', () => {
   assert.equal(hostKube.calls.at(-1)[7], undefined);
 });
 
-test('cache reads; their errors retry', () => {
+test('cache reads; their errors retry only while the cache is not available', () => {
   hostCache.state.objects = [wit(CM)];
   assert.deepEqual(kube.cachedList('v1', 'ConfigMap').map((o) => o.key), ['ns/cm']);
   assert.equal(kube.cachedGet('v1', 'ConfigMap', 'cm', 'ns').uid, 'u1');
-  hostCache.state.error = 'not subscribed';
-  assert.throws(() => kube.cachedGet('v1', 'Secret', 's', 'ns'), Retry);
+  // An unsubscribed kind can never be read: a Retry would back off forever.
+  hostCache.state.error =
+    'plugin p does not subscribe to v1 Secret; only subscribed resources can be read from the cache';
+  assert.throws(() => kube.cachedGet('v1', 'Secret', 's', 'ns'), Fatal);
+  assert.throws(() => kube.cachedList('v1', 'Secret'), Fatal);
+  hostCache.state.error =
+    'the cache of v1/ConfigMap is not available: its informer is stopping or not started yet';
+  assert.throws(() => kube.cachedGet('v1', 'ConfigMap', 'cm', 'ns'), Retry);
   hostCache.state.error = undefined;
 });
 

@@ -8,7 +8,7 @@ from componentize_py_types import Err
 from wit_world.imports import cache as _cache
 from wit_world.imports import kube as _kube
 
-from .errors import ApiError, Retry
+from .errors import ApiError, Fatal, Retry
 from .objects import Object
 
 _PATCH = {"merge": _kube.PatchType.MERGE, "json": _kube.PatchType.JSON, "strategic": _kube.PatchType.STRATEGIC}
@@ -92,20 +92,33 @@ def delete(target: dict, uid: str = None) -> bool:
     return True
 
 
+# The host's words for the one cache refusal that heals by itself (an informer starting or
+# stopping); every other refusal (a kind the handler does not subscribe to, a bad selector, a
+# list over the per-call bound) gives the same answer on every redelivery.
+_CACHE_TRANSIENT = "is not available"
+
+
+def _cache_error(what: str, message: str) -> Exception:
+    """`Retry` for a cache that is not available yet, `Fatal` for everything else."""
+    cls = Retry if _CACHE_TRANSIENT in message else Fatal
+    return cls(f"{what}: {message}")
+
+
 def cached(api_version: str, kind: str, name: str, namespace: str = None):
     """The object as the informer cache holds it (a subscribed kind), or None."""
     try:
         found = _cache.get(api_version, kind, namespace, name)
     except Err as e:
-        raise Retry(f"cache.get {kind}: {e.value}") from None
+        raise _cache_error(f"cache.get {kind}", e.value) from None
     return None if found is None else Object.of(found)
 
 
 def cached_list(api_version: str, kind: str, namespace: str = None, selector: str = None) -> list:
     """Every cached object of a subscribed kind, optionally in one namespace and matching a
-    label selector (the host refuses answers over 2,000 objects / 8 MiB: `Retry`)."""
+    label selector (the host refuses answers over 2,000 objects / 8 MiB: `Fatal`, narrow the
+    namespace or selector)."""
     try:
         found = _cache.list(api_version, kind, namespace, selector)
     except Err as e:
-        raise Retry(f"cache.list {kind}: {e.value}") from None
+        raise _cache_error(f"cache.list {kind}", e.value) from None
     return [Object.of(o) for o in found]

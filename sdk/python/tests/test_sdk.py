@@ -203,13 +203,21 @@ class KubeTest(unittest.TestCase):
     def test_get_absent(self):
         self.assertIsNone(sdk.kube.get("v1", "ConfigMap", "cm", "ns"))
 
-    def test_cache_errors_retry(self):
+    def test_cache_errors_retry_only_while_the_cache_is_not_available(self):
         wcache.objects, wcache.answer = [wit(CM)], None
         self.assertEqual([o.key for o in sdk.kube.cached_list("v1", "ConfigMap")], ["ns/cm"])
         self.assertEqual(sdk.kube.cached("v1", "ConfigMap", "cm", "ns").uid, "u1")
-        wcache.answer = Err("not subscribed")
-        with self.assertRaises(sdk.Retry):
+        # An unsubscribed kind can never be read: a Retry would back off forever.
+        wcache.answer = Err("plugin p does not subscribe to v1 Secret; only subscribed resources "
+                            "can be read from the cache")
+        with self.assertRaises(sdk.Fatal):
             sdk.kube.cached("v1", "Secret", "s", "ns")
+        with self.assertRaises(sdk.Fatal):
+            sdk.kube.cached_list("v1", "Secret")
+        wcache.answer = Err("the cache of v1/ConfigMap is not available: its informer is stopping "
+                            "or not started yet")
+        with self.assertRaises(sdk.Retry):
+            sdk.kube.cached("v1", "ConfigMap", "cm", "ns")
         wcache.answer = None
 
 
