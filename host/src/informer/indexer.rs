@@ -10,10 +10,10 @@ use parking_lot::RwLock;
 use super::object::{KubeObject, SharedObject};
 
 /// Name of the built-in index mapping a namespace (empty for cluster-scoped) to its objects.
-pub const NAMESPACE_INDEX: &str = "namespace";
+pub(crate) const NAMESPACE_INDEX: &str = "namespace";
 
 /// Computes the index values of an object; shared so indexes can be added at run time.
-pub type IndexFunc = Arc<dyn Fn(&KubeObject) -> Vec<String> + Send + Sync>;
+pub(crate) type IndexFunc = Arc<dyn Fn(&KubeObject) -> Vec<String> + Send + Sync>;
 
 /// Indexer configuration errors, mirroring client-go's messages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -144,7 +144,7 @@ pub(crate) async fn resolve_kind(
 }
 
 /// LIST/WATCH of one resource through kube-client.
-pub struct KubeListerWatcher {
+pub(crate) struct KubeListerWatcher {
     client: kube::Client,
     /// Builds the LIST and WATCH requests for the resource's URL.
     request: Request,

@@ -34,9 +34,9 @@ pub use backoff::BackoffConfig;
 pub use delta_fifo::{DeletedFinalStateUnknown, Delta, DeltaFifo, DeltaObject, DeltaType};
 pub use error::InformerError;
 pub use factory::{HandlerRegistration, InformerFactory, SyncProbe};
-pub use indexer::{IndexError, IndexFunc, Indexer, NAMESPACE_INDEX};
+pub use indexer::{IndexError, Indexer};
 pub use key::{InformerKey, InvalidKey, KeyRule, MAX_SELECTOR_LEN};
-pub use kube_source::{KubeListerWatcher, KubeSourceFactory};
+pub use kube_source::KubeSourceFactory;
 pub(crate) use kube_source::{resolve_kind, resource_path};
 pub use kubewasm_apimachinery::LabelSelector;
 pub use list_watch::{
@@ -47,5 +47,11 @@ pub use listener::{FilteringHandler, Notification, ResourceEventHandler};
 pub use metrics::InformerMetrics;
 pub use object::{KubeObject, MalformedObject, ObjectMeta, SharedObject, json_serialisations};
 pub(crate) use object::{Members as JsonMembers, raw_str as raw_json_str};
-pub use reflector::{ReflectorConfig, TransformFunc};
+pub use reflector::ReflectorConfig;
 pub use shared_informer::{HandlerHandle, SharedIndexInformer};
+// Only the unit tests name these.
+#[cfg(test)]
+use {
+    indexer::{IndexFunc, NAMESPACE_INDEX},
+    reflector::TransformFunc,
+};

@@ -30,7 +30,7 @@ pub(super) const DEFAULT_MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Rewrites every incoming object before it is stored (client-go `TransformFunc`), e.g. to drop
 /// `managedFields` and save cache memory. Must be idempotent.
-pub type TransformFunc = Arc<dyn Fn(serde_json::Value) -> serde_json::Value + Send + Sync>;
+pub(crate) type TransformFunc = Arc<dyn Fn(serde_json::Value) -> serde_json::Value + Send + Sync>;
 
 /// Reflector knobs (client-go defaults; exposed for tests and tuning).
 #[derive(Clone, Debug)]

@@ -5,8 +5,8 @@
 //!   its plugins loaded and caches warm, and delivers nothing.
 //! - `loading/`: a file (and its `NAME.toml`) becomes a running version: describe, grants,
 //!   manifest, subscriptions, the [`PluginManager`]'s lifecycle (load, hot swap, unload), the
-//!   [`DirectoryWatcher`] that keeps the plugins equal to a folder's files and the
-//!   [`PluginSources`] that keep them equal to OCI artifacts.
+//!   `DirectoryWatcher` that keeps the plugins equal to a folder's files and the
+//!   `PluginSources` that keep them equal to OCI artifacts.
 //! - `delivery/`: notifications flow through a bounded per-plugin queue to a `Dispatcher` and
 //!   the worker that owns the guest instance; quarantine and the plugin state machine.
 //! - `capabilities/`: what a guest may do beyond receiving events, each within its [`Grants`]:
@@ -30,7 +30,7 @@ mod metrics;
 #[cfg(test)]
 mod tests;
 
-pub use capabilities::kube_client::{ClusterContext, PluginClient, plugin_user};
+pub use capabilities::kube_client::{ClusterContext, PluginClient};
 pub use capabilities::projected::ProjectionCache;
 pub use capabilities::projection::{Projection, ProjectionError};
 pub use delivery::attachment::DeliveryMode;
@@ -40,24 +40,26 @@ pub(crate) use capabilities::kube_client::plugin_account;
 #[cfg(feature = "bench")]
 pub use delivery::dispatch::{Dispatcher, Guest};
 pub use delivery::quarantine::QuarantinePolicy;
-pub use delivery::queue::{DEFAULT_MAX_QUEUED, coalesce};
+pub use delivery::queue::DEFAULT_MAX_QUEUED;
 pub use delivery::state::{PluginState, StateEvent};
+pub use grants::NEVER_GRANTED_SUBRESOURCES;
 pub(crate) use grants::{DEFAULT_PLUGINS_CONFIGMAP, PLUGIN_ACCOUNT_PREFIX};
 pub use grants::{
-    DefaultGrantsError, GrantChange, GrantError, GrantPolicy, GrantSource, Grants, GrantsTable,
-    HostPod, InvalidAsk, Missing, NEVER_GRANTED_SUBRESOURCES, NamespaceList, OriginError,
-    OriginPattern, OriginProblem, OwnName, OwnObject, OwnObjects, OwnScope, READ_VERBS,
-    ResourceGrant, Verb, WriteGrant, host_pod_objects,
+    DefaultGrantsError, GrantError, GrantPolicy, GrantSource, Grants, GrantsTable, HostPod,
+    InvalidAsk, Missing, OriginError, OriginPattern, OriginProblem, OwnName, OwnObject, OwnObjects,
+    OwnScope, ResourceGrant, Verb, WriteGrant,
 };
+pub(crate) use grants::{NamespaceList, READ_VERBS, host_pod_objects};
 pub(crate) use leadership::follow_leadership;
-pub use loading::describe::{DescribedPlugin, NameError};
+pub(crate) use loading::describe::DescribedPlugin;
+pub use loading::describe::NameError;
 pub(crate) use loading::describe::{describe_file, plugin_name};
 pub use loading::error::LoadError;
 pub use loading::lifecycle::{LoadOutcome, ManagerConfig, MemoryUse, PluginManager, PluginStatus};
 pub use loading::manifest::{Manifest, ManifestError};
-pub use loading::sources::metrics::SourceMetrics;
-pub use loading::sources::{PluginSources, SourcesFileError, read_sources_file};
-pub use loading::subscriptions::SubscriptionPlan;
-pub use loading::watcher::DirectoryWatcher;
+pub(crate) use loading::sources::PluginSources;
+pub(crate) use loading::sources::metrics::SourceMetrics;
+pub use loading::sources::{SourcesFileError, read_sources_file};
+pub(crate) use loading::watcher::DirectoryWatcher;
 pub(crate) use loading::watcher::is_plugin_file;
 pub use metrics::{EventDropLabels, PluginMetrics, RateLimitLabels};

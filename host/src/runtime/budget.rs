@@ -64,10 +64,10 @@ pub(crate) const BODY_CHUNK_BYTES: usize = 64 << 10;
 pub(crate) const BODY_BUFFER_CHUNKS: usize = 1;
 /// What one outgoing body may hold on the host: its channel keeps `BODY_BUFFER_CHUNKS + 1`
 /// writes.
-pub const BODY_BYTES: u64 = ((BODY_BUFFER_CHUNKS + 1) * BODY_CHUNK_BYTES) as u64;
+pub(crate) const BODY_BYTES: u64 = ((BODY_BUFFER_CHUNKS + 1) * BODY_CHUNK_BYTES) as u64;
 /// What any resource-table entry is charged at least: the slot, its box and the small state of
 /// a pollable, stream or future.
-pub const ENTRY_BYTES: u64 = 256;
+pub(crate) const ENTRY_BYTES: u64 = 256;
 /// Charged per header on top of its name and value (`http::HeaderMap`'s bucket and index).
 const HEADER_OVERHEAD: u64 = 64;
 /// What the `serde_json::Value` tree of an Event's body takes on the heap besides its strings
@@ -78,11 +78,11 @@ const HEADER_OVERHEAD: u64 = 64;
 /// Deployment as served (3.7 KB, managedFields included), 1.02x for a ConfigMap of two long
 /// values and 28x for an array of small objects, which is why no body or answer of a guest's
 /// call is ever parsed into one (they are scanned, see the module doc).
-pub const EVENT_TREE_BYTES: u64 = 4 << 10;
+pub(crate) const EVENT_TREE_BYTES: u64 = 4 << 10;
 
 /// What a charge is for, as the metrics and the refusal name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BudgetKind {
+pub(crate) enum BudgetKind {
     /// Linear memory of the plugin's instances.
     Linear,
     /// What the host holds for the guest: resources, header sets, request bodies.
@@ -94,7 +94,7 @@ pub enum BudgetKind {
 
 impl BudgetKind {
     /// The metric label.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             BudgetKind::Linear => "linear",
             BudgetKind::Host => "host",

@@ -220,10 +220,10 @@ impl std::fmt::Debug for KubeAnswer {
 }
 
 /// What a `kube` call resolves to.
-pub type KubeResult = Result<KubeAnswer, ApiError>;
+pub(crate) type KubeResult = Result<KubeAnswer, ApiError>;
 
 /// A `kube` call in flight.
-pub type KubeFuture = Pin<Box<dyn Future<Output = KubeResult> + Send>>;
+pub(crate) type KubeFuture = Pin<Box<dyn Future<Output = KubeResult> + Send>>;
 
 /// Carries out a plugin's `kube` and `events` imports; one per plugin version. Implementations
 /// decide what is granted and must bound the time a call may take.
@@ -258,13 +258,13 @@ pub trait ClusterAccess: Send + Sync + 'static {
 /// Refuses everything: every call gets a 403 `Forbidden` without reaching anything, Events are
 /// dropped. What instances get outside a host (`kubewasm check`, benchmarks) and the default.
 #[derive(Clone, Debug)]
-pub struct NoClusterAccess {
+pub(crate) struct NoClusterAccess {
     plugin: Arc<str>,
 }
 
 impl NoClusterAccess {
     /// For the plugin named in refusals.
-    pub fn new(plugin: &str) -> Self {
+    pub(crate) fn new(plugin: &str) -> Self {
         Self {
             plugin: plugin.into(),
         }

@@ -42,16 +42,16 @@ pub(crate) const WORKER_SUBCOMMAND: &str = "__compile";
 /// The most memory one compile may use by default: the largest shipped examples peak at
 /// 341 MiB (Python replicator, 18.5 MB) and 344 MiB (JavaScript notifier, 13.7 MB) of
 /// `RLIMIT_DATA`-counted memory compiling on one thread (docs/limits.md, *Compiles*).
-pub const DEFAULT_COMPILE_MEMORY_LIMIT: u64 = 384 << 20;
+pub(crate) const DEFAULT_COMPILE_MEMORY_LIMIT: u64 = 384 << 20;
 
 /// Memory all compiles at once may use by default: one compile at the limit and a small one
 /// beside it (a Rust handler's limit is under 64 MiB), so a Rust handler does not wait for an
 /// 18 MB Python one, while two large ones compile one after the other.
-pub const DEFAULT_COMPILE_MEMORY_BUDGET: u64 = DEFAULT_COMPILE_MEMORY_LIMIT + (64 << 20);
+pub(crate) const DEFAULT_COMPILE_MEMORY_BUDGET: u64 = DEFAULT_COMPILE_MEMORY_LIMIT + (64 << 20);
 
 /// Wall time one compile may take by default: the Python replicator took 111–138 s on a
 /// two-core machine loaded 7 times over, 12 s on a quiet one.
-pub const DEFAULT_COMPILE_TIME_LIMIT: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_COMPILE_TIME_LIMIT: Duration = Duration::from_secs(300);
 
 /// Memory a compile of a tiny component needs: the worker process, its engine, the input and
 /// the artifact (a 94 KB Rust handler peaked at 9 MiB).

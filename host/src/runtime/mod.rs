@@ -38,17 +38,17 @@ mod wasi;
 #[cfg(test)]
 mod tests;
 
-pub use budget::{
-    BODY_BYTES, BudgetExceeded, BudgetKind, CallMemory, ENTRY_BYTES, EVENT_TREE_BYTES, MemoryBudget,
-};
+pub(crate) use budget::EVENT_TREE_BYTES;
+pub use budget::{BudgetExceeded, CallMemory, MemoryBudget};
 pub use cluster::{
-    ClusterAccess, EventCall, EventType, KubeAnswer, KubeCall, KubeFuture, KubeResult,
-    MAX_WRITE_BYTES, NoClusterAccess, ObjectRef, PatchType, Regarding, WriteOptions,
+    ClusterAccess, EventCall, EventType, KubeAnswer, KubeCall, MAX_WRITE_BYTES, ObjectRef,
+    PatchType, Regarding, WriteOptions,
 };
+pub(crate) use cluster::{KubeFuture, KubeResult};
 pub use compile_child::{
     COMPILE_BASE_BYTES, COMPILE_BYTES_PER_WASM_BYTE, CompileAborted, CompileLimits,
-    DEFAULT_COMPILE_MEMORY_BUDGET, DEFAULT_COMPILE_MEMORY_LIMIT, DEFAULT_COMPILE_TIME_LIMIT,
 };
+pub(crate) use compile_child::{DEFAULT_COMPILE_MEMORY_BUDGET, DEFAULT_COMPILE_MEMORY_LIMIT};
 pub(crate) use compile_child::{WORKER_SUBCOMMAND, compile_worker};
 pub use engine::EPOCH_TICK;
 pub use error::{CallError, RuntimeError};
@@ -73,3 +73,6 @@ pub use types::{
     ApiError, CacheError, CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, HandlerWorld,
     NoCache, ObjectView, Permission, PluginInfo, Subscription,
 };
+// Only the unit tests name these.
+#[cfg(test)]
+pub(crate) use budget::BudgetKind;

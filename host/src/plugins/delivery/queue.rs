@@ -523,7 +523,7 @@ impl Drop for PluginQueue {
 /// Folds the notifications an object has waiting (oldest first) into the one transition a
 /// plugin that saw none of them needs: from the state it last saw (the first one's "before") to
 /// the newest state. An add whose object was deleted before the plugin saw either disappears.
-pub fn coalesce(notifications: Vec<Notification>) -> Option<Notification> {
+pub(crate) fn coalesce(notifications: Vec<Notification>) -> Option<Notification> {
     let all_sync = notifications
         .iter()
         .all(|n| matches!(n, Notification::Update { is_sync: true, .. }));

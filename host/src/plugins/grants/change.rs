@@ -10,7 +10,7 @@ use super::*;
 
 /// Grant entries added and removed between two versions of a plugin.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GrantChange {
+pub(crate) struct GrantChange {
     /// Entries the new version has and the old one had not, as `NAME.toml`-like lines.
     pub added: Vec<String>,
     /// Entries the old version had and the new one has not.
@@ -19,7 +19,7 @@ pub struct GrantChange {
 
 impl GrantChange {
     /// The difference from `old` to `new`.
-    pub fn between(old: &Grants, new: &Grants) -> GrantChange {
+    pub(crate) fn between(old: &Grants, new: &Grants) -> GrantChange {
         let (old, new) = (lines(old), lines(new));
         GrantChange {
             added: new.difference(&old).cloned().collect(),
@@ -28,7 +28,7 @@ impl GrantChange {
     }
 
     /// Whether the grants are the same.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.added.is_empty() && self.removed.is_empty()
     }
 }

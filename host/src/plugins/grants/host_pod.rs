@@ -84,12 +84,12 @@ fn generated(
 }
 
 /// The ownerReference of `owners` that is the controller.
-pub fn controller(owners: Option<&Vec<OwnerReference>>) -> Option<&OwnerReference> {
+pub(crate) fn controller(owners: Option<&Vec<OwnerReference>>) -> Option<&OwnerReference> {
     owners?.iter().find(|o| o.controller == Some(true))
 }
 
 /// The ServiceAccount a Pod runs as (`default` when the spec names none).
-pub fn service_account(pod: &Pod) -> String {
+pub(crate) fn service_account(pod: &Pod) -> String {
     pod.spec
         .as_ref()
         .and_then(|s| s.service_account_name.clone())
@@ -100,7 +100,7 @@ pub fn service_account(pod: &Pod) -> String {
 /// What the Pod itself names: the Pod, its siblings (by its controller), every ConfigMap and
 /// Secret it mounts or reads, its image pull Secrets, its ServiceAccount and that account's
 /// token Secrets.
-pub fn from_pod(pod: &Pod) -> Vec<OwnObject> {
+pub(crate) fn from_pod(pod: &Pod) -> Vec<OwnObject> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let mut out = Vec::new();
     if let Some(name) = &pod.metadata.name {
@@ -177,7 +177,7 @@ pub fn from_pod(pod: &Pod) -> Vec<OwnObject> {
 /// The ConfigMaps and Secrets a Pod spec mounts or reads: volumes (projected ones too),
 /// `envFrom`, `env[].valueFrom` of every container, init and ephemeral container, and image
 /// pull Secrets.
-pub fn mounted(spec: &PodSpec) -> (Vec<String>, Vec<String>) {
+pub(crate) fn mounted(spec: &PodSpec) -> (Vec<String>, Vec<String>) {
     let mut config_maps = Vec::new();
     let mut secrets = Vec::new();
     for v in spec.volumes.iter().flatten() {
@@ -244,7 +244,7 @@ pub fn mounted(spec: &PodSpec) -> (Vec<String>, Vec<String>) {
 
 /// What the Pod's ReplicaSet adds: its Deployment, that Deployment's other ReplicaSets and
 /// their Pods (a rollout's new replicas).
-pub fn from_replica_set(rs: &ReplicaSet) -> Vec<OwnObject> {
+pub(crate) fn from_replica_set(rs: &ReplicaSet) -> Vec<OwnObject> {
     let ns = rs.metadata.namespace.as_deref().unwrap_or("default");
     let Some(owner) = controller(rs.metadata.owner_references.as_ref())
         .filter(|o| o.kind == "Deployment" && o.api_version == "apps/v1")
@@ -272,7 +272,7 @@ pub fn from_replica_set(rs: &ReplicaSet) -> Vec<OwnObject> {
 }
 
 /// What the ServiceAccount names: its (legacy) token Secrets and image pull Secrets.
-pub fn from_service_account(sa: &ServiceAccount) -> Vec<OwnObject> {
+pub(crate) fn from_service_account(sa: &ServiceAccount) -> Vec<OwnObject> {
     let ns = sa.metadata.namespace.as_deref().unwrap_or("default");
     let tokens = sa
         .secrets
@@ -320,7 +320,7 @@ fn role_of(role_ref: &RoleRef, binding_ns: Option<&str>) -> OwnObject {
 }
 
 /// The bindings naming ServiceAccount `sa_ns/sa` and the roles they bind.
-pub fn from_bindings(
+pub(crate) fn from_bindings(
     sa_ns: &str,
     sa: &str,
     role_bindings: &[RoleBinding],
@@ -364,7 +364,7 @@ pub fn from_bindings(
 }
 
 /// The PodDisruptionBudgets of `pdbs` whose selector selects `pod`.
-pub fn from_pdbs(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Vec<OwnObject> {
+pub(crate) fn from_pdbs(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Vec<OwnObject> {
     let empty = BTreeMap::new();
     let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
     pdbs.iter()

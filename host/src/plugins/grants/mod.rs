@@ -70,14 +70,14 @@ mod own_objects;
 mod policy;
 mod schema;
 
-pub use change::*;
+pub(crate) use change::*;
 pub use diff::*;
 pub use host_pod::HostPod;
 /// Pure derivations of the host's own objects from its Pod and what the Pod names.
-pub mod host_pod_objects {
-    pub use super::host_pod::{
+pub(crate) mod host_pod_objects {
+    pub(crate) use super::host_pod::{
         controller, from_bindings, from_pdbs, from_pod, from_replica_set, from_service_account,
-        mounted, service_account,
+        service_account,
     };
 }
 pub use origin::*;

@@ -30,7 +30,7 @@ pub(crate) const MAX_HTTP_ORIGINS: usize = 32;
 pub(super) const MAX_ORIGIN_LEN: usize = 512;
 
 /// Verbs a plugin may ask for that are covered by the `watch` grants.
-pub const READ_VERBS: [&str; 3] = ["get", "list", "watch"];
+pub(crate) const READ_VERBS: [&str; 3] = ["get", "list", "watch"];
 
 /// A write operation, as granted and as the guest's `kube` calls map to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]

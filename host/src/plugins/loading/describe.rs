@@ -36,7 +36,7 @@ pub(crate) fn plugin_name(path: &Path) -> String {
 }
 
 /// A plugin file compiled, described and validated, not attached to anything.
-pub struct DescribedPlugin {
+pub(crate) struct DescribedPlugin {
     /// The compiled handler.
     pub compiled: crate::runtime::CompiledHandler,
     /// What `describe()` returned, with manifest overrides applied and identical
@@ -177,7 +177,7 @@ fn describe_ungated(
 impl DescribedPlugin {
     /// Why this plugin may not load with its grants: a malformed ask, or asks beyond the
     /// grants (the message lists each and the `NAME.toml` lines that would grant it).
-    pub fn grant_error(&self, name: &str, path: &Path) -> Option<LoadError> {
+    pub(crate) fn grant_error(&self, name: &str, path: &Path) -> Option<LoadError> {
         let e = self.grants.check(&self.info).err()?;
         let message = e.message(name, &self.grants, &Manifest::path_for(path), &self.info);
         let path = path.to_path_buf();

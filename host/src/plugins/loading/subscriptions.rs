@@ -40,7 +40,7 @@ pub(crate) enum SubscriptionError {
 
 /// What one validated subscription needs from the host.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SubscriptionPlan {
+pub(crate) struct SubscriptionPlan {
     /// The informer it listens to (shared with every equal subscription of any plugin).
     pub key: InformerKey,
     /// Its resync period, if any.

@@ -95,7 +95,7 @@ fn fingerprint(path: &Path) -> Option<Fingerprint> {
 /// Every load and unload runs as its own task, so a plugin that takes its whole deadline in
 /// `describe()` never delays what happens to another file; the manager orders operations on
 /// one plugin.
-pub struct DirectoryWatcher {
+pub(crate) struct DirectoryWatcher {
     dir: PathBuf,
     manager: PluginManager,
     seen: HashMap<PathBuf, Fingerprint>,
@@ -137,7 +137,7 @@ async fn run_op(manager: PluginManager, op: Op) -> Option<Done> {
 
 impl DirectoryWatcher {
     /// A watcher for `dir`; nothing happens until [`DirectoryWatcher::rescan`] or [`DirectoryWatcher::run`].
-    pub fn new(dir: impl Into<PathBuf>, manager: PluginManager) -> Self {
+    pub(crate) fn new(dir: impl Into<PathBuf>, manager: PluginManager) -> Self {
         DirectoryWatcher {
             dir: dir.into(),
             manager,
@@ -149,7 +149,7 @@ impl DirectoryWatcher {
     /// Loads new and changed plugin files and unloads plugins whose file is gone, all at once,
     /// and waits for every operation. Errors are logged and published by the manager; they
     /// never stop the watcher.
-    pub async fn rescan(&mut self) {
+    pub(crate) async fn rescan(&mut self) {
         let ops = self.plan();
         let manager = self.manager.clone();
         let failed =
@@ -249,7 +249,7 @@ impl DirectoryWatcher {
 
     /// Watches the directory until `stop` is cancelled, reconciling after each burst of events
     /// and when a retry is due.
-    pub async fn run(mut self, stop: CancellationToken) -> anyhow::Result<()> {
+    pub(crate) async fn run(mut self, stop: CancellationToken) -> anyhow::Result<()> {
         let (tx, mut rx) = mpsc::unbounded_channel::<bool>();
         let mut watcher =
             notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {

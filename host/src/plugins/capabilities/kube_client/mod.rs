@@ -76,7 +76,7 @@ pub(crate) fn plugin_account(plugin: &str) -> String {
 
 /// The user name of plugin `plugin`'s ServiceAccount in `namespace`, as `Impersonate-User`
 /// and audit logs spell it.
-pub fn plugin_user(namespace: &str, plugin: &str) -> String {
+pub(crate) fn plugin_user(namespace: &str, plugin: &str) -> String {
     format!(
         "system:serviceaccount:{namespace}:{}",
         plugin_account(plugin)
@@ -130,7 +130,7 @@ impl ClusterContext {
 
     /// Like [`ClusterContext::with_own_objects`]; with `plugin_accounts`, every `kube` call of
     /// plugin `p` impersonates ServiceAccount `kubewasm-plugin-<p>` of that namespace
-    /// ([`plugin_user`]), so the API server's RBAC judges it by the plugin's own grants and its
+    /// (`plugin_user`), so the API server's RBAC judges it by the plugin's own grants and its
     /// audit log names the plugin.
     pub fn with_identity(
         client: kube::Client,

@@ -50,13 +50,13 @@ struct PullLabels {
 /// Pull counters of the plugins named in a sources file (one series per plugin and outcome,
 /// bounded by the file's `MAX_SOURCES`).
 #[derive(Clone, Default)]
-pub struct SourceMetrics {
+pub(crate) struct SourceMetrics {
     pulls: Family<PullLabels, Counter>,
 }
 
 impl SourceMetrics {
     /// Registers `kubewasm_plugin_source_pulls_total`.
-    pub fn new(registry: &mut Registry) -> Self {
+    pub(crate) fn new(registry: &mut Registry) -> Self {
         let m = SourceMetrics::default();
         registry.register(
             "kubewasm_plugin_source_pulls",

@@ -25,7 +25,7 @@ pub fn read_sources_file(path: &Path) -> Result<Vec<String>, SourcesFileError> {
 }
 
 /// The plugins of a sources file, each kept equal to its source by a task of its own.
-pub struct PluginSources {
+pub(crate) struct PluginSources {
     tasks: Vec<JoinHandle<()>>,
     /// Private (0700) directory the pulled components are loaded from.
     _staging: tempfile::TempDir,
@@ -36,7 +36,7 @@ impl PluginSources {
     /// soon as it is loaded), then keeps following them until `stop`. Returns once every first
     /// attempt has settled (each within the registry's pull deadline) or `stop`; failures are logged and retried, never fatal. A sources file that
     /// does not parse is an error naming the file and entry.
-    pub async fn start(
+    pub(crate) async fn start(
         path: &Path,
         registry: Registry,
         manager: PluginManager,
@@ -75,7 +75,7 @@ impl PluginSources {
     }
 
     /// Waits for every source's task to end (after the stop token was cancelled).
-    pub async fn stopped(self) {
+    pub(crate) async fn stopped(self) {
         futures::future::join_all(self.tasks).await;
     }
 }
