@@ -14,9 +14,6 @@ pub trait Object: Serialize + DeserializeOwned {
     const TYPE: Option<(&'static str, &'static str)>;
     /// Its `metadata`.
     fn meta(&self) -> &ObjectMeta;
-    /// Its `metadata`, writable (what [`owner::set_controller`](crate::owner::set_controller)
-    /// writes into).
-    fn meta_mut(&mut self) -> &mut ObjectMeta;
     /// Its `apiVersion` and `kind`.
     fn type_of(&self) -> (&str, &str);
 }
@@ -32,10 +29,6 @@ where
 
     fn meta(&self) -> &ObjectMeta {
         k8s_openapi::Metadata::metadata(self)
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        k8s_openapi::Metadata::metadata_mut(self)
     }
 
     fn type_of(&self) -> (&str, &str) {
@@ -65,10 +58,6 @@ impl Object for DynamicObject {
 
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
     }
 
     fn type_of(&self) -> (&str, &str) {

@@ -97,7 +97,7 @@ pub fn set_controller(obj: &mut impl Object, owner: &(impl Named + ?Sized)) -> R
             )));
         }
     }
-    let refs = obj.meta_mut().owner_references.get_or_insert_with(Vec::new);
+    let mut refs = obj.meta().owner_references.clone().unwrap_or_default();
     if let Some(other) = refs
         .iter()
         .find(|r| r.controller == Some(true) && r.uid != reference.uid)
@@ -113,6 +113,15 @@ pub fn set_controller(obj: &mut impl Object, owner: &(impl Named + ?Sized)) -> R
         Some(r) => *r = reference,
         None => refs.push(reference),
     }
+    write_references(obj, refs)
+}
+
+/// Puts `refs` into `obj`'s `metadata.ownerReferences` through its JSON, so [`Object`] needs no
+/// writable metadata accessor (a handler's own `serde` struct implements only what it reads).
+fn write_references<K: Object>(obj: &mut K, refs: Vec<OwnerReference>) -> Result<()> {
+    let mut json = serde_json::to_value(&*obj)?;
+    json["metadata"]["ownerReferences"] = serde_json::to_value(refs)?;
+    *obj = serde_json::from_value(json)?;
     Ok(())
 }
 
