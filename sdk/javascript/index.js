@@ -4,6 +4,7 @@ export { handler, subscription, permission } from './handler.js';
 export { Retry, Fatal, Trap, ApiError, HttpError, Timeout, TooLarge, outcome } from './errors.js';
 export { KubeObject, key } from './objects.js';
 export * as kube from './kube.js';
+export * as owner from './owner.js';
 export * as events from './events.js';
 export * as http from './http.js';
 export * as log from './log.js';

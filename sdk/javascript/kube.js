@@ -5,6 +5,7 @@ import * as host from 'kubewasm:handler/kube@0.2.0';
 import * as cache from 'kubewasm:handler/cache@0.2.0';
 import { ApiError, Fatal, Retry } from './errors.js';
 import { KubeObject, wrap } from './objects.js';
+import { setController } from './owner.js';
 
 function call(what, fn) {
   try {
@@ -39,6 +40,13 @@ export function apply(obj, { force = true, dryRun = false } = {}) {
   const result = KubeObject.of(got.object);
   Object.defineProperty(result, 'created', { value: got.code === 201, enumerable: false });
   return result;
+}
+
+/** Makes `owner` the controller of `obj` (`owner.setController`, whose refusals throw `Fatal`
+ * and reach no server), then `apply`s it. */
+export function applyOwned(owner, obj, { force = true, dryRun = false } = {}) {
+  setController(obj, owner);
+  return apply(obj, { force, dryRun });
 }
 
 /** Creates `obj`; ApiError 409 when it exists. */

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { handler, subscription, permission, kube, events, http, KubeObject, key, Retry, Fatal, Trap, ApiError, Timeout, TooLarge, HttpError } from '../index.js';
+import { handler, subscription, permission, kube, events, http, owner, KubeObject, key, Retry, Fatal, Trap, ApiError, Timeout, TooLarge, HttpError } from '../index.js';
 import * as v010 from '../v0.1.0.js';
 import * as hostKube from './stub/kube.js';
 import * as hostCache from './stub/cache.js';
@@ -130,6 +130,79 @@ test('apply tells created from updated', () => {
   }
   const [name, body, opts] = hostKube.calls.at(-1);
   assert.deepEqual([name, JSON.parse(body), opts], ['applyOutcome', CM, { dryRun: false, force: true }]);
+});
+
+const DEPLOY = { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { namespace: 'ns', name: 'web', uid: 'd1' } };
+const MINE = { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', uid: 'd1', controller: true, blockOwnerDeletion: true };
+const PLAIN = { apiVersion: 'v1', kind: 'Pod', name: 'p', uid: 'u9' };
+const owned = (namespace = 'ns', ownerReferences) => ({
+  apiVersion: 'v1', kind: 'ConfigMap',
+  metadata: { name: 'cfg', ...(namespace ? { namespace } : {}), ...(ownerReferences ? { ownerReferences } : {}) },
+});
+const fatal = (fn, check) => assert.throws(fn, (e) => e instanceof Fatal && check(e.message));
+
+test('owner: the controller reference names the owner; an owner without a uid or name is fatal', () => {
+  assert.deepEqual(owner.controllerRef(DEPLOY), MINE);
+  const delivered = KubeObject.of(wit(DEPLOY));
+  assert.deepEqual(owner.controllerRef(delivered), MINE);
+  assert.equal(delivered.decoded, false);
+  fatal(() => owner.controllerRef(KubeObject.ref('apps/v1', 'Deployment', 'web', 'ns')),
+    (m) => m.includes('Deployment ns/web') && m.includes('read the owner from the cache or the API server first'));
+  fatal(() => owner.controllerRef({ apiVersion: 'v1', kind: 'X', metadata: { uid: 'u' } }), (m) => m.endsWith('it has no name'));
+  const obj = owned();
+  assert.throws(() => owner.setController(obj, KubeObject.ref('apps/v1', 'Deployment', 'web', 'ns')), Fatal);
+  assert.equal(obj.metadata.ownerReferences, undefined);
+});
+
+test('owner: cross-namespace and namespaced owners of cluster-scoped objects are refused', () => {
+  const obj = owned('other');
+  fatal(() => owner.setController(obj, DEPLOY), (m) => m === 'cannot set Deployment ns/web as the controller of '
+    + 'ConfigMap other/cfg: cross-namespace owner references are not allowed');
+  const cluster = owned(null);
+  fatal(() => owner.setController(cluster, DEPLOY), (m) => m.includes('ConfigMap cfg') && m.includes('cluster-scoped'));
+  assert.equal(cluster.metadata.ownerReferences, undefined);
+  // A cluster-scoped owner may own objects anywhere.
+  const ns = { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'ns', uid: 'n1' } };
+  for (const o of [obj, cluster]) {
+    owner.setController(o, ns);
+    assert.equal(owner.isControlledBy(o, ns), true);
+  }
+});
+
+test('owner: another controller is refused, the same is replaced, others are kept', () => {
+  const other = { ...PLAIN, controller: true };
+  const obj = owned('ns', [other]);
+  fatal(() => owner.setController(obj, DEPLOY), (m) => m.endsWith('it is already controlled by Pod/p'));
+  assert.deepEqual(obj.metadata.ownerReferences, [other]);
+  const stale = { apiVersion: 'apps/v1', kind: 'Deployment', name: 'old', uid: 'd1' };
+  const again = new KubeObject(owned('ns', [PLAIN, stale]));
+  owner.setController(again, DEPLOY);
+  owner.setController(again, DEPLOY);
+  assert.deepEqual(again.metadata.ownerReferences, [PLAIN, MINE]);
+  const fresh = owned('ns', [PLAIN]);
+  owner.setController(fresh, DEPLOY);
+  assert.deepEqual(fresh.metadata.ownerReferences, [PLAIN, MINE]);
+});
+
+test('owner: controlled by needs a controller reference with the owner\'s uid', () => {
+  assert.equal(owner.isControlledBy(owned('ns', [MINE]), DEPLOY), true);
+  assert.equal(owner.isControlledBy(KubeObject.of(wit(owned('ns', [MINE]))), KubeObject.of(wit(DEPLOY))), true);
+  assert.equal(owner.isControlledBy(owned('ns', [{ ...MINE, controller: false }]), DEPLOY), false);
+  assert.equal(owner.isControlledBy(owned('ns', [{ ...MINE, uid: 'd2' }]), DEPLOY), false);
+  assert.equal(owner.isControlledBy(owned(), DEPLOY), false);
+  assert.equal(owner.isControlledBy(owned('ns', [{ ...MINE, uid: '' }]), { metadata: {} }), false);
+});
+
+test('applyOwned sends the reference, and never a refused object', () => {
+  hostKube.state.error = undefined;
+  hostKube.state.answer = { object: wit(CM), code: 201 };
+  assert.equal(kube.applyOwned(DEPLOY, owned('ns', [PLAIN]), { force: false }).created, true);
+  const [name, body, opts] = hostKube.calls.at(-1);
+  assert.deepEqual([name, JSON.parse(body).metadata.ownerReferences, opts],
+    ['applyOutcome', [PLAIN, MINE], { dryRun: false, force: false }]);
+  const before = hostKube.calls.length;
+  assert.throws(() => kube.applyOwned(DEPLOY, owned('other')), Fatal);
+  assert.equal(hostKube.calls.length, before);
 });
 
 test('api errors name the call; delete has a uid precondition', () => {

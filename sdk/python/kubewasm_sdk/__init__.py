@@ -1,6 +1,6 @@
 """kubewasm SDK for Python handlers (world `kubewasm:handler@0.2.0`, bundled by componentize-py).
 
-    from kubewasm_sdk import Handler, world, subscription, kube, events, http, log, Retry, Fatal
+    from kubewasm_sdk import Handler, world, subscription, kube, events, http, log, owner, Retry, Fatal
 
 The same package serves components of `kubewasm:handler@0.1.0` (handler, objects, log):
 `events`, `http` and `kube` import 0.2.0 interfaces, so they are imported on first use, never
@@ -9,13 +9,13 @@ by a 0.1.0 component. See sdk/python/README.md.
 
 import importlib
 
-from . import log
+from . import log, owner
 from .errors import ApiError, Fatal, HttpError, Retry, Timeout, TooLarge
 from .handler import WORLD_VERSION, Handler, outcome, permission, subscription, world
 from .objects import Object, key
 
 __version__ = "0.2.0"
-__all__ = ["events", "http", "kube", "log", "ApiError", "Fatal", "HttpError", "Retry", "Timeout",
+__all__ = ["events", "http", "kube", "log", "owner", "ApiError", "Fatal", "HttpError", "Retry", "Timeout",
            "TooLarge", "WORLD_VERSION", "Handler", "outcome", "permission", "subscription", "world", "Object",
            "key"]
 

@@ -10,6 +10,7 @@ from wit_world.imports import kube as _kube
 
 from .errors import ApiError, Fatal, Retry
 from .objects import Object
+from .owner import set_controller
 
 _PATCH = {"merge": _kube.PatchType.MERGE, "json": _kube.PatchType.JSON, "strategic": _kube.PatchType.STRATEGIC}
 
@@ -45,6 +46,13 @@ def apply(obj: dict, force: bool = True, dry_run: bool = False) -> Object:
     result = Object.of(got.object)
     result.created = got.code == 201
     return result
+
+
+def apply_owned(owner: dict, obj: dict, force: bool = True, dry_run: bool = False) -> Object:
+    """Makes `owner` the controller of `obj` (`owner.set_controller`, whose refusals raise
+    `Fatal` and reach no server), then `apply`s it."""
+    set_controller(obj, owner)
+    return apply(obj, force=force, dry_run=dry_run)
 
 
 def create(obj: dict, dry_run: bool = False) -> Object:

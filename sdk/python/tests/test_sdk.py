@@ -159,6 +159,84 @@ class WorldTest(unittest.TestCase):
             self.w.on_add(wit(CM), False)
 
 
+DEPLOY = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"namespace": "ns", "name": "web", "uid": "d1"}}
+MINE = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "d1", "controller": True,
+        "blockOwnerDeletion": True}
+PLAIN = {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u9"}
+
+
+def owned(namespace="ns", refs=None) -> dict:
+    meta = {"name": "cfg"}
+    if namespace:
+        meta["namespace"] = namespace
+    if refs is not None:
+        meta["ownerReferences"] = refs
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
+
+
+class OwnerTest(unittest.TestCase):
+    def test_the_controller_reference_names_the_owner(self):
+        self.assertEqual(sdk.owner.controller_ref(DEPLOY), MINE)
+        delivered = sdk.Object.of(wit(DEPLOY))
+        self.assertEqual(sdk.owner.controller_ref(delivered), MINE)
+        self.assertFalse(delivered.decoded)
+
+    def test_an_owner_without_a_uid_or_a_name_is_fatal(self):
+        with self.assertRaises(sdk.Fatal) as e:
+            sdk.owner.controller_ref(sdk.Object.ref("apps/v1", "Deployment", "web", "ns"))
+        self.assertIn("Deployment ns/web", str(e.exception))
+        self.assertIn("read the owner from the cache or the API server first", str(e.exception))
+        with self.assertRaises(sdk.Fatal) as e:
+            sdk.owner.controller_ref({"apiVersion": "v1", "kind": "X", "metadata": {"uid": "u"}})
+        self.assertTrue(str(e.exception).endswith("it has no name"))
+        obj = owned()
+        with self.assertRaises(sdk.Fatal):
+            sdk.owner.set_controller(obj, sdk.Object.ref("apps/v1", "Deployment", "web", "ns"))
+        self.assertNotIn("ownerReferences", obj["metadata"])
+
+    def test_cross_namespace_and_namespaced_owners_of_cluster_scoped_objects_are_refused(self):
+        obj = owned("other")
+        with self.assertRaises(sdk.Fatal) as e:
+            sdk.owner.set_controller(obj, DEPLOY)
+        self.assertEqual(str(e.exception), "cannot set Deployment ns/web as the controller of ConfigMap other/cfg: "
+                                           "cross-namespace owner references are not allowed")
+        cluster = owned(None)
+        with self.assertRaises(sdk.Fatal) as e:
+            sdk.owner.set_controller(cluster, DEPLOY)
+        self.assertIn("ConfigMap cfg", str(e.exception))
+        self.assertIn("cluster-scoped", str(e.exception))
+        self.assertNotIn("ownerReferences", cluster["metadata"])
+        # A cluster-scoped owner may own objects anywhere.
+        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns", "uid": "n1"}}
+        for o in (obj, cluster):
+            sdk.owner.set_controller(o, ns)
+            self.assertTrue(sdk.owner.is_controlled_by(o, ns))
+
+    def test_another_controller_is_refused_the_same_is_replaced_others_are_kept(self):
+        other = dict(PLAIN, controller=True)
+        obj = owned(refs=[other])
+        with self.assertRaises(sdk.Fatal) as e:
+            sdk.owner.set_controller(obj, DEPLOY)
+        self.assertTrue(str(e.exception).endswith("it is already controlled by Pod/p"), str(e.exception))
+        self.assertEqual(obj["metadata"]["ownerReferences"], [other])
+        stale = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "old", "uid": "d1"}
+        obj = sdk.Object(owned(refs=[PLAIN, stale]))
+        sdk.owner.set_controller(obj, DEPLOY)
+        sdk.owner.set_controller(obj, DEPLOY)
+        self.assertEqual(obj["metadata"]["ownerReferences"], [PLAIN, MINE])
+        fresh = owned(refs=[PLAIN])
+        sdk.owner.set_controller(fresh, DEPLOY)
+        self.assertEqual(fresh["metadata"]["ownerReferences"], [PLAIN, MINE])
+
+    def test_controlled_by_needs_a_controller_reference_with_the_owners_uid(self):
+        self.assertTrue(sdk.owner.is_controlled_by(owned(refs=[MINE]), DEPLOY))
+        self.assertTrue(sdk.owner.is_controlled_by(sdk.Object.of(wit(owned(refs=[MINE]))), sdk.Object.of(wit(DEPLOY))))
+        self.assertFalse(sdk.owner.is_controlled_by(owned(refs=[dict(MINE, controller=False)]), DEPLOY))
+        self.assertFalse(sdk.owner.is_controlled_by(owned(refs=[dict(MINE, uid="d2")]), DEPLOY))
+        self.assertFalse(sdk.owner.is_controlled_by(owned(), DEPLOY))
+        self.assertFalse(sdk.owner.is_controlled_by(owned(refs=[dict(MINE, uid="")]), {"metadata": {}}))
+
+
 class KubeTest(unittest.TestCase):
     def setUp(self):
         wkube.calls.clear()
@@ -172,6 +250,18 @@ class KubeTest(unittest.TestCase):
             self.assertEqual(got.name, "cm")
         name, body, opts = wkube.calls[-1]
         self.assertEqual((name, json.loads(body), opts.force), ("apply_outcome", CM, True))
+
+    def test_apply_owned_sends_the_reference_and_never_a_refused_object(self):
+        wkube.answer = wkube.WriteOutcome(wit(CM), 201)
+        obj = owned(refs=[PLAIN])
+        self.assertTrue(sdk.kube.apply_owned(DEPLOY, obj, force=False).created)
+        name, body, opts = wkube.calls[-1]
+        self.assertEqual((name, json.loads(body)["metadata"]["ownerReferences"], opts.force),
+                         ("apply_outcome", [PLAIN, MINE], False))
+        wkube.calls.clear()
+        with self.assertRaises(sdk.Fatal):
+            sdk.kube.apply_owned(DEPLOY, owned("other"))
+        self.assertEqual(wkube.calls, [])
 
     def test_api_error_names_the_call(self):
         wkube.answer = Err(types.ApiError(422, "Invalid", "too big"))

@@ -34,8 +34,7 @@ pub fn get<K: Object>(namespace: Option<&str>, name: &str) -> Result<Option<Lazy
 /// Every cached object of the kind, optionally in one namespace and matching a label selector.
 pub fn list<K: Object>(namespace: Option<&str>, labels: Option<&str>) -> Result<Vec<Lazy<K>>> {
     let (api_version, kind) = kind::<K>();
-    let found =
-        (imports().cache_list)(api_version, kind, namespace, labels).map_err(refused)?;
+    let found = (imports().cache_list)(api_version, kind, namespace, labels).map_err(refused)?;
     Ok(found.into_iter().map(Lazy::new).collect())
 }
 

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::bindings::kubewasm::handler::kube as raw;
 use crate::bindings::kubewasm::handler::types::Object as RawObject;
 use crate::error::{Error, Result};
-use crate::object::Object;
+use crate::object::{Named, Object};
 use crate::patch::JsonPatch;
 
 pub use raw::PatchType;
@@ -64,6 +64,12 @@ pub fn apply_with<K: Object>(obj: &K, opts: WriteOptions) -> Result<Applied<K>> 
         created: outcome.code == 201,
         object: decode(outcome.object)?,
     })
+}
+
+/// Makes `owner` the controller of `obj` ([`owner::set_controller`](crate::owner::set_controller),
+/// whose refusals are [`Error::Fatal`] and reach no server), then [`apply`]s it.
+pub fn apply_owned<K: Object>(owner: &(impl Named + ?Sized), obj: &mut K) -> Result<Applied<K>> {
+    crate::owner::owned(owner, obj, apply)
 }
 
 /// Creates `obj`; 409 `AlreadyExists` when it does.

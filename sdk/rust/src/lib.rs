@@ -8,7 +8,7 @@
 //! metadata reads are free, `get()?` decodes the typed object on first use.
 //! Its one [`Describe`] declaration yields the subscription, the permissions, the HTTP origins
 //! and whether it records Events. Inside a handler: [`kube`] (typed writes), [`events`],
-//! [`http`] (over `wasi:http`), [`cache`] and the logging macros ([`info!`] …). Every
+//! [`http`] (over `wasi:http`), [`owner`] (owner references), [`cache`] and the logging macros ([`info!`] …). Every
 //! failure is an [`Error`] that `?` carries up and the host turns into `retry` or `fatal`.
 //!
 //! ```ignore
@@ -65,6 +65,7 @@ mod lazy;
 #[doc(hidden)]
 pub mod log;
 mod object;
+pub mod owner;
 pub mod patch;
 #[doc(hidden)]
 pub mod world;

@@ -1,0 +1,64 @@
+// Owner references, as a controller sets them on what it owns (controller-runtime's
+// SetControllerReference), so the garbage collector deletes the owned objects with their owner
+// and a handler can tell its own objects from others'. `kube.applyOwned` is `setController` then
+// `kube.apply`.
+//
+// Scope is read from the objects themselves: one with a non-empty `metadata.namespace` is
+// namespaced, one without is cluster-scoped (so set the namespace of a namespaced object before
+// calling `setController`). Objects are KubeObjects or plain objects; a KubeObject the host
+// delivered is read without decoding it.
+import { Fatal } from './errors.js';
+import { wrap } from './objects.js';
+
+const what = (o) => `${o.kind || 'object'} ${o.key}`;
+
+/** The reference a controller puts on what it owns: `owner`'s `apiVersion`, `kind`, `name` and
+ * `uid`, with `controller` and `blockOwnerDeletion` true. An owner without a uid (not created
+ * yet, or built rather than read back) throws `Fatal`: read it from the cache or the API server
+ * first. */
+export function controllerRef(owner) {
+  const o = wrap(owner);
+  for (const [field, value] of [['apiVersion', o.apiVersion], ['kind', o.kind], ['name', o.name]]) {
+    if (!value) throw new Fatal(`cannot make ${what(o)} an owner: it has no ${field}`);
+  }
+  if (!o.uid) {
+    throw new Fatal(`cannot make ${what(o)} an owner: it has no uid (not created yet, or not read back); `
+      + 'read the owner from the cache or the API server first');
+  }
+  return { apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid, controller: true, blockOwnerDeletion: true };
+}
+
+/** Whether `obj` has a controller reference (`controller: true`) to `owner`'s uid: "is this
+ * mine". False when `owner` has no uid. */
+export function isControlledBy(obj, owner) {
+  const uid = wrap(owner).uid;
+  const refs = (obj.metadata && obj.metadata.ownerReferences) || [];
+  return !!uid && refs.some((r) => r.controller === true && r.uid === uid);
+}
+
+/** Makes `owner` the controller of `obj` (in place), as controller-runtime's
+ * SetControllerReference: throws `Fatal` when `owner` is namespaced and `obj` is cluster-scoped
+ * or in another namespace (cross-namespace owner references are not allowed), or when `obj` is
+ * already controlled by another object; a reference with `owner`'s uid is replaced, other
+ * (non-controller) references are kept, and the new one is appended. */
+export function setController(obj, owner) {
+  const ref = controllerRef(owner);
+  const o = wrap(owner);
+  const target = wrap(obj);
+  if (o.namespace) {
+    let why;
+    if (!target.namespace) why = 'a cluster-scoped object cannot have a namespaced owner';
+    else if (target.namespace !== o.namespace) why = 'cross-namespace owner references are not allowed';
+    if (why) throw new Fatal(`cannot set ${what(o)} as the controller of ${what(target)}: ${why}`);
+  }
+  const refs = (obj.metadata && obj.metadata.ownerReferences) || [];
+  const other = refs.find((r) => r.controller === true && r.uid !== ref.uid);
+  if (other) {
+    throw new Fatal(`cannot set ${what(o)} as the controller of ${what(target)}: `
+      + `it is already controlled by ${other.kind}/${other.name}`);
+  }
+  const next = refs.map((r) => (r.uid === ref.uid ? ref : r));
+  if (!next.includes(ref)) next.push(ref);
+  if (!obj.metadata) obj.metadata = {};
+  obj.metadata.ownerReferences = next;
+}

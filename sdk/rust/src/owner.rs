@@ -1,0 +1,307 @@
+//! Owner references, as a controller sets them on what it owns (controller-runtime's
+//! `SetControllerReference`), so the garbage collector deletes the owned objects with their
+//! owner and a handler can tell its own objects from others'. [`kube::apply_owned`] is
+//! [`set_controller`] then [`kube::apply`].
+//!
+//! Scope is read from the objects themselves: one with a non-empty `metadata.namespace` is
+//! namespaced, one without is cluster-scoped (so set the namespace of a namespaced object
+//! before calling [`set_controller`]).
+//!
+//! [`kube::apply_owned`]: crate::kube::apply_owned
+//! [`kube::apply`]: crate::kube::apply
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+use crate::error::{Error, Result};
+use crate::object::{Named, Object, key};
+
+/// `Kind namespace/name`, how the errors name an object.
+fn what(obj: &(impl Named + ?Sized)) -> String {
+    let kind = match obj.kind() {
+        "" => "object",
+        k => k,
+    };
+    format!("{kind} {}", key(obj))
+}
+
+fn namespace(obj: &(impl Named + ?Sized)) -> Option<&str> {
+    obj.namespace().filter(|ns| !ns.is_empty())
+}
+
+/// The reference a controller puts on what it owns: `owner`'s `apiVersion`, `kind`, `name` and
+/// `uid`, with `controller` and `blockOwnerDeletion` true. `owner` is a typed object or a
+/// [`Lazy`](crate::Lazy) (no decode). An owner without a uid (not created yet, or built rather
+/// than read back) is [`Error::Fatal`]: read it from the cache or the API server first.
+pub fn controller_ref(owner: &(impl Named + ?Sized)) -> Result<OwnerReference> {
+    let missing = [
+        ("apiVersion", owner.api_version()),
+        ("kind", owner.kind()),
+        ("name", owner.name()),
+    ]
+    .into_iter()
+    .find(|(_, v)| v.is_empty());
+    if let Some((field, _)) = missing {
+        return Err(Error::fatal(format!(
+            "cannot make {} an owner: it has no {field}",
+            what(owner)
+        )));
+    }
+    if owner.uid().is_empty() {
+        return Err(Error::fatal(format!(
+            "cannot make {} an owner: it has no uid (not created yet, or not read back); \
+             read the owner from the cache or the API server first",
+            what(owner)
+        )));
+    }
+    Ok(OwnerReference {
+        api_version: owner.api_version().to_string(),
+        kind: owner.kind().to_string(),
+        name: owner.name().to_string(),
+        uid: owner.uid().to_string(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    })
+}
+
+/// Whether `obj` has a controller reference (`controller: true`) to `owner`'s uid: "is this
+/// mine". False when `owner` has no uid.
+pub fn is_controlled_by(obj: &impl Object, owner: &(impl Named + ?Sized)) -> bool {
+    let uid = owner.uid();
+    !uid.is_empty()
+        && obj
+            .meta()
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.controller == Some(true) && r.uid == uid)
+}
+
+/// Makes `owner` the controller of `obj`, as controller-runtime's `SetControllerReference`:
+/// [`Error::Fatal`] when `owner` is namespaced and `obj` is cluster-scoped or in another
+/// namespace (cross-namespace owner references are not allowed), or when `obj` is already
+/// controlled by another object; a reference with `owner`'s uid is replaced, other
+/// (non-controller) references are kept, and the new one is appended.
+pub fn set_controller(obj: &mut impl Object, owner: &(impl Named + ?Sized)) -> Result<()> {
+    let reference = controller_ref(owner)?;
+    if let Some(owner_ns) = namespace(owner) {
+        let refused = match namespace(obj) {
+            None => Some("a cluster-scoped object cannot have a namespaced owner"),
+            Some(ns) if ns != owner_ns => Some("cross-namespace owner references are not allowed"),
+            Some(_) => None,
+        };
+        if let Some(why) = refused {
+            return Err(Error::fatal(format!(
+                "cannot set {} as the controller of {}: {why}",
+                what(owner),
+                what(obj)
+            )));
+        }
+    }
+    let mut refs = obj.meta().owner_references.clone().unwrap_or_default();
+    if let Some(other) = refs
+        .iter()
+        .find(|r| r.controller == Some(true) && r.uid != reference.uid)
+    {
+        let other = format!("{}/{}", other.kind, other.name);
+        return Err(Error::fatal(format!(
+            "cannot set {} as the controller of {}: it is already controlled by {other}",
+            what(owner),
+            what(obj)
+        )));
+    }
+    match refs.iter_mut().find(|r| r.uid == reference.uid) {
+        Some(r) => *r = reference,
+        None => refs.push(reference),
+    }
+    write_references(obj, refs)
+}
+
+/// Puts `refs` into `obj`'s `metadata.ownerReferences` through its JSON, so [`Object`] needs no
+/// writable metadata accessor (a handler's own `serde` struct implements only what it reads).
+fn write_references<K: Object>(obj: &mut K, refs: Vec<OwnerReference>) -> Result<()> {
+    let mut json = serde_json::to_value(&*obj)?;
+    json["metadata"]["ownerReferences"] = serde_json::to_value(refs)?;
+    *obj = serde_json::from_value(json)?;
+    Ok(())
+}
+
+/// [`set_controller`] then `write` (the `kube` call), which a refusal never reaches.
+pub(crate) fn owned<K: Object, T>(
+    owner: &(impl Named + ?Sized),
+    obj: &mut K,
+    write: impl FnOnce(&K) -> Result<T>,
+) -> Result<T> {
+    set_controller(obj, owner)?;
+    write(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DynamicObject;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use serde_json::json;
+
+    fn from<K: Object>(v: serde_json::Value) -> K {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn deploy(ns: &str, uid: &str) -> Deployment {
+        from(json!({"metadata": {"namespace": ns, "name": "web", "uid": uid}}))
+    }
+
+    fn cm(ns: Option<&str>, refs: serde_json::Value) -> ConfigMap {
+        from(json!({"metadata": {"namespace": ns, "name": "cfg", "ownerReferences": refs}}))
+    }
+
+    fn fatal<T: std::fmt::Debug>(r: Result<T>) -> String {
+        match r {
+            Err(Error::Fatal(m)) => m,
+            other => panic!("expected Fatal, got {other:?}"),
+        }
+    }
+
+    fn refs(obj: &impl Object) -> serde_json::Value {
+        serde_json::to_value(&obj.meta().owner_references).unwrap()
+    }
+
+    #[test]
+    fn the_controller_reference_names_the_owner() {
+        let r = controller_ref(&deploy("a", "u1")).unwrap();
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u1",
+                   "controller": true, "blockOwnerDeletion": true})
+        );
+        let widget: DynamicObject = from(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                                               "metadata": {"name": "w", "uid": "u2"}}));
+        let r = controller_ref(&widget).unwrap();
+        assert_eq!(
+            (r.api_version.as_str(), r.kind.as_str()),
+            ("example.com/v1", "Widget")
+        );
+    }
+
+    #[test]
+    fn an_owner_without_a_uid_or_a_name_is_refused_as_fatal() {
+        let m = fatal(controller_ref(&deploy("a", "")));
+        assert!(
+            m.contains("Deployment a/web") && m.contains("no uid"),
+            "{m}"
+        );
+        assert!(
+            m.contains("read the owner from the cache or the API server first"),
+            "{m}"
+        );
+        let unnamed: DynamicObject = from(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                                                "metadata": {"uid": "u"}}));
+        assert!(fatal(controller_ref(&unnamed)).ends_with("it has no name"));
+        let untyped: DynamicObject = from(
+            json!({"apiVersion": "", "kind": "Widget", "metadata": {"name": "w", "uid": "u"}}),
+        );
+        assert!(fatal(controller_ref(&untyped)).ends_with("it has no apiVersion"));
+        let mut obj = cm(Some("a"), json!(null));
+        assert!(set_controller(&mut obj, &deploy("a", "")).is_err());
+        assert_eq!(obj.metadata.owner_references, None);
+    }
+
+    #[test]
+    fn cross_namespace_and_namespaced_owners_of_cluster_scoped_objects_are_refused() {
+        let mut other_ns = cm(Some("b"), json!(null));
+        let m = fatal(set_controller(&mut other_ns, &deploy("a", "u1")));
+        assert_eq!(
+            m,
+            "cannot set Deployment a/web as the controller of ConfigMap b/cfg: \
+             cross-namespace owner references are not allowed"
+        );
+        let mut cluster = cm(None, json!(null));
+        let m = fatal(set_controller(&mut cluster, &deploy("a", "u1")));
+        assert!(
+            m.contains("ConfigMap cfg") && m.contains("cluster-scoped"),
+            "{m}"
+        );
+        assert_eq!(cluster.metadata.owner_references, None);
+        // A cluster-scoped owner may own objects anywhere.
+        let ns: Namespace = from(json!({"metadata": {"name": "a", "uid": "n1"}}));
+        set_controller(&mut other_ns, &ns).unwrap();
+        set_controller(&mut cluster, &ns).unwrap();
+        assert!(is_controlled_by(&other_ns, &ns) && is_controlled_by(&cluster, &ns));
+    }
+
+    #[test]
+    fn another_controller_is_refused_the_same_is_replaced_others_are_kept() {
+        let other = json!({"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u9",
+                           "controller": true});
+        let mut obj = cm(Some("a"), json!([other]));
+        let m = fatal(set_controller(&mut obj, &deploy("a", "u1")));
+        assert!(m.ends_with("it is already controlled by Pod/p"), "{m}");
+        assert_eq!(refs(&obj), json!([other]));
+
+        let plain = json!({"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u9"});
+        let stale =
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "old", "uid": "u1"});
+        let mut obj = cm(Some("a"), json!([plain, stale]));
+        set_controller(&mut obj, &deploy("a", "u1")).unwrap();
+        set_controller(&mut obj, &deploy("a", "u1")).unwrap();
+        let mine = serde_json::to_value(controller_ref(&deploy("a", "u1")).unwrap()).unwrap();
+        assert_eq!(refs(&obj), json!([plain, mine]));
+
+        let mut fresh = cm(Some("a"), json!([plain]));
+        set_controller(&mut fresh, &deploy("a", "u1")).unwrap();
+        assert_eq!(refs(&fresh), json!([plain, mine]));
+    }
+
+    #[test]
+    fn controlled_by_needs_a_controller_reference_with_the_owners_uid() {
+        let owner = deploy("a", "u1");
+        let with = |r: serde_json::Value| cm(Some("a"), json!([r]));
+        assert!(is_controlled_by(
+            &with(
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u1", "controller": true})
+            ),
+            &owner
+        ));
+        assert!(!is_controlled_by(
+            &with(
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u1"})
+            ),
+            &owner
+        ));
+        assert!(!is_controlled_by(
+            &with(
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u2", "controller": true})
+            ),
+            &owner
+        ));
+        assert!(!is_controlled_by(&cm(Some("a"), json!(null)), &owner));
+        assert!(!is_controlled_by(
+            &with(
+                json!({"apiVersion": "v1", "kind": "X", "name": "x", "uid": "", "controller": true})
+            ),
+            &deploy("a", "")
+        ));
+    }
+
+    #[test]
+    fn apply_owned_writes_the_object_with_its_reference_and_never_a_refused_one() {
+        let mut obj = cm(Some("a"), json!(null));
+        let body = owned(&deploy("a", "u1"), &mut obj, |k| {
+            Ok(serde_json::to_value(k)?)
+        })
+        .unwrap();
+        assert_eq!(
+            body["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u1",
+                    "controller": true, "blockOwnerDeletion": true}])
+        );
+        let mut elsewhere = cm(Some("b"), json!(null));
+        let r = owned(&deploy("a", "u1"), &mut elsewhere, |_| -> Result<()> {
+            panic!("a refused object is never written")
+        });
+        assert!(matches!(r, Err(Error::Fatal(_))));
+        // kube::apply_owned refuses before it reaches the host (natively, a host call panics).
+        let r = crate::kube::apply_owned(&deploy("a", ""), &mut cm(Some("a"), json!(null)));
+        assert!(matches!(r, Err(Error::Fatal(_))));
+    }
+}
