@@ -262,6 +262,10 @@ const PYTHON_SDK: &[TemplateFile] = &[
         "sdk/kubewasm_sdk/objects.py",
         sdk!("python/kubewasm_sdk/objects.py"),
     ),
+    file(
+        "sdk/kubewasm_sdk/owner.py",
+        sdk!("python/kubewasm_sdk/owner.py"),
+    ),
 ];
 
 /// The JavaScript SDK a new project builds on, copied in as PYTHON_SDK is.
@@ -276,6 +280,7 @@ const JAVASCRIPT_SDK: &[TemplateFile] = &[
     file("sdk/kube.js", sdk!("javascript/kube.js")),
     file("sdk/log.js", sdk!("javascript/log.js")),
     file("sdk/objects.js", sdk!("javascript/objects.js")),
+    file("sdk/owner.js", sdk!("javascript/owner.js")),
     file("sdk/v0.1.0.js", sdk!("javascript/v0.1.0.js")),
 ];
 
