@@ -182,6 +182,7 @@ const RUST_FILES: &[TemplateFile] = &[
     sdk_rust!("src/lazy.rs"),
     sdk_rust!("src/log.rs"),
     sdk_rust!("src/object.rs"),
+    sdk_rust!("src/owner.rs"),
     sdk_rust!("src/patch.rs"),
     sdk_rust!("src/world.rs"),
     sdk_rust!("wit/handler.wit"),
@@ -737,10 +738,10 @@ mod tests {
         }
     }
 
-    /// Every module of the Python and JavaScript SDKs reaches a new project (a module added to
+    /// Every module of the Rust, Python and JavaScript SDKs reaches a new project (a module added to
     /// an SDK but not to its list here would break the project's build only outside the repo).
     #[test]
-    fn python_and_javascript_projects_carry_their_whole_sdk() {
+    fn every_sdk_module_reaches_a_new_project() {
         for (lang, dir, ext, prefix) in [
             (
                 Lang::Python,
@@ -749,6 +750,7 @@ mod tests {
                 "sdk/kubewasm_sdk/",
             ),
             (Lang::Javascript, "javascript", "js", "sdk/"),
+            (Lang::Rust, "rust/src", "rs", "sdk/src/"),
         ] {
             let args = NewArgs {
                 name: "my-handler".into(),
