@@ -46,6 +46,11 @@ impl Faults {
         }
     }
 
+    /// The newest resourceVersion (as [`crate::ApiServer::resource_version`]).
+    pub fn resource_version(&self) -> u64 {
+        self.store.current_rv()
+    }
+
     /// Drop the retained history now: older RVs and continue tokens get 410 Expired.
     pub fn compact(&self) {
         self.store.compact();

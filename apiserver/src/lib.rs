@@ -120,7 +120,7 @@ impl Default for Config {
 pub(crate) struct App {
     pub(crate) store: Arc<Store>,
     pub(crate) registry: RwLock<Registry>,
-    pub(crate) faults: Faults,
+    pub(crate) faults: Arc<Faults>,
     pub(crate) counters: Counters,
     pub(crate) config: Config,
     /// `host:port` advertised in `/api`.
@@ -177,7 +177,7 @@ impl ApiServer {
         let app = Arc::new(App {
             store: store.clone(),
             registry: RwLock::new(Registry::with_builtins()),
-            faults: Faults::new(store.clone()),
+            faults: Arc::new(Faults::new(store.clone())),
             counters: Counters::default(),
             host: addr.to_string(),
             config,
@@ -256,6 +256,12 @@ impl ApiServer {
     /// Fault injection handle.
     pub fn faults(&self) -> &Faults {
         &self.app.faults
+    }
+
+    /// The fault injection handle, to keep beyond a borrow of the server (a task that pokes
+    /// the watches while the server is owned elsewhere).
+    pub fn shared_faults(&self) -> Arc<Faults> {
+        self.app.faults.clone()
     }
 
     /// Request counters.

@@ -33,7 +33,7 @@ mod tests;
 pub use capabilities::kube_client::{ClusterContext, PluginClient};
 pub use capabilities::projected::ProjectionCache;
 pub use capabilities::projection::{Projection, ProjectionError};
-pub use delivery::attachment::DeliveryMode;
+pub use delivery::attachment::{CallGate, DeliveryMode};
 pub use delivery::dispatch::{DispatchConfig, MAX_CONCURRENCY};
 // A dispatcher without a runtime or informers, only for `host/benches/queue.rs`.
 pub(crate) use capabilities::kube_client::plugin_account;

@@ -15,6 +15,10 @@
 //! be idle (nothing ready, no call in flight, no `on-synced` due), and the newest
 //! resourceVersion must not have moved meanwhile (a handler's write restarts the wait).
 //!
+//! Calls. Each call starts only once every informer has seen the API server's newest
+//! resourceVersion (a [`CallGate`]): a call reads in its cache what the calls before it wrote,
+//! so a transcript never depends on whether a watch event or the next call came first.
+//!
 //! Advancing. `advance` moves the clock in ticks (5 ms after activity, doubling to 250 ms while
 //! nothing happens) and settles after each, so a timer fires at most one tick late and what
 //! it starts — a resync's calls, a request in flight — completes before the clock moves on
@@ -23,8 +27,8 @@
 //! stillness the clock moves 5 ms at a time until it returns (or its wall-clock limit ends it).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -34,8 +38,10 @@ use super::file::{Action, ObjectKey, PatchSpec, Scenario, Step};
 use super::recorder::Recorder;
 use super::transcript::{Entry, compare, flow, subset};
 use crate::host::{Host, HostBuilder};
-use crate::informer::{BackoffConfig, ReflectorConfig, resolve_kind, resource_path};
-use crate::plugins::{DeliveryMode, GrantError, GrantPolicy, describe_file, plugin_name};
+use crate::informer::{
+    BackoffConfig, InformerFactory, ReflectorConfig, resolve_kind, resource_path,
+};
+use crate::plugins::{CallGate, DeliveryMode, GrantError, GrantPolicy, describe_file, plugin_name};
 use crate::runtime::{HandlerWorld, Limits, RuntimeConfig};
 
 /// How long (real time) a step may take to settle before the run is declared stuck.
@@ -49,6 +55,10 @@ const MAX_TICK: Duration = Duration::from_millis(250);
 /// How long (real time) a call may wait with nothing else happening before the virtual clock
 /// moves for it.
 const CALL_WAIT: Duration = Duration::from_millis(20);
+
+/// How long (real time) a call waits for the informers to catch up before it starts anyway
+/// (a watch the step holds, an informer that cannot sync): the step's settle reports those.
+const GATE_PATIENCE: Duration = Duration::from_secs(1);
 
 /// The field manager of the runner's own writes.
 const RUNNER_MANAGER: &str = "kubewasm-test";
@@ -349,6 +359,21 @@ impl World {
         ));
         let paths = UserPaths { pairs };
         let (leader, leadership) = watch::channel(scenario.leader);
+        // Each call starts once the informers have seen every write so far, the handler's own
+        // included: which of a watch event and the next call comes first is then never left to
+        // chance, and a transcript is the same on every run.
+        let informers = Arc::new(OnceLock::<InformerFactory>::new());
+        let gate = {
+            let (faults, informers) = (server.shared_faults(), informers.clone());
+            CallGate::new(move || {
+                let (faults, factory) = (faults.clone(), informers.get().cloned());
+                Box::pin(async move {
+                    if let Some(factory) = factory {
+                        catch_up(&faults, &factory).await;
+                    }
+                })
+            })
+        };
         let host = HostBuilder::new(host_client)
             .runtime(RuntimeConfig {
                 cache_dir: config.cache_dir.clone(),
@@ -377,9 +402,10 @@ impl World {
             // the report can say whom a real cluster's RBAC and audit log would see.
             .plugin_accounts(Some(SCENARIO_HOST_NAMESPACE.to_string()))
             .observer(recorder.clone())
-            .delivery(DeliveryMode::Inline)
+            .delivery(DeliveryMode::Inline(Some(gate)))
             .start()
             .await?;
+        let _ = informers.set(host.factory().clone());
         // Refuses what would not load (bad component, missing grants) before anything runs,
         // and tells whether the handler exports `on-synced`.
         let described = {
@@ -776,4 +802,24 @@ fn set_concurrency(manifest: &std::path::Path, n: usize) -> anyhow::Result<()> {
     table.insert("concurrency".into(), toml::Value::Integer(n as i64));
     std::fs::write(manifest, toml::to_string(&table)?)?;
     Ok(())
+}
+
+/// Waits until every informer has seen the API server's newest resourceVersion and passed on
+/// all it got (or [`GATE_PATIENCE`] of real time went by).
+async fn catch_up(faults: &apiserver::Faults, factory: &InformerFactory) {
+    let started = std::time::Instant::now();
+    let mut asked = None;
+    loop {
+        let target = faults.resource_version();
+        if factory.caught_up(target) || started.elapsed() > GATE_PATIENCE {
+            return;
+        }
+        if asked != Some(target) {
+            // Informers of kinds that did not change learn the version from a bookmark.
+            faults.bookmark_now();
+            asked = Some(target);
+        }
+        // A blocking sleep lets sockets and tasks run while keeping the clock frozen.
+        let _ = tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(1))).await;
+    }
 }

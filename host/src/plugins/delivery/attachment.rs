@@ -4,17 +4,22 @@
 //! Attaching is all-or-nothing: if one subscription cannot be served, the others are detached
 //! again and nothing was delivered, as the dispatcher's gate is still closed.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::dispatch::Dispatcher;
+use futures::future::BoxFuture;
+
+use super::dispatch::{Dispatcher, Guest};
 use super::worker::{RESTART_BACKOFF, spawn_task, spawn_worker};
-use crate::informer::{HandlerRegistration, InformerError, InformerFactory, InformerKey};
+use crate::informer::{
+    HandlerRegistration, InformerError, InformerFactory, InformerKey, Notification,
+};
 use crate::plugins::capabilities::projected::ProjectionCache;
-use crate::runtime::HandlerInstance;
+use crate::runtime::{CallError, HandlerInstance, HandlerOutcome, MemoryBudget};
 
 /// Where a plugin version's calls run; chosen when the host is built.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub enum DeliveryMode {
     /// Each version on an OS thread of its own with a single-threaded Tokio runtime: a guest
     /// that computes until its deadline occupies only its own thread; a panic there (a host
@@ -24,8 +29,70 @@ pub enum DeliveryMode {
     /// Each version as a task on the runtime that built the manager: the scenario runner's
     /// single thread with a paused clock, where every timer of the host follows the one virtual
     /// clock and "nothing is runnable" means "everything has been handled". A guest that
-    /// computes holds that thread, which a host must never allow.
-    Inline,
+    /// computes holds that thread, which a host must never allow. Every call first waits for
+    /// the gate, if there is one.
+    Inline(Option<CallGate>),
+}
+
+/// What a call waits for before it starts in [`DeliveryMode::Inline`]. The scenario runner
+/// lets the informers catch up with the API server there, so that a call sees in its cache what
+/// the calls before it wrote: a transcript then does not depend on whether a watch event or
+/// the next call happened to come first.
+#[derive(Clone)]
+pub struct CallGate(Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>);
+
+impl CallGate {
+    /// A gate that awaits what `wait` returns before each call.
+    pub fn new(wait: impl Fn() -> BoxFuture<'static, ()> + Send + Sync + 'static) -> CallGate {
+        CallGate(Arc::new(wait))
+    }
+}
+
+impl std::fmt::Debug for CallGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallGate")
+    }
+}
+
+/// A guest whose calls each wait for the gate first.
+struct Gated<G> {
+    guest: G,
+    gate: CallGate,
+}
+
+impl<G: Guest> Guest for Gated<G> {
+    fn deliver(
+        &mut self,
+        n: &Notification,
+    ) -> impl Future<Output = Result<HandlerOutcome, CallError>> + Send {
+        let wait = (self.gate.0)();
+        let call = self.guest.deliver(n);
+        async move {
+            wait.await;
+            call.await
+        }
+    }
+
+    fn wants_synced(&self) -> bool {
+        self.guest.wants_synced()
+    }
+
+    fn synced(&mut self) -> impl Future<Output = Result<HandlerOutcome, CallError>> + Send {
+        let wait = (self.gate.0)();
+        let call = self.guest.synced();
+        async move {
+            wait.await;
+            call.await
+        }
+    }
+
+    fn admit_line(&self) -> bool {
+        self.guest.admit_line()
+    }
+
+    fn memory_budget(&self) -> Option<MemoryBudget> {
+        self.guest.memory_budget()
+    }
 }
 
 /// One subscription ready to attach: its informer, resync period, and the shared projection
@@ -104,9 +171,17 @@ impl Delivery {
         }
         dispatcher.watch_sync(registrations.iter().map(|r| r.sync_probe()).collect());
         let worker = match mode {
-            DeliveryMode::Inline => Worker::Task(spawn_task(
+            DeliveryMode::Inline(None) => Worker::Task(spawn_task(
                 dispatcher.clone(),
                 move || template.fresh(),
+                RESTART_BACKOFF,
+            )),
+            DeliveryMode::Inline(Some(gate)) => Worker::Task(spawn_task(
+                dispatcher.clone(),
+                move || Gated {
+                    guest: template.fresh(),
+                    gate: gate.clone(),
+                },
                 RESTART_BACKOFF,
             )),
             DeliveryMode::Threads => {

@@ -637,7 +637,7 @@ impl PluginManager {
             &self.inner.factory,
             subscriptions,
             template,
-            self.inner.delivery,
+            self.inner.delivery.clone(),
         )
         .await
     }
