@@ -19,13 +19,27 @@ fn regarding(obj: &(impl Named + ?Sized)) -> RawMeta {
     }
 }
 
-/// Records a Normal Event: `action` happened to `obj` (a typed object or a
-/// [`Lazy`](crate::Lazy) one) for `reason` (CamelCase); `note` says more.
-pub fn normal(obj: &(impl Named + ?Sized), reason: &str, action: &str, note: &str) {
-    raw::emit(&regarding(obj), EventType::Normal, reason, action, note);
+/// Records a Normal Event about `obj` (a typed object or a [`Lazy`](crate::Lazy) one): `reason`
+/// (CamelCase), then the `note` for people, then the `action` taken (`None`: the reason). The
+/// order is the Python and JavaScript SDKs' own, so a handler ported between them keeps its
+/// arguments in place.
+pub fn normal(obj: &(impl Named + ?Sized), reason: &str, note: &str, action: Option<&str>) {
+    raw::emit(
+        &regarding(obj),
+        EventType::Normal,
+        reason,
+        action.unwrap_or(reason),
+        note,
+    );
 }
 
-/// Records a Warning Event about `obj`.
-pub fn warning(obj: &(impl Named + ?Sized), reason: &str, action: &str, note: &str) {
-    raw::emit(&regarding(obj), EventType::Warning, reason, action, note);
+/// Records a Warning Event about `obj`, as [`normal`] does.
+pub fn warning(obj: &(impl Named + ?Sized), reason: &str, note: &str, action: Option<&str>) {
+    raw::emit(
+        &regarding(obj),
+        EventType::Warning,
+        reason,
+        action.unwrap_or(reason),
+        note,
+    );
 }
