@@ -463,7 +463,9 @@ fn cache_imports_are_forwarded_and_refusals_are_values() {
         logged(p),
         [
             "cache-get-secret: error: plugin fake does not subscribe to v1 Secret; only \
-             subscribed resources can be read from the cache",
+             subscribed resources can be read from the cache: subscribe to it in describe() and \
+             grant it in the plugin's manifest: [grants] watch = [{ api-version = \"v1\", \
+             kind = \"Secret\" }]",
             "cache-list-configmaps: 2"
         ]
     );
@@ -1285,4 +1287,29 @@ fn only_an_unavailable_cache_says_it_is_not_available() {
     for e in permanent {
         assert!(!e.to_string().contains(TRANSIENT), "{e}");
     }
+}
+
+/// A read of a kind the plugin does not subscribe to says what to add; a name that TOML would
+/// not take as it is (a guest may send anything) is not pasted into a manifest line.
+#[test]
+fn an_unsubscribed_read_says_which_grant_to_add() {
+    let refusal = |api_version: &str, kind: &str| {
+        CacheError::NotSubscribed {
+            plugin: "p".into(),
+            api_version: api_version.into(),
+            kind: kind.into(),
+        }
+        .to_string()
+    };
+    let crd = refusal("example.com/v1", "Widget");
+    assert!(
+        crd.ends_with("[grants] watch = [{ api-version = \"example.com/v1\", kind = \"Widget\" }]"),
+        "{crd}"
+    );
+    let hostile = refusal("v1\" }]\n[grants]\nhttp = [\"*", "Secret");
+    assert!(!hostile.contains("watch = [{"), "{hostile}");
+    assert!(
+        hostile.ends_with("[grants] watch list of the plugin's manifest"),
+        "{hostile}"
+    );
 }

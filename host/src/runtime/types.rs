@@ -77,10 +77,12 @@ pub trait CacheReader: Send + Sync + 'static {
 /// a handler acting on a false "absent" would delete what still exists.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
-    /// The plugin reads a kind it did not subscribe to.
+    /// The plugin reads a kind it did not subscribe to: no redelivery can change that, so the
+    /// message says what would (the SDKs make it `fatal`).
     #[error(
         "plugin {plugin} does not subscribe to {api_version} {kind}; only subscribed resources \
-         can be read from the cache"
+         can be read from the cache: {}",
+        subscribe_hint(api_version, kind)
     )]
     NotSubscribed {
         /// The plugin reading.
@@ -143,6 +145,27 @@ pub enum CacheError {
     /// The instance runs outside a host ([`NoCache`]).
     #[error("no informer cache is attached to this instance")]
     NotAttached,
+}
+
+/// How a plugin comes to read a kind: the subscription in `describe()`, and the manifest line
+/// that grants it, ready to paste when the names can be written into TOML as they are.
+fn subscribe_hint(api_version: &str, kind: &str) -> String {
+    let plain = |s: &str, extra: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || extra.contains(c))
+    };
+    if plain(api_version, "./-") && plain(kind, "") {
+        format!(
+            "subscribe to it in describe() and grant it in the plugin's manifest: [grants] \
+             watch = [{{ api-version = \"{api_version}\", kind = \"{kind}\" }}]"
+        )
+    } else {
+        "subscribe to it in describe() and grant it in the [grants] watch list of the plugin's \
+         manifest"
+            .to_string()
+    }
 }
 
 impl CacheError {
