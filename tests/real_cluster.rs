@@ -375,6 +375,13 @@ async fn notifier_under_printed_rbac() {
     assert_eq!(body["restarts"], 4, "the repeat was not notified: {body}");
     assert_no_refusal(&target, &ns, &t, notifier::PLUGIN);
     t.host.shutdown().await;
+    // No kubelet will ever confirm the Pod's end: without a zero grace period a cluster keeps
+    // it (and the test namespace, Terminating) until its Pod GC gives up on the node, ~1 min.
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    pods.delete("crashy", &now).await.unwrap();
 }
 
 /// Whether any string of `line` (a host's JSON log line) contains every one of `needles`.
