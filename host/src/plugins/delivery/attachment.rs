@@ -213,3 +213,79 @@ async fn detach(registrations: Vec<HandlerRegistration>, dispatcher: &Dispatcher
     }
     dispatcher.stop();
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::json;
+    use tokio::sync::Semaphore;
+
+    use super::*;
+    use crate::informer::KubeObject;
+
+    /// Counts the calls that reached it.
+    struct Probe(Arc<AtomicUsize>);
+
+    impl Guest for Probe {
+        async fn deliver(&mut self, _: &Notification) -> Result<HandlerOutcome, CallError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(HandlerOutcome::Ok)
+        }
+
+        fn wants_synced(&self) -> bool {
+            true
+        }
+
+        async fn synced(&mut self) -> Result<HandlerOutcome, CallError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(HandlerOutcome::Ok)
+        }
+    }
+
+    /// Neither a notification nor `on-synced` reaches the guest before the gate lets that one
+    /// call through.
+    #[tokio::test]
+    async fn a_gated_call_reaches_the_guest_only_through_the_gate() {
+        let permits = Arc::new(Semaphore::new(0));
+        let gate = {
+            let permits = permits.clone();
+            CallGate::new(move || {
+                let permits = permits.clone();
+                Box::pin(async move { permits.acquire().await.expect("open").forget() })
+            })
+        };
+        let reached = Arc::new(AtomicUsize::new(0));
+        let mut guest = Gated {
+            guest: Probe(reached.clone()),
+            gate,
+        };
+        let n = Notification::Add {
+            obj: Arc::new(
+                KubeObject::from_value(json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"namespace": "ns", "name": "a", "uid": "u", "resourceVersion": "1"},
+                }))
+                .unwrap(),
+            ),
+            initial: false,
+        };
+        {
+            let mut call = std::pin::pin!(guest.deliver(&n));
+            for _ in 0..3 {
+                assert!(futures::poll!(call.as_mut()).is_pending());
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(reached.load(Ordering::SeqCst), 0);
+            permits.add_permits(1);
+            assert!(matches!(call.await, Ok(HandlerOutcome::Ok)));
+            assert_eq!(reached.load(Ordering::SeqCst), 1);
+        }
+        let mut call = std::pin::pin!(guest.synced());
+        assert!(futures::poll!(call.as_mut()).is_pending());
+        assert_eq!(reached.load(Ordering::SeqCst), 1);
+        permits.add_permits(1);
+        assert!(matches!(call.await, Ok(HandlerOutcome::Ok)));
+        assert_eq!(reached.load(Ordering::SeqCst), 2);
+    }
+}
