@@ -6,6 +6,8 @@
 //! - [`FieldSelector`]: parse the field-selector string syntax and match it on a JSON object.
 //! - [`validation`]: DNS-1123 labels and subdomains, label keys and values, `apiVersion` and
 //!   `kind` syntax, with the API server's lengths and character sets.
+//! - [`ShardSelector`]: KEP-5866's `shardSelector` (FNV-1a ranges of an object's uid or
+//!   namespace): parse, print and match.
 //! - [`text`]: cutting text to a byte budget on a character boundary, marked or not.
 //!
 //! Pure functions over strings and JSON values: this crate knows nothing of HTTP, caches,
@@ -15,11 +17,13 @@
 
 mod fields;
 mod labels;
+mod shards;
 pub mod text;
 pub mod validation;
 
 pub use fields::{FieldOp, FieldRequirement, FieldSelector, escape_value};
 pub use labels::{LabelSelector, Labels, Operator, Requirement};
+pub use shards::{MAX_SHARD_RANGES, ShardField, ShardSelector, fnv1a64};
 
 /// Why a selector string was refused. The message names the offending token or value, never
 /// the whole input (callers add which field and value it was).
