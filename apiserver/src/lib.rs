@@ -97,6 +97,10 @@ pub struct Config {
     /// Write one `audit.k8s.io/v1` Event per request here (kube-apiserver's
     /// `--audit-log-path`, level `Metadata`); `None` writes none. See `audit.rs`.
     pub audit: Option<AuditSink>,
+    /// Honour KEP-5866's `shardSelector` on list, watch and deletecollection, as a 1.36+
+    /// server with the `ShardedListAndWatch` gate on (the default); off, the parameter is
+    /// ignored and every object sent, as an older server does.
+    pub shard_selector: bool,
 }
 
 impl Default for Config {
@@ -112,6 +116,7 @@ impl Default for Config {
             deterministic_uids: false,
             authorization: None,
             audit: None,
+            shard_selector: true,
         }
     }
 }

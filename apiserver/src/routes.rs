@@ -23,10 +23,11 @@ use crate::openapi;
 use crate::ops::{self, DeleteOpts, Deleted, WriteOpts};
 use crate::patch::{Patch, PatchKind};
 use crate::registry::ResourceType;
-use crate::selectors::{FieldSelector, LabelSelector, Selectors};
+use crate::selectors::{FieldSelector, LabelSelector, Selectors, Shards};
 use crate::status::{ApiError, ApiResult};
 use crate::store::{Expired, Obj};
 use crate::watch::{self, WatchSpec, WatchStart};
+use kubewasm_apimachinery::ShardSelector;
 
 /// Largest accepted request body (etcd's object size limit).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -432,7 +433,7 @@ fn delete(app: &App, target: &Target, call: &Call, name: &str) -> ApiResult<Resp
 fn delete_collection(app: &App, target: &Target, call: &Call) -> ApiResult<Response> {
     let rt = &target.rt;
     let opts = delete_opts(&call.body, &call.query)?;
-    let selectors = selectors(rt, &call.query)?;
+    let selectors = selectors(app, rt, &call.query)?;
     let (rv, items) = app.store.list(&rt.storage_key(), target.ns.as_deref());
     let mut deleted = Vec::new();
     for item in items.iter().filter(|o| selectors.matches(&o.value)) {
@@ -450,6 +451,7 @@ fn delete_collection(app: &App, target: &Target, call: &Call) -> ApiResult<Respo
         None,
         None,
         &deleted,
+        &Selectors::default(),
         false,
     ))
 }
@@ -643,12 +645,24 @@ fn delete_opts(body: &Bytes, q: &Query) -> ApiResult<DeleteOpts> {
     })
 }
 
-fn selectors(rt: &ResourceType, q: &Query) -> ApiResult<Selectors> {
+fn selectors(app: &App, rt: &ResourceType, q: &Query) -> ApiResult<Selectors> {
     let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or(""))
         .map_err(ApiError::bad_request)?;
     let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), &rt.kind)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok(Selectors { labels, fields })
+    // A server without sharding (before 1.36, or the gate off) ignores the parameter whole.
+    let shards = match q.get("shardSelector") {
+        Some(text) if app.config.shard_selector => Some(Shards {
+            selector: ShardSelector::parse(text).map_err(ApiError::bad_request)?,
+            text: text.to_string(),
+        }),
+        _ => None,
+    };
+    Ok(Selectors {
+        labels,
+        fields,
+        shards,
+    })
 }
 
 fn parse_rv(s: &str) -> ApiResult<u64> {
@@ -741,7 +755,7 @@ fn list(app: &App, target: &Target, q: &Query, table: bool) -> ApiResult<Respons
             ));
         }
     }
-    let sel = selectors(rt, q)?;
+    let sel = selectors(app, rt, q)?;
     let res = rt.storage_key();
     let ns = target.ns.as_deref();
     if let Some(tok) = cont {
@@ -857,7 +871,7 @@ fn page(
         if let Some(id) = sid {
             app.store.drop_snapshot(id);
         }
-        return list_response(rt, rv, None, None, slice, table);
+        return list_response(rt, rv, None, None, slice, sel, table);
     }
     let sid = sid.unwrap_or_else(|| app.store.save_snapshot(rv, items.clone()));
     let last = slice.last().map(|o| key_of(o)).unwrap_or_default();
@@ -873,7 +887,7 @@ fn page(
     } else {
         None
     };
-    list_response(rt, rv, Some(token.encode()), remaining, slice, table)
+    list_response(rt, rv, Some(token.encode()), remaining, slice, sel, table)
 }
 
 fn list_response(
@@ -882,6 +896,7 @@ fn list_response(
     cont: Option<String>,
     remaining: Option<usize>,
     items: &[Arc<Obj>],
+    sel: &Selectors,
     table: bool,
 ) -> Response {
     let mut meta = json!({"resourceVersion": rv.to_string()});
@@ -890,6 +905,10 @@ fn list_response(
     }
     if let Some(r) = remaining {
         meta["remainingItemCount"] = json!(r);
+    }
+    // The echo is how a client learns the server filtered (an older one sends everything).
+    if let Some(shards) = &sel.shards {
+        meta["shardInfo"] = json!({"selector": shards.text});
     }
     if table {
         let t = crate::table::table(rt, meta, items.iter().map(|o| &o.value), true);
@@ -920,7 +939,7 @@ fn start_watch(
 ) -> ApiResult<Response> {
     let rt = target.rt.clone();
     app.counters.watch(&rt.plural);
-    let mut sel = selectors(&rt, q)?;
+    let mut sel = selectors(app, &rt, q)?;
     if let Some(n) = name {
         match sel.fields.name() {
             Some(other) if other != n => {

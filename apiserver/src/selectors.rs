@@ -2,7 +2,7 @@
 //! `kubewasm-apimachinery` rules (the informer uses the same ones); this module adds only the
 //! server's policy of which fields each kind can be selected on.
 
-use kubewasm_apimachinery::{FieldOp, FieldRequirement, SelectorError};
+use kubewasm_apimachinery::{FieldOp, FieldRequirement, SelectorError, ShardSelector};
 use serde_json::Value;
 
 pub use kubewasm_apimachinery::LabelSelector;
@@ -94,24 +94,41 @@ impl FieldSelector {
     }
 }
 
-/// Both selectors of a request.
+/// A request's `shardSelector` (KEP-5866), kept with its text: a list that filtered by it
+/// echoes the text verbatim in `metadata.shardInfo.selector`.
+#[derive(Debug, Clone)]
+pub struct Shards {
+    /// The parsed selector.
+    pub selector: ShardSelector,
+    /// The parameter as the client sent it.
+    pub text: String,
+}
+
+/// Every selector of a request.
 #[derive(Debug, Clone, Default)]
 pub struct Selectors {
     /// Label selector.
     pub labels: LabelSelector,
     /// Field selector.
     pub fields: FieldSelector,
+    /// Shard selector, when the request has one and the server honours it.
+    pub shards: Option<Shards>,
 }
 
 impl Selectors {
     /// Whether `obj` is selected.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.labels.matches_object(obj) && self.fields.matches(obj)
+        self.labels.matches_object(obj)
+            && self.fields.matches(obj)
+            && self
+                .shards
+                .as_ref()
+                .is_none_or(|s| s.selector.matches_object(obj))
     }
 
     /// Whether every object is selected.
     pub fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.fields.is_empty()
+        self.labels.is_empty() && self.fields.is_empty() && self.shards.is_none()
     }
 }
 
@@ -127,6 +144,7 @@ mod tests {
         let sel = |l: &str, f: &str, kind: &str| Selectors {
             labels: LabelSelector::parse(l).unwrap(),
             fields: FieldSelector::parse(f, kind).unwrap(),
+            shards: None,
         };
         assert!(sel("app=web", "metadata.name=a", "ConfigMap").matches(&o));
         assert!(!sel("app!=web", "", "ConfigMap").matches(&o));

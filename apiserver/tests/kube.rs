@@ -1626,3 +1626,178 @@ async fn service_finalizers_hold_deletion() {
     assert_eq!(api_code(svcs.get("held").await.unwrap_err()), 404);
     server.shutdown().await;
 }
+
+/// Percent-encodes a query value (everything but unreserved characters).
+fn query_value(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// KEP-5866: a list under `shardSelector` holds exactly the objects whose uid hashes into the
+/// ranges (filtered before paging, no `remainingItemCount`), echoes the selector verbatim; a
+/// watch under it sends only those objects' events and still every bookmark; a bad selector is
+/// a 400; a server without sharding ignores it and echoes nothing.
+#[tokio::test]
+async fn shard_selector_narrows_lists_and_watches() {
+    use kubewasm_apimachinery::{ShardField, ShardSelector, fnv1a64};
+    let server = ApiServer::start(Config::default()).await.unwrap();
+    let c = client(&server).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    for i in 0..40 {
+        cms.create(&PostParams::default(), &cm(&format!("s{i:02}"), json!({})))
+            .await
+            .unwrap();
+    }
+    let half = 1u128 << 63;
+    let low = ShardSelector::new(ShardField::Uid, [(0, half)]).unwrap();
+    // The client's own spelling, spaces and all, is what comes back.
+    let high = "shardRange(object.metadata.uid,'0x8000000000000000', '0x10000000000000000')";
+    let list = |sel: String, extra: &str| {
+        let c = c.clone();
+        let path = format!(
+            "/api/v1/namespaces/default/configmaps?shardSelector={}{extra}",
+            query_value(&sel)
+        );
+        async move { raw(&c, "GET", &path, "application/json", Vec::new()).await }
+    };
+    let names_in = |items: &serde_json::Value, want_low: bool| {
+        let mut names = Vec::new();
+        for o in items.as_array().unwrap() {
+            let uid = o["metadata"]["uid"].as_str().unwrap();
+            assert_eq!(
+                u128::from(fnv1a64(uid.as_bytes())) < half,
+                want_low,
+                "{uid} in the wrong half"
+            );
+            names.push(o["metadata"]["name"].as_str().unwrap().to_string());
+        }
+        names
+    };
+    let l = list(low.to_string(), "").await.unwrap();
+    assert_eq!(l["metadata"]["shardInfo"]["selector"], low.to_string());
+    let mut all = names_in(&l["items"], true);
+    let h = list(high.to_string(), "").await.unwrap();
+    assert_eq!(h["metadata"]["shardInfo"]["selector"], high);
+    all.extend(names_in(&h["items"], false));
+    all.sort();
+    assert_eq!(
+        all.len(),
+        40,
+        "the two halves together hold every object once"
+    );
+    all.dedup();
+    assert_eq!(all.len(), 40);
+    // Paged: filtered before paging, every page echoes, no count of what remains.
+    let (mut paged, mut token) = (Vec::new(), String::new());
+    loop {
+        let extra = if token.is_empty() {
+            "&limit=3".to_string()
+        } else {
+            format!("&limit=3&continue={}", query_value(&token))
+        };
+        let p = list(low.to_string(), &extra).await.unwrap();
+        assert_eq!(p["metadata"]["shardInfo"]["selector"], low.to_string());
+        assert!(p["metadata"].get("remainingItemCount").is_none(), "{p}");
+        paged.extend(names_in(&p["items"], true));
+        token = p["metadata"]["continue"].as_str().unwrap_or("").to_string();
+        if token.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(paged.len(), l["items"].as_array().unwrap().len());
+
+    // Refused: empty, malformed, an unsupported field.
+    for bad in [
+        "",
+        "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')",
+        "shardRange(object.metadata.name, '0x0000000000000000', '0x8000000000000000')",
+    ] {
+        let e = list(bad.to_string(), "").await.unwrap_err();
+        assert_eq!(api_code(e), 400, "{bad:?}");
+    }
+
+    // A watch sends only the selected objects' events, and bookmarks whatever they carry.
+    let rv = l["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let req = http::Request::get(format!(
+        "/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=true&\
+         resourceVersion={rv}&shardSelector={}",
+        query_value(&low.to_string())
+    ))
+    .body(Vec::new())
+    .unwrap();
+    let mut events = c.request_events::<ConfigMap>(req).await.unwrap().boxed();
+    let mut created_low = 0;
+    for i in 0..40 {
+        let o = cms
+            .create(&PostParams::default(), &cm(&format!("w{i:02}"), json!({})))
+            .await
+            .unwrap();
+        created_low += usize::from(low.matches(&o.uid().unwrap(), "default"));
+    }
+    let last = server.resource_version();
+    server.faults().bookmark_now();
+    let mut seen = 0;
+    loop {
+        let ev = tokio::time::timeout(GUARD, events.next())
+            .await
+            .expect("the bookmark comes")
+            .expect("stream open")
+            .unwrap();
+        match ev {
+            WatchEvent::Added(o) => {
+                assert!(
+                    low.matches(&o.uid().unwrap(), "default"),
+                    "{:?}",
+                    o.metadata.name
+                );
+                seen += 1;
+            }
+            WatchEvent::Bookmark(b) => {
+                if b.metadata.resource_version.parse::<u64>().unwrap() >= last {
+                    break;
+                }
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(seen, created_low);
+    assert!(
+        created_low > 0 && created_low < 40,
+        "uids spread over both halves"
+    );
+    server.shutdown().await;
+
+    // A server without sharding sends everything and says nothing.
+    let old = ApiServer::start(Config {
+        shard_selector: false,
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let c = client(&old).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    for i in 0..4 {
+        cms.create(&PostParams::default(), &cm(&format!("o{i}"), json!({})))
+            .await
+            .unwrap();
+    }
+    let path = format!(
+        "/api/v1/namespaces/default/configmaps?shardSelector={}",
+        query_value("shardRange(object.metadata.uid, '0x0000000000000000', '0x0000000000000001')")
+    );
+    let l = raw(&c, "GET", &path, "application/json", Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(l["items"].as_array().unwrap().len(), 4);
+    assert!(l["metadata"].get("shardInfo").is_none(), "{l}");
+    old.shutdown().await;
+}
