@@ -86,8 +86,9 @@ pub struct Config {
     pub enable_fault_endpoints: bool,
     /// Allow binding a non-loopback address (a client without a token is the superuser).
     pub allow_non_loopback: bool,
-    /// Hand out uids `00000000-0000-4000-8000-<counter>` in creation order instead of random
-    /// ones, so a scripted run (`kubewasm test`) sees the same uids every time.
+    /// Hand out uids made from a creation counter (`…-<counter>`, see `ops::deterministic_uid`)
+    /// instead of random ones, so a scripted run (`kubewasm test`) sees the same uids every
+    /// time; they spread over the shard hash space as random ones do.
     pub deterministic_uids: bool,
     /// Judge requests authenticated by a ServiceAccount token, and requests that impersonate
     /// (`Impersonate-User`), by the RBAC objects stored here, as kube-apiserver does, refusing
