@@ -20,6 +20,8 @@ pub struct Faults {
     fail: Mutex<(usize, u16)>,
     latency: Mutex<Duration>,
     drop_streams: AtomicUsize,
+    /// Watches left that ignore their `shardSelector` (see `ignore_shard_selector`).
+    unsharded: AtomicUsize,
     /// While true, watch streams deliver nothing and new watches wait (see `pause_watches`).
     paused: tokio::sync::watch::Sender<bool>,
     /// Bumped by `bookmark_now`; every watch that asked for bookmarks sends one.
@@ -41,6 +43,7 @@ impl Faults {
             fail: Mutex::new((0, 500)),
             latency: Mutex::new(Duration::ZERO),
             drop_streams: AtomicUsize::new(0),
+            unsharded: AtomicUsize::new(0),
             paused: tokio::sync::watch::channel(false).0,
             bookmark_epoch: tokio::sync::watch::channel(0).0,
         }
@@ -119,6 +122,17 @@ impl Faults {
 
     pub(crate) fn take_drop(&self) -> bool {
         take_one(&self.drop_streams)
+    }
+
+    /// The next `n` watches ignore their `shardSelector` and send every object, as a watch that
+    /// reached an older API server behind a load balancer would: a sharded client must filter
+    /// watch events itself.
+    pub fn ignore_shard_selector(&self, n: usize) {
+        self.unsharded.store(n, Ordering::SeqCst);
+    }
+
+    pub(crate) fn take_unsharded(&self) -> bool {
+        take_one(&self.unsharded)
     }
 
     pub(crate) fn take_failure(&self) -> Option<u16> {

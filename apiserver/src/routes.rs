@@ -940,6 +940,9 @@ fn start_watch(
     let rt = target.rt.clone();
     app.counters.watch(&rt.plural);
     let mut sel = selectors(app, &rt, q)?;
+    if sel.shards.is_some() && app.faults.take_unsharded() {
+        sel.shards = None;
+    }
     if let Some(n) = name {
         match sel.fields.name() {
             Some(other) if other != n => {

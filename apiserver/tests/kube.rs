@@ -1774,6 +1774,45 @@ async fn shard_selector_narrows_lists_and_watches() {
         created_low > 0 && created_low < 40,
         "uids spread over both halves"
     );
+    // The fault: the next watch ignores its selector (as an older server would), the one after
+    // does not.
+    server.faults().ignore_shard_selector(1);
+    let from = server.resource_version();
+    let watch = |rv: u64| {
+        let c = c.clone();
+        let path = format!(
+            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}&shardSelector={}",
+            query_value(&low.to_string())
+        );
+        async move {
+            let req = http::Request::get(path).body(Vec::new()).unwrap();
+            c.request_events::<ConfigMap>(req).await.unwrap().boxed()
+        }
+    };
+    let mut unsharded = watch(from).await;
+    let mut sharded = watch(from).await;
+    let mut names = Vec::new();
+    for i in 0..8 {
+        let o = cms
+            .create(&PostParams::default(), &cm(&format!("f{i}"), json!({})))
+            .await
+            .unwrap();
+        names.push((o.name_any(), low.matches(&o.uid().unwrap(), "default")));
+    }
+    for (name, _) in &names {
+        let ev = tokio::time::timeout(GUARD, unsharded.next()).await.unwrap();
+        let Some(Ok(WatchEvent::Added(o))) = ev else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(&o.name_any(), name);
+    }
+    for (name, _) in names.iter().filter(|(_, is_low)| *is_low) {
+        let ev = tokio::time::timeout(GUARD, sharded.next()).await.unwrap();
+        let Some(Ok(WatchEvent::Added(o))) = ev else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(&o.name_any(), name);
+    }
     server.shutdown().await;
 
     // A server without sharding sends everything and says nothing.
