@@ -28,8 +28,10 @@ mod config;
 mod elector;
 mod lease_lock;
 mod metrics;
+mod slots;
 mod state;
 
 pub use config::ElectionConfig;
 pub use elector::LeaderElector;
 pub use metrics::ElectionMetrics;
+pub use slots::{assign as assign_slots, owned as owned_slots, slot_of, slot_range};
