@@ -19,7 +19,8 @@
 //!
 //! Files, one role each: `config` (what to compete for, how fast), `lease_lock` (reading
 //! and writing the record in the Lease), `state` (the state machine, no I/O), `elector` (the
-//! task performing its actions, the public handle), `metrics`.
+//! task performing its actions, the public handle), `metrics`, and `slots` (for sharding: which
+//! live member of a ring holds which slot of the hash space, a pure rule with no I/O).
 //!
 //! This module knows nothing of informers or plugins: it publishes leadership on a
 //! `tokio::sync::watch` channel, and whoever delivers events follows it.
