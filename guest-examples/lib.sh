@@ -10,24 +10,27 @@
 # skipped. KUBEWASM_REBUILD=1 forces a rebuild.
 
 # inputs_key PATH... [-- STRING...]: sha256 over the files under each PATH (sorted by path;
-# scenarios/, README.md, __pycache__, node_modules and target/ left out) and the STRINGs.
+# scenarios/, README.md, __pycache__, node_modules and target/ left out) and the STRINGs. Files
+# are named relative to the repository, so a clone elsewhere with the same files (and a target
+# folder copied into it) has the same keys and rebuilds nothing.
 inputs_key() {
-  local paths=() strings=()
+  local paths=() strings=() root
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   while (($#)); do
     if [[ "$1" == -- ]]; then
       shift
       strings=("$@")
       break
     fi
-    paths+=("$1")
+    paths+=("$(realpath -m --relative-to="$root" "$1")")
     shift
   done
   {
-    find "${paths[@]}" \
+    (cd "$root" && find "${paths[@]}" \
       \( -name scenarios -o -name __pycache__ -o -name node_modules -o -name target \) -prune \
       -o -type f ! -name README.md ! -name '*.wasm' ! -name '*.key' -print0 |
-      sort -z | xargs -0 sha256sum
-    printf '%s\n' "${strings[@]}" "${BASH_SOURCE[0]}:$(sha256sum <"${BASH_SOURCE[0]}")"
+      sort -z | xargs -0 sha256sum)
+    printf '%s\n' "${strings[@]}" "lib.sh:$(sha256sum <"${BASH_SOURCE[0]}")"
   } | sha256sum | cut -d' ' -f1
 }
 
@@ -66,14 +69,23 @@ skipped() {
   for out in "$@"; do echo "up to date $out"; done
 }
 
+# guest_target_dir: where every Rust guest is compiled (examples, test fixtures, and the
+# templates the CLI tests build): <target>/guests, <target> being CARGO_TARGET_DIR or
+# <repo>/target. One folder, so the wasm32 dependencies (k8s-openapi above all) compile once for
+# all of them; not <target> itself, whose lock `cargo test` holds while the template test builds.
+guest_target_dir() {
+  echo "${CARGO_TARGET_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target}/guests"
+}
+
 # rust_example NAME: builds the Rust example crate NAME (a member of guest-examples/rust's cargo
 # workspace) for wasm32-wasip2 into dist/rust-NAME.wasm, with NAME.toml beside it; skipped,
 # without even asking cargo, when the crate, the workspace's manifest, lock file and profile,
-# the WIT, the Rust SDK (sdk/rust) and the compiler are unchanged. Honours CARGO_TARGET_DIR (default: <repo>/target).
+# the WIT, the Rust SDK (sdk/rust) and the compiler are unchanged. Builds in guest_target_dir.
 rust_example() {
   local name="$1"
   local here="$repo/guest-examples/rust/$name"
-  local target_dir="${CARGO_TARGET_DIR:-$repo/target}"
+  local target_dir
+  target_dir="$(guest_target_dir)"
   local dist="$repo/guest-examples/dist"
   local out="$dist/rust-$name.wasm" key
   install_file "$here/$name.toml" "$dist/rust-$name.toml"

@@ -11,12 +11,14 @@
 # Usage: scripts/scenarios.sh [FILTER...]   (run only the handlers whose component path
 #                                            contains one of the FILTERs, e.g. `lb-controller`)
 # Environment: KUBEWASM (the binary, default target/release/kubewasm), SCENARIO_CACHE_DIR (the
-# compile cache, default target/scenario-cache: the Python components compile in ~10 s once).
+# compile cache, default target/test-cache/kubewasm: the test command's one compile cache, which
+# the end-to-end tests have filled with the examples by the time this runs; a Python component
+# compiles in ~10 s once).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 bin=${KUBEWASM:-target/release/kubewasm}
-cache=${SCENARIO_CACHE_DIR:-target/scenario-cache}
+cache=${SCENARIO_CACHE_DIR:-target/test-cache/kubewasm}
 dist=guest-examples/dist
 
 # Every example folder guest-examples/<lang>/<example>/ with a scenarios/ folder is run, by one

@@ -38,11 +38,12 @@ if [[ "${KUBEWASM_CLIPPY:-}" == 1 ]]; then
   lint=(--config "build.rustc-workspace-wrapper=\"$(rustup which clippy-driver)\"")
   export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 fi
-stage "cargo build (tests${lint:+, clippy})" cargo test --release --workspace "${targets[@]}" --no-run "${lint[@]}"
+stage "cargo build (tests${lint:+, clippy})" cargo test --release --workspace "${targets[@]}" --no-run --timings "${lint[@]}"
 stage "cargo test (run)" cargo test --release --workspace --tests "${lint[@]}"
 stage "example scenarios" bash scripts/scenarios.sh
-# The Rust SDK's unit tests (native: its pure parts; its WIT is symlinked to wit/, not copied).
-stage "Rust SDK unit tests" bash -c 'cd sdk/rust && CARGO_TARGET_DIR="$PWD/../../target/sdk-native" cargo test --release'
+# The Rust SDK's unit tests ran with the workspace above (native: its pure parts; its WIT is
+# symlinked to wit/, not copied); its doc examples here.
+stage "Rust SDK doc tests" cargo test --release -p kubewasm-sdk --doc
 # The SDKs' own unit tests (pure parts, on the native runtimes with stub bindings).
 stage "Python SDK unit tests" python3 -m unittest discover -s sdk/python/tests
 stage "JavaScript SDK unit tests" bash -c 'cd sdk/javascript && node --import ./test/register.js --test test/sdk.test.js'

@@ -835,12 +835,6 @@ struct Suite {
     _dir: tempfile::TempDir,
 }
 
-/// Where the suite's hosts cache compiled plugins across runs: the shipped Python and
-/// JavaScript examples compile from an empty cache once (`boundary_compile` tests that case).
-fn cache_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/boundary-suite-cache")
-}
-
 impl Suite {
     /// The embedded API server with the host's objects, the registries, and the host with
     /// every plugin loaded and ready; the quiet figures measured.
@@ -903,7 +897,7 @@ impl Suite {
             binary: BINARY.as_ref(),
             plugins: &plugins,
             kubeconfig: &kubeconfig,
-            cache_dir: cache_dir(),
+            cache_dir: shared_compile_cache(),
             name,
             args: vec![
                 "--leader-elect".into(),

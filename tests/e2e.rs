@@ -953,8 +953,11 @@ mod soak {
 
     #[test]
     fn every_logger_survives_100k_calls_on_one_instance() {
-        let runtime =
-            Runtime::new(RuntimeConfig::default(), RuntimeMetrics::unregistered()).unwrap();
+        let config = RuntimeConfig {
+            cache_dir: Some(kubewasm_e2e::shared_compile_cache()),
+            ..RuntimeConfig::default()
+        };
+        let runtime = Runtime::new(config, RuntimeMetrics::unregistered()).unwrap();
         let (old, new) = (obj(1), obj(2));
         for lang in super::guest_languages::LANGS {
             let wasm = std::fs::read(guest(&format!("{lang}-configmap-logger.wasm"))).unwrap();

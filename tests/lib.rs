@@ -418,13 +418,28 @@ pub async fn start_host(
     start_host_with(server, plugins_dir, limits, ReflectorConfig::default()).await
 }
 
-/// One compile cache for every host a test binary starts: a component (an 18 MB Python or a
-/// 13 MB JavaScript one takes seconds of Cranelift) is compiled once per run, not once per host,
-/// so tests running side by side do not starve each other of CPU.
-fn shared_compile_cache() -> PathBuf {
+/// The one compile cache of the test command: every host a test starts (in this process or as
+/// a `kubewasm` process), the CLI tests, `scripts/scenarios.sh` and the SDK component runs use
+/// `<target>/test-cache/kubewasm`, so a component (an 18 MB Python or a 13 MB JavaScript one
+/// takes seconds of Cranelift) is compiled once per test command, not once per host or process,
+/// and a second run compiles nothing. Entries are keyed by the component's bytes and the
+/// engine's settings, so sharing never loads the wrong code. Tests whose subject is a compile
+/// (an empty cache, a compile bomb, a slow compile) keep a cache of their own.
+pub fn shared_compile_cache() -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("tempdir").keep())
+    DIR.get_or_init(|| test_cache_home().join("kubewasm"))
         .clone()
+}
+
+/// `<target>/test-cache`: what the test command's `kubewasm` processes get as `XDG_CACHE_HOME`,
+/// so their default compile cache is [`shared_compile_cache`]. `<target>` is found from this
+/// test binary (`<target>/release/deps/NAME`), so `CARGO_TARGET_DIR` is honoured.
+pub fn test_cache_home() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.ancestors()
+        .nth(3)
+        .expect("a test binary lives in <target>/<profile>/deps")
+        .join("test-cache")
 }
 
 /// Like [`start_host`], with informer settings other than the defaults.

@@ -431,12 +431,11 @@ async fn rbac_alone_refuses_a_plugin_write_outside_its_grants_as_the_plugins_acc
     assert_ne!(confined, shipped, "the write grant is confined");
     std::fs::write(&manifest, confined).unwrap();
     let identity = under_printed_rbac(&target, &ns, plugins.path()).await;
-    let work = tempfile::tempdir().unwrap();
     let host = HostProcess::start(HostCommand {
         binary: Path::new(KUBEWASM),
         plugins: plugins.path(),
         kubeconfig: &identity.kubeconfig,
-        cache_dir: work.path().join("cache"),
+        cache_dir: shared_compile_cache(),
         name: "e2e-unchecked",
         args: vec![
             "--plugin-identity=own".into(),

@@ -83,7 +83,7 @@ async fn host_from(
     let recorder = Recorder::default();
     let host = HostBuilder::new(client(server))
         .runtime(RuntimeConfig {
-            cache_dir: Some(shared_cache()),
+            cache_dir: Some(shared_compile_cache()),
             ..RuntimeConfig::default()
         })
         .observer(recorder.observer())
@@ -92,12 +92,6 @@ async fn host_from(
         .await
         .unwrap();
     (host, recorder)
-}
-
-fn shared_cache() -> PathBuf {
-    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().unwrap().keep())
-        .clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,12 +5,18 @@ use std::process::Command;
 
 fn kubewasm() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
-    // Keep the compile cache out of the user's home.
-    c.env(
-        "XDG_CACHE_HOME",
-        std::env::temp_dir().join("kubewasm-cli-test-cache"),
-    );
+    // The test command's one compile cache (`<target>/test-cache/kubewasm`, shared with the
+    // end-to-end tests and scripts/scenarios.sh), never the user's home.
+    c.env("XDG_CACHE_HOME", target_dir().join("test-cache"));
     c
+}
+
+/// The target folder these tests were built in (`CARGO_TARGET_TMPDIR` is `<target>/tmp`).
+fn target_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("CARGO_TARGET_TMPDIR is <target>/tmp")
+        .to_path_buf()
 }
 
 /// The examples' components and manifests (`bash guest-examples/build.sh`).
@@ -1017,6 +1023,11 @@ fn new_templates_build_check_and_pass_their_scenario() {
     let langs = std::env::var("KUBEWASM_NEW_LANGS")
         .unwrap_or_else(|_| "rust,python,javascript,c,go".to_string());
     let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    // The Rust guests' own target folder (guest_target_dir in guest-examples/lib.sh), where the
+    // examples' build left the wasm32 dependencies the template shares (same lock, same
+    // profile): only the template and its copy of the SDK compile here. Not the host's target
+    // folder, whose lock this `cargo test` holds.
+    let guests = target_dir().join("guests");
     let mut timings = Vec::new();
     // Every language on the default resource, and C (the quickest build) on a resource of a
     // named group and on a cluster-scoped one (the server's own namespaces are in the replay),
@@ -1052,7 +1063,7 @@ fn new_templates_build_check_and_pass_their_scenario() {
         }
         let out = build
             .arg(folder.join("build.sh"))
-            .env("CARGO_TARGET_DIR", tmp.join("new-guests"))
+            .env("CARGO_TARGET_DIR", &guests)
             .env(
                 "KUBEWASM_TOOL_TARGET_DIR",
                 std::env::var_os("KUBEWASM_TOOL_TARGET_DIR")

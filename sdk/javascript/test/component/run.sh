@@ -9,4 +9,4 @@ out="$repo/target/sdk-smoke/javascript-sdk-smoke.wasm"
 mkdir -p "$(dirname "$out")"
 "$repo/guest-examples/javascript/node_modules/.bin/componentize-js" "$here/smoke.js" --wit "$repo/wit/0.2.0" \
   --world-name handler --out "$out" >/dev/null
-"${KUBEWASM:-$repo/target/release/kubewasm}" test "$out" "$here/smoke.yaml"
+"${KUBEWASM:-$repo/target/release/kubewasm}" test --cache-dir "$repo/target/test-cache/kubewasm" "$out" "$here/smoke.yaml"

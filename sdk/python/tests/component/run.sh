@@ -9,4 +9,4 @@ out="$repo/target/sdk-smoke/python-sdk-smoke.wasm"
 mkdir -p "$(dirname "$out")"
 rm -rf "$here/src/__pycache__" "$repo/sdk/python/kubewasm_sdk/__pycache__"
 "$cpy" -q -d "$repo/wit/0.2.0" -w handler componentize -p "$here/src" -p "$repo/sdk/python" -o "$out" smoke
-"${KUBEWASM:-$repo/target/release/kubewasm}" test "$out" "$here/smoke.yaml"
+"${KUBEWASM:-$repo/target/release/kubewasm}" test --cache-dir "$repo/target/test-cache/kubewasm" "$out" "$here/smoke.yaml"
