@@ -27,37 +27,26 @@ pub struct WriteOpts {
     pub default_manager: String,
 }
 
-/// DeleteOptions that matter here.
-#[derive(Debug, Clone, Default)]
-pub struct DeleteOpts {
-    /// `preconditions.uid`.
-    pub uid: Option<String>,
-    /// `preconditions.resourceVersion`.
-    pub resource_version: Option<String>,
-    /// `dryRun: ["All"]`.
-    pub dry_run: bool,
-}
-
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-fn meta(v: &Value) -> &Value {
+pub(crate) fn meta(v: &Value) -> &Value {
     v.get("metadata").unwrap_or(&Value::Null)
 }
 
-fn meta_str<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+pub(crate) fn meta_str<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     meta(v).get(key).and_then(Value::as_str)
 }
 
-fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
+pub(crate) fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
     if !v.get("metadata").is_some_and(Value::is_object) {
         v["metadata"] = json!({});
     }
     v["metadata"].as_object_mut().expect("metadata object")
 }
 
-fn finalizers(v: &Value) -> Vec<Value> {
+pub(crate) fn finalizers(v: &Value) -> Vec<Value> {
     meta(v)
         .get("finalizers")
         .and_then(Value::as_array)
@@ -118,7 +107,7 @@ fn random_suffix() -> String {
 }
 
 /// Run a write through the store (or, for dry runs, only compute it).
-fn write<F>(
+pub(crate) fn write<F>(
     app: &App,
     rt: &ResourceType,
     ns: &str,
@@ -488,7 +477,7 @@ fn pod_qos_class(pod: &Value) -> &'static str {
 }
 
 /// Register/unregister the kinds of a CRD after it was written.
-fn crd_changed(app: &App, out: &Outcome) {
+pub(crate) fn crd_changed(app: &App, out: &Outcome) {
     let Some(obj) = &out.obj else { return };
     let group = obj
         .value
@@ -773,125 +762,6 @@ pub(crate) fn patch_err(e: PatchError) -> ApiError {
             );
             e.details = Some(json!({"causes": [{"message": m}]}));
             e
-        }
-    }
-}
-
-/// What DELETE did.
-pub enum Deleted {
-    /// Removed now; the last state (stamped with the deletion RV).
-    Gone(Arc<Obj>),
-    /// Finalizers pending: marked with deletionTimestamp.
-    Terminating(Arc<Obj>),
-}
-
-/// DELETE one object.
-pub fn delete(
-    app: &App,
-    rt: &ResourceType,
-    ns: &str,
-    name: &str,
-    opts: &DeleteOpts,
-) -> ApiResult<Deleted> {
-    if rt.group.is_empty()
-        && rt.plural == "namespaces"
-        && matches!(name, "default" | "kube-system" | "kube-public")
-    {
-        let mut e = ApiError::new(
-            403,
-            "Forbidden",
-            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
-        );
-        e.details = Some(json!({"name": name, "kind": "namespaces"}));
-        return Err(e);
-    }
-    let mut terminating = false;
-    let out = write(app, rt, ns, name, opts.dry_run, |cur| {
-        let cur = cur.ok_or_else(|| ApiError::not_found(rt, name))?;
-        if let Some(uid) = &opts.uid {
-            let actual = meta_str(&cur.value, "uid").unwrap_or("");
-            if uid != actual {
-                return Err(ApiError::conflict_msg(
-                    rt,
-                    name,
-                    &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
-                    ),
-                ));
-            }
-        }
-        if let Some(rv) = &opts.resource_version
-            && *rv != cur.rv.to_string()
-        {
-            return Err(ApiError::conflict_msg(
-                rt,
-                name,
-                &format!(
-                    "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
-                    cur.rv
-                ),
-            ));
-        }
-        if finalizers(&cur.value).is_empty() {
-            return Ok(Change::Delete);
-        }
-        terminating = true;
-        if meta(&cur.value).get("deletionTimestamp").is_some() {
-            return Ok(Change::Keep);
-        }
-        let mut new = cur.value.clone();
-        let m = meta_mut(&mut new);
-        m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-        m.insert("deletionGracePeriodSeconds".into(), json!(0));
-        if let Some(g) = m.get("generation").and_then(Value::as_i64) {
-            m.insert("generation".into(), json!(g + 1));
-        }
-        Ok(Change::Put(new))
-    })?;
-    let obj = out.obj.ok_or_else(|| ApiError::not_found(rt, name))?;
-    if terminating {
-        return Ok(Deleted::Terminating(obj));
-    }
-    if !opts.dry_run {
-        cascade(app, rt, &obj);
-    }
-    Ok(Deleted::Gone(obj))
-}
-
-/// Deleting a namespace deletes its contents; deleting a CRD deletes its custom resources.
-fn cascade(app: &App, rt: &ResourceType, obj: &Obj) {
-    let name = meta_str(&obj.value, "name").unwrap_or("").to_string();
-    let targets: Vec<(Arc<ResourceType>, Option<String>)> =
-        if rt.group.is_empty() && rt.plural == "namespaces" {
-            let reg = app.registry.read();
-            let mut seen = Vec::new();
-            let mut out = Vec::new();
-            for t in reg.all().iter().filter(|t| t.namespaced) {
-                if !seen.contains(&t.storage_key()) {
-                    seen.push(t.storage_key());
-                    out.push((t.clone(), Some(name.clone())));
-                }
-            }
-            out
-        } else if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
-            // The kinds were unregistered already; rebuild a type just to address the storage.
-            types_from_crd(&obj.value)
-                .unwrap_or_default()
-                .into_iter()
-                .take(1)
-                .map(|t| (Arc::new(t), None))
-                .collect()
-        } else {
-            return;
-        };
-    for (t, ns) in targets {
-        let (_, items) = app.store.list(&t.storage_key(), ns.as_deref());
-        for item in items {
-            let ins = meta_str(&item.value, "namespace").unwrap_or("").to_string();
-            let iname = meta_str(&item.value, "name").unwrap_or("").to_string();
-            let _ = app
-                .store
-                .mutate(&t.storage_key(), &ins, &iname, |_| Ok(Change::Delete));
         }
     }
 }

@@ -1,0 +1,398 @@
+//! The controllers the server runs for its clients, as a cluster's kube-controller-manager does:
+//! the garbage collector (background, foreground and orphan propagation, dangling owner
+//! references, owner scopes), asserted on the exact watch event sequences a cluster gives. No sleeps: `wait_controllers_idle`, then a bookmark asked for,
+//! marks the end of what a watch has to say.
+
+use std::time::Duration;
+
+use apiserver::{ApiServer, Config};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+const GUARD: Duration = Duration::from_secs(20);
+
+/// A server whose watches send bookmarks only when asked (`bookmark_now`), so a bookmark
+/// marks the end of a sequence.
+pub(crate) async fn server() -> (ApiServer, Client) {
+    let server = ApiServer::start(Config {
+        bookmark_interval: Duration::from_secs(3600),
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let client = Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    (server, client)
+}
+
+pub(crate) type Events =
+    std::pin::Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<Value>>> + Send>>;
+
+/// A watch of `api` from now, as `(type, name)` plus the object.
+pub(crate) async fn watch<K>(api: &Api<K>) -> Events
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let rv = api
+        .list_metadata(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let stream = api.watch(&WatchParams::default(), &rv).await.unwrap();
+    Box::pin(stream.map(|e| {
+        e.map(|e| match e {
+            WatchEvent::Added(o) => WatchEvent::Added(serde_json::to_value(o).unwrap()),
+            WatchEvent::Modified(o) => WatchEvent::Modified(serde_json::to_value(o).unwrap()),
+            WatchEvent::Deleted(o) => WatchEvent::Deleted(serde_json::to_value(o).unwrap()),
+            WatchEvent::Bookmark(b) => WatchEvent::Bookmark(b),
+            WatchEvent::Error(e) => WatchEvent::Error(e),
+        })
+    }))
+}
+
+/// Everything `watch` has seen once the controllers are idle: `"TYPE name"` and the objects.
+pub(crate) async fn drain(server: &ApiServer, watch: &mut Events) -> (Vec<String>, Vec<Value>) {
+    server.wait_controllers_idle().await;
+    server.faults().bookmark_now();
+    let (mut seen, mut objects) = (Vec::new(), Vec::new());
+    loop {
+        let ev = tokio::time::timeout(GUARD, watch.next())
+            .await
+            .expect("watch event timed out")
+            .expect("watch ended")
+            .expect("watch error");
+        let (ty, o) = match ev {
+            WatchEvent::Bookmark(_) => return (seen, objects),
+            WatchEvent::Added(o) => ("ADDED", o),
+            WatchEvent::Modified(o) => ("MODIFIED", o),
+            WatchEvent::Deleted(o) => ("DELETED", o),
+            WatchEvent::Error(e) => panic!("watch error {e:?}"),
+        };
+        seen.push(format!("{ty} {}", o["metadata"]["name"].as_str().unwrap()));
+        objects.push(o);
+    }
+}
+
+fn owner_ref(kind: &str, name: &str, uid: &str, block: bool) -> Value {
+    let api_version = if kind == "ClusterRole" {
+        "rbac.authorization.k8s.io/v1"
+    } else {
+        "v1"
+    };
+    json!({"apiVersion": api_version, "kind": kind, "name": name, "uid": uid,
+        "blockOwnerDeletion": block})
+}
+
+async fn cm(
+    api: &Api<ConfigMap>,
+    name: &str,
+    owners: Vec<Value>,
+    finalizers: &[&str],
+) -> ConfigMap {
+    let o: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name,
+        "ownerReferences": owners, "finalizers": finalizers}}))
+    .unwrap();
+    api.create(&PostParams::default(), &o).await.unwrap()
+}
+
+fn uid(o: &impl ResourceExt) -> String {
+    o.uid().unwrap()
+}
+
+/// A raw request through the client; the answer as JSON (errors as `kube::Error::Api`).
+pub(crate) async fn raw(c: &Client, method: &str, path: &str, body: Value) -> kube::Result<Value> {
+    let body = if body.is_null() {
+        Vec::new()
+    } else {
+        serde_json::to_vec(&body).unwrap()
+    };
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap();
+    c.request::<Value>(req).await
+}
+
+async fn release(api: &Api<ConfigMap>, name: &str) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_deletion_collects_dependents_and_dangling_references() {
+    let (server, c) = server().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    let owner = cm(&cms, "owner", vec![], &[]).await;
+    let keeper = cm(&cms, "keeper", vec![], &[]).await;
+    let o = owner_ref("ConfigMap", "owner", &uid(&owner), false);
+    let k = owner_ref("ConfigMap", "keeper", &uid(&keeper), false);
+    let only = cm(&cms, "only-owned", vec![o.clone()], &[]).await;
+    cm(
+        &cms,
+        "grandchild",
+        vec![owner_ref("ConfigMap", "only-owned", &uid(&only), false)],
+        &[],
+    )
+    .await;
+    cm(&cms, "co-owned", vec![o.clone(), k.clone()], &[]).await;
+    // A uid the server never issued is left alone (fixtures own objects by imaginary owners).
+    let imaginary = owner_ref(
+        "ConfigMap",
+        "owner",
+        "5b1c9f3e-2d7a-4c1b-9e8f-0a1b2c3d4e5f",
+        false,
+    );
+    cm(&cms, "imaginary", vec![imaginary], &[]).await;
+    // A cluster-scoped owner of a namespaced object; a namespaced kind owning a cluster-scoped one.
+    let roles: Api<ClusterRole> = Api::all(c.clone());
+    let role: ClusterRole =
+        serde_json::from_value(json!({"metadata": {"name": "role-owner"}})).unwrap();
+    let role = roles.create(&PostParams::default(), &role).await.unwrap();
+    cm(
+        &cms,
+        "role-owned",
+        vec![owner_ref("ClusterRole", "role-owner", &uid(&role), false)],
+        &[],
+    )
+    .await;
+    let invalid: ClusterRole = serde_json::from_value(
+        json!({"metadata": {"name": "owned-by-a-configmap", "ownerReferences": [o.clone()]}}),
+    )
+    .unwrap();
+    roles
+        .create(&PostParams::default(), &invalid)
+        .await
+        .unwrap();
+    server.wait_controllers_idle().await;
+
+    let mut w = watch(&cms).await;
+    // The request deletes the owner at once (Background is the default); the collector follows.
+    cms.delete("owner", &DeleteParams::default()).await.unwrap();
+    let (seen, objects) = drain(&server, &mut w).await;
+    // The collector takes the owner's dependents in key order.
+    assert_eq!(
+        seen,
+        [
+            "DELETED owner",
+            "MODIFIED co-owned",
+            "DELETED only-owned",
+            "DELETED grandchild"
+        ]
+    );
+    assert_eq!(objects[1]["metadata"]["ownerReferences"], json!([k]));
+    assert!(cms.get_opt("imaginary").await.unwrap().is_some());
+    // A cluster-scoped object cannot be owned by a namespaced kind: never collected.
+    assert!(
+        roles
+            .get_opt("owned-by-a-configmap")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // An object created naming a deleted owner is collected at once; one naming a deleted
+    // and a live owner only loses the dead reference.
+    cm(&cms, "late", vec![o.clone()], &[]).await;
+    let (seen, _) = drain(&server, &mut w).await;
+    assert_eq!(seen, ["ADDED late", "DELETED late"]);
+    cm(&cms, "late-co-owned", vec![o.clone(), k.clone()], &[]).await;
+    let (seen, objects) = drain(&server, &mut w).await;
+    assert_eq!(seen, ["ADDED late-co-owned", "MODIFIED late-co-owned"]);
+    assert_eq!(objects[1]["metadata"]["ownerReferences"], json!([k]));
+    // The creator no longer owns the reference that went.
+    let managed = objects[1]["metadata"]["managedFields"].to_string();
+    assert!(!managed.contains(&uid(&owner)), "{managed}");
+
+    // A namespaced owner resolves in its dependent's namespace only.
+    let nss: Api<Namespace> = Api::all(c.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "elsewhere"}})).unwrap();
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    let elsewhere: Api<ConfigMap> = Api::namespaced(c.clone(), "elsewhere");
+    cm(&elsewhere, "cross", vec![k.clone()], &[]).await;
+    server.wait_controllers_idle().await;
+    assert!(elsewhere.get_opt("cross").await.unwrap().is_none());
+
+    // The cluster-scoped owner goes: its namespaced dependent follows.
+    roles
+        .delete("role-owner", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (seen, _) = drain(&server, &mut w).await;
+    assert_eq!(seen, ["DELETED role-owned"]);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_deletion_waits_for_blocking_dependents() {
+    let (server, c) = server().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    let owner = cm(&cms, "owner", vec![], &[]).await;
+    let o = |block| owner_ref("ConfigMap", "owner", &uid(&owner), block);
+    let first = cm(&cms, "dep-1", vec![o(true)], &[]).await;
+    cm(
+        &cms,
+        "dep-1-child",
+        vec![owner_ref("ConfigMap", "dep-1", &uid(&first), true)],
+        &[],
+    )
+    .await;
+    cm(&cms, "dep-2", vec![o(true)], &["example.com/hold"]).await;
+    cm(&cms, "dep-3", vec![o(false)], &[]).await;
+    server.wait_controllers_idle().await;
+    let mut w = watch(&cms).await;
+
+    // The query form of the policy: the owner is marked and returned.
+    let marked = raw(
+        &c,
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/owner?propagationPolicy=Foreground",
+        Value::Null,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        marked["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+    assert!(marked["metadata"]["deletionTimestamp"].is_string());
+    let (seen, objects) = drain(&server, &mut w).await;
+    // dep-1 has a dependent of its own: deleted in the foreground too, its child first.
+    assert_eq!(
+        seen,
+        [
+            "MODIFIED owner",
+            "MODIFIED dep-1",
+            "MODIFIED dep-2",
+            "DELETED dep-3",
+            "DELETED dep-1-child",
+            "DELETED dep-1",
+        ]
+    );
+    assert_eq!(
+        objects[1]["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+    assert_eq!(
+        objects[2]["metadata"]["finalizers"],
+        json!(["example.com/hold"])
+    );
+    // dep-2 blocks its owner while its own finalizer holds it.
+    let waiting = cms.get("owner").await.unwrap();
+    assert_eq!(waiting.finalizers(), ["foregroundDeletion"]);
+
+    release(&cms, "dep-2").await;
+    let (seen, objects) = drain(&server, &mut w).await;
+    assert_eq!(seen, ["DELETED dep-2", "DELETED owner"]);
+    assert_eq!(
+        objects[1]["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+    assert!(cms.get_opt("owner").await.unwrap().is_none());
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphan_deletion_keeps_dependents_and_bad_options_are_refused() {
+    let (server, c) = server().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    let owner = cm(&cms, "owner", vec![], &[]).await;
+    let keeper = cm(&cms, "keeper", vec![], &[]).await;
+    let o = owner_ref("ConfigMap", "owner", &uid(&owner), true);
+    let k = owner_ref("ConfigMap", "keeper", &uid(&keeper), false);
+    cm(&cms, "alone", vec![o.clone()], &[]).await;
+    cm(&cms, "shared", vec![o.clone(), k.clone()], &[]).await;
+    server.wait_controllers_idle().await;
+    let mut w = watch(&cms).await;
+
+    for (body, why) in [
+        (
+            json!({"propagationPolicy": "Sideways"}),
+            "Unsupported value: \"Sideways\"",
+        ),
+        (
+            json!({"propagationPolicy": "Orphan", "orphanDependents": true}),
+            "orphanDependents and deletionPropagation cannot be both set",
+        ),
+    ] {
+        match raw(
+            &c,
+            "DELETE",
+            "/api/v1/namespaces/default/configmaps/owner",
+            body,
+        )
+        .await
+        {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 422);
+                assert!(s.message.contains(why), "{}", s.message);
+            }
+            other => panic!("expected 422, got {other:?}"),
+        }
+    }
+    let marked = cms.delete("owner", &DeleteParams::orphan()).await.unwrap();
+    assert_eq!(marked.left().unwrap().finalizers(), ["orphan"]);
+    let (seen, objects) = drain(&server, &mut w).await;
+    assert_eq!(
+        seen,
+        [
+            "MODIFIED owner",
+            "MODIFIED alone",
+            "MODIFIED shared",
+            "DELETED owner"
+        ]
+    );
+    assert!(
+        objects[1]["metadata"].get("ownerReferences").is_none(),
+        "{}",
+        objects[1]
+    );
+    assert_eq!(objects[2]["metadata"]["ownerReferences"], json!([k]));
+    assert!(cms.get_opt("alone").await.unwrap().is_some());
+
+    // The deprecated form, in a body: orphanDependents=false is Background.
+    let again = cm(&cms, "owner-2", vec![], &[]).await;
+    cm(
+        &cms,
+        "child-2",
+        vec![owner_ref("ConfigMap", "owner-2", &uid(&again), false)],
+        &[],
+    )
+    .await;
+    raw(
+        &c,
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/owner-2",
+        json!({"orphanDependents": false}),
+    )
+    .await
+    .unwrap();
+    let (seen, _) = drain(&server, &mut w).await;
+    assert_eq!(
+        seen,
+        [
+            "ADDED owner-2",
+            "ADDED child-2",
+            "DELETED owner-2",
+            "DELETED child-2"
+        ]
+    );
+    server.shutdown().await;
+}
