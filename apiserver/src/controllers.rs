@@ -1,5 +1,6 @@
 //! The controllers of kube-controller-manager a controller under development expects a cluster
-//! to run, on one background task: the garbage collector (`gc.rs`).
+//! to run, on one background task: the garbage collector (`gc.rs`) and the namespace lifecycle
+//! (`namespaces.rs`).
 //!
 //! Timing, which tests rely on: the store tells [`Controllers`] of every write while it still
 //! holds its lock (`store::Observer`), so the work a write causes is queued before the writer's
@@ -16,6 +17,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::App;
 use crate::gc::{self, Graph};
+use crate::namespaces::{self, Tracker};
 use crate::status::ApiError;
 use crate::store::{Obj, ObjKey, Observer};
 
@@ -24,6 +26,8 @@ use crate::store::{Obj, ObjKey, Observer};
 pub enum Work {
     /// The garbage collector's.
     Gc(gc::Work),
+    /// The namespace controller's.
+    Namespace(namespaces::Work),
 }
 
 /// Why a piece of work did not finish.
@@ -53,6 +57,7 @@ impl Failed {
 
 struct State {
     graph: Graph,
+    namespaces: Tracker,
     queue: VecDeque<Work>,
     /// What `queue` holds, so a piece of work is queued once until it runs.
     queued: HashSet<Work>,
@@ -66,11 +71,13 @@ pub struct Controllers {
     idle: watch::Sender<bool>,
 }
 
-impl Default for Controllers {
-    fn default() -> Controllers {
+impl Controllers {
+    /// Controllers with nothing to do yet; `namespace_defaults` is `Config::namespace_defaults`.
+    pub fn new(namespace_defaults: bool) -> Controllers {
         Controllers {
             state: Mutex::new(State {
                 graph: Graph::default(),
+                namespaces: Tracker::new(namespace_defaults),
                 queue: VecDeque::new(),
                 queued: HashSet::new(),
             }),
@@ -135,7 +142,13 @@ impl Observer for Controllers {
         let mut s = self.state.lock();
         let mut gc = Vec::new();
         s.graph.observe(res, key, prev, next, &mut gc);
-        for w in gc.into_iter().map(Work::Gc) {
+        let mut ns = Vec::new();
+        s.namespaces.observe(res, key, prev, next, &mut ns);
+        for w in gc
+            .into_iter()
+            .map(Work::Gc)
+            .chain(ns.into_iter().map(Work::Namespace))
+        {
             self.push(&mut s, w);
         }
     }
@@ -153,6 +166,7 @@ pub async fn run(app: Weak<App>, controllers: Arc<Controllers>) {
         };
         let result = match &work {
             Work::Gc(w) => gc::process(&app, w),
+            Work::Namespace(w) => namespaces::process(&app, w),
         };
         match result {
             Ok(()) => {}

@@ -121,7 +121,7 @@ impl DeleteOpts {
         Ok(opts)
     }
 
-    /// Options the garbage collector deletes with.
+    /// Options the garbage collector and namespace controller delete with.
     pub fn controller(uid: &str, propagation: Propagation) -> DeleteOpts {
         DeleteOpts {
             uid: Some(uid.to_string()),
@@ -255,7 +255,9 @@ pub fn delete(
             same: wanted.len() == current.len() && wanted.iter().all(|f| current.contains(f)),
             finalizers: wanted,
         };
-        let change = if marking.finalizers.is_empty() {
+        let change = if crate::namespaces::is_namespace(rt) {
+            crate::namespaces::on_delete(&cur.value, marking)
+        } else if marking.finalizers.is_empty() {
             Change::Delete
         } else if marking.marked && marking.same {
             Change::Keep
@@ -312,41 +314,27 @@ impl Marking {
     }
 }
 
-/// Deleting a namespace deletes its contents; deleting a CRD deletes its custom resources.
+/// Deleting a CRD deletes its custom resources (a namespace's contents are the namespace
+/// controller's, `namespaces.rs`).
 fn cascade(app: &App, rt: &ResourceType, obj: &Obj) {
-    let name = meta_str(&obj.value, "name").unwrap_or("").to_string();
-    let targets: Vec<(Arc<ResourceType>, Option<String>)> =
-        if rt.group.is_empty() && rt.plural == "namespaces" {
-            let reg = app.registry.read();
-            let mut seen = Vec::new();
-            let mut out = Vec::new();
-            for t in reg.all().iter().filter(|t| t.namespaced) {
-                if !seen.contains(&t.storage_key()) {
-                    seen.push(t.storage_key());
-                    out.push((t.clone(), Some(name.clone())));
-                }
-            }
-            out
-        } else if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
-            // The kinds were unregistered already; rebuild a type just to address the storage.
-            types_from_crd(&obj.value)
-                .unwrap_or_default()
-                .into_iter()
-                .take(1)
-                .map(|t| (Arc::new(t), None))
-                .collect()
-        } else {
-            return;
-        };
-    for (t, ns) in targets {
-        let (_, items) = app.store.list(&t.storage_key(), ns.as_deref());
-        for item in items {
-            let ins = meta_str(&item.value, "namespace").unwrap_or("").to_string();
-            let iname = meta_str(&item.value, "name").unwrap_or("").to_string();
-            let _ = app
-                .store
-                .mutate(&t.storage_key(), &ins, &iname, |_| Ok(Change::Delete));
-        }
+    if !(rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions") {
+        return;
+    }
+    // The kinds were unregistered already; rebuild a type just to address the storage.
+    let Some(t) = types_from_crd(&obj.value)
+        .unwrap_or_default()
+        .into_iter()
+        .next()
+    else {
+        return;
+    };
+    let (_, items) = app.store.list(&t.storage_key(), None);
+    for item in items {
+        let ins = meta_str(&item.value, "namespace").unwrap_or("").to_string();
+        let iname = meta_str(&item.value, "name").unwrap_or("").to_string();
+        let _ = app
+            .store
+            .mutate(&t.storage_key(), &ins, &iname, |_| Ok(Change::Delete));
     }
 }
 

@@ -17,11 +17,13 @@ mod discovery;
 mod faults;
 mod gc;
 mod managed;
+mod namespaces;
 mod openapi;
 mod ops;
 mod partition;
 mod patch;
 mod persistence;
+mod prepare;
 mod protobuf;
 mod registry;
 mod routes;
@@ -105,6 +107,10 @@ pub struct Config {
     /// server with the `ShardedListAndWatch` gate on (the default); off, the parameter is
     /// ignored and every object sent, as an older server does.
     pub shard_selector: bool,
+    /// Give every namespace the ServiceAccount `default` and the ConfigMap `kube-root-ca.crt`,
+    /// as kube-controller-manager does (off by default: tests and `kubewasm test` scenarios
+    /// would see two more objects in each namespace). See `namespaces.rs`.
+    pub namespace_defaults: bool,
 }
 
 impl Default for Config {
@@ -121,6 +127,7 @@ impl Default for Config {
             authorization: None,
             audit: None,
             shard_selector: true,
+            namespace_defaults: false,
         }
     }
 }
@@ -148,7 +155,7 @@ pub struct ApiServer {
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
-    /// The controllers' task (the garbage collector).
+    /// The controllers' task (garbage collector, namespace lifecycle).
     controllers: tokio::task::JoinHandle<()>,
 }
 
@@ -187,7 +194,7 @@ impl ApiServer {
         ));
         let listener = tokio::net::TcpListener::bind(config.bind).await?;
         let addr = listener.local_addr()?;
-        let controllers = Arc::new(controllers::Controllers::default());
+        let controllers = Arc::new(controllers::Controllers::new(config.namespace_defaults));
         let app = Arc::new(App {
             store: store.clone(),
             registry: RwLock::new(Registry::with_builtins()),

@@ -283,10 +283,8 @@ fn create_owned(
     owner: Option<&Writer>,
 ) -> ApiResult<Arc<Obj>> {
     check_body(rt, &body, ns)?;
-    if rt.namespaced && app.store.get("/namespaces", "", ns).is_none() {
-        return Err(ApiError::namespace_not_found(ns));
-    }
     let given = meta_str(&body, "name").unwrap_or("").to_string();
+    crate::namespaces::admit_create(app, rt, ns, &given)?;
     let generate = meta_str(&body, "generateName").unwrap_or("").to_string();
     if given.is_empty() && generate.is_empty() {
         return Err(ApiError::invalid(
@@ -331,7 +329,7 @@ fn create_owned(
             m.insert("generation".into(), json!(1));
         }
     }
-    prepare_create_status(rt, &mut body)?;
+    crate::prepare::create(rt, &mut body)?;
     crate::defaults::apply(rt, &mut body);
     crate::validation::object(rt, &mut body, None)?;
     if let Some(w) = owner {
@@ -360,120 +358,6 @@ fn create_owned(
         }
     }
     Err(ApiError::internal("could not generate a unique name"))
-}
-
-/// Status on creation, as kube-apiserver's `PrepareForCreate` strategies set it: a kind with a
-/// status subresource starts with no status (its controller or kubelet writes it through
-/// `/status`), plus what the server itself sets; a Node keeps the status it registers with (the
-/// kubelet creates it so); CRDs become Established immediately.
-fn prepare_create_status(rt: &ResourceType, body: &mut Value) -> ApiResult<()> {
-    match (rt.group.as_str(), rt.kind.as_str()) {
-        ("", "Node") => {}
-        ("", "Namespace") => body["status"] = json!({"phase": "Active"}),
-        // A new Service has no load balancer yet, whatever the request said.
-        ("", "Service") => body["status"] = json!({"loadBalancer": {}}),
-        ("", "Pod") => {
-            let qos = pod_qos_class(body);
-            body["status"] = json!({"phase": "Pending", "qosClass": qos});
-        }
-        // Pending until bound (the PV strategy sets it; a PVC gets it from defaulting).
-        ("", "PersistentVolume") => {
-            body["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": now_rfc3339()})
-        }
-        ("", "PersistentVolumeClaim") => body["status"] = json!({"phase": "Pending"}),
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            let types = types_from_crd(body)
-                .map_err(|e| ApiError::invalid(&rt.kind, "", "spec", &e.to_string()))?;
-            let group = body
-                .pointer("/spec/group")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let plural = body
-                .pointer("/spec/names/plural")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let expected = format!("{plural}.{group}");
-            let name = meta_str(body, "name").unwrap_or("").to_string();
-            if name != expected {
-                return Err(ApiError::invalid(
-                    &rt.kind,
-                    &name,
-                    "metadata.name",
-                    &format!(
-                        "Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
-                    ),
-                ));
-            }
-            let storage = body
-                .pointer("/spec/versions")
-                .and_then(Value::as_array)
-                .and_then(|vs| {
-                    vs.iter()
-                        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-                })
-                .and_then(|v| v.get("name"))
-                .cloned()
-                .unwrap_or(json!("v1"));
-            let mut accepted = body.pointer("/spec/names").cloned().unwrap_or(json!({}));
-            let first = types.first().ok_or_else(|| {
-                ApiError::invalid(
-                    &rt.kind,
-                    &name,
-                    "spec.versions",
-                    "Invalid value: no served versions",
-                )
-            })?;
-            accepted["singular"] = json!(first.singular);
-            accepted["listKind"] = json!(first.list_kind);
-            let t = now_rfc3339();
-            body["status"] = json!({
-                "conditions": [
-                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-                     "message": "no conflicts found", "lastTransitionTime": t},
-                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-                     "message": "the initial names have been accepted", "lastTransitionTime": t}],
-                "acceptedNames": accepted,
-                "storedVersions": [storage],
-            });
-        }
-        _ => {
-            if rt.status_subresource
-                && let Some(o) = body.as_object_mut()
-            {
-                o.remove("status");
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A Pod's QoS class as kube-apiserver computes it on create (`qos.GetPodQOS`) from its
-/// containers' CPU and memory: no requests or limits at all is BestEffort; limits on both in
-/// every container, with requests (if given) equal to them, is Guaranteed; else Burstable.
-/// Quantities are compared as written (`1` and `1000m` differ here).
-fn pod_qos_class(pod: &Value) -> &'static str {
-    let containers: Vec<&Value> = ["containers", "initContainers"]
-        .iter()
-        .filter_map(|k| pod.pointer(&format!("/spec/{k}")).and_then(Value::as_array))
-        .flatten()
-        .collect();
-    let of =
-        |c: &Value, which: &str, r: &str| c.pointer(&format!("/resources/{which}/{r}")).cloned();
-    let mut any = false;
-    let mut guaranteed = !containers.is_empty();
-    for c in &containers {
-        for r in ["cpu", "memory"] {
-            let (request, limit) = (of(c, "requests", r), of(c, "limits", r));
-            any |= request.is_some() || limit.is_some();
-            guaranteed &=
-                limit.is_some() && request.as_ref().is_none_or(|q| Some(q) == limit.as_ref());
-        }
-    }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
-    }
 }
 
 /// Register/unregister the kinds of a CRD after it was written.
@@ -553,6 +437,10 @@ fn finish_update(rt: &ResourceType, cur: &Obj, mut new: Value) -> ApiResult<Chan
             .unwrap_or(0);
         meta_mut(&mut new).insert("generation".into(), json!(g + 1));
     }
+    let namespace = crate::namespaces::is_namespace(rt);
+    if namespace {
+        crate::namespaces::keep_finalizers(old, &mut new);
+    }
     let terminating = old_meta.get("deletionTimestamp").is_some();
     if terminating {
         let before = finalizers(old);
@@ -565,7 +453,7 @@ fn finish_update(rt: &ResourceType, cur: &Obj, mut new: Value) -> ApiResult<Chan
                 "Forbidden: no new finalizers can be added if the object is being deleted",
             ));
         }
-        if after.is_empty() {
+        if after.is_empty() && !(namespace && crate::namespaces::held(&new)) {
             return Ok(Change::Delete);
         }
     }

@@ -1,13 +1,14 @@
 //! The controllers the server runs for its clients, as a cluster's kube-controller-manager does:
 //! the garbage collector (background, foreground and orphan propagation, dangling owner
-//! references, owner scopes), asserted on the exact watch event sequences a cluster gives. No sleeps: `wait_controllers_idle`, then a bookmark asked for,
-//! marks the end of what a watch has to say.
+//! references, owner scopes) and the namespace lifecycle, asserted on the exact watch event
+//! sequences a cluster gives. No sleeps: `wait_controllers_idle`, then a bookmark asked for,
+//! marks the end of what the watches have to say.
 
 use std::time::Duration;
 
 use apiserver::{ApiServer, Config};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, ResourceExt};
@@ -17,9 +18,10 @@ const GUARD: Duration = Duration::from_secs(20);
 
 /// A server whose watches send bookmarks only when asked (`bookmark_now`), so a bookmark
 /// marks the end of a sequence.
-pub(crate) async fn server() -> (ApiServer, Client) {
+pub(crate) async fn server(namespace_defaults: bool) -> (ApiServer, Client) {
     let server = ApiServer::start(Config {
         bookmark_interval: Duration::from_secs(3600),
+        namespace_defaults,
         ..Config::default()
     })
     .await
@@ -61,10 +63,15 @@ where
     }))
 }
 
-/// Everything `watch` has seen once the controllers are idle: `"TYPE name"` and the objects.
-pub(crate) async fn drain(server: &ApiServer, watch: &mut Events) -> (Vec<String>, Vec<Value>) {
+/// Waits for the controllers to be idle, then asks every watch for a bookmark: what a watch
+/// sends before it is all it has to say ([`read`] it once per `settle`).
+pub(crate) async fn settle(server: &ApiServer) {
     server.wait_controllers_idle().await;
     server.faults().bookmark_now();
+}
+
+/// What `watch` sent up to the bookmark [`settle`] asked for: `"TYPE name"` and the objects.
+pub(crate) async fn read(watch: &mut Events) -> (Vec<String>, Vec<Value>) {
     let (mut seen, mut objects) = (Vec::new(), Vec::new());
     loop {
         let ev = tokio::time::timeout(GUARD, watch.next())
@@ -82,6 +89,12 @@ pub(crate) async fn drain(server: &ApiServer, watch: &mut Events) -> (Vec<String
         seen.push(format!("{ty} {}", o["metadata"]["name"].as_str().unwrap()));
         objects.push(o);
     }
+}
+
+/// [`settle`] and [`read`] the one watch open.
+pub(crate) async fn drain(server: &ApiServer, watch: &mut Events) -> (Vec<String>, Vec<Value>) {
+    settle(server).await;
+    read(watch).await
 }
 
 fn owner_ref(kind: &str, name: &str, uid: &str, block: bool) -> Value {
@@ -138,7 +151,7 @@ async fn release(api: &Api<ConfigMap>, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn background_deletion_collects_dependents_and_dangling_references() {
-    let (server, c) = server().await;
+    let (server, c) = server(false).await;
     let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
     let owner = cm(&cms, "owner", vec![], &[]).await;
     let keeper = cm(&cms, "keeper", vec![], &[]).await;
@@ -242,7 +255,7 @@ async fn background_deletion_collects_dependents_and_dangling_references() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreground_deletion_waits_for_blocking_dependents() {
-    let (server, c) = server().await;
+    let (server, c) = server(false).await;
     let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
     let owner = cm(&cms, "owner", vec![], &[]).await;
     let o = |block| owner_ref("ConfigMap", "owner", &uid(&owner), block);
@@ -311,7 +324,7 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphan_deletion_keeps_dependents_and_bad_options_are_refused() {
-    let (server, c) = server().await;
+    let (server, c) = server(false).await;
     let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
     let owner = cm(&cms, "owner", vec![], &[]).await;
     let keeper = cm(&cms, "keeper", vec![], &[]).await;
@@ -395,4 +408,152 @@ async fn orphan_deletion_keeps_dependents_and_bad_options_are_refused() {
         ]
     );
     server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_namespace_terminates_until_its_contents_are_gone() {
+    let (server, c) = server(false).await;
+    let nss: Api<Namespace> = Api::all(c.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap();
+    let created = nss.create(&PostParams::default(), &ns).await.unwrap();
+    assert_eq!(
+        created.spec.unwrap().finalizers,
+        Some(vec!["kubernetes".to_string()])
+    );
+    let team: Api<ConfigMap> = Api::namespaced(c.clone(), "team");
+    cm(&team, "plain", vec![], &[]).await;
+    cm(&team, "held", vec![], &["example.com/hold"]).await;
+    let mut ns_watch = watch(&nss).await;
+    let mut cm_watch = watch(&team).await;
+
+    let answer = nss
+        .delete("team", &DeleteParams::background())
+        .await
+        .unwrap();
+    let terminating = answer.left().unwrap();
+    assert_eq!(
+        terminating.status.unwrap().phase.as_deref(),
+        Some("Terminating")
+    );
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        terminating.spec.unwrap().finalizers,
+        Some(vec!["kubernetes".to_string()])
+    );
+    // Nothing new may be created in it.
+    match team
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "new"}})).unwrap(),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"));
+            assert_eq!(
+                s.message,
+                "configmaps \"new\" is forbidden: unable to create new content in namespace team because it is being terminated"
+            );
+        }
+        other => panic!("expected 403, got {other:?}"),
+    }
+
+    settle(&server).await;
+    let (seen, _) = read(&mut cm_watch).await;
+    // The controller goes through the namespace's objects in key order.
+    assert_eq!(seen, ["MODIFIED held", "DELETED plain"]);
+    let (seen, objects) = read(&mut ns_watch).await;
+    assert_eq!(seen, ["MODIFIED team", "MODIFIED team"]);
+    let conditions = &objects[1]["status"]["conditions"];
+    let condition = |ty: &str| {
+        conditions
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == ty)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        condition("NamespaceContentRemaining")["message"],
+        "Some resources are remaining: configmaps. has 1 resource instances"
+    );
+    assert_eq!(
+        condition("NamespaceFinalizersRemaining")["message"],
+        "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances"
+    );
+    assert_eq!(
+        condition("NamespaceDeletionContentFailure")["status"],
+        "False"
+    );
+
+    release(&team, "held").await;
+    settle(&server).await;
+    let (seen, _) = read(&mut cm_watch).await;
+    assert_eq!(seen, ["DELETED held"]);
+    let (seen, objects) = read(&mut ns_watch).await;
+    assert_eq!(seen, ["MODIFIED team", "DELETED team"]);
+    assert_eq!(
+        objects[0]["status"]["conditions"][3]["reason"],
+        "ContentRemoved"
+    );
+    assert!(nss.get_opt("team").await.unwrap().is_none());
+    // The name is free again.
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_get_their_default_objects_when_asked() {
+    let (server, c) = server(true).await;
+    server.wait_controllers_idle().await;
+    let names = |v: Vec<ConfigMap>| v.into_iter().map(|o| o.name_any()).collect::<Vec<_>>();
+    for ns in ["default", "kube-system"] {
+        let cms: Api<ConfigMap> = Api::namespaced(c.clone(), ns);
+        assert_eq!(
+            names(cms.list(&Default::default()).await.unwrap().items),
+            ["kube-root-ca.crt"]
+        );
+        let sas: Api<ServiceAccount> = Api::namespaced(c.clone(), ns);
+        assert!(sas.get_opt("default").await.unwrap().is_some());
+    }
+    let nss: Api<Namespace> = Api::all(c.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "fresh"}})).unwrap();
+    let fresh: Api<ConfigMap> = Api::namespaced(c.clone(), "fresh");
+    let mut w = watch(&fresh).await;
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    let (seen, objects) = drain(&server, &mut w).await;
+    assert_eq!(seen, ["ADDED kube-root-ca.crt"]);
+    assert!(
+        objects[0]["data"]["ca.crt"]
+            .as_str()
+            .unwrap()
+            .starts_with("-----BEGIN CERTIFICATE-----")
+    );
+    // Deleted, it comes back.
+    fresh
+        .delete("kube-root-ca.crt", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (seen, _) = drain(&server, &mut w).await;
+    assert_eq!(seen, ["DELETED kube-root-ca.crt", "ADDED kube-root-ca.crt"]);
+    server.shutdown().await;
+
+    // Off (the default), namespaces hold only what clients put there.
+    let (server, c) = server_default().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(c);
+    assert!(
+        cms.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    server.shutdown().await;
+}
+
+async fn server_default() -> (ApiServer, Client) {
+    let (server, c) = server(false).await;
+    server.wait_controllers_idle().await;
+    (server, c)
 }

@@ -1,6 +1,6 @@
 //! The embedded server driven from outside, as clients use it: kube-rs and kube-runtime, the real
 //! `kubectl`, ServiceAccount tokens, the kinds it serves and those deploying kubewasm needs, the
-//! controllers it runs (the garbage collector). One
+//! controllers it runs (garbage collector, namespace lifecycle). One
 //! test binary (one link of kube-rs and the server) holding each suite as a module.
 
 mod controllers;
