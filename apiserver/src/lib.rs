@@ -14,6 +14,7 @@ mod controllers;
 mod defaults;
 mod deletion;
 mod discovery;
+mod events;
 mod faults;
 mod gc;
 mod managed;

@@ -119,6 +119,14 @@ where
     F: FnOnce(Option<&Arc<Obj>>) -> ApiResult<Change>,
 {
     let res = rt.storage_key();
+    // What the closure sees and decides is in `rt`'s form; the store keeps the stored form.
+    let f = |cur: Option<&Arc<Obj>>| -> ApiResult<Change> {
+        let shown = cur.map(|c| crate::events::view(rt, c));
+        Ok(match f(shown.as_ref())? {
+            Change::Put(v) => Change::Put(crate::events::stored(rt, v)),
+            other => other,
+        })
+    };
     if dry_run {
         let cur = app.store.get(&res, ns, name);
         return Ok(match f(cur.as_ref())? {
@@ -133,18 +141,19 @@ where
                     }
                 }
                 Outcome {
-                    obj: Some(Obj::new(v, rv)),
+                    obj: Some(crate::events::view(rt, &Obj::new(v, rv))),
                     event: None,
                 }
             }
             Change::Delete | Change::Keep => Outcome {
-                obj: cur,
+                obj: cur.map(|c| crate::events::view(rt, &c)),
                 event: None,
             },
         });
     }
     app.counters.write();
-    let out = app.store.mutate(&res, ns, name, f)?;
+    let mut out = app.store.mutate(&res, ns, name, f)?;
+    out.obj = out.obj.map(|o| crate::events::view(rt, &o));
     if rt.group == "apiextensions.k8s.io"
         && rt.plural == "customresourcedefinitions"
         && out.event.is_some()

@@ -77,8 +77,12 @@ impl ResourceType {
         }
     }
 
-    /// Storage identity: objects of all versions of one group/plural share a single collection.
+    /// Storage identity: objects of all versions of one group/plural share a single collection,
+    /// and both Event APIs share core v1's (`events.rs`).
     pub fn storage_key(&self) -> String {
+        if crate::events::is_events_v1(self) {
+            return crate::events::STORAGE_KEY.to_string();
+        }
         format!("{}/{}", self.group, self.plural)
     }
 

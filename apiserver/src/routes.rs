@@ -396,6 +396,7 @@ fn get(app: &App, target: &Target, call: &Call, name: &str) -> ApiResult<Respons
     let obj = app
         .store
         .get(&rt.storage_key(), target.ns_or_empty(), name)
+        .map(|o| crate::events::view(rt, &o))
         .ok_or_else(|| ApiError::not_found(rt, name))?;
     if call.table {
         let meta = json!({"resourceVersion": obj.rv.to_string()});
@@ -623,7 +624,7 @@ fn delete_opts(body: &Bytes, q: &Query) -> ApiResult<DeleteOpts> {
 fn selectors(app: &App, rt: &ResourceType, q: &Query) -> ApiResult<Selectors> {
     let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or(""))
         .map_err(ApiError::bad_request)?;
-    let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), &rt.kind)
+    let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), &rt.group, &rt.kind)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     // A server without sharding (before 1.36, or the gate off) ignores the parameter whole.
     let shards = match q.get("shardSelector") {
@@ -874,6 +875,13 @@ fn list_response(
     sel: &Selectors,
     table: bool,
 ) -> Response {
+    let converted: Vec<Arc<Obj>>;
+    let items = if crate::events::is_events_v1(rt) {
+        converted = items.iter().map(|o| crate::events::view(rt, o)).collect();
+        &converted[..]
+    } else {
+        items
+    };
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = cont {
         meta["continue"] = json!(c);
