@@ -151,6 +151,13 @@ pub fn admit_create(app: &App, rt: &ResourceType, ns: &str, name: &str) -> ApiRe
     {
         return Ok(());
     }
+    Err(terminating(rt, ns, name))
+}
+
+/// The NamespaceLifecycle admission's refusal of a create of `name` (empty for a generated
+/// name) into the terminating namespace `ns`: 403, the created resource's qualified name, a
+/// `NamespaceTerminating` cause.
+fn terminating(rt: &ResourceType, ns: &str, name: &str) -> ApiError {
     let why =
         format!("unable to create new content in namespace {ns} because it is being terminated");
     let message = if name.is_empty() {
@@ -168,7 +175,7 @@ pub fn admit_create(app: &App, rt: &ResourceType, ns: &str, name: &str) -> ApiRe
         details["group"] = json!(rt.group);
     }
     e.details = Some(details);
-    Err(e)
+    e
 }
 
 /// Which namespaces are terminating, to run the controller when something in them changes.
@@ -523,6 +530,33 @@ mod tests {
         keep_finalizers(&ns, &mut put);
         assert_eq!(put["spec"]["finalizers"], json!(["kubernetes"]));
         assert!(held(&put));
+    }
+
+    #[test]
+    fn creates_in_a_terminating_namespace_get_the_admission_refusal() {
+        let rt = crate::registry::Registry::with_builtins()
+            .find("apps", "v1", "deployments")
+            .unwrap();
+        let e = terminating(&rt, "team", "web");
+        assert_eq!((e.code, e.reason), (403, "Forbidden"));
+        assert_eq!(
+            e.message,
+            "deployments.apps \"web\" is forbidden: unable to create new content in namespace team because it is being terminated"
+        );
+        assert_eq!(
+            e.details,
+            Some(
+                json!({"name": "web", "group": "apps", "kind": "deployments", "causes": [
+                {"reason": "NamespaceTerminating", "message": "namespace team is being terminated",
+                 "field": "metadata.namespace"}]})
+            )
+        );
+        let generated = terminating(&rt, "team", "");
+        assert!(
+            generated
+                .message
+                .starts_with("deployments.apps is forbidden: ")
+        );
     }
 
     #[test]
