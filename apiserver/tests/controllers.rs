@@ -557,3 +557,126 @@ async fn server_default() -> (ApiServer, Client) {
     server.wait_controllers_idle().await;
     (server, c)
 }
+
+/// The real `kubectl` against `server`, with a kubeconfig and home in `dir`: `(success, stdout,
+/// stderr)`, or `None` (with a notice) when kubectl is not installed.
+pub(crate) async fn kubectl(
+    server: &ApiServer,
+    dir: &std::path::Path,
+    args: &[&str],
+) -> Option<(bool, String, String)> {
+    let present = std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !present {
+        eprintln!("notice: kubectl not found; skipping kubectl {args:?}");
+        return None;
+    }
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let run = tokio::process::Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", dir)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("kubectl timed out")
+        .expect("kubectl runs");
+    Some((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_delete_cascades_through_the_collector() {
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use k8s_openapi::api::core::v1::Pod;
+    let (server, c) = server(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let pp = PostParams::default();
+    let deployments: Api<Deployment> = Api::default_namespaced(c.clone());
+    let sets: Api<ReplicaSet> = Api::default_namespaced(c.clone());
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    let labels = json!({"app": "web"});
+    let template = json!({"metadata": {"labels": labels},
+        "spec": {"containers": [{"name": "web", "image": "nginx"}]}});
+    let controlled = |kind: &str, name: &str, uid: String| {
+        json!([{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid,
+            "controller": true, "blockOwnerDeletion": true}])
+    };
+    let make = |round: &'static str| {
+        let (deployments, sets, pods) = (deployments.clone(), sets.clone(), pods.clone());
+        let (labels, template, pp) = (labels.clone(), template.clone(), pp.clone());
+        async move {
+            let d = deployments
+                .create(
+                    &pp,
+                    &serde_json::from_value(json!({"metadata": {"name": "web"},
+                    "spec": {"selector": {"matchLabels": labels}, "template": template}}))
+                    .unwrap(),
+                )
+                .await
+                .unwrap();
+            let rs = sets
+                .create(
+                    &pp,
+                    &serde_json::from_value(json!({"metadata": {"name": "web-1",
+                    "ownerReferences": controlled("Deployment", "web", uid(&d))},
+                    "spec": {"selector": {"matchLabels": labels}, "template": template}}))
+                    .unwrap(),
+                )
+                .await
+                .unwrap();
+            pods.create(&pp, &serde_json::from_value(json!({"metadata": {"name": format!("web-1-{round}"),
+                    "labels": labels, "ownerReferences": controlled("ReplicaSet", "web-1", uid(&rs))},
+                    "spec": template["spec"]})).unwrap())
+                .await
+                .unwrap();
+        }
+    };
+    make("a").await;
+    // kubectl asks for foreground deletion and waits until the Deployment is gone: the Pod,
+    // then the ReplicaSet, then the Deployment go.
+    let Some((ok, out, err)) = kubectl(
+        &server,
+        dir.path(),
+        &[
+            "delete",
+            "deployment",
+            "web",
+            "--cascade=foreground",
+            "--wait=true",
+        ],
+    )
+    .await
+    else {
+        return;
+    };
+    assert!(ok, "{out}{err}");
+    assert!(deployments.get_opt("web").await.unwrap().is_none());
+    assert!(sets.get_opt("web-1").await.unwrap().is_none());
+    assert!(pods.get_opt("web-1-a").await.unwrap().is_none());
+
+    // --cascade=orphan: the ReplicaSet stays, no longer owned.
+    make("b").await;
+    let (ok, out, err) = kubectl(
+        &server,
+        dir.path(),
+        &["delete", "deployment", "web", "--cascade=orphan"],
+    )
+    .await
+    .unwrap();
+    assert!(ok, "{out}{err}");
+    server.wait_controllers_idle().await;
+    assert!(deployments.get_opt("web").await.unwrap().is_none());
+    let kept = sets.get("web-1").await.unwrap();
+    assert_eq!(kept.metadata.owner_references, None);
+    assert!(pods.get_opt("web-1-b").await.unwrap().is_some());
+    server.shutdown().await;
+}

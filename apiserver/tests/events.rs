@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::controllers::{read, server, settle, watch};
+use crate::controllers::{kubectl, read, server, settle, watch};
 
 async fn names<K>(api: &Api<K>, fields: &str) -> Result<Vec<String>, u16>
 where
@@ -154,5 +154,47 @@ async fn both_event_apis_share_one_store() {
     // Deleted through one API, gone from both.
     core.delete("web.1", &Default::default()).await.unwrap();
     assert!(v1.get_opt("web.1").await.unwrap().is_none());
+    server.shutdown().await;
+}
+
+/// `kubectl describe` reads core v1 Events by `involvedObject.*`: it shows what a recorder wrote
+/// through events.k8s.io/v1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_describe_shows_events_recorded_with_the_new_api() {
+    use k8s_openapi::api::core::v1::Pod;
+    let (server, c) = server(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    let pod = pods
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "web"},
+            "spec": {"containers": [{"name": "web", "image": "nginx"}]}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let v1: Api<EventV1> = Api::default_namespaced(c.clone());
+    v1.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+        "metadata": {"name": "web.1"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "kubewasm/lb", "reportingInstance": "host-1", "action": "Ensure",
+        "reason": "LoadBalancerReady", "type": "Normal", "note": "address 203.0.113.7 ready",
+        "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "web",
+            "uid": pod.uid()}}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let Some((ok, out, err)) = kubectl(&server, dir.path(), &["describe", "pod", "web"]).await
+    else {
+        return;
+    };
+    assert!(ok, "{out}{err}");
+    let events = &out[out.find("Events:").expect("an Events section")..];
+    assert!(events.contains("LoadBalancerReady"), "{out}");
+    assert!(events.contains("address 203.0.113.7 ready"), "{out}");
+    assert!(events.contains("kubewasm/lb"), "{out}");
     server.shutdown().await;
 }
