@@ -72,6 +72,8 @@ pub async fn run(args: ApiserverArgs) -> anyhow::Result<()> {
             .authorize
             .clone()
             .map(|impersonator| crate::Authorization { impersonator }),
+        // A standalone server stands in for a cluster: namespaces get their default objects.
+        namespace_defaults: true,
         ..Config::default()
     };
     let server = ApiServer::start(config).await?;

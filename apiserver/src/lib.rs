@@ -10,15 +10,21 @@ mod audit;
 mod authn;
 mod authz;
 mod builtins;
+mod controllers;
 mod defaults;
+mod deletion;
 mod discovery;
+mod events;
 mod faults;
+mod gc;
 mod managed;
+mod namespaces;
 mod openapi;
 mod ops;
 mod partition;
 mod patch;
 mod persistence;
+mod prepare;
 mod protobuf;
 mod registry;
 mod routes;
@@ -102,6 +108,10 @@ pub struct Config {
     /// server with the `ShardedListAndWatch` gate on (the default); off, the parameter is
     /// ignored and every object sent, as an older server does.
     pub shard_selector: bool,
+    /// Give every namespace the ServiceAccount `default` and the ConfigMap `kube-root-ca.crt`,
+    /// as kube-controller-manager does (off by default: tests and `kubewasm test` scenarios
+    /// would see two more objects in each namespace). See `namespaces.rs`.
+    pub namespace_defaults: bool,
 }
 
 impl Default for Config {
@@ -118,6 +128,7 @@ impl Default for Config {
             authorization: None,
             audit: None,
             shard_selector: true,
+            namespace_defaults: false,
         }
     }
 }
@@ -135,6 +146,8 @@ pub(crate) struct App {
     pub(crate) created: std::sync::atomic::AtomicU64,
     /// Signs and verifies the ServiceAccount tokens this run issues.
     pub(crate) tokens: authn::Tokens,
+    /// The garbage collector's graph and the controllers' work queue (`controllers.rs`).
+    pub(crate) controllers: Arc<controllers::Controllers>,
 }
 
 /// A running server. Dropping it (or calling [`ApiServer::shutdown`]) stops it.
@@ -143,6 +156,8 @@ pub struct ApiServer {
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The controllers' task (garbage collector, namespace lifecycle).
+    controllers: tokio::task::JoinHandle<()>,
 }
 
 /// The namespaces every server starts with, as a cluster's do.
@@ -180,6 +195,7 @@ impl ApiServer {
         ));
         let listener = tokio::net::TcpListener::bind(config.bind).await?;
         let addr = listener.local_addr()?;
+        let controllers = Arc::new(controllers::Controllers::new(config.namespace_defaults));
         let app = Arc::new(App {
             store: store.clone(),
             registry: RwLock::new(Registry::with_builtins()),
@@ -189,8 +205,14 @@ impl ApiServer {
             config,
             created: std::sync::atomic::AtomicU64::new(0),
             tokens: authn::Tokens::generate()?,
+            controllers,
         });
         ops::restore_crds(&app);
+        store.set_observer(app.controllers.clone());
+        let controllers = tokio::spawn(controllers::run(
+            Arc::downgrade(&app),
+            app.controllers.clone(),
+        ));
         let ns_type = app
             .registry
             .read()
@@ -228,6 +250,7 @@ impl ApiServer {
             addr,
             stop: Some(stop),
             task: Some(task),
+            controllers,
         })
     }
 
@@ -280,8 +303,20 @@ impl ApiServer {
         self.app.store.current_rv()
     }
 
+    /// Whether the controllers the server runs (the garbage collector; see `README.md`) have
+    /// nothing queued or running: every consequence of the writes answered so far is written.
+    pub fn controllers_idle(&self) -> bool {
+        self.app.controllers.is_idle()
+    }
+
+    /// Wait until [`ApiServer::controllers_idle`]: a test's "the garbage collector is done".
+    pub async fn wait_controllers_idle(&self) {
+        self.app.controllers.wait_idle().await
+    }
+
     /// Stop serving: open watches end cleanly, pending persistence writes are committed.
     pub async fn shutdown(mut self) {
+        self.controllers.abort();
         self.app.faults.end_watches();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -301,6 +336,7 @@ impl ApiServer {
 
 impl Drop for ApiServer {
     fn drop(&mut self) {
+        self.controllers.abort();
         self.app.faults.end_watches();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());

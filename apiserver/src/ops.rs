@@ -27,37 +27,26 @@ pub struct WriteOpts {
     pub default_manager: String,
 }
 
-/// DeleteOptions that matter here.
-#[derive(Debug, Clone, Default)]
-pub struct DeleteOpts {
-    /// `preconditions.uid`.
-    pub uid: Option<String>,
-    /// `preconditions.resourceVersion`.
-    pub resource_version: Option<String>,
-    /// `dryRun: ["All"]`.
-    pub dry_run: bool,
-}
-
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-fn meta(v: &Value) -> &Value {
+pub(crate) fn meta(v: &Value) -> &Value {
     v.get("metadata").unwrap_or(&Value::Null)
 }
 
-fn meta_str<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+pub(crate) fn meta_str<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     meta(v).get(key).and_then(Value::as_str)
 }
 
-fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
+pub(crate) fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
     if !v.get("metadata").is_some_and(Value::is_object) {
         v["metadata"] = json!({});
     }
     v["metadata"].as_object_mut().expect("metadata object")
 }
 
-fn finalizers(v: &Value) -> Vec<Value> {
+pub(crate) fn finalizers(v: &Value) -> Vec<Value> {
     meta(v)
         .get("finalizers")
         .and_then(Value::as_array)
@@ -118,7 +107,7 @@ fn random_suffix() -> String {
 }
 
 /// Run a write through the store (or, for dry runs, only compute it).
-fn write<F>(
+pub(crate) fn write<F>(
     app: &App,
     rt: &ResourceType,
     ns: &str,
@@ -130,6 +119,14 @@ where
     F: FnOnce(Option<&Arc<Obj>>) -> ApiResult<Change>,
 {
     let res = rt.storage_key();
+    // What the closure sees and decides is in `rt`'s form; the store keeps the stored form.
+    let f = |cur: Option<&Arc<Obj>>| -> ApiResult<Change> {
+        let shown = cur.map(|c| crate::events::view(rt, c));
+        Ok(match f(shown.as_ref())? {
+            Change::Put(v) => Change::Put(crate::events::stored(rt, v)),
+            other => other,
+        })
+    };
     if dry_run {
         let cur = app.store.get(&res, ns, name);
         return Ok(match f(cur.as_ref())? {
@@ -144,18 +141,19 @@ where
                     }
                 }
                 Outcome {
-                    obj: Some(Obj::new(v, rv)),
+                    obj: Some(crate::events::view(rt, &Obj::new(v, rv))),
                     event: None,
                 }
             }
             Change::Delete | Change::Keep => Outcome {
-                obj: cur,
+                obj: cur.map(|c| crate::events::view(rt, &c)),
                 event: None,
             },
         });
     }
     app.counters.write();
-    let out = app.store.mutate(&res, ns, name, f)?;
+    let mut out = app.store.mutate(&res, ns, name, f)?;
+    out.obj = out.obj.map(|o| crate::events::view(rt, &o));
     if rt.group == "apiextensions.k8s.io"
         && rt.plural == "customresourcedefinitions"
         && out.event.is_some()
@@ -294,10 +292,8 @@ fn create_owned(
     owner: Option<&Writer>,
 ) -> ApiResult<Arc<Obj>> {
     check_body(rt, &body, ns)?;
-    if rt.namespaced && app.store.get("/namespaces", "", ns).is_none() {
-        return Err(ApiError::namespace_not_found(ns));
-    }
     let given = meta_str(&body, "name").unwrap_or("").to_string();
+    crate::namespaces::admit_create(app, rt, ns, &given)?;
     let generate = meta_str(&body, "generateName").unwrap_or("").to_string();
     if given.is_empty() && generate.is_empty() {
         return Err(ApiError::invalid(
@@ -342,7 +338,7 @@ fn create_owned(
             m.insert("generation".into(), json!(1));
         }
     }
-    prepare_create_status(rt, &mut body)?;
+    crate::prepare::create(rt, &mut body)?;
     crate::defaults::apply(rt, &mut body);
     crate::validation::object(rt, &mut body, None)?;
     if let Some(w) = owner {
@@ -373,122 +369,8 @@ fn create_owned(
     Err(ApiError::internal("could not generate a unique name"))
 }
 
-/// Status on creation, as kube-apiserver's `PrepareForCreate` strategies set it: a kind with a
-/// status subresource starts with no status (its controller or kubelet writes it through
-/// `/status`), plus what the server itself sets; a Node keeps the status it registers with (the
-/// kubelet creates it so); CRDs become Established immediately.
-fn prepare_create_status(rt: &ResourceType, body: &mut Value) -> ApiResult<()> {
-    match (rt.group.as_str(), rt.kind.as_str()) {
-        ("", "Node") => {}
-        ("", "Namespace") => body["status"] = json!({"phase": "Active"}),
-        // A new Service has no load balancer yet, whatever the request said.
-        ("", "Service") => body["status"] = json!({"loadBalancer": {}}),
-        ("", "Pod") => {
-            let qos = pod_qos_class(body);
-            body["status"] = json!({"phase": "Pending", "qosClass": qos});
-        }
-        // Pending until bound (the PV strategy sets it; a PVC gets it from defaulting).
-        ("", "PersistentVolume") => {
-            body["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": now_rfc3339()})
-        }
-        ("", "PersistentVolumeClaim") => body["status"] = json!({"phase": "Pending"}),
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            let types = types_from_crd(body)
-                .map_err(|e| ApiError::invalid(&rt.kind, "", "spec", &e.to_string()))?;
-            let group = body
-                .pointer("/spec/group")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let plural = body
-                .pointer("/spec/names/plural")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let expected = format!("{plural}.{group}");
-            let name = meta_str(body, "name").unwrap_or("").to_string();
-            if name != expected {
-                return Err(ApiError::invalid(
-                    &rt.kind,
-                    &name,
-                    "metadata.name",
-                    &format!(
-                        "Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
-                    ),
-                ));
-            }
-            let storage = body
-                .pointer("/spec/versions")
-                .and_then(Value::as_array)
-                .and_then(|vs| {
-                    vs.iter()
-                        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-                })
-                .and_then(|v| v.get("name"))
-                .cloned()
-                .unwrap_or(json!("v1"));
-            let mut accepted = body.pointer("/spec/names").cloned().unwrap_or(json!({}));
-            let first = types.first().ok_or_else(|| {
-                ApiError::invalid(
-                    &rt.kind,
-                    &name,
-                    "spec.versions",
-                    "Invalid value: no served versions",
-                )
-            })?;
-            accepted["singular"] = json!(first.singular);
-            accepted["listKind"] = json!(first.list_kind);
-            let t = now_rfc3339();
-            body["status"] = json!({
-                "conditions": [
-                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-                     "message": "no conflicts found", "lastTransitionTime": t},
-                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-                     "message": "the initial names have been accepted", "lastTransitionTime": t}],
-                "acceptedNames": accepted,
-                "storedVersions": [storage],
-            });
-        }
-        _ => {
-            if rt.status_subresource
-                && let Some(o) = body.as_object_mut()
-            {
-                o.remove("status");
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A Pod's QoS class as kube-apiserver computes it on create (`qos.GetPodQOS`) from its
-/// containers' CPU and memory: no requests or limits at all is BestEffort; limits on both in
-/// every container, with requests (if given) equal to them, is Guaranteed; else Burstable.
-/// Quantities are compared as written (`1` and `1000m` differ here).
-fn pod_qos_class(pod: &Value) -> &'static str {
-    let containers: Vec<&Value> = ["containers", "initContainers"]
-        .iter()
-        .filter_map(|k| pod.pointer(&format!("/spec/{k}")).and_then(Value::as_array))
-        .flatten()
-        .collect();
-    let of =
-        |c: &Value, which: &str, r: &str| c.pointer(&format!("/resources/{which}/{r}")).cloned();
-    let mut any = false;
-    let mut guaranteed = !containers.is_empty();
-    for c in &containers {
-        for r in ["cpu", "memory"] {
-            let (request, limit) = (of(c, "requests", r), of(c, "limits", r));
-            any |= request.is_some() || limit.is_some();
-            guaranteed &=
-                limit.is_some() && request.as_ref().is_none_or(|q| Some(q) == limit.as_ref());
-        }
-    }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
-    }
-}
-
 /// Register/unregister the kinds of a CRD after it was written.
-fn crd_changed(app: &App, out: &Outcome) {
+pub(crate) fn crd_changed(app: &App, out: &Outcome) {
     let Some(obj) = &out.obj else { return };
     let group = obj
         .value
@@ -564,6 +446,10 @@ fn finish_update(rt: &ResourceType, cur: &Obj, mut new: Value) -> ApiResult<Chan
             .unwrap_or(0);
         meta_mut(&mut new).insert("generation".into(), json!(g + 1));
     }
+    let namespace = crate::namespaces::is_namespace(rt);
+    if namespace {
+        crate::namespaces::keep_finalizers(old, &mut new);
+    }
     let terminating = old_meta.get("deletionTimestamp").is_some();
     if terminating {
         let before = finalizers(old);
@@ -576,7 +462,7 @@ fn finish_update(rt: &ResourceType, cur: &Obj, mut new: Value) -> ApiResult<Chan
                 "Forbidden: no new finalizers can be added if the object is being deleted",
             ));
         }
-        if after.is_empty() {
+        if after.is_empty() && !(namespace && crate::namespaces::held(&new)) {
             return Ok(Change::Delete);
         }
     }
@@ -773,125 +659,6 @@ pub(crate) fn patch_err(e: PatchError) -> ApiError {
             );
             e.details = Some(json!({"causes": [{"message": m}]}));
             e
-        }
-    }
-}
-
-/// What DELETE did.
-pub enum Deleted {
-    /// Removed now; the last state (stamped with the deletion RV).
-    Gone(Arc<Obj>),
-    /// Finalizers pending: marked with deletionTimestamp.
-    Terminating(Arc<Obj>),
-}
-
-/// DELETE one object.
-pub fn delete(
-    app: &App,
-    rt: &ResourceType,
-    ns: &str,
-    name: &str,
-    opts: &DeleteOpts,
-) -> ApiResult<Deleted> {
-    if rt.group.is_empty()
-        && rt.plural == "namespaces"
-        && matches!(name, "default" | "kube-system" | "kube-public")
-    {
-        let mut e = ApiError::new(
-            403,
-            "Forbidden",
-            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
-        );
-        e.details = Some(json!({"name": name, "kind": "namespaces"}));
-        return Err(e);
-    }
-    let mut terminating = false;
-    let out = write(app, rt, ns, name, opts.dry_run, |cur| {
-        let cur = cur.ok_or_else(|| ApiError::not_found(rt, name))?;
-        if let Some(uid) = &opts.uid {
-            let actual = meta_str(&cur.value, "uid").unwrap_or("");
-            if uid != actual {
-                return Err(ApiError::conflict_msg(
-                    rt,
-                    name,
-                    &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
-                    ),
-                ));
-            }
-        }
-        if let Some(rv) = &opts.resource_version
-            && *rv != cur.rv.to_string()
-        {
-            return Err(ApiError::conflict_msg(
-                rt,
-                name,
-                &format!(
-                    "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
-                    cur.rv
-                ),
-            ));
-        }
-        if finalizers(&cur.value).is_empty() {
-            return Ok(Change::Delete);
-        }
-        terminating = true;
-        if meta(&cur.value).get("deletionTimestamp").is_some() {
-            return Ok(Change::Keep);
-        }
-        let mut new = cur.value.clone();
-        let m = meta_mut(&mut new);
-        m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-        m.insert("deletionGracePeriodSeconds".into(), json!(0));
-        if let Some(g) = m.get("generation").and_then(Value::as_i64) {
-            m.insert("generation".into(), json!(g + 1));
-        }
-        Ok(Change::Put(new))
-    })?;
-    let obj = out.obj.ok_or_else(|| ApiError::not_found(rt, name))?;
-    if terminating {
-        return Ok(Deleted::Terminating(obj));
-    }
-    if !opts.dry_run {
-        cascade(app, rt, &obj);
-    }
-    Ok(Deleted::Gone(obj))
-}
-
-/// Deleting a namespace deletes its contents; deleting a CRD deletes its custom resources.
-fn cascade(app: &App, rt: &ResourceType, obj: &Obj) {
-    let name = meta_str(&obj.value, "name").unwrap_or("").to_string();
-    let targets: Vec<(Arc<ResourceType>, Option<String>)> =
-        if rt.group.is_empty() && rt.plural == "namespaces" {
-            let reg = app.registry.read();
-            let mut seen = Vec::new();
-            let mut out = Vec::new();
-            for t in reg.all().iter().filter(|t| t.namespaced) {
-                if !seen.contains(&t.storage_key()) {
-                    seen.push(t.storage_key());
-                    out.push((t.clone(), Some(name.clone())));
-                }
-            }
-            out
-        } else if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
-            // The kinds were unregistered already; rebuild a type just to address the storage.
-            types_from_crd(&obj.value)
-                .unwrap_or_default()
-                .into_iter()
-                .take(1)
-                .map(|t| (Arc::new(t), None))
-                .collect()
-        } else {
-            return;
-        };
-    for (t, ns) in targets {
-        let (_, items) = app.store.list(&t.storage_key(), ns.as_deref());
-        for item in items {
-            let ins = meta_str(&item.value, "namespace").unwrap_or("").to_string();
-            let iname = meta_str(&item.value, "name").unwrap_or("").to_string();
-            let _ = app
-                .store
-                .mutate(&t.storage_key(), &ins, &iname, |_| Ok(Change::Delete));
         }
     }
 }

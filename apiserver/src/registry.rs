@@ -77,8 +77,12 @@ impl ResourceType {
         }
     }
 
-    /// Storage identity: objects of all versions of one group/plural share a single collection.
+    /// Storage identity: objects of all versions of one group/plural share a single collection,
+    /// and both Event APIs share core v1's (`events.rs`).
     pub fn storage_key(&self) -> String {
+        if crate::events::is_events_v1(self) {
+            return crate::events::STORAGE_KEY.to_string();
+        }
         format!("{}/{}", self.group, self.plural)
     }
 
@@ -129,6 +133,40 @@ impl Registry {
             .iter()
             .find(|t| t.group == group && t.version == version && t.plural == plural)
             .cloned()
+    }
+
+    /// The resource an object reference's `apiVersion` and `kind` name (an `ownerReference`):
+    /// that version, else any served version of the group's kind (versions share storage).
+    pub fn find_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceType>> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let of_kind = |t: &&Arc<ResourceType>| t.group == group && t.kind == kind;
+        self.types
+            .iter()
+            .filter(of_kind)
+            .find(|t| t.version == version)
+            .or_else(|| self.types.iter().find(of_kind))
+            .cloned()
+    }
+
+    /// The preferred served resource of a storage collection ([`ResourceType::storage_key`]).
+    pub fn by_storage_key(&self, key: &str) -> Option<Arc<ResourceType>> {
+        let (group, plural) = key.split_once('/')?;
+        let mut of_key = self
+            .types
+            .iter()
+            .filter(|t| t.group == group && t.plural == plural);
+        let first = of_key.next()?;
+        Some(
+            of_key
+                .fold(first, |best, t| {
+                    if version_priority(&t.version) > version_priority(&best.version) {
+                        t
+                    } else {
+                        best
+                    }
+                })
+                .clone(),
+        )
     }
 
     /// Whether any resource is served under this group-version.

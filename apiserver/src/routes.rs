@@ -18,9 +18,10 @@ use serde_json::{Value, json};
 
 use crate::App;
 use crate::authz;
+use crate::deletion::{self, DeleteOpts, Deleted};
 use crate::discovery;
 use crate::openapi;
-use crate::ops::{self, DeleteOpts, Deleted, WriteOpts};
+use crate::ops::{self, WriteOpts};
 use crate::patch::{Patch, PatchKind};
 use crate::registry::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector, Selectors, Shards};
@@ -395,6 +396,7 @@ fn get(app: &App, target: &Target, call: &Call, name: &str) -> ApiResult<Respons
     let obj = app
         .store
         .get(&rt.storage_key(), target.ns_or_empty(), name)
+        .map(|o| crate::events::view(rt, &o))
         .ok_or_else(|| ApiError::not_found(rt, name))?;
     if call.table {
         let meta = json!({"resourceVersion": obj.rv.to_string()});
@@ -411,7 +413,7 @@ fn get(app: &App, target: &Target, call: &Call, name: &str) -> ApiResult<Respons
 fn delete(app: &App, target: &Target, call: &Call, name: &str) -> ApiResult<Response> {
     let rt = &target.rt;
     let opts = delete_opts(&call.body, &call.query)?;
-    match ops::delete(app, rt, target.ns_or_empty(), name, &opts)? {
+    match deletion::delete(app, rt, target.ns_or_empty(), name, &opts)? {
         Deleted::Terminating(obj) => Ok(obj_response(StatusCode::OK, &obj)),
         Deleted::Gone(obj) if rt.return_deleted_object => Ok(obj_response(StatusCode::OK, &obj)),
         Deleted::Gone(obj) => {
@@ -439,7 +441,7 @@ fn delete_collection(app: &App, target: &Target, call: &Call) -> ApiResult<Respo
     for item in items.iter().filter(|o| selectors.matches(&o.value)) {
         let field = |p: &str| item.value.pointer(p).and_then(Value::as_str).unwrap_or("");
         let (ns, name) = (field("/metadata/namespace"), field("/metadata/name"));
-        match ops::delete(app, rt, ns, name, &opts) {
+        match deletion::delete(app, rt, ns, name, &opts) {
             Ok(Deleted::Gone(o)) | Ok(Deleted::Terminating(o)) => deleted.push(o),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
@@ -614,41 +616,15 @@ fn dry_run(q: &Query, options_kind: &str) -> ApiResult<bool> {
     }
 }
 
-/// `dryRun: ["All"]` in a DeleteOptions body; other values are refused like the query form.
-fn body_dry_run(options: &Value) -> ApiResult<bool> {
-    match options.get("dryRun") {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Array(a)) if a.iter().all(|x| x == "All") => Ok(!a.is_empty()),
-        Some(other) => Err(ApiError::invalid_options(
-            "DeleteOptions",
-            "dryRun",
-            &format!("Unsupported value: {other}: supported values: \"All\""),
-        )),
-    }
-}
-
 fn delete_opts(body: &Bytes, q: &Query) -> ApiResult<DeleteOpts> {
-    if !body.iter().all(u8::is_ascii_whitespace) {
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
-        let s = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
-        return Ok(DeleteOpts {
-            uid: s("/preconditions/uid"),
-            resource_version: s("/preconditions/resourceVersion"),
-            dry_run: dry_run(q, "DeleteOptions")? || body_dry_run(&v)?,
-        });
-    }
-    Ok(DeleteOpts {
-        uid: q.get("preconditions.uid").map(str::to_string),
-        resource_version: q.get("preconditions.resourceVersion").map(str::to_string),
-        dry_run: dry_run(q, "DeleteOptions")?,
-    })
+    let query = |k: &str| q.get(k).map(str::to_string);
+    DeleteOpts::parse(body, &query, dry_run(q, "DeleteOptions")?)
 }
 
 fn selectors(app: &App, rt: &ResourceType, q: &Query) -> ApiResult<Selectors> {
     let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or(""))
         .map_err(ApiError::bad_request)?;
-    let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), &rt.kind)
+    let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), &rt.group, &rt.kind)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     // A server without sharding (before 1.36, or the gate off) ignores the parameter whole.
     let shards = match q.get("shardSelector") {
@@ -899,6 +875,13 @@ fn list_response(
     sel: &Selectors,
     table: bool,
 ) -> Response {
+    let converted: Vec<Arc<Obj>>;
+    let items = if crate::events::is_events_v1(rt) {
+        converted = items.iter().map(|o| crate::events::view(rt, o)).collect();
+        &converted[..]
+    } else {
+        items
+    };
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = cont {
         meta["continue"] = json!(c);

@@ -23,11 +23,6 @@ fn field_supported(kind: &str, field: &str) -> bool {
                 | "status.podIP"
                 | "status.nominatedNodeName"
         ),
-        "Event" => {
-            field.starts_with("involvedObject.")
-                || field.starts_with("regarding.")
-                || matches!(field, "reason" | "type" | "source" | "reportingComponent")
-        }
         "Secret" => field == "type",
         "Namespace" => field == "status.phase",
         _ => false,
@@ -50,13 +45,35 @@ pub enum FieldSelectorError {
 
 /// A `fieldSelector` restricted to the fields the kind supports.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FieldSelector(kubewasm_apimachinery::FieldSelector);
+pub struct FieldSelector {
+    sel: kubewasm_apimachinery::FieldSelector,
+    /// Events are matched on their selectable fields (`events::selectable_fields`), in core v1
+    /// names whichever API the request used.
+    events: bool,
+}
 
 impl FieldSelector {
-    /// Parses `s` for objects of `kind`; an unsupported field is a 400, as on a real server.
-    pub fn parse(s: &str, kind: &str) -> Result<FieldSelector, FieldSelectorError> {
+    /// Parses `s` for objects of `group`'s `kind`; an unsupported field is a 400, as on a real
+    /// server. Event field labels are those of the request's API, mapped to core v1's.
+    pub fn parse(s: &str, group: &str, kind: &str) -> Result<FieldSelector, FieldSelectorError> {
         let sel =
             kubewasm_apimachinery::FieldSelector::parse(s).map_err(FieldSelectorError::Syntax)?;
+        let events = kind == "Event" && (group.is_empty() || group == "events.k8s.io");
+        if events {
+            let mut mapped = kubewasm_apimachinery::FieldSelector::default();
+            for t in sel.requirements() {
+                let field = crate::events::field_label(group, &t.field).ok_or_else(|| {
+                    FieldSelectorError::Unsupported {
+                        field: t.field.clone(),
+                    }
+                })?;
+                mapped.push(FieldRequirement { field, ..t.clone() });
+            }
+            return Ok(FieldSelector {
+                sel: mapped,
+                events,
+            });
+        }
         if let Some(t) = sel
             .requirements()
             .iter()
@@ -66,31 +83,34 @@ impl FieldSelector {
                 field: t.field.clone(),
             });
         }
-        Ok(FieldSelector(sel))
+        Ok(FieldSelector { sel, events })
     }
 
     /// Whether the selector selects everything.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.sel.is_empty()
     }
 
     /// The name pinned by `metadata.name=X`, if any (single-object watches).
     pub fn name(&self) -> Option<&str> {
-        self.0.required_value("metadata.name")
+        self.sel.required_value("metadata.name")
     }
 
     /// Adds `metadata.name=name` (single-object watch form).
     pub fn push_name(&mut self, name: &str) {
-        self.0.push(FieldRequirement {
+        self.sel.push(FieldRequirement {
             field: "metadata.name".into(),
             op: FieldOp::Equals,
             value: name.into(),
         });
     }
 
-    /// Evaluates against an object.
+    /// Evaluates against a stored object.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.matches(obj)
+        if self.events && !self.sel.is_empty() {
+            return self.sel.matches(&crate::events::selectable_fields(obj));
+        }
+        self.sel.matches(obj)
     }
 }
 
@@ -143,7 +163,7 @@ mod tests {
             "status": {"phase": "Running"}});
         let sel = |l: &str, f: &str, kind: &str| Selectors {
             labels: LabelSelector::parse(l).unwrap(),
-            fields: FieldSelector::parse(f, kind).unwrap(),
+            fields: FieldSelector::parse(f, "", kind).unwrap(),
             shards: None,
         };
         assert!(sel("app=web", "metadata.name=a", "ConfigMap").matches(&o));
@@ -151,15 +171,15 @@ mod tests {
         assert!(sel("", "status.phase=Running", "Pod").matches(&o));
         assert!(sel("", "", "Pod").is_empty());
         assert_eq!(
-            FieldSelector::parse("status.phase=Running", "ConfigMap")
+            FieldSelector::parse("status.phase=Running", "", "ConfigMap")
                 .unwrap_err()
                 .to_string(),
             "field label not supported: status.phase"
         );
-        let e = FieldSelector::parse("metadata.name=a,b", "ConfigMap").unwrap_err();
+        let e = FieldSelector::parse("metadata.name=a,b", "", "ConfigMap").unwrap_err();
         assert!(e.to_string().starts_with("invalid field selector: "), "{e}");
         assert!(std::error::Error::source(&e).is_some());
-        let mut f = FieldSelector::parse("", "Pod").unwrap();
+        let mut f = FieldSelector::parse("", "", "Pod").unwrap();
         assert_eq!(f.name(), None);
         f.push_name("x");
         assert_eq!(f.name(), Some("x"));

@@ -7,7 +7,7 @@
 //! newest RV and then read history themselves, so writers never wait on slow watchers.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -122,6 +122,14 @@ pub struct Expired {
 /// Key of an object inside a collection: (namespace or "", name). Orders like the real server.
 pub type ObjKey = (String, String);
 
+/// Told of every committed change, in resourceVersion order, while the store lock is held (so
+/// it sees each write before any client can see its answer). It must not call back into the
+/// store; the controllers (`controllers.rs`) record what to do and do it on their own task.
+pub trait Observer: Send + Sync {
+    /// Object `key` of collection `res` went from `prev` to `next` (`None`: created / deleted).
+    fn observe(&self, res: &str, key: &ObjKey, prev: Option<&Obj>, next: Option<&Obj>);
+}
+
 struct Inner {
     rv: u64,
     /// The newest RV of an event dropped from history: live watchers behind it missed something.
@@ -160,6 +168,7 @@ pub struct Store {
     history_max_events: usize,
     history_max_age: Duration,
     persist: Option<Persistence>,
+    observer: OnceLock<Arc<dyn Observer>>,
 }
 
 impl Store {
@@ -199,7 +208,20 @@ impl Store {
             history_max_events: history_max_events.max(1),
             history_max_age,
             persist,
+            observer: OnceLock::new(),
         }
+    }
+
+    /// Install the one observer of every later write, after telling it of every stored object
+    /// as if created (under the lock: no write falls between the two). A second call is ignored.
+    pub fn set_observer(&self, observer: Arc<dyn Observer>) {
+        let inner = self.inner.write();
+        for (res, objects) in &inner.collections {
+            for (key, obj) in objects {
+                observer.observe(res, key, None, Some(&**obj));
+            }
+        }
+        let _ = self.observer.set(observer);
     }
 
     /// The newest resourceVersion.
@@ -352,6 +374,10 @@ impl Store {
             }
         };
         inner.rv = rv;
+        if let Some(o) = self.observer.get() {
+            let next = (kind != EventType::Deleted).then_some(&*obj);
+            o.observe(res, &key, prev.as_deref(), next);
+        }
         let line = event_line(kind.as_str(), &obj.json);
         let now = Instant::now();
         inner.history.push_back(Arc::new(Event {

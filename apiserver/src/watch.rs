@@ -364,11 +364,20 @@ impl Stream {
         true
     }
 
+    /// A line of a stored object in the form this watch's resource serves (`events.rs`).
+    fn convert(&self, line: Bytes) -> Bytes {
+        if crate::events::is_events_v1(&self.spec.rt) {
+            crate::events::v1_line(line)
+        } else {
+            line
+        }
+    }
+
     /// The next chunk of synthetic ADDED events (about `CHUNK_BYTES`), empty when none is left.
     fn initial_chunk(&mut self, items: &mut std::vec::IntoIter<Arc<Obj>>) -> BytesMut {
         let mut chunk = BytesMut::new();
         for obj in items {
-            let line = event_line("ADDED", &obj.json);
+            let line = self.convert(event_line("ADDED", &obj.json));
             chunk.extend_from_slice(&as_table(&self.spec, line, &mut self.headers));
             if chunk.len() >= CHUNK_BYTES {
                 break;
@@ -384,6 +393,7 @@ impl Stream {
         let mut lines = BytesMut::new();
         for ev in &events {
             if let Some(line) = render(&self.spec, &self.res, ev) {
+                let line = self.convert(line);
                 lines.extend_from_slice(&as_table(&self.spec, line, &mut self.headers));
             }
         }

@@ -791,7 +791,8 @@ async fn lists_paging_selectors_and_errors() {
     cms.get("c00").await.unwrap();
     server.faults().fail_next(1, 500);
     assert_eq!(api_code(cms.get("c00").await.unwrap_err()), 500);
-    // System namespaces cannot be deleted; other namespaces take their contents with them.
+    // System namespaces cannot be deleted; other namespaces take their contents with them
+    // (the namespace controller's work, done once the controllers are idle).
     let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(c.clone());
     assert_eq!(
         api_code(
@@ -812,6 +813,8 @@ async fn lists_paging_selectors_and_errors() {
     nss.delete("scratch", &DeleteParams::default())
         .await
         .unwrap();
+    server.wait_controllers_idle().await;
+    assert!(nss.get_opt("scratch").await.unwrap().is_none());
     assert!(
         Api::<ConfigMap>::all(c.clone())
             .list(&ListParams::default().fields("metadata.namespace=scratch"))
