@@ -9,7 +9,7 @@
 # builds keyed on their inputs, cargo), the host binary is the one the test command builds
 # (`cargo test --release --workspace --tests`: `cargo run -p kubewasm` would unify
 # features differently and rebuild half the dependency tree), and compiled plugins are cached in
-# target/scenario-cache, shared with scripts/scenarios.sh. Extra arguments go to `kubewasm dev`.
+# target/test-cache/kubewasm, the compile cache the test command fills. Extra arguments go to `kubewasm dev`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -34,5 +34,5 @@ if [[ " $* " != *" --port"* ]] && ! python3 -c 'import socket; socket.socket().b
   port=(--port "$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')")
   echo "demo: 127.0.0.1:6443 is taken; the API server uses port ${port[1]} (choose one with --port N)"
 fi
-target/release/kubewasm dev --plugins guest-examples/dist --cache-dir target/scenario-cache \
+target/release/kubewasm dev --plugins guest-examples/dist --cache-dir target/test-cache/kubewasm \
   --demo --demo-cloud "$endpoint" "${port[@]}" "$@"

@@ -41,8 +41,8 @@ pub enum Failed {
         controller: &'static str,
         /// The object written.
         what: String,
-        /// The server's answer.
-        error: ApiError,
+        /// The server's answer (boxed: a `Result` carrying it stays small on the happy path).
+        error: Box<ApiError>,
     },
 }
 

@@ -144,11 +144,21 @@ fn body_dry_run(options: &Value) -> ApiResult<bool> {
     }
 }
 
+/// The policy a DELETE without one gets, as each kind's `DefaultGarbageCollectionPolicy` in
+/// kube-apiserver: `Orphan` for batch/v1 Jobs and v1 ReplicationControllers (kept so for
+/// compatibility: a raw client's delete of a Job leaves its Pods), `Background` for the rest.
+fn default_propagation(rt: &ResourceType) -> Propagation {
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        ("batch", "jobs") | ("", "replicationcontrollers") => Propagation::Orphan,
+        _ => Propagation::Background,
+    }
+}
+
 /// The finalizers an object is deleted with, as kube-apiserver's
 /// `deletionFinalizersForGarbageCollection` decides: the options' policy, else the GC finalizer
-/// the object already has, else `Background`; `orphan` or `foregroundDeletion` added to the
-/// object's other finalizers accordingly.
-fn deletion_finalizers(opts: &DeleteOpts, current: &[String]) -> Vec<String> {
+/// the object already has, else the kind's `default`; `orphan` or `foregroundDeletion` added to
+/// the object's other finalizers accordingly.
+fn deletion_finalizers(opts: &DeleteOpts, current: &[String], default: Propagation) -> Vec<String> {
     let policy = match (opts.orphan_dependents, opts.propagation) {
         (Some(true), _) => Propagation::Orphan,
         (Some(false), _) => Propagation::Background,
@@ -160,7 +170,7 @@ fn deletion_finalizers(opts: &DeleteOpts, current: &[String]) -> Vec<String> {
                 FOREGROUND_FINALIZER => Some(Propagation::Foreground),
                 _ => None,
             })
-            .unwrap_or(Propagation::Background),
+            .unwrap_or(default),
     };
     let mut out: Vec<String> = current
         .iter()
@@ -249,7 +259,7 @@ pub fn delete(
         let cur = cur.ok_or_else(|| ApiError::not_found(rt, name))?;
         check_preconditions(rt, name, cur, opts)?;
         let current = finalizer_names(&cur.value);
-        let wanted = deletion_finalizers(opts, &current);
+        let wanted = deletion_finalizers(opts, &current, default_propagation(rt));
         let marking = Marking {
             marked: meta(&cur.value).get("deletionTimestamp").is_some(),
             same: wanted.len() == current.len() && wanted.iter().all(|f| current.contains(f)),
@@ -354,26 +364,59 @@ mod tests {
             ..DeleteOpts::default()
         };
         let none = with(None, None);
-        assert!(deletion_finalizers(&none, &[]).is_empty());
+        assert!(deletion_finalizers(&none, &[], Propagation::Background).is_empty());
         assert_eq!(
-            deletion_finalizers(&with(Some(Propagation::Foreground), None), &names(&["a"])),
+            deletion_finalizers(
+                &with(Some(Propagation::Foreground), None),
+                &names(&["a"]),
+                Propagation::Background
+            ),
             names(&["a", FOREGROUND_FINALIZER])
         );
         assert_eq!(
-            deletion_finalizers(&with(None, Some(true)), &names(&[FOREGROUND_FINALIZER])),
+            deletion_finalizers(
+                &with(None, Some(true)),
+                &names(&[FOREGROUND_FINALIZER]),
+                Propagation::Background
+            ),
             names(&[ORPHAN_FINALIZER])
         );
         // No policy: a GC finalizer already there decides.
         assert_eq!(
-            deletion_finalizers(&none, &names(&[ORPHAN_FINALIZER, "b"])),
+            deletion_finalizers(
+                &none,
+                &names(&[ORPHAN_FINALIZER, "b"]),
+                Propagation::Background
+            ),
             names(&["b", ORPHAN_FINALIZER])
         );
         assert!(
             deletion_finalizers(
                 &with(Some(Propagation::Background), None),
-                &names(&[ORPHAN_FINALIZER])
+                &names(&[ORPHAN_FINALIZER]),
+                Propagation::Orphan
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_delete_without_a_policy_gets_the_kinds_default() {
+        let none = DeleteOpts::default();
+        // A Job's default is Orphan (kube-apiserver keeps it for compatibility) ...
+        assert_eq!(
+            deletion_finalizers(&none, &[], Propagation::Orphan),
+            names(&[ORPHAN_FINALIZER])
+        );
+        // ... but a policy the client gave, or the object's own GC finalizer, wins.
+        let background = DeleteOpts {
+            propagation: Some(Propagation::Background),
+            ..DeleteOpts::default()
+        };
+        assert!(deletion_finalizers(&background, &[], Propagation::Orphan).is_empty());
+        assert_eq!(
+            deletion_finalizers(&none, &names(&[FOREGROUND_FINALIZER]), Propagation::Orphan),
+            names(&[FOREGROUND_FINALIZER])
         );
     }
 

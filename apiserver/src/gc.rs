@@ -165,7 +165,13 @@ impl Graph {
         let after = owner_uids(next);
         if before != after {
             let n = node();
-            for u in before.iter().filter(|u| !after.contains(u)) {
+            // Sets, not the lists: a client may send tens of thousands of references, and this
+            // runs under the store's write lock, so the diff must be linear.
+            let (old_set, new_set): (HashSet<&str>, HashSet<&str>) = (
+                before.iter().copied().collect(),
+                after.iter().copied().collect(),
+            );
+            for u in old_set.iter().filter(|u| !new_set.contains(*u)) {
                 if let Some(set) = self.dependents.get_mut(*u) {
                     set.remove(&n);
                     if set.is_empty() {
@@ -173,7 +179,7 @@ impl Graph {
                     }
                 }
             }
-            for u in after.iter().filter(|u| !before.contains(u)) {
+            for u in new_set.iter().filter(|u| !old_set.contains(*u)) {
                 self.dependents
                     .entry(u.to_string())
                     .or_default()
@@ -271,7 +277,7 @@ fn failed(node: &Node, error: crate::status::ApiError) -> Failed {
     Failed::Write {
         controller: "garbage collector",
         what: node.to_string(),
-        error,
+        error: Box::new(error),
     }
 }
 
@@ -306,15 +312,19 @@ fn attempt_to_delete(app: &App, node: &Node) -> Result<(), Failed> {
     if refs.is_empty() {
         return Ok(());
     }
-    let (mut solid, mut gone, mut waiting) = (0, Vec::new(), 0);
-    for r in refs {
+    // The references to owners gone or going, by index: comparing the references themselves
+    // would be quadratic in a list a client chose.
+    let (mut solid, mut gone, mut waiting) = (0, HashSet::new(), 0);
+    for (i, r) in refs.iter().enumerate() {
         match classify(app, r, &node.ns) {
             Owner::Unresolvable => return Ok(()),
             Owner::Solid => solid += 1,
-            Owner::Dangling => gone.push(r),
+            Owner::Dangling => {
+                gone.insert(i);
+            }
             Owner::Waiting => {
                 waiting += 1;
-                gone.push(r);
+                gone.insert(i);
             }
         }
     }
@@ -323,7 +333,12 @@ fn attempt_to_delete(app: &App, node: &Node) -> Result<(), Failed> {
             return Ok(());
         }
         // Another owner keeps the object: only the references to owners gone or going go.
-        let keep: Vec<&Value> = refs.iter().filter(|r| !gone.contains(r)).collect();
+        let keep: Vec<&Value> = refs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !gone.contains(i))
+            .map(|(_, r)| r)
+            .collect();
         return patch_metadata(app, &rt, node, &obj, json!({"ownerReferences": keep}));
     }
     let uid = uid_of(v);
@@ -360,7 +375,12 @@ fn attempt_to_delete(app: &App, node: &Node) -> Result<(), Failed> {
     } else {
         Propagation::Background
     };
-    let opts = DeleteOpts::controller(uid, policy);
+    // Preconditioned on what was read, as the real collector's delete: an owner added since
+    // then makes it a 409, and the work runs again and sees that owner.
+    let opts = DeleteOpts {
+        resource_version: Some(obj.rv.to_string()),
+        ..DeleteOpts::controller(uid, policy)
+    };
     match deletion::delete(app, &rt, &node.ns, &node.name, &opts) {
         Ok(_) => Ok(()),
         Err(e) if e.code == 404 => Ok(()),

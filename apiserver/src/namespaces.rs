@@ -252,7 +252,7 @@ fn failed(what: String, error: ApiError) -> Failed {
     Failed::Write {
         controller: "namespace controller",
         what,
-        error,
+        error: Box::new(error),
     }
 }
 

@@ -76,6 +76,9 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<()> {
         data_dir: args.data_dir.clone(),
         authorization: args.authorize.then(apiserver::Authorization::default),
         audit,
+        // Like a real cluster's kube-controller-manager: handlers meet `kube-root-ca.crt` and
+        // the `default` ServiceAccount in every namespace.
+        namespace_defaults: true,
         ..apiserver::Config::default()
     })
     .await

@@ -402,6 +402,20 @@ fn preexisting(r: &Resource, name: &str) -> String {
     out
 }
 
+/// The expectations of the delete step before `on-delete`: a Namespace is not deleted at once
+/// but marked `Terminating`, then given the namespace controller's conditions, as on a real
+/// cluster, so the handler sees two updates first.
+fn terminating(r: &Resource, second: &Value) -> String {
+    if (r.api_version.as_str(), r.kind.as_str()) != ("v1", "Namespace") {
+        return String::new();
+    }
+    let (object, key) = (object_ref(second), object_key(second));
+    let update = format!(
+        "      - {{call: on-update, object: {object}, is-sync: false, result: ok}}\n      - {{log: info, message: \"^update {key} sync=false$\"}}\n"
+    );
+    update.repeat(2)
+}
+
 /// A small object of the resource, valid for the kinds that need a spec to be accepted.
 fn example_object(r: &Resource, name: &str, labels: Option<Value>) -> Value {
     let mut metadata = json!({ "name": name });
@@ -606,6 +620,7 @@ fn render_all(args: &NewArgs, repo: Option<&Path>) -> anyhow::Result<Vec<(String
         ("second-changed", flow(&changed)),
         ("second-ref", object_ref(&second)),
         ("second-key", object_key(&second)),
+        ("terminating", terminating(r, &second)),
     ];
     let common = [
         file("README.md", template!("common/README.md")),

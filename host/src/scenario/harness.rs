@@ -697,7 +697,10 @@ impl World {
             rounds += 1;
             let informers = self.host.factory().caught_up(target);
             let plugins = self.host.manager().is_idle();
-            if informers && plugins && self.server.resource_version() == target {
+            // The server's own controllers (the garbage collector, namespace teardown) idle
+            // too: what they have yet to write is part of "everything so far".
+            let controllers = self.server.controllers_idle();
+            if informers && plugins && controllers && self.server.resource_version() == target {
                 quiet += 1;
                 if quiet >= 3 {
                     self.settled_rv.store(target, Ordering::Relaxed);
