@@ -14,8 +14,9 @@ export function metaOf(obj) {
   };
 }
 
-// The arguments as the WIT orders them, from positions or from one options object, so that a call
-// written in the order these helpers had before (reason, note, action) fails loudly.
+// The arguments as the WIT orders them, from positions or from one options object. All three are
+// required strings, so a call in the earlier order without an action (reason, note) throws
+// instead of recording the note as the action.
 function args(fn, reason, action, note) {
   if (reason !== null && typeof reason === 'object') ({ reason, action, note } = reason);
   for (const [name, value] of [['reason', reason], ['action', action], ['note', note]]) {
