@@ -115,8 +115,7 @@ pub struct Watched(Box<Event<DynamicObject>>);
 
 impl Watched {
     /// Wraps an event of a kind that is not the handler's own.
-    #[doc(hidden)]
-    pub fn new(event: Event<DynamicObject>) -> Self {
+    fn new(event: Event<DynamicObject>) -> Self {
         Watched(Box::new(event))
     }
 

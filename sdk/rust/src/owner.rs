@@ -34,7 +34,7 @@ fn namespace(obj: &(impl Named + ?Sized)) -> Option<&str> {
 
 /// The reference a controller puts on what it owns: `owner`'s `apiVersion`, `kind`, `name` and
 /// `uid`, with `controller` and `blockOwnerDeletion` true. `owner` is a typed object or a
-/// [`Lazy`](crate::Lazy) (no decode). An owner without a uid (not created yet, or built rather
+/// [`Lazy`] (no decode). An owner without a uid (not created yet, or built rather
 /// than read back) is [`Error::Fatal`]: read it from the cache or the API server first.
 pub fn controller_ref(owner: &(impl Named + ?Sized)) -> Result<OwnerReference> {
     let missing = [
