@@ -14,8 +14,21 @@ export function metaOf(obj) {
   };
 }
 
-/** Records a Normal Event about `regarding`; `reason` is CamelCase, `action` defaults to it. */
-export const normal = (regarding, reason, note, action) => emit(metaOf(regarding), 'normal', reason, action || reason, note);
+// The arguments as the WIT orders them, from positions or from one options object. All three are
+// required strings, so a call in the earlier order without an action (reason, note) throws
+// instead of recording the note as the action.
+function args(fn, reason, action, note) {
+  if (reason !== null && typeof reason === 'object') ({ reason, action, note } = reason);
+  for (const [name, value] of [['reason', reason], ['action', action], ['note', note]]) {
+    if (typeof value !== 'string') throw new TypeError(`events.${fn}: ${name} must be a string (arguments: regarding, reason, action, note, or regarding, { reason, action, note })`);
+  }
+  return [reason, action, note];
+}
+
+/** Records a Normal Event about `regarding`: the `reason` (CamelCase, e.g. `QuotaCreated`), the
+ * `action` taken (e.g. `Apply`), then the `note` for people, the WIT's order and the Rust and
+ * Python SDKs'; or one object `{ reason, action, note }`. */
+export const normal = (regarding, reason, action, note) => emit(metaOf(regarding), 'normal', ...args('normal', reason, action, note));
 
 /** Records a Warning Event about `regarding`, as `normal` does. */
-export const warning = (regarding, reason, note, action) => emit(metaOf(regarding), 'warning', reason, action || reason, note);
+export const warning = (regarding, reason, action, note) => emit(metaOf(regarding), 'warning', ...args('warning', reason, action, note));

@@ -16,30 +16,74 @@ function failed(log, name, e) {
   return outcome(e);
 }
 
+/** One event of a kind in the handler's `watches`, as `onWatched` receives it: `change` is
+ * `'add'`, `'update'` or `'delete'`, `obj` the object as it is now (the new one of an update, the
+ * last state of a deleted one), `old` the previous one of an update (else undefined), and the
+ * change's flag as `initial`, `isSync` or `unknown` (false for the other changes). `kind`,
+ * `apiVersion` and `isKind()` read the metadata without decoding the object. */
+export class Watched {
+  constructor(change, obj, old, flag) {
+    this.change = change;
+    this.obj = obj;
+    this.old = old;
+    this.initial = change === 'add' && flag;
+    this.isSync = change === 'update' && flag;
+    this.unknown = change === 'delete' && flag;
+  }
+
+  get kind() { return this.obj.kind; }
+
+  get apiVersion() { return this.obj.apiVersion; }
+
+  /** Whether the object is of `kind` in `apiVersion`. */
+  isKind(apiVersion, kind) { return this.obj.kind === kind && this.obj.apiVersion === apiVersion; }
+}
+
+const kindKey = (apiVersion, kind) => `${apiVersion}\u0000${kind}`;
+
+/** Every subscription `h` declares: its own (`subscriptions`), then its `watches`. */
+export const subscriptionsOf = (h) => [...(h.subscriptions || []), ...(h.watches || [])];
+
+/** The kinds whose events go to `onWatched`: those in `watches` and not in `subscriptions` (a
+ * kind in both stays the handler's own, as it was before `watches`). */
+function watchedKinds(h) {
+  const own = new Set((h.subscriptions || []).map((s) => kindKey(s.apiVersion, s.kind)));
+  return new Set((h.watches || []).map((s) => kindKey(s.apiVersion, s.kind)).filter((k) => !own.has(k)));
+}
+
 /** The on-add/on-update/on-delete/on-synced exports for `h`, objects decoded on first use,
- * failures reported with `log` (the world's `log` import). Each export catches inline (no
- * wrapper, no rest arguments): they run once per notification, and a no-op handler should cost
- * little more than the call itself. */
+ * events of watched kinds sent to `onWatched`, failures reported with `log` (the world's `log`
+ * import). Each export catches inline (no wrapper, no rest arguments): they run once per
+ * notification, and a no-op handler should cost little more than the call itself. */
 export function notifications(h, log) {
   const of = KubeObject.of;
+  const watched = watchedKinds(h);
+  const routed = watched.size > 0;
+  const isWatched = (obj) => watched.has(kindKey(obj.meta.apiVersion, obj.meta.kind));
   return {
     onAdd(obj, initial) {
       try {
-        if (h.onAdd) h.onAdd(of(obj), initial);
+        if (routed && isWatched(obj)) {
+          if (h.onWatched) h.onWatched(new Watched('add', of(obj), undefined, initial));
+        } else if (h.onAdd) h.onAdd(of(obj), initial);
       } catch (e) {
         throw failed(log, 'on-add', e);
       }
     },
     onUpdate(old, obj, isSync) {
       try {
-        if (h.onUpdate) h.onUpdate(of(old), of(obj), isSync);
+        if (routed && isWatched(obj)) {
+          if (h.onWatched) h.onWatched(new Watched('update', of(obj), of(old), isSync));
+        } else if (h.onUpdate) h.onUpdate(of(old), of(obj), isSync);
       } catch (e) {
         throw failed(log, 'on-update', e);
       }
     },
     onDelete(obj, unknown) {
       try {
-        if (h.onDelete) h.onDelete(of(obj), unknown);
+        if (routed && isWatched(obj)) {
+          if (h.onWatched) h.onWatched(new Watched('delete', of(obj), undefined, unknown));
+        } else if (h.onDelete) h.onDelete(of(obj), unknown);
       } catch (e) {
         throw failed(log, 'on-delete', e);
       }

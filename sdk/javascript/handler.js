@@ -1,7 +1,7 @@
 // The handler layer for the world kubewasm:handler@0.2.0 (handler-core.js does the work): the
 // five exports, with `describe` reporting permissions, origins and Events too.
 import { log } from 'kubewasm:handler/log@0.2.0';
-import { notifications } from './handler-core.js';
+import { notifications, subscriptionsOf } from './handler-core.js';
 
 /** What to be told about: a kind, optionally one namespace, selectors, a resync period and a
  * projection (`metadataOnly`, or JSON pointers in `fields`). */
@@ -14,13 +14,15 @@ export function permission(apiVersion, kind, verbs, namespace) {
   return { apiVersion, kind, namespace, verbs };
 }
 
-/** The world's exports for `h` (`name`, `subscriptions`, `permissions`, `httpOrigins`, `events`,
- * and any of `onAdd(obj, initial)`, `onUpdate(old, obj, isSync)`, `onDelete(obj, unknown)`,
- * `onSynced()`): `export const { describe, onAdd, onUpdate, onDelete, onSynced } = handler({...})`. */
+/** The world's exports for `h` (`name`, `subscriptions`, `watches`, `permissions`,
+ * `httpOrigins`, `events`, and any of `onAdd(obj, initial)`, `onUpdate(old, obj, isSync)`,
+ * `onDelete(obj, unknown)`, `onSynced()`, `onWatched(event)`: events of the kinds in `watches`
+ * reach `onWatched` as a `Watched`, every other event the `on*` of its change):
+ * `export const { describe, onAdd, onUpdate, onDelete, onSynced } = handler({...})`. */
 export function handler(h) {
   return {
     describe: () => ({
-      name: h.name, subscriptions: h.subscriptions || [], permissions: h.permissions || [],
+      name: h.name, subscriptions: subscriptionsOf(h), permissions: h.permissions || [],
       httpOrigins: h.httpOrigins || [], events: !!h.events,
     }),
     ...notifications(h, log),

@@ -5,7 +5,7 @@ import * as host from 'kubewasm:handler/kube@0.2.0';
 import * as cache from 'kubewasm:handler/cache@0.2.0';
 import { ApiError, Fatal, Retry } from './errors.js';
 import { KubeObject, wrap } from './objects.js';
-import { setController } from './owner.js';
+import { isUpToDate, setController } from './owner.js';
 
 function call(what, fn) {
   try {
@@ -46,6 +46,15 @@ export function apply(obj, { force = true, dryRun = false } = {}) {
  * and reach no server), then `apply`s it. */
 export function applyOwned(owner, obj, { force = true, dryRun = false } = {}) {
   setController(obj, owner);
+  return apply(obj, { force, dryRun });
+}
+
+/** `applyOwned`, unless `have` (the object as the cache holds it, or undefined) is already as
+ * wanted (`owner.isUpToDate`, owner reference included): undefined when nothing was written. The
+ * check saves a write per event for a controller that re-applies on every resync or change. */
+export function applyOwnedIfChanged(owner, obj, have, { force = true, dryRun = false } = {}) {
+  setController(obj, owner);
+  if (isUpToDate(have, obj)) return undefined;
   return apply(obj, { force, dryRun });
 }
 
@@ -92,25 +101,35 @@ export function del(target, uid) {
 // stopping); every other refusal (a kind the handler does not subscribe to, a bad selector, a
 // list over the per-call bound) gives the same answer on every redelivery: Fatal.
 const CACHE_TRANSIENT = 'is not available';
+// The host's words for a read of a kind the plugin does not subscribe to (its message goes on
+// with the manifest line that grants the watch).
+const NOT_SUBSCRIBED = 'does not subscribe to';
 
-function cached(what, fn) {
+// An unsubscribed kind also gets the handler line that subscribes to it, since the host can only
+// speak of describe() in general.
+function cached(call, apiVersion, kind, fn) {
   try {
     return fn();
   } catch (e) {
-    const message = String(e && e.payload !== undefined ? e.payload : e);
-    const Failure = message.includes(CACHE_TRANSIENT) ? Retry : Fatal;
-    throw new Failure(`${what}: ${message}`);
+    let message = String(e && e.payload !== undefined ? e.payload : e);
+    if (message.includes(CACHE_TRANSIENT)) throw new Retry(`${call} ${kind}: ${message}`);
+    if (message.includes(NOT_SUBSCRIBED)) {
+      message += `; in JavaScript, add subscription('${apiVersion}', '${kind}') to the handler's watches`;
+    }
+    throw new Fatal(`${call} ${kind}: ${message}`);
   }
 }
 
-/** The object as the informer cache holds it (a subscribed kind), or undefined. */
+/** The object as the informer cache holds it (a kind in `subscriptions` or `watches`), or
+ * undefined. */
 export function cachedGet(apiVersion, kind, name, namespace) {
-  const found = cached(`cache.get ${kind}`, () => cache.get(apiVersion, kind, namespace, name));
+  const found = cached('cache.get', apiVersion, kind, () => cache.get(apiVersion, kind, namespace, name));
   return found ? KubeObject.of(found) : undefined;
 }
 
 /** Every cached object of a subscribed kind, optionally in one namespace and matching a label
- * selector (the host refuses answers over 2,000 objects / 8 MiB: Retry). */
+ * selector (the host refuses answers over 2,000 objects / 8 MiB: Fatal, narrow the namespace or
+ * selector). */
 export function cachedList(apiVersion, kind, { namespace, selector } = {}) {
-  return cached(`cache.list ${kind}`, () => cache.list(apiVersion, kind, namespace, selector)).map(KubeObject.of);
+  return cached('cache.list', apiVersion, kind, () => cache.list(apiVersion, kind, namespace, selector)).map(KubeObject.of);
 }

@@ -1,7 +1,8 @@
 // Owner references, as a controller sets them on what it owns (controller-runtime's
 // SetControllerReference), so the garbage collector deletes the owned objects with their owner
 // and a handler can tell its own objects from others'. `kube.applyOwned` is `setController` then
-// `kube.apply`.
+// `kube.apply`; `kube.applyOwnedIfChanged` skips the write when `isUpToDate` finds the cached
+// object already as wanted.
 //
 // Scope is read from the objects themselves: one with a non-empty `metadata.namespace` is
 // namespaced, one without is cluster-scoped (so set the namespace of a namespaced object before
@@ -61,4 +62,33 @@ export function setController(obj, owner) {
   if (!next.includes(ref)) next.push(ref);
   if (!obj.metadata) obj.metadata = {};
   obj.metadata.ownerReferences = next;
+}
+
+/** Whether `have` (what the cache holds; undefined: absent) already is as `want` (what the
+ * handler would apply) says, so the write can be skipped: every field `want` sets has the same
+ * value in `have`; fields only `have` has (status, defaults, others' labels) do not count. Lists
+ * match element by element, except `metadata.ownerReferences`, where each wanted reference must
+ * be among `have`'s (others may own it too). A field the server normalises (a quantity `1000m`
+ * stored as `1`) or a projected cache reads as not up to date: one more apply, never a missed
+ * one. */
+export function isUpToDate(have, want) {
+  return have !== undefined && have !== null && covers(have, want, false);
+}
+
+const isEmpty = (v) => v === undefined || v === null || (Array.isArray(v) ? v.length === 0 : typeof v === 'object' && Object.keys(v).length === 0);
+
+function covers(have, want, references) {
+  if (Array.isArray(want)) {
+    if (!Array.isArray(have)) return false;
+    if (references) {
+      return want.every((w) => have.some((h) => h && w && h.uid === w.uid && covers(h, w, false)));
+    }
+    return have.length === want.length && want.every((w, i) => covers(have[i], w, false));
+  }
+  if (want !== null && typeof want === 'object') {
+    if (have === null || typeof have !== 'object' || Array.isArray(have)) return false;
+    // An absent field is as good as an empty one, as the server leaves empty ones out.
+    return Object.entries(want).every(([k, w]) => (k in have ? covers(have[k], w, k === 'ownerReferences') : isEmpty(w)));
+  }
+  return want === undefined || have === want;
 }

@@ -3,10 +3,11 @@
 // imports only (log; no kube, Events or wasi:http, which 0.1.0 lacks). Works with componentize-js
 // and componentize-qjs. `import { handler, subscription, log } from './sdk/v0.1.0.js'`.
 import { log as hostLog } from 'kubewasm:handler/log@0.1.0';
-import { notifications } from './handler-core.js';
+import { notifications, subscriptionsOf } from './handler-core.js';
 
 export { Retry, Fatal, Trap, outcome } from './errors.js';
 export { KubeObject, key } from './objects.js';
+export { Watched } from './handler-core.js';
 export const version = '0.2.0';
 
 /** What to be told about: a kind, optionally one namespace, selectors and a resync period
@@ -16,8 +17,9 @@ export function subscription(apiVersion, kind, { namespace, labels, fieldSelecto
   return { apiVersion, kind, namespace, labelSelector: labels, fieldSelector, resyncPeriodMs: resyncMs };
 }
 
-/** The world's four exports for `h` (`name`, `subscriptions`, and any of `onAdd(obj, initial)`,
- * `onUpdate(old, obj, isSync)`, `onDelete(obj, unknown)`): asking for what 0.1.0 cannot say
+/** The world's four exports for `h` (`name`, `subscriptions`, `watches`, and any of
+ * `onAdd(obj, initial)`, `onUpdate(old, obj, isSync)`, `onDelete(obj, unknown)`,
+ * `onWatched(event)`): asking for what 0.1.0 cannot say
  * (permissions, origins, Events) throws while the component is built, not at run time.
  * `export const { describe, onAdd, onUpdate, onDelete } = handler({...})`. */
 export function handler(h) {
@@ -25,7 +27,7 @@ export function handler(h) {
     throw new Error('permissions, httpOrigins, events and onSynced need kubewasm:handler@0.2.0 (index.js)');
   }
   const { onAdd, onUpdate, onDelete } = notifications(h, hostLog);
-  return { describe: () => ({ name: h.name, subscriptions: h.subscriptions || [] }), onAdd, onUpdate, onDelete };
+  return { describe: () => ({ name: h.name, subscriptions: subscriptionsOf(h) }), onAdd, onUpdate, onDelete };
 }
 
 /** The host's log pipeline (tagged with the plugin's name, rate limited); never log object content. */

@@ -103,7 +103,7 @@ function check(pod) {
       continue;
     }
     if (stage === undefined) {
-      events.warning(pod, REASON, `container ${container} is in CrashLoopBackOff (${restarts} restarts)`, 'Notify');
+      events.warning(pod, REASON, 'Notify', `container ${container} is in CrashLoopBackOff (${restarts} restarts)`);
       remember(key, 'evented');
     }
     let status;

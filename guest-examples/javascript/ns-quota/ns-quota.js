@@ -25,7 +25,7 @@ function reconcile(ns, isSync) {
   const applied = kube.apply(quota);
   const how = isSync ? 'repaired' : applied.created ? 'created' : 'updated';
   log.info(`applied ResourceQuota ${applied.key} for team ${team} (${how})`);
-  if (applied.created) events.normal(ns, 'QuotaCreated', `ResourceQuota ${QUOTA} for team ${team}`, 'Apply');
+  if (applied.created) events.normal(ns, 'QuotaCreated', 'Apply', `ResourceQuota ${QUOTA} for team ${team}`);
 }
 
 export const { describe, onAdd, onUpdate, onDelete, onSynced } = handler({

@@ -14,7 +14,7 @@ export const { describe, onAdd, onUpdate, onDelete, onSynced } = handler({
   events: true,
   onAdd(obj, initial) {
     log.info(`add ${obj.key} init=${initial}`);
-    events.normal(obj, 'Observed', `{{name}} saw ${obj.key}`, 'Observe');
+    events.normal(obj, 'Observed', 'Observe', `{{name}} saw ${obj.key}`);
   },
   onUpdate(_old, obj, isSync) {
     log.info(`update ${obj.key} sync=${isSync}`);

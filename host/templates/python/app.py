@@ -23,7 +23,7 @@ class App(Handler):
     # Fatal("why")` gives up; any other exception is a `retry` with its message (never a trap).
     def on_add(self, obj, initial):
         log.info(f"add {obj.key} init={flag(initial)}")
-        events.normal(obj, "Observed", f"{{name}} saw {obj.key}", "Observe")
+        events.normal(obj, "Observed", "Observe", f"{{name}} saw {obj.key}")
 
     def on_update(self, old, new, is_sync):
         log.info(f"update {new.key} sync={flag(is_sync)}")

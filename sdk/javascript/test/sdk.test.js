@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { handler, subscription, permission, kube, events, http, owner, KubeObject, key, Retry, Fatal, Trap, ApiError, Timeout, TooLarge, HttpError } from '../index.js';
+import { handler, subscription, permission, Watched, kube, events, http, owner, KubeObject, key, Retry, Fatal, Trap, ApiError, Timeout, TooLarge, HttpError } from '../index.js';
 import * as v010 from '../v0.1.0.js';
 import * as hostKube from './stub/kube.js';
 import * as hostCache from './stub/cache.js';
@@ -238,17 +238,112 @@ test('cache reads; their errors retry only while the cache is not available', ()
     'plugin p does not subscribe to v1 Secret; only subscribed resources can be read from the cache';
   assert.throws(() => kube.cachedGet('v1', 'Secret', 's', 'ns'), Fatal);
   assert.throws(() => kube.cachedList('v1', 'Secret'), Fatal);
+  const host = 'plugin p does not subscribe to v1 Secret; only subscribed resources can be read from the cache: '
+    + 'subscribe to it in describe() and grant it in the plugin\'s manifest: [grants] watch = [{ api-version = "v1", kind = "Secret" }]';
+  hostCache.state.error = host;
+  assert.throws(() => kube.cachedList('v1', 'Secret'), (e) => e instanceof Fatal
+    && e.message === `cache.list Secret: ${host}; in JavaScript, add subscription('v1', 'Secret') to the handler's watches`);
+  hostCache.state.error = 'invalid label selector';
+  assert.throws(() => kube.cachedGet('v1', 'Secret', 's', 'ns'), (e) => e instanceof Fatal && e.message === 'cache.get Secret: invalid label selector');
   hostCache.state.error =
     'the cache of v1/ConfigMap is not available: its informer is stopping or not started yet';
   assert.throws(() => kube.cachedGet('v1', 'ConfigMap', 'cm', 'ns'), Retry);
   hostCache.state.error = undefined;
 });
 
-test('events carry the object-meta', () => {
-  events.warning(CM, 'Broken', 'it broke');
+test('events carry the object-meta and the WIT order', () => {
+  events.warning(CM, 'Broken', 'Repair', 'it broke');
   const e = emitted.at(-1);
   assert.deepEqual([e.regarding.kind, e.regarding.namespace, e.regarding.uid, e.regarding.generation, e.regarding.labels], ['ConfigMap', 'ns', 'u1', 3n, [['a', 'b']]]);
-  assert.deepEqual([e.type, e.reason, e.action, e.note], ['warning', 'Broken', 'Broken', 'it broke']);
+  assert.deepEqual([e.type, e.reason, e.action, e.note], ['warning', 'Broken', 'Repair', 'it broke']);
+  events.normal(CM, { note: 'made it', reason: 'Created', action: 'Apply' });
+  const o = emitted.at(-1);
+  assert.deepEqual([o.type, o.reason, o.action, o.note], ['normal', 'Created', 'Apply', 'made it']);
+  // (reason, note) was a whole call before; it must not pass as (reason, action).
+  const before = emitted.length;
+  assert.throws(() => events.normal(CM, 'Created', 'made it'), (err) => err instanceof TypeError && err.message.includes('note must be a string'));
+  assert.throws(() => events.warning(CM, { reason: 'Broken', note: 'n' }), TypeError);
+  assert.equal(emitted.length, before);
+});
+
+test('watches: describe lists them after subscriptions; each event reaches the callback of its kind', () => {
+  const seen = [];
+  const h = handler({
+    name: 'w',
+    // A ConfigMap subscribed the old way too stays the handler's own.
+    subscriptions: [subscription('v1', 'Namespace'), subscription('v1', 'ConfigMap')],
+    watches: [subscription('apps/v1', 'Deployment', { namespace: 'a' }), subscription('v1', 'ConfigMap')],
+    onAdd(obj, initial) { seen.push(['add', obj.kind, obj.name, initial]); },
+    onUpdate(old, obj, isSync) { seen.push(['update', obj.kind, obj.name, isSync]); },
+    onDelete(obj, unknown) { seen.push(['delete', obj.kind, obj.name, unknown]); },
+    onWatched(ev) {
+      assert.ok(ev instanceof Watched);
+      seen.push(['watched', ev.change, ev.kind, ev.obj.name, ev.old && ev.old.name, ev.initial, ev.isSync, ev.unknown,
+        ev.isKind('apps/v1', 'Deployment'), ev.obj.decoded]);
+      if (ev.obj.name === 'bad') throw new Fatal('bad deployment');
+    },
+  });
+  assert.deepEqual(h.describe().subscriptions.map((s) => [s.kind, s.namespace]),
+    [['Namespace', undefined], ['ConfigMap', undefined], ['Deployment', 'a'], ['ConfigMap', undefined]]);
+  const of = (apiVersion, kind, name) => wit({ apiVersion, kind, metadata: { name } });
+  const ns = of('v1', 'Namespace', 'n');
+  const dep = of('apps/v1', 'Deployment', 'd');
+  h.onAdd(ns, true);
+  h.onAdd(dep, true);
+  h.onUpdate(of('apps/v1', 'Deployment', 'd0'), dep, true);
+  h.onDelete(dep, true);
+  h.onUpdate(ns, ns, false);
+  h.onDelete(of('v1', 'ConfigMap', 'c'), false);
+  assert.deepEqual(seen, [
+    ['add', 'Namespace', 'n', true],
+    ['watched', 'add', 'Deployment', 'd', undefined, true, false, false, true, false],
+    ['watched', 'update', 'Deployment', 'd', 'd0', false, true, false, true, false],
+    ['watched', 'delete', 'Deployment', 'd', undefined, false, false, true, true, false],
+    ['update', 'Namespace', 'n', false],
+    ['delete', 'ConfigMap', 'c', false],
+  ]);
+  assert.throws(() => h.onAdd(of('apps/v1', 'Deployment', 'bad'), false), (e) => e.tag === 'fatal' && e.val === 'bad deployment');
+  // Without watches, every kind is the handler's own, as before.
+  const kinds = [];
+  const old = handler({ subscriptions: [subscription('v1', 'Namespace'), subscription('v1', 'ResourceQuota')],
+    onAdd(obj) { kinds.push(obj.kind); }, onWatched() { throw new Error('no watches'); } });
+  old.onAdd(of('v1', 'ResourceQuota', 'q'), false);
+  assert.deepEqual(kinds, ['ResourceQuota']);
+  // 0.1.0 routes the same way and describes the watches too.
+  const v1 = v010.handler({ name: 'w', subscriptions: [subscription('v1', 'Namespace')], watches: [subscription('apps/v1', 'Deployment')],
+    onWatched(ev) { kinds.push(`watched ${ev.kind}`); } });
+  assert.equal(v1.describe().subscriptions.length, 2);
+  v1.onAdd(dep, false);
+  assert.deepEqual(kinds, ['ResourceQuota', 'watched Deployment']);
+});
+
+test('owner: isUpToDate compares only the fields the handler sets', () => {
+  const have = { metadata: { name: 'cfg', uid: 'c1', labels: { a: '1', other: 'x' }, ownerReferences: [PLAIN, MINE] },
+    data: { k: 'v' }, status: { phase: 'Done' }, spec: { ports: [{ port: 80, protocol: 'TCP' }] } };
+  assert.equal(owner.isUpToDate(have, { metadata: { name: 'cfg', labels: { a: '1' }, ownerReferences: [MINE] }, data: { k: 'v' } }), true);
+  assert.equal(owner.isUpToDate(have, { data: { k: 'changed' } }), false);
+  assert.equal(owner.isUpToDate(have, { data: { k: 'v', n: 'y' } }), false);
+  assert.equal(owner.isUpToDate(have, { data: { k: 'v' }, binaryData: {}, extra: null }), true);
+  assert.equal(owner.isUpToDate(have, { metadata: { ownerReferences: [{ ...MINE, uid: 'd2' }] } }), false);
+  assert.equal(owner.isUpToDate(have, { spec: { ports: [{ port: 80 }] } }), true);
+  assert.equal(owner.isUpToDate(have, { spec: { ports: [{ port: 80 }, { port: 443 }] } }), false);
+  assert.equal(owner.isUpToDate(undefined, { data: {} }), false);
+  assert.equal(owner.isUpToDate(KubeObject.of(wit({ ...owned('ns', [MINE]), data: { k: 'v' } })), { metadata: { ownerReferences: [MINE] }, data: { k: 'v' } }), true);
+});
+
+test('applyOwnedIfChanged writes only what differs', () => {
+  hostKube.state.error = undefined;
+  hostKube.state.answer = { object: wit(CM), code: 200 };
+  const before = hostKube.calls.length;
+  const want = { ...owned(), data: { k: 'v' } };
+  const have = KubeObject.of(wit({ ...owned('ns', [PLAIN, MINE]), data: { k: 'v' }, status: { x: 1 } }));
+  assert.equal(kube.applyOwnedIfChanged(DEPLOY, want, have), undefined);
+  assert.deepEqual(want.metadata.ownerReferences, [MINE]);
+  assert.equal(hostKube.calls.length, before);
+  for (const stale of [undefined, KubeObject.of(wit({ ...owned('ns', [PLAIN]), data: { k: 'v' } }))]) {
+    assert.notEqual(kube.applyOwnedIfChanged(DEPLOY, { ...owned(), data: { k: 'v' } }, stale), undefined);
+  }
+  assert.equal(hostKube.calls.length, before + 2);
 });
 
 test('http: error codes, URLs, bodies', () => {

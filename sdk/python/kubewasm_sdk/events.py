@@ -21,12 +21,14 @@ def _meta(obj: dict) -> _types.ObjectMeta:
     )
 
 
-def normal(regarding: dict, reason: str, note: str, action: str = None) -> None:
+def normal(regarding: dict, reason: str, action: str, note: str) -> None:
     """Records a Normal Event about `regarding` (an object with its uid, as the handler got it
-    or as a write returned it); `reason` is CamelCase, `action` defaults to `reason`."""
-    _events.emit(_meta(regarding), _events.EventType.NORMAL, reason, action or reason, note)
+    or as a write returned it): the `reason` (CamelCase, e.g. `QuotaCreated`), the `action`
+    taken (e.g. `Apply`), then the `note` for people. The order is the WIT's and the Rust and
+    JavaScript SDKs'; name them (`action=`, `note=`) to make a call read unambiguously."""
+    _events.emit(_meta(regarding), _events.EventType.NORMAL, reason, action, note)
 
 
-def warning(regarding: dict, reason: str, note: str, action: str = None) -> None:
+def warning(regarding: dict, reason: str, action: str, note: str) -> None:
     """Records a Warning Event about `regarding`, as `normal` does."""
-    _events.emit(_meta(regarding), _events.EventType.WARNING, reason, action or reason, note)
+    _events.emit(_meta(regarding), _events.EventType.WARNING, reason, action, note)

@@ -49,12 +49,58 @@ def permission(api_version: str, kind: str, verbs: list, namespace: str = None) 
     return _types.Permission(api_version=api_version, kind=kind, namespace=namespace, verbs=list(verbs))
 
 
+class Watched:
+    """One event of a kind in the handler's `watches`, as `on_watched` receives it: `change` is
+    `"add"`, `"update"` or `"delete"`, `obj` the object as it is now (the new one of an update,
+    the last state of a deleted one), `old` the previous one of an update (else None), and the
+    flag of the change as `initial`, `is_sync` or `unknown` (False for the other changes).
+    `kind`, `api_version` and `is_kind()` read the metadata without decoding the object."""
+
+    __slots__ = ("change", "obj", "old", "_flag")
+
+    def __init__(self, change: str, obj: Object, old: Object = None, flag: bool = False):
+        self.change, self.obj, self.old, self._flag = change, obj, old, flag
+
+    @property
+    def kind(self) -> str:
+        return self.obj.kind
+
+    @property
+    def api_version(self) -> str:
+        return self.obj.api_version
+
+    def is_kind(self, api_version: str, kind: str) -> bool:
+        """Whether the object is of `kind` in `api_version`."""
+        return self.obj.kind == kind and self.obj.api_version == api_version
+
+    @property
+    def initial(self) -> bool:
+        """An add during the informer's initial replay."""
+        return self.change == "add" and self._flag
+
+    @property
+    def is_sync(self) -> bool:
+        """An update that is a resync replay (nothing changed on the server)."""
+        return self.change == "update" and self._flag
+
+    @property
+    def unknown(self) -> bool:
+        """A delete inferred from a relist (`obj` is the last state the cache knew)."""
+        return self.change == "delete" and self._flag
+
+    def __repr__(self) -> str:
+        return f"Watched({self.change} {self.kind} {self.obj.key})"
+
+
 class Handler:
-    """Subclass it: set `name`, `subscriptions`, `permissions`, `http_origins`, `events` (what
-    `describe()` reports, and the manifest must grant) and override the `on_*` you need."""
+    """Subclass it: set `name`, `subscriptions`, `watches`, `permissions`, `http_origins`,
+    `events` (what `describe()` reports, and the manifest must grant) and override the `on_*`
+    you need. Events of the kinds in `watches` (and not in `subscriptions`) reach `on_watched`
+    as a `Watched`; every other event reaches `on_add`, `on_update`, `on_delete`."""
 
     name = "handler"
     subscriptions: list = []
+    watches: list = []
     permissions: list = []
     http_origins: list = []
     events = False
@@ -70,6 +116,9 @@ class Handler:
 
     def on_synced(self) -> None:
         """After every initial replay: the handler has seen every object (0.2.0 only)."""
+
+    def on_watched(self, event: Watched) -> None:
+        """An event of a kind in `watches`: tell the kind by `event.kind` or `event.is_kind()`."""
 
 
 def outcome(e: BaseException):
@@ -95,19 +144,30 @@ def _failed(export: str, e: Exception):
     return Err(outcome(e))
 
 
+def _kinds(subscriptions) -> set:
+    return {(s.api_version, s.kind) for s in subscriptions}
+
+
 def world(handler: Handler) -> type:
     """The `WitWorld` class componentize-py exports, calling `handler`: in the app module,
     `WitWorld = world(MyHandler())`. Objects reach the handler undecoded (`Object.of`)."""
 
     of = Object.of
+    # A kind both subscribed and watched stays the handler's own, as it was before `watches`.
+    watched = _kinds(handler.watches) - _kinds(handler.subscriptions)
+
+    def is_watched(obj) -> bool:
+        m = obj.meta
+        return (m.api_version, m.kind) in watched
 
     class World(wit_world.WitWorld):
         def describe(self) -> _types.PluginInfo:
+            subscriptions = list(handler.subscriptions) + list(handler.watches)
             if WORLD_VERSION == "0.1.0":
                 if handler.permissions or handler.http_origins or handler.events:
                     _only_in_0_2_0("asking for permissions, http_origins or events")
-                return _types.PluginInfo(name=handler.name, subscriptions=list(handler.subscriptions))
-            return _types.PluginInfo(name=handler.name, subscriptions=list(handler.subscriptions),
+                return _types.PluginInfo(name=handler.name, subscriptions=subscriptions)
+            return _types.PluginInfo(name=handler.name, subscriptions=subscriptions,
                                      permissions=list(handler.permissions),
                                      http_origins=list(handler.http_origins), events=bool(handler.events))
 
@@ -116,19 +176,28 @@ def world(handler: Handler) -> type:
         # Only Exception is caught: a BaseException (SystemExit…) still traps, as asked.
         def on_add(self, obj, is_in_initial_list: bool) -> None:
             try:
-                handler.on_add(of(obj), is_in_initial_list)
+                if watched and is_watched(obj):
+                    handler.on_watched(Watched("add", of(obj), None, is_in_initial_list))
+                else:
+                    handler.on_add(of(obj), is_in_initial_list)
             except Exception as e:  # noqa: BLE001 - every failure becomes a handler-error
                 raise _failed("on-add", e) from None
 
         def on_update(self, old, new, is_sync: bool) -> None:
             try:
-                handler.on_update(of(old), of(new), is_sync)
+                if watched and is_watched(new):
+                    handler.on_watched(Watched("update", of(new), of(old), is_sync))
+                else:
+                    handler.on_update(of(old), of(new), is_sync)
             except Exception as e:  # noqa: BLE001
                 raise _failed("on-update", e) from None
 
         def on_delete(self, obj, final_state_unknown: bool) -> None:
             try:
-                handler.on_delete(of(obj), final_state_unknown)
+                if watched and is_watched(obj):
+                    handler.on_watched(Watched("delete", of(obj), None, final_state_unknown))
+                else:
+                    handler.on_delete(of(obj), final_state_unknown)
             except Exception as e:  # noqa: BLE001
                 raise _failed("on-delete", e) from None
 

@@ -10,7 +10,7 @@ from wit_world.imports import kube as _kube
 
 from .errors import ApiError, Fatal, Retry
 from .objects import Object
-from .owner import set_controller
+from .owner import is_up_to_date, set_controller
 
 _PATCH = {"merge": _kube.PatchType.MERGE, "json": _kube.PatchType.JSON, "strategic": _kube.PatchType.STRATEGIC}
 
@@ -52,6 +52,16 @@ def apply_owned(owner: dict, obj: dict, force: bool = True, dry_run: bool = Fals
     """Makes `owner` the controller of `obj` (`owner.set_controller`, whose refusals raise
     `Fatal` and reach no server), then `apply`s it."""
     set_controller(obj, owner)
+    return apply(obj, force=force, dry_run=dry_run)
+
+
+def apply_owned_if_changed(owner: dict, obj: dict, have, force: bool = True, dry_run: bool = False):
+    """`apply_owned`, unless `have` (the object as the cache holds it, or None) is already as
+    wanted (`owner.is_up_to_date`, owner reference included): None when nothing was written. The
+    check saves a write per event for a controller that re-applies on every resync or change."""
+    set_controller(obj, owner)
+    if is_up_to_date(have, obj):
+        return None
     return apply(obj, force=force, dry_run=dry_run)
 
 
@@ -104,12 +114,20 @@ def delete(target: dict, uid: str = None) -> bool:
 # stopping); every other refusal (a kind the handler does not subscribe to, a bad selector, a
 # list over the per-call bound) gives the same answer on every redelivery.
 _CACHE_TRANSIENT = "is not available"
+# The host's words for a read of a kind the plugin does not subscribe to (its message goes on
+# with the manifest line that grants the watch).
+_NOT_SUBSCRIBED = "does not subscribe to"
 
 
-def _cache_error(what: str, message: str) -> Exception:
-    """`Retry` for a cache that is not available yet, `Fatal` for everything else."""
-    cls = Retry if _CACHE_TRANSIENT in message else Fatal
-    return cls(f"{what}: {message}")
+def _cache_error(call: str, api_version: str, kind: str, message: str) -> Exception:
+    """`Retry` for a cache that is not available yet, `Fatal` for everything else. An
+    unsubscribed kind also gets the handler line that subscribes to it, since the host can only
+    speak of `describe()` in general."""
+    if _CACHE_TRANSIENT in message:
+        return Retry(f"{call} {kind}: {message}")
+    if _NOT_SUBSCRIBED in message:
+        message += f'; in Python, add subscription("{api_version}", "{kind}") to the handler\'s watches'
+    return Fatal(f"{call} {kind}: {message}")
 
 
 def cached(api_version: str, kind: str, name: str, namespace: str = None):
@@ -117,7 +135,7 @@ def cached(api_version: str, kind: str, name: str, namespace: str = None):
     try:
         found = _cache.get(api_version, kind, namespace, name)
     except Err as e:
-        raise _cache_error(f"cache.get {kind}", e.value) from None
+        raise _cache_error("cache.get", api_version, kind, e.value) from None
     return None if found is None else Object.of(found)
 
 
@@ -128,5 +146,5 @@ def cached_list(api_version: str, kind: str, namespace: str = None, selector: st
     try:
         found = _cache.list(api_version, kind, namespace, selector)
     except Err as e:
-        raise _cache_error(f"cache.list {kind}", e.value) from None
+        raise _cache_error("cache.list", api_version, kind, e.value) from None
     return [Object.of(o) for o in found]

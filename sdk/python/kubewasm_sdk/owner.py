@@ -1,7 +1,8 @@
 """Owner references, as a controller sets them on what it owns (controller-runtime's
 `SetControllerReference`), so the garbage collector deletes the owned objects with their owner
 and a handler can tell its own objects from others'. `kube.apply_owned` is `set_controller`
-then `kube.apply`.
+then `kube.apply`; `kube.apply_owned_if_changed` skips the write when `is_up_to_date` finds the
+cached object already as wanted.
 
 Scope is read from the objects themselves: one with a non-empty `metadata.namespace` is
 namespaced, one without is cluster-scoped (so set the namespace of a namespaced object before
@@ -72,3 +73,34 @@ def set_controller(obj, owner) -> None:
     if meta is None:
         meta = obj["metadata"] = {}
     meta["ownerReferences"] = refs
+
+
+def is_up_to_date(have, want) -> bool:
+    """Whether `have` (what the cache holds; None: absent) already is as `want` (what the
+    handler would apply) says, so the write can be skipped: every field `want` sets has the same
+    value in `have`; fields only `have` has (status, defaults, others' labels) do not count.
+    Lists match element by element, except `metadata.ownerReferences`, where each wanted
+    reference must be among `have`'s (others may own it too). A field the server normalises (a
+    quantity `1000m` stored as `1`) or a projected cache reads as not up to date: one more
+    apply, never a missed one."""
+    return have is not None and _covers(have, want, False)
+
+
+def _covers(have, want, references: bool) -> bool:
+    if isinstance(want, dict):
+        if not isinstance(have, dict):
+            return False
+        # An absent field is as good as an empty one, as the server leaves empty ones out.
+        return all(_covers(have[k], w, k == "ownerReferences") if k in have else w in (None, [], {})
+                   for k, w in want.items())
+    if isinstance(want, list):
+        if not isinstance(have, list):
+            return False
+        if references:
+            return all(any(isinstance(h, dict) and h.get("uid") == w.get("uid") and _covers(h, w, False)
+                           for h in have) for w in want)
+        return len(have) == len(want) and all(_covers(h, w, False) for h, w in zip(have, want))
+    # bool is an int to Python: True must not match 1.
+    if isinstance(want, bool) or isinstance(have, bool):
+        return type(want) is type(have) and want == have
+    return want == have

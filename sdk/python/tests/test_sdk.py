@@ -159,6 +159,83 @@ class WorldTest(unittest.TestCase):
             self.w.on_add(wit(CM), False)
 
 
+class Widgets(sdk.Handler):
+    """A Namespace handler that also watches Deployments and ConfigMaps (a ConfigMap subscribed
+    the old way too stays its own)."""
+    name = "w"
+    subscriptions = [sdk.subscription("v1", "Namespace"), sdk.subscription("v1", "ConfigMap")]
+    watches = [sdk.subscription("apps/v1", "Deployment", namespace="a"), sdk.subscription("v1", "ConfigMap")]
+
+    def __init__(self):
+        self.seen = []
+
+    def on_add(self, obj, initial):
+        self.seen.append(("add", obj.kind, obj.name, initial))
+
+    def on_update(self, old, new, is_sync):
+        self.seen.append(("update", new.kind, new.name, is_sync))
+
+    def on_delete(self, obj, unknown):
+        self.seen.append(("delete", obj.kind, obj.name, unknown))
+
+    def on_watched(self, event):
+        self.seen.append(("watched", event.change, event.kind, event.obj.name, event.old and event.old.name,
+                          event.initial, event.is_sync, event.unknown, event.is_kind("apps/v1", "Deployment"),
+                          event.obj.decoded))
+        if event.obj.name == "bad":
+            raise sdk.Fatal("bad deployment")
+
+
+def obj_of(api_version, kind, name):
+    return wit({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}})
+
+
+class WatchesTest(unittest.TestCase):
+    def test_describe_lists_subscriptions_then_watches(self):
+        info = sdk.world(Widgets())().describe()
+        self.assertEqual([(s.kind, s.namespace) for s in info.subscriptions],
+                         [("Namespace", None), ("ConfigMap", None), ("Deployment", "a"), ("ConfigMap", None)])
+
+    def test_each_event_reaches_the_callback_of_its_kind(self):
+        h = Widgets()
+        w = sdk.world(h)()
+        ns, dep, cm = obj_of("v1", "Namespace", "n"), obj_of("apps/v1", "Deployment", "d"), obj_of("v1", "ConfigMap", "c")
+        w.on_add(ns, True)
+        w.on_add(dep, True)
+        w.on_update(obj_of("apps/v1", "Deployment", "d0"), dep, True)
+        w.on_delete(dep, True)
+        w.on_update(ns, ns, False)
+        w.on_delete(cm, False)
+        self.assertEqual(h.seen, [
+            ("add", "Namespace", "n", True),
+            ("watched", "add", "Deployment", "d", None, True, False, False, True, False),
+            ("watched", "update", "Deployment", "d", "d0", False, True, False, True, False),
+            ("watched", "delete", "Deployment", "d", None, False, False, True, True, False),
+            ("update", "Namespace", "n", False),
+            ("delete", "ConfigMap", "c", False),
+        ])
+        with self.assertRaises(Err) as e:
+            w.on_add(obj_of("apps/v1", "Deployment", "bad"), False)
+        self.assertEqual(e.exception.value, types.HandlerError_Fatal("bad deployment"))
+
+    def test_without_watches_every_kind_is_the_handlers_own(self):
+        seen = []
+
+        class Old(sdk.Handler):
+            subscriptions = [sdk.subscription("v1", "Namespace"), sdk.subscription("v1", "ResourceQuota")]
+
+            def on_add(self, obj, initial):
+                seen.append(obj.kind)
+
+            def on_watched(self, event):
+                raise AssertionError("no watches")
+
+        w = sdk.world(Old())()
+        w.on_add(obj_of("v1", "ResourceQuota", "q"), False)
+        w.on_add(obj_of("v1", "Namespace", "n"), False)
+        self.assertEqual(seen, ["ResourceQuota", "Namespace"])
+
+
 DEPLOY = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"namespace": "ns", "name": "web", "uid": "d1"}}
 MINE = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "d1", "controller": True,
         "blockOwnerDeletion": True}
@@ -237,6 +314,29 @@ class OwnerTest(unittest.TestCase):
         self.assertFalse(sdk.owner.is_controlled_by(owned(refs=[dict(MINE, uid="")]), {"metadata": {}}))
 
 
+class UpToDateTest(unittest.TestCase):
+    def test_only_the_fields_the_handler_sets_count(self):
+        have = {"metadata": {"name": "cfg", "uid": "c1", "labels": {"a": "1", "other": "x"}},
+                "data": {"k": "v"}, "status": {"phase": "Done"}}
+        self.assertTrue(sdk.owner.is_up_to_date(have, {"metadata": {"name": "cfg", "labels": {"a": "1"}},
+                                                       "data": {"k": "v"}}))
+        self.assertFalse(sdk.owner.is_up_to_date(have, {"data": {"k": "changed"}}))
+        self.assertFalse(sdk.owner.is_up_to_date(have, {"data": {"k": "v", "new": "y"}}))
+        self.assertTrue(sdk.owner.is_up_to_date(have, {"data": {"k": "v"}, "binaryData": {}, "extra": None}))
+        self.assertFalse(sdk.owner.is_up_to_date(None, {"data": {}}))
+
+    def test_lists_match_by_element_owner_references_by_uid(self):
+        have = {"metadata": {"ownerReferences": [PLAIN, MINE]},
+                "spec": {"replicas": 3, "ports": [{"port": 80, "protocol": "TCP"}], "on": True}}
+        self.assertTrue(sdk.owner.is_up_to_date(have, {"metadata": {"ownerReferences": [MINE]},
+                                                       "spec": {"replicas": 3.0, "ports": [{"port": 80}]}}))
+        self.assertFalse(sdk.owner.is_up_to_date(have, {"metadata": {"ownerReferences": [dict(MINE, uid="d2")]}}))
+        self.assertFalse(sdk.owner.is_up_to_date(have, {"spec": {"ports": [{"port": 80}, {"port": 443}]}}))
+        self.assertFalse(sdk.owner.is_up_to_date(have, {"spec": {"on": 1}}))
+        undecoded = sdk.Object.of(wit(dict(CM, metadata=dict(CM["metadata"], ownerReferences=[MINE]))))
+        self.assertTrue(sdk.owner.is_up_to_date(undecoded, {"metadata": {"ownerReferences": [MINE]}, "data": {"k": "v"}}))
+
+
 class KubeTest(unittest.TestCase):
     def setUp(self):
         wkube.calls.clear()
@@ -310,13 +410,50 @@ class KubeTest(unittest.TestCase):
             sdk.kube.cached("v1", "ConfigMap", "cm", "ns")
         wcache.answer = None
 
+    def test_an_unsubscribed_kind_is_fatal_and_says_what_to_declare(self):
+        host = ('plugin p does not subscribe to v1 Secret; only subscribed resources can be read from the '
+                'cache: subscribe to it in describe() and grant it in the plugin\'s manifest: [grants] '
+                'watch = [{ api-version = "v1", kind = "Secret" }]')
+        wcache.answer = Err(host)
+        try:
+            with self.assertRaises(sdk.Fatal) as e:
+                sdk.kube.cached_list("v1", "Secret")
+            self.assertEqual(str(e.exception), f'cache.list Secret: {host}; in Python, add '
+                                               'subscription("v1", "Secret") to the handler\'s watches')
+            wcache.answer = Err("invalid label selector")
+            with self.assertRaises(sdk.Fatal) as e:
+                sdk.kube.cached("v1", "Secret", "s", "ns")
+            self.assertEqual(str(e.exception), "cache.get Secret: invalid label selector")
+        finally:
+            wcache.answer = None
+
+    def test_apply_owned_if_changed_writes_only_what_differs(self):
+        want = dict(owned(), data={"k": "v"})
+        have = sdk.Object.of(wit(dict(owned(refs=[PLAIN, MINE]), data={"k": "v"}, status={"x": 1})))
+        self.assertIsNone(sdk.kube.apply_owned_if_changed(DEPLOY, want, have))
+        self.assertEqual(wkube.calls, [])
+        self.assertEqual(want["metadata"]["ownerReferences"], [MINE])
+        wkube.answer = wkube.WriteOutcome(wit(CM), 200)
+        for have in (None, sdk.Object.of(wit(dict(owned(refs=[PLAIN]), data={"k": "v"})))):
+            self.assertIsNotNone(sdk.kube.apply_owned_if_changed(DEPLOY, dict(owned(), data={"k": "v"}), have))
+        self.assertEqual(len(wkube.calls), 2)
+
 
 class EventsTest(unittest.TestCase):
-    def test_event_regarding_an_object(self):
-        sdk.events.warning(CM, "Broken", "it broke")
+    def test_event_regarding_an_object_in_the_wit_order(self):
+        sdk.events.warning(CM, "Broken", "Repair", "it broke")
         meta, etype, reason, action, note = wevents.emitted[-1]
         self.assertEqual((meta.kind, meta.namespace, meta.name, meta.uid, meta.labels), ("ConfigMap", "ns", "cm", "u1", [("a", "b")]))
-        self.assertEqual((etype, reason, action, note), (wevents.EventType.WARNING, "Broken", "Broken", "it broke"))
+        self.assertEqual((etype, reason, action, note), (wevents.EventType.WARNING, "Broken", "Repair", "it broke"))
+
+    def test_arguments_by_keyword(self):
+        sdk.events.normal(CM, note="made it", reason="Created", action="Apply")
+        self.assertEqual(wevents.emitted[-1][1:], (wevents.EventType.NORMAL, "Created", "Apply", "made it"))
+
+    def test_the_old_order_without_an_action_is_refused(self):
+        # (reason, note) was the whole call before; it must not pass as (reason, action).
+        with self.assertRaises(TypeError):
+            sdk.events.normal(CM, "Created", "made it")
 
 
 class HttpTest(unittest.TestCase):

@@ -6,6 +6,7 @@ use serde_json::Value;
 use crate::bindings::kubewasm::handler::kube as raw;
 use crate::bindings::kubewasm::handler::types::Object as RawObject;
 use crate::error::{Error, Result};
+use crate::lazy::Lazy;
 use crate::object::{Named, Object};
 use crate::patch::JsonPatch;
 
@@ -70,6 +71,21 @@ pub fn apply_with<K: Object>(obj: &K, opts: WriteOptions) -> Result<Applied<K>> 
 /// whose refusals are [`Error::Fatal`] and reach no server), then [`apply`]s it.
 pub fn apply_owned<K: Object>(owner: &(impl Named + ?Sized), obj: &mut K) -> Result<Applied<K>> {
     crate::owner::owned(owner, obj, apply)
+}
+
+/// [`apply_owned`], unless `have` (the object as the cache holds it) is already as wanted
+/// ([`owner::is_up_to_date`](crate::owner::is_up_to_date), owner reference included): `None`
+/// when nothing was written. The check saves a write per event for a controller that re-applies
+/// on every resync or every change of its owner.
+pub fn apply_owned_if_changed<K: Object>(
+    owner: &(impl Named + ?Sized),
+    obj: &mut K,
+    have: Option<&Lazy<K>>,
+) -> Result<Option<Applied<K>>> {
+    crate::owner::owned(owner, obj, |obj| match have {
+        Some(have) if crate::owner::is_up_to_date(have, obj)? => Ok(None),
+        _ => apply(obj).map(Some),
+    })
 }
 
 /// Creates `obj`; 409 `AlreadyExists` when it does.

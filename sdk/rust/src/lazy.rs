@@ -27,6 +27,16 @@ impl<K: Object> Lazy<K> {
         }
     }
 
+    /// The same object as another kind, not decoded (a decode already done is dropped).
+    pub(crate) fn retype<T: Object>(self) -> Lazy<T> {
+        Lazy::new(self.raw)
+    }
+
+    /// What the host sent.
+    pub(crate) fn raw(&self) -> &RawObject {
+        &self.raw
+    }
+
     /// The typed object, decoded on the first call. An object that does not decode as `K`
     /// will not decode on redelivery either: the error is fatal.
     pub fn get(&self) -> Result<&K> {

@@ -6,8 +6,9 @@
 //! [`api::core::v1::Service`], or [`DynamicObject`] for custom kinds); [`handler!`] exports it
 //! ([`handler_v0_1!`] as a `kubewasm:handler@0.1.0` component). Objects arrive as [`Lazy`]:
 //! metadata reads are free, `get()?` decodes the typed object on first use.
-//! Its one [`Describe`] declaration yields the subscription, the permissions, the HTTP origins
-//! and whether it records Events. Inside a handler: [`kube`] (typed writes), [`events`],
+//! Its one [`Describe`] declaration yields the subscriptions (its own kind, and any further kind
+//! [`Describe::watch`] adds, whose events reach [`Handler::on_watched`] as [`Watched`]), the
+//! permissions, the HTTP origins and whether it records Events. Inside a handler: [`kube`] (typed writes), [`events`],
 //! [`http`] (over `wasi:http`), [`owner`] (owner references), [`cache`] and the logging macros ([`info!`] …). Every
 //! failure is an [`Error`] that `?` carries up and the host turns into `retry` or `fatal`.
 //!
@@ -76,9 +77,9 @@ pub use k8s_openapi::apimachinery;
 pub use k8s_openapi::{self, Resource};
 pub use serde_json::{self, json};
 
-pub use describe::Describe;
+pub use describe::{Describe, Watch};
 pub use error::{Error, Result};
-pub use handler::{FinalStateUnknown, Handler, Init, Sync, adapter, adapter_v0_1};
+pub use handler::{Event, FinalStateUnknown, Handler, Init, Sync, Watched, adapter, adapter_v0_1};
 pub use lazy::Lazy;
 pub use object::{DynamicObject, Named, Object, ObjectMeta, key, label};
 

@@ -1,7 +1,8 @@
 //! Owner references, as a controller sets them on what it owns (controller-runtime's
 //! `SetControllerReference`), so the garbage collector deletes the owned objects with their
 //! owner and a handler can tell its own objects from others'. [`kube::apply_owned`] is
-//! [`set_controller`] then [`kube::apply`].
+//! [`set_controller`] then [`kube::apply`]; [`kube::apply_owned_if_changed`] skips the write when
+//! [`is_up_to_date`] finds the cached object already as wanted.
 //!
 //! Scope is read from the objects themselves: one with a non-empty `metadata.namespace` is
 //! namespaced, one without is cluster-scoped (so set the namespace of a namespaced object
@@ -9,10 +10,13 @@
 //!
 //! [`kube::apply_owned`]: crate::kube::apply_owned
 //! [`kube::apply`]: crate::kube::apply
+//! [`kube::apply_owned_if_changed`]: crate::kube::apply_owned_if_changed
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::lazy::Lazy;
 use crate::object::{Named, Object, key};
 
 /// `Kind namespace/name`, how the errors name an object.
@@ -30,7 +34,7 @@ fn namespace(obj: &(impl Named + ?Sized)) -> Option<&str> {
 
 /// The reference a controller puts on what it owns: `owner`'s `apiVersion`, `kind`, `name` and
 /// `uid`, with `controller` and `blockOwnerDeletion` true. `owner` is a typed object or a
-/// [`Lazy`](crate::Lazy) (no decode). An owner without a uid (not created yet, or built rather
+/// [`Lazy`] (no decode). An owner without a uid (not created yet, or built rather
 /// than read back) is [`Error::Fatal`]: read it from the cache or the API server first.
 pub fn controller_ref(owner: &(impl Named + ?Sized)) -> Result<OwnerReference> {
     let missing = [
@@ -123,6 +127,53 @@ fn write_references<K: Object>(obj: &mut K, refs: Vec<OwnerReference>) -> Result
     json["metadata"]["ownerReferences"] = serde_json::to_value(refs)?;
     *obj = serde_json::from_value(json)?;
     Ok(())
+}
+
+/// Whether `have` (what the cache holds) already is as `want` (what the handler would apply)
+/// says, so the write can be skipped: every field `want` sets has the same value in `have`,
+/// fields only `have` has (status, defaults, others' labels) do not count. Lists must match
+/// element by element, except `metadata.ownerReferences`, where each wanted reference must be
+/// among `have`'s (others may own it too). A field the server normalises (a quantity `1000m`
+/// stored as `1`) or a projected cache (`metadata_only`, `project`) reads as not up to date: one
+/// more apply, never a missed one.
+pub fn is_up_to_date<K: Object>(have: &Lazy<K>, want: &K) -> Result<bool> {
+    let have: Value = serde_json::from_str(have.json())?;
+    Ok(covers(&have, &serde_json::to_value(want)?, false))
+}
+
+/// Whether `have` holds everything `want` sets (the pure part of [`is_up_to_date`]);
+/// `references` says `want` is an `ownerReferences` list.
+fn covers(have: &Value, want: &Value, references: bool) -> bool {
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => w.iter().all(|(k, w)| {
+            let references = k == "ownerReferences";
+            match h.get(k) {
+                Some(h) => covers(h, w, references),
+                // An absent field is as good as an empty one: a typed object sends `[]` or `{}`
+                // for what the server leaves out.
+                None => is_empty(w),
+            }
+        }),
+        (Value::Array(h), Value::Array(w)) if references => w.iter().all(|w| {
+            h.iter()
+                .any(|h| h.get("uid") == w.get("uid") && covers(h, w, false))
+        }),
+        (Value::Array(h), Value::Array(w)) => {
+            h.len() == w.len() && h.iter().zip(w).all(|(h, w)| covers(h, w, false))
+        }
+        // `1` and `1.0` are the same number to the server.
+        (Value::Number(h), Value::Number(w)) => h == w || h.as_f64() == w.as_f64(),
+        (h, w) => h == w,
+    }
+}
+
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
 }
 
 /// [`set_controller`] then `write` (the `kube` call), which a refusal never reaches.
@@ -281,6 +332,77 @@ mod tests {
             ),
             &deploy("a", "")
         ));
+    }
+
+    fn lazy<K: Object>(v: serde_json::Value) -> Lazy<K> {
+        use crate::bindings::kubewasm::handler::types::{
+            Object as RawObject, ObjectMeta as RawMeta,
+        };
+        Lazy::new(RawObject {
+            meta: RawMeta {
+                api_version: String::new(),
+                kind: String::new(),
+                namespace: None,
+                name: String::new(),
+                uid: String::new(),
+                resource_version: String::new(),
+                generation: None,
+                labels: Vec::new(),
+            },
+            json: v.to_string(),
+        })
+    }
+
+    #[test]
+    fn up_to_date_compares_only_what_the_handler_sets() {
+        let owner = deploy("a", "u1");
+        let mine = serde_json::to_value(controller_ref(&owner).unwrap()).unwrap();
+        let mut want = cm(Some("a"), json!(null));
+        want.data = Some([("k".to_string(), "v".to_string())].into());
+        set_controller(&mut want, &owner).unwrap();
+        let plain = json!({"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u9"});
+        // The server's own fields, other labels and another owner's reference do not count.
+        let have = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "a", "name": "cfg", "uid": "c1", "resourceVersion": "9",
+                         "labels": {"other": "x"}, "ownerReferences": [plain, mine]},
+            "data": {"k": "v"}});
+        assert!(is_up_to_date(&lazy::<ConfigMap>(have.clone()), &want).unwrap());
+        let mut edited = have.clone();
+        edited["data"]["k"] = json!("changed");
+        assert!(!is_up_to_date(&lazy::<ConfigMap>(edited), &want).unwrap());
+        let mut disowned = have.clone();
+        disowned["metadata"]["ownerReferences"] = json!([plain]);
+        assert!(!is_up_to_date(&lazy::<ConfigMap>(disowned), &want).unwrap());
+        let mut extra = have;
+        extra["data"]["more"] = json!("x");
+        assert!(!covers(
+            &extra,
+            &json!({"data": {"k": "v", "gone": "y"}}),
+            false
+        ));
+        assert!(covers(&extra, &json!({"data": {"k": "v"}}), false));
+    }
+
+    #[test]
+    fn up_to_date_lists_match_element_by_element_and_numbers_by_value() {
+        let have = json!({"spec": {"replicas": 3, "ports": [{"port": 80, "protocol": "TCP"}]}});
+        assert!(covers(
+            &have,
+            &json!({"spec": {"replicas": 3.0, "ports": [{"port": 80}]}}),
+            false
+        ));
+        assert!(!covers(
+            &have,
+            &json!({"spec": {"ports": [{"port": 80}, {"port": 443}]}}),
+            false
+        ));
+        assert!(!covers(&have, &json!({"spec": {"ports": []}}), false));
+        assert!(covers(
+            &have,
+            &json!({"spec": {"selector": {}, "extra": []}}),
+            false
+        ));
+        assert!(!covers(&have, &json!({"spec": {"replicas": 2}}), false));
     }
 
     #[test]

@@ -48,7 +48,7 @@ class NsQuota(Handler):
         how = "repaired" if is_sync else "created" if applied.created else "updated"
         log.info(f"applied ResourceQuota {applied.key} for team {team} ({how})")
         if applied.created:
-            events.normal(ns, "QuotaCreated", f"ResourceQuota {QUOTA} for team {team}", "Apply")
+            events.normal(ns, "QuotaCreated", "Apply", f"ResourceQuota {QUOTA} for team {team}")
 
 
 WitWorld = world(NsQuota())

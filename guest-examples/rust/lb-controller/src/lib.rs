@@ -268,20 +268,20 @@ fn ensure(obj: &Lazy<Service>, svc: &Lb, resync: bool) -> Result<()> {
         Some("updated") => events::normal(
             obj,
             "Updated",
+            "UpdateLoadBalancer",
             &format!("updated the ports of load balancer {uid}"),
-            Some("UpdateLoadBalancer"),
         ),
         Some("created") => events::normal(
             obj,
             "Created",
+            "CreateLoadBalancer",
             &format!("created load balancer {uid} with address {address}"),
-            Some("CreateLoadBalancer"),
         ),
         Some(_) => events::warning(
             obj,
             "Recreated",
+            "CreateLoadBalancer",
             &format!("load balancer {uid} was missing; created it again with address {address}"),
-            Some("CreateLoadBalancer"),
         ),
         None => {}
     }
@@ -312,7 +312,7 @@ fn release(obj: &Lazy<Service>, svc: &Lb, index: usize) -> Result<()> {
     } else {
         format!("load balancer {uid} was already gone")
     };
-    events::normal(obj, "Deleted", &note, Some("DeleteLoadBalancer"));
+    events::normal(obj, "Deleted", "DeleteLoadBalancer", &note);
     if !svc.deleting && !svc.ingress.is_empty() {
         let clear = kube::patch_status(ns, name, json!({"loadBalancer": {"ingress": null}}));
         if !patched(obj, "clearing the status", clear)? {

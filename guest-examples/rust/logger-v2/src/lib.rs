@@ -61,7 +61,7 @@ fn attempt(obj: &Lazy<ConfigMap>) {
             format!("ok found={}", o.is_some())
         }),
         "event" => {
-            events::normal(obj, "Seen", "seen by logger-v2", Some("Log"));
+            events::normal(obj, "Seen", "Log", "seen by logger-v2");
             "emitted".to_string()
         }
         "http" => answer(http::get("http://127.0.0.1:9/"), |r| {

@@ -52,8 +52,8 @@ fn reconcile(ns: &Namespace) -> Result<()> {
                 events::normal(
                     ns,
                     "QuotaCreated",
+                    "Apply",
                     &format!("quota for team {team}"),
-                    Some("Apply"),
                 );
             }
             info!(
@@ -65,7 +65,7 @@ fn reconcile(ns: &Namespace) -> Result<()> {
         None => match kube::get::<ResourceQuota>(Some(name), QUOTA)? {
             Some(q) if label(&q, MANAGED) == Some("ns-quota") => {
                 kube::delete::<ResourceQuota>(Some(name), QUOTA, q.metadata.uid.as_deref())?;
-                events::normal(ns, "QuotaRemoved", "the team label is gone", Some("Delete"));
+                events::normal(ns, "QuotaRemoved", "Delete", "the team label is gone");
                 info!("removed {name}/{QUOTA}");
             }
             _ => {}

@@ -25,7 +25,7 @@ impl Handler for Observer {
     fn on_add(obj: &Lazy<DynamicObject>, init: Init) -> Result<()> {
         let k = obj.key();
         info!("add {k} init={}", init.0);
-        events::normal(obj, "Observed", &format!("{{name}} saw {k}"), Some("Observe"));
+        events::normal(obj, "Observed", "Observe", &format!("{{name}} saw {k}"));
         Ok(())
     }
 
