@@ -43,6 +43,8 @@ use super::convergence::{Run, env_u64, schedule};
 use super::lb_controller::{self, Cloud, event_is, wait_event_in};
 use super::{notifier, replicator};
 
+mod controllers;
+
 /// `kubewasm` itself (this crate's copy), to print the RBAC as a user would.
 const KUBEWASM: &str = env!("CARGO_BIN_EXE_kubewasm-replica");
 /// The host's ServiceAccount, in the test's namespace: the host runs with a token of it.
