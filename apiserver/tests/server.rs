@@ -12,3 +12,4 @@ mod kinds;
 mod kube_rs;
 mod kubectl;
 mod tokens;
+mod workloads;

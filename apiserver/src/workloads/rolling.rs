@@ -263,7 +263,9 @@ mod tests {
             // The Pods started last step are ready now.
             new.available = new.spec_replicas.min(new.available + replicas);
         }
-        panic!("the rollout of {replicas} ({surge}, {unavailable}) never finished: {old:?} {new:?}");
+        panic!(
+            "the rollout of {replicas} ({surge}, {unavailable}) never finished: {old:?} {new:?}"
+        );
     }
 
     #[test]
