@@ -295,7 +295,10 @@ mod tests {
         // unready Pods one may go (4 Pods, 2 must stay available, 1 new one unavailable).
         let old = rs("old", 1, 3, 1);
         let new = rs("new", 2, 1, 0);
-        assert_eq!(old_replicas(3, 1, Some(&new), &[old.clone()]), vec![2]);
+        assert_eq!(
+            old_replicas(3, 1, Some(&new), std::slice::from_ref(&old)),
+            vec![2]
+        );
         // Once the new Pod is available, both unready old Pods go.
         let new = rs("new", 2, 1, 1);
         assert_eq!(old_replicas(3, 1, Some(&new), &[old]), vec![1]);
