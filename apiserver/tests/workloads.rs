@@ -648,3 +648,29 @@ async fn without_workloads_nothing_runs() {
     assert_eq!(pods[0]["status"]["phase"], "Pending");
     assert!(pods[0]["spec"].get("nodeName").is_none());
 }
+
+/// On tokio's paused clock (as `kubewasm test` runs), the delay passes as soon as nothing
+/// else can run, and `wait_controllers_idle` waits for the Pods' timers.
+#[tokio::test(start_paused = true)]
+async fn pod_starts_follow_the_paused_clock() {
+    let server = ApiServer::start(Config {
+        workloads: Some(WorkloadConfig::default()),
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let c = Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    let deploys: Api<Deployment> = Api::default_namespaced(c.clone());
+    let start = tokio::time::Instant::now();
+    deploys
+        .create(&PostParams::default(), &deployment("web", 2, json!(null)))
+        .await
+        .unwrap();
+    server.wait_controllers_idle().await;
+    assert!(start.elapsed() >= WorkloadConfig::default().pod_ready_delay);
+    let pods = list(&Api::<Pod>::default_namespaced(c.clone())).await;
+    assert_eq!(pods.len(), 2);
+    assert!(pods.iter().all(is_ready), "{pods:#?}");
+    let d = serde_json::to_value(deploys.get("web").await.unwrap()).unwrap();
+    assert_eq!(d["status"]["availableReplicas"], 2);
+}
