@@ -21,7 +21,11 @@ fn concurrency_is_read_and_bounded() {
 #[test]
 fn workloads_are_opt_in() {
     assert!(!parse(Path::new("s.yaml"), "{}\n").unwrap().workloads);
-    assert!(parse(Path::new("s.yaml"), "workloads: true\n").unwrap().workloads);
+    assert!(
+        parse(Path::new("s.yaml"), "workloads: true\n")
+            .unwrap()
+            .workloads
+    );
     assert!(parse(Path::new("s.yaml"), "workloads: 3\n").is_err());
 }
 
