@@ -3,10 +3,33 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use crate::{ApiServer, Config};
+use crate::{ApiServer, Config, WorkloadConfig};
 
 /// Default port: near kubectl proxy's 8001 but distinct from it and from a real apiserver's 6443.
 pub const DEFAULT_PORT: u16 = 8011;
+
+/// The workload switches `kubewasm apiserver` and `kubewasm dev` share: workloads are on
+/// there (a stand-in for a cluster), unlike `Config::default()`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct WorkloadArgs {
+    /// Do not run the workload controllers and the fake node: Deployments get no ReplicaSets,
+    /// Pods stay Pending (as before workloads were simulated).
+    #[arg(long)]
+    pub no_workloads: bool,
+    /// How long a simulated Pod stays Pending before it is Running and Ready (a Job's Pod
+    /// runs as long again before it succeeds), e.g. `0s`, `100ms`, `2s`.
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub pod_ready_delay: std::time::Duration,
+}
+
+impl WorkloadArgs {
+    /// `Config::workloads` as the flags ask.
+    pub fn config(&self) -> Option<WorkloadConfig> {
+        (!self.no_workloads).then_some(WorkloadConfig {
+            pod_ready_delay: self.pod_ready_delay,
+        })
+    }
+}
 
 /// Command-line options of `kubewasm apiserver`.
 #[derive(clap::Args, Debug, Clone)]
@@ -39,6 +62,9 @@ pub struct ApiserverArgs {
     /// one `audit.k8s.io/v1` Event per request at level Metadata.
     #[arg(long, value_name = "PATH")]
     pub audit_log_path: Option<PathBuf>,
+    /// The simulated workloads (on by default).
+    #[command(flatten)]
+    pub workloads: WorkloadArgs,
 }
 
 /// Start the server, write the kubeconfig, print `export KUBECONFIG=…`, and serve until Ctrl-C.
@@ -74,6 +100,7 @@ pub async fn run(args: ApiserverArgs) -> anyhow::Result<()> {
             .map(|impersonator| crate::Authorization { impersonator }),
         // A standalone server stands in for a cluster: namespaces get their default objects.
         namespace_defaults: true,
+        workloads: args.workloads.config(),
         ..Config::default()
     };
     let server = ApiServer::start(config).await?;
@@ -126,6 +153,18 @@ mod tests {
         assert_eq!(w.args.port, DEFAULT_PORT);
         assert!(w.args.bind_address.is_loopback());
         assert!(!w.args.allow_remote && !w.args.enable_fault_endpoints);
+        let workloads = w.args.workloads.config().expect("workloads on by default");
+        assert_eq!(
+            workloads.pod_ready_delay,
+            std::time::Duration::from_millis(100)
+        );
+        let w = Wrapper::parse_from(["kubewasm", "--no-workloads"]);
+        assert!(w.args.workloads.config().is_none());
+        let w = Wrapper::parse_from(["kubewasm", "--pod-ready-delay", "2s"]);
+        assert_eq!(
+            w.args.workloads.config().unwrap().pod_ready_delay,
+            std::time::Duration::from_secs(2)
+        );
         let w = Wrapper::parse_from([
             "kubewasm",
             "--port",

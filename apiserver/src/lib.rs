@@ -35,6 +35,7 @@ mod store;
 mod table;
 mod validation;
 mod watch;
+mod workloads;
 
 pub mod cli;
 
@@ -51,6 +52,7 @@ pub use authz::Authorization;
 pub use builtins::KUBERNETES_VERSION;
 pub use faults::{Faults, RECENT_REQUESTS, Stats};
 pub use partition::PartitionProxy;
+pub use workloads::{NODE_NAME, SIMULATE_ANNOTATION, WorkloadConfig};
 
 use faults::Counters;
 use persistence::{Loaded, Persistence};
@@ -112,6 +114,11 @@ pub struct Config {
     /// as kube-controller-manager does (off by default: tests and `kubewasm test` scenarios
     /// would see two more objects in each namespace). See `namespaces.rs`.
     pub namespace_defaults: bool,
+    /// Run the workload controllers (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job) and
+    /// one fake Node whose kubelet makes Pods Running and Ready, so workloads roll without a
+    /// cluster (kwok's idea, in-process); `None` (the default) runs none, as before: tests and
+    /// `kubewasm test` scenarios see only the objects they write. See `workloads/`.
+    pub workloads: Option<WorkloadConfig>,
 }
 
 impl Default for Config {
@@ -129,6 +136,7 @@ impl Default for Config {
             audit: None,
             shard_selector: true,
             namespace_defaults: false,
+            workloads: None,
         }
     }
 }
@@ -195,7 +203,10 @@ impl ApiServer {
         ));
         let listener = tokio::net::TcpListener::bind(config.bind).await?;
         let addr = listener.local_addr()?;
-        let controllers = Arc::new(controllers::Controllers::new(config.namespace_defaults));
+        let controllers = Arc::new(controllers::Controllers::new(
+            config.namespace_defaults,
+            config.workloads.is_some(),
+        ));
         let app = Arc::new(App {
             store: store.clone(),
             registry: RwLock::new(Registry::with_builtins()),
@@ -224,6 +235,10 @@ impl ApiServer {
                 ops::create(&app, &ns_type, "", body, &ops::WriteOpts::default())
                     .map_err(|e| anyhow::anyhow!("pre-creating namespace {ns}: {}", e.message))?;
             }
+        }
+        if app.config.workloads.is_some() {
+            workloads::start(&app)
+                .map_err(|e| anyhow::anyhow!("creating the simulated node: {e}"))?;
         }
         let router = axum::Router::new()
             .fallback(routes::handle)
@@ -303,7 +318,9 @@ impl ApiServer {
         self.app.store.current_rv()
     }
 
-    /// Whether the controllers the server runs (the garbage collector; see `README.md`) have
+    /// Whether the controllers the server runs (the garbage collector, namespace lifecycle
+    /// and, with [`Config::workloads`], the workload controllers and the simulated kubelet's
+    /// pending Pod starts; see `README.md`) have
     /// nothing queued or running: every consequence of the writes answered so far is written.
     pub fn controllers_idle(&self) -> bool {
         self.app.controllers.is_idle()

@@ -8,14 +8,14 @@ use apiserver::{ApiServer, Config};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-struct Kubectl {
+pub(crate) struct Kubectl {
     kubeconfig: PathBuf,
     home: PathBuf,
     dir: PathBuf,
 }
 
 impl Kubectl {
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new("kubectl");
         c.args(args)
             .arg("--cache-dir")
@@ -28,7 +28,7 @@ impl Kubectl {
     }
 
     /// Run kubectl, returning (success, stdout, stderr).
-    async fn run(&self, args: &[&str]) -> (bool, String, String) {
+    pub(crate) async fn run(&self, args: &[&str]) -> (bool, String, String) {
         let out = tokio::time::timeout(Duration::from_secs(60), self.command(args).output())
             .await
             .expect("kubectl timed out")
@@ -41,7 +41,7 @@ impl Kubectl {
     }
 
     /// Run kubectl and require success; returns stdout.
-    async fn ok(&self, args: &[&str]) -> String {
+    pub(crate) async fn ok(&self, args: &[&str]) -> String {
         let (ok, out, err) = self.run(args).await;
         assert!(ok, "kubectl {args:?} failed:\nstdout: {out}\nstderr: {err}");
         out
@@ -401,11 +401,16 @@ type: Warning
 
 /// Start a server and a kubectl pointed at it, or `None` (with a notice) when kubectl is missing.
 async fn start() -> Option<(ApiServer, Kubectl, tempfile::TempDir)> {
+    start_with(Config::default()).await
+}
+
+/// A server with `config` and a kubectl pointed at it (`None` without kubectl).
+pub(crate) async fn start_with(config: Config) -> Option<(ApiServer, Kubectl, tempfile::TempDir)> {
     if !kubectl_available() {
         eprintln!("NOTICE: kubectl not found on PATH; skipping the kubectl suite");
         return None;
     }
-    let server = ApiServer::start(Config::default()).await.unwrap();
+    let server = ApiServer::start(config).await.unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let k = Kubectl {
         kubeconfig: tmp.path().join("kubeconfig"),

@@ -11,4 +11,6 @@ mod kinds;
 #[path = "kube.rs"]
 mod kube_rs;
 mod kubectl;
+mod kubectl_workloads;
 mod tokens;
+mod workloads;

@@ -45,6 +45,10 @@ pub(crate) struct DevArgs {
     /// the user and the impersonated user (each plugin's account with `--plugin-identity own`).
     #[arg(long, value_name = "PATH")]
     pub(crate) audit_log_path: Option<PathBuf>,
+    /// The simulated workloads: on unless `--no-workloads` (Deployments roll, Pods become Ready
+    /// on the fake node `kubewasm-node`).
+    #[command(flatten)]
+    pub(crate) workloads: apiserver::cli::WorkloadArgs,
     /// The host's own settings, shared by `run` and `dev`.
     #[command(flatten)]
     pub(crate) host: HostArgs,
@@ -79,6 +83,7 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<()> {
         // Like a real cluster's kube-controller-manager: handlers meet `kube-root-ca.crt` and
         // the `default` ServiceAccount in every namespace.
         namespace_defaults: true,
+        workloads: args.workloads.config(),
         ..apiserver::Config::default()
     })
     .await

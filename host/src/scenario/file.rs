@@ -35,6 +35,10 @@ pub struct Scenario {
     /// `concurrency`: calls the handler may have in flight at once, overriding its manifest's
     /// (1–[`MAX_CONCURRENCY`]); `None` keeps the manifest's.
     pub concurrency: Option<usize>,
+    /// `workloads`: run the embedded server's workload controllers and fake node (Deployments
+    /// get ReplicaSets, Pods become Running and Ready); off by default, so a scenario sees
+    /// only the objects it and its handler write.
+    pub workloads: bool,
     /// `objects`, as JSON.
     pub objects: Vec<Value>,
     /// `http`.
@@ -229,6 +233,8 @@ struct Doc {
     #[serde(default)]
     concurrency: Option<usize>,
     #[serde(default)]
+    workloads: bool,
+    #[serde(default)]
     objects: Vec<serde_yaml::Value>,
     #[serde(default)]
     http: Vec<StubDoc>,
@@ -399,6 +405,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         manifest: doc.manifest.map(|m| dir.join(m)),
         leader: doc.leader,
         concurrency: doc.concurrency,
+        workloads: doc.workloads,
         objects,
         http,
         steps,

@@ -313,6 +313,9 @@ impl World {
             // Bookmarks come when the runner asks for them (`bookmark_now`).
             bookmark_interval: Duration::from_secs(24 * 3600),
             deterministic_uids: true,
+            // Opt-in (`workloads: true`): Pods start on the virtual clock, and the runner
+            // settles only once the kubelet's pending starts are done (`controllers_idle`).
+            workloads: scenario.workloads.then(apiserver::WorkloadConfig::default),
             ..apiserver::Config::default()
         })
         .await?;

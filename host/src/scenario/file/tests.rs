@@ -19,6 +19,17 @@ fn concurrency_is_read_and_bounded() {
 }
 
 #[test]
+fn workloads_are_opt_in() {
+    assert!(!parse(Path::new("s.yaml"), "{}\n").unwrap().workloads);
+    assert!(
+        parse(Path::new("s.yaml"), "workloads: true\n")
+            .unwrap()
+            .workloads
+    );
+    assert!(parse(Path::new("s.yaml"), "workloads: 3\n").is_err());
+}
+
+#[test]
 fn durations_parse_and_print() {
     assert_eq!(duration("1m30s").unwrap(), Duration::from_secs(90));
     assert_eq!(duration("500ms").unwrap(), Duration::from_millis(500));
