@@ -641,13 +641,40 @@ impl ResourceEventHandler for Arrivals {
 
 /// Write → callback latency at 1,000 creates/s: through kubewasm's informer, on a bare watch
 /// stream (the server's own delivery), and the create request's own response; `keep_awake` runs
-/// the pass with an idle thread that keeps the machine's vCPUs from halting.
-async fn latency(keep_awake: bool) {
-    let pass = if keep_awake { ", vCPUs kept awake" } else { "" };
-    let server = apiserver::ApiServer::start(apiserver::Config::default())
-        .await
-        .unwrap();
+/// the pass with an idle thread that keeps the machine's vCPUs from halting; `as_dev` runs it on
+/// the server `kubewasm dev` runs (namespace defaults, the workload controllers and fake node)
+/// holding 10k ConfigMaps, with a 100-replica Deployment rolling out meanwhile.
+async fn latency(keep_awake: bool, as_dev: bool) {
+    let pass = match (keep_awake, as_dev) {
+        (_, true) => ", vCPUs kept awake, kubewasm dev's server with 10k objects and a rollout",
+        (true, false) => ", vCPUs kept awake",
+        (false, false) => "",
+    };
+    let config = if as_dev {
+        apiserver::Config {
+            namespace_defaults: true,
+            workloads: Some(apiserver::WorkloadConfig::default()),
+            ..apiserver::Config::default()
+        }
+    } else {
+        apiserver::Config::default()
+    };
+    let server = apiserver::ApiServer::start(config).await.unwrap();
     let kube = client(&server);
+    if as_dev {
+        populate(&server, 10_000, small).await;
+        let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns-0"},
+            "spec": {"replicas": 100, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "web", "image": "nginx"}]}}},
+        }))
+        .unwrap();
+        Api::namespaced(kube.clone(), "ns-0")
+            .create(&PostParams::default(), &deployment)
+            .await
+            .unwrap();
+    }
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "lat"}})).unwrap();
     Api::<Namespace>::all(kube.clone())
         .create(&PostParams::default(), &ns)
@@ -784,8 +811,9 @@ fn main() {
     let pod_count: usize = env_or("SCALE_PODS", 20_000);
     println!("| objects | system | time to synced | peak RSS | steady RSS | RSS per object |");
     println!("| --- | --- | --- | --- | --- | --- |");
-    rt.block_on(latency(false));
-    rt.block_on(latency(true));
+    rt.block_on(latency(false, false));
+    rt.block_on(latency(true, false));
+    rt.block_on(latency(true, true));
     for &n in &sizes {
         let server = rt.block_on(async {
             let s = apiserver::ApiServer::start(apiserver::Config::default())
