@@ -8,12 +8,11 @@ use serde_json::{Value, json};
 
 use super::hash::template_hash;
 use super::{
-    NODE_NAME, Writer, active, controlled, generation, owner_reference, pod_from_template, ready,
-    resource,
+    NODE_NAME, Writer, active, controlled, generation, live, owner_reference, pod_from_template,
+    pod_template, ready, resource,
 };
 use crate::App;
 use crate::controllers::Failed;
-use crate::gc::MANAGER;
 use crate::ops;
 
 const CONTROLLER: &str = "daemonset controller";
@@ -21,24 +20,14 @@ const REVISION: &str = "controller-revision-hash";
 
 /// Reconcile one DaemonSet.
 pub fn sync(app: &App, ns: &str, name: &str) -> Result<(), Failed> {
-    let Some(ds) = app.store.get("apps/daemonsets", ns, name) else {
+    let Some(ds) = live(app, "apps/daemonsets", ns, name) else {
         return Ok(());
     };
     let v = &ds.value;
-    if v.pointer("/metadata/deletionTimestamp").is_some() {
-        return Ok(());
-    }
-    let w = Writer {
-        app,
-        manager: MANAGER,
-        controller: CONTROLLER,
-    };
+    let w = Writer::controller_manager(app, CONTROLLER);
     let pod_rt = resource(app, "", "pods");
     let uid = ops::meta_str(v, "uid").unwrap_or("");
-    let template = v
-        .pointer("/spec/template")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    let template = pod_template(v);
     let hash = template_hash(&template, None);
     let node = app.store.get("/nodes", "", NODE_NAME).is_some();
     let pods: Vec<_> = controlled(app, "/pods", uid)

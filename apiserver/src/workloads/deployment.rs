@@ -10,10 +10,11 @@ use serde_json::{Map, Value, json};
 
 use super::hash::{self, template_hash, without_hash};
 use super::rolling::{self, Counts, Rs};
-use super::{Writer, controlled, decode, generation, owner_reference, resource};
+use super::{
+    Writer, controlled, decode, generation, live, owner_reference, pod_template, resource,
+};
 use crate::App;
 use crate::controllers::Failed;
-use crate::gc::MANAGER;
 use crate::ops::{self, now_rfc3339};
 use crate::store::Obj;
 
@@ -130,12 +131,9 @@ impl Ctx<'_> {
 
 /// Reconcile one Deployment.
 pub fn sync(app: &App, ns: &str, name: &str) -> Result<(), Failed> {
-    let Some(dobj) = app.store.get("apps/deployments", ns, name) else {
+    let Some(dobj) = live(app, "apps/deployments", ns, name) else {
         return Ok(());
     };
-    if dobj.value.pointer("/metadata/deletionTimestamp").is_some() {
-        return Ok(());
-    }
     let d: Deployment = decode(CONTROLLER, &dobj)?;
     let spec = d.spec;
     let replicas = spec.replicas.unwrap_or(1).max(0);
@@ -165,22 +163,14 @@ pub fn sync(app: &App, ns: &str, name: &str) -> Result<(), Failed> {
         }
     };
     let cx = Ctx {
-        w: Writer {
-            app,
-            manager: MANAGER,
-            controller: CONTROLLER,
-        },
+        w: Writer::controller_manager(app, CONTROLLER),
         dobj: &dobj,
         replicas,
         surge,
         unavailable,
     };
     let uid = ops::meta_str(&dobj.value, "uid").unwrap_or("");
-    let template = dobj
-        .value
-        .pointer("/spec/template")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    let template = pod_template(&dobj.value);
     let want = without_hash(&template, HASH_LABEL);
     let mut sets: Vec<Set> = controlled(app, "apps/replicasets", uid)
         .into_iter()

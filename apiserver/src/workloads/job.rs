@@ -10,11 +10,11 @@
 use serde_json::{Value, json};
 
 use super::{
-    BURST, Writer, active, controlled, owner_reference, phase, pod_from_template, ready, resource,
+    BURST, Writer, active, controlled, live, owner_reference, phase, pod_from_template,
+    pod_template, ready, resource,
 };
 use crate::App;
 use crate::controllers::Failed;
-use crate::gc::MANAGER;
 use crate::ops::{self, now_rfc3339};
 
 const CONTROLLER: &str = "job controller";
@@ -33,13 +33,10 @@ fn int(v: &Value, pointer: &str, default: i64) -> i64 {
 
 /// Reconcile one Job.
 pub fn sync(app: &App, ns: &str, name: &str) -> Result<(), Failed> {
-    let Some(job) = app.store.get("batch/jobs", ns, name) else {
+    let Some(job) = live(app, "batch/jobs", ns, name) else {
         return Ok(());
     };
     let v = &job.value;
-    if v.pointer("/metadata/deletionTimestamp").is_some() {
-        return Ok(());
-    }
     let finished = v
         .pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -54,11 +51,7 @@ pub fn sync(app: &App, ns: &str, name: &str) -> Result<(), Failed> {
     if finished {
         return Ok(());
     }
-    let w = Writer {
-        app,
-        manager: MANAGER,
-        controller: CONTROLLER,
-    };
+    let w = Writer::controller_manager(app, CONTROLLER);
     let pod_rt = resource(app, "", "pods");
     let uid = ops::meta_str(v, "uid").unwrap_or("");
     let pods = controlled(app, "/pods", uid);
@@ -101,10 +94,7 @@ pub fn sync(app: &App, ns: &str, name: &str) -> Result<(), Failed> {
             let owner = owner_reference("batch/v1", "Job", v);
             let extra = json!({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
                 "controller-uid": uid, "job-name": name});
-            let template = v
-                .pointer("/spec/template")
-                .cloned()
-                .unwrap_or_else(|| json!({}));
+            let template = pod_template(v);
             for _ in 0..(want - running.len()).min(BURST) {
                 let pod = pod_from_template(&template, &format!("{name}-"), owner.clone(), &extra);
                 w.create(&pod_rt, ns, pod)?;

@@ -279,6 +279,21 @@ fn decode<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// The workload `name` a controller reconciles, unless it is gone or being deleted: what it
+/// owns is then the garbage collector's to remove, not the controller's to replace.
+fn live(app: &App, res: &str, ns: &str, name: &str) -> Option<Arc<Obj>> {
+    app.store
+        .get(res, ns, name)
+        .filter(|o| o.value.pointer("/metadata/deletionTimestamp").is_none())
+}
+
+/// A workload's Pod template (`{}` when it has none, which validation would have refused).
+fn pod_template(v: &Value) -> Value {
+    v.pointer("/spec/template")
+        .cloned()
+        .unwrap_or_else(|| json!({}))
+}
+
 /// Writes as one component, through the same API semantics as a client's.
 #[derive(Clone, Copy)]
 struct Writer<'a> {
@@ -289,7 +304,16 @@ struct Writer<'a> {
     controller: &'static str,
 }
 
-impl Writer<'_> {
+impl<'a> Writer<'a> {
+    /// kube-controller-manager's writer, as `controller`.
+    fn controller_manager(app: &'a App, controller: &'static str) -> Writer<'a> {
+        Writer {
+            app,
+            manager: crate::gc::MANAGER,
+            controller,
+        }
+    }
+
     fn opts(&self) -> WriteOpts {
         WriteOpts {
             default_manager: self.manager.into(),

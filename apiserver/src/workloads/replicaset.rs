@@ -9,12 +9,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{
-    BURST, Writer, active, controlled, generation, owner_reference, phase, pod_from_template,
-    ready, resource,
+    BURST, Writer, active, controlled, generation, live, owner_reference, phase, pod_from_template,
+    pod_template, ready, resource,
 };
 use crate::App;
 use crate::controllers::Failed;
-use crate::gc::MANAGER;
 use crate::ops;
 use crate::store::Obj;
 
@@ -64,17 +63,10 @@ fn fully_labeled(pod: &Value, template: &Value) -> bool {
 
 /// Reconcile one ReplicaSet.
 pub fn sync(app: &App, ns: &str, name: &str) -> Result<(), Failed> {
-    let Some(rs) = app.store.get("apps/replicasets", ns, name) else {
+    let Some(rs) = live(app, "apps/replicasets", ns, name) else {
         return Ok(());
     };
-    if rs.value.pointer("/metadata/deletionTimestamp").is_some() {
-        return Ok(());
-    }
-    let w = Writer {
-        app,
-        manager: MANAGER,
-        controller: CONTROLLER,
-    };
+    let w = Writer::controller_manager(app, CONTROLLER);
     let uid = ops::meta_str(&rs.value, "uid").unwrap_or("");
     let pods: Vec<Arc<Obj>> = controlled(app, "/pods", uid)
         .into_iter()
@@ -82,11 +74,7 @@ pub fn sync(app: &App, ns: &str, name: &str) -> Result<(), Failed> {
         .collect();
     let want = super::replicas(&rs.value) as usize;
     let pod_rt = resource(app, "", "pods");
-    let template = rs
-        .value
-        .pointer("/spec/template")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    let template = pod_template(&rs.value);
     if pods.len() < want {
         let owner = owner_reference("apps/v1", "ReplicaSet", &rs.value);
         let failed = controlled(app, "/pods", uid)

@@ -11,12 +11,11 @@ use serde_json::{Value, json};
 
 use super::hash::template_hash;
 use super::{
-    BURST, Writer, active, controlled, generation, owner_reference, pod_from_template, ready,
-    resource,
+    BURST, Writer, active, controlled, generation, live, owner_reference, pod_from_template,
+    pod_template, ready, resource,
 };
 use crate::App;
 use crate::controllers::Failed;
-use crate::gc::MANAGER;
 use crate::ops;
 
 const CONTROLLER: &str = "statefulset controller";
@@ -36,24 +35,14 @@ fn ordinal(set: &str, pod: &str) -> Option<usize> {
 
 /// Reconcile one StatefulSet.
 pub fn sync(app: &App, ns: &str, name: &str) -> Result<(), Failed> {
-    let Some(sts) = app.store.get("apps/statefulsets", ns, name) else {
+    let Some(sts) = live(app, "apps/statefulsets", ns, name) else {
         return Ok(());
     };
     let v = &sts.value;
-    if v.pointer("/metadata/deletionTimestamp").is_some() {
-        return Ok(());
-    }
-    let w = Writer {
-        app,
-        manager: MANAGER,
-        controller: CONTROLLER,
-    };
+    let w = Writer::controller_manager(app, CONTROLLER);
     let pod_rt = resource(app, "", "pods");
     let uid = ops::meta_str(v, "uid").unwrap_or("");
-    let template = v
-        .pointer("/spec/template")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    let template = pod_template(v);
     let update_revision = format!("{name}-{}", template_hash(&template, None));
     let want = super::replicas(v) as usize;
     let parallel = v
