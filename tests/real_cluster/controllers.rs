@@ -129,12 +129,14 @@ async fn config_map(api: &Api<ConfigMap>, name: &str, owners: Vec<Value>) -> Con
     .await
 }
 
+/// A Pod spec no scheduler picks up (so no kubelet ever owns the Pod).
+fn pod_spec() -> Value {
+    json!({"schedulerName": NO_SCHEDULER,
+           "containers": [{"name": "c", "image": "registry.invalid/none:1"}]})
+}
+
 fn pod(name: &str, owners: Vec<Value>) -> Value {
-    json!({
-        "metadata": {"name": name, "ownerReferences": owners},
-        "spec": {"schedulerName": NO_SCHEDULER,
-                 "containers": [{"name": "c", "image": "registry.invalid/none:1"}]},
-    })
+    json!({"metadata": {"name": name, "ownerReferences": owners}, "spec": pod_spec()})
 }
 
 fn policy(p: PropagationPolicy) -> DeleteParams {
@@ -241,8 +243,7 @@ async fn foreground_deletion_of_a_chain_removes_the_owner_last() {
             "metadata": {"name": "rs", "ownerReferences": [owner_ref(&owner, true)]},
             "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "chain"}},
                      "template": {"metadata": {"labels": {"app": "chain"}},
-                                  "spec": {"schedulerName": NO_SCHEDULER,
-                                           "containers": [{"name": "c", "image": "registry.invalid/none:1"}]}}},
+                                  "spec": pod_spec()}},
         }),
     )
     .await;
@@ -326,8 +327,7 @@ async fn a_terminating_namespace_refuses_creates_and_empties() {
             "metadata": {"name": "web"},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
                      "template": {"metadata": {"labels": {"app": "web"}},
-                                  "spec": {"schedulerName": NO_SCHEDULER,
-                                           "containers": [{"name": "c", "image": "registry.invalid/none:1"}]}}},
+                                  "spec": pod_spec()}},
         }),
     )
     .await;
