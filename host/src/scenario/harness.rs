@@ -27,22 +27,22 @@
 //! stillness the clock moves 5 ms at a time until it returns (or its wall-clock limit ends it).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::watch;
 
 mod api;
+mod begin;
+
+use begin::{Copies, check_load, start_host, start_server};
 
 use super::file::{Action, ObjectKey, Scenario, Step};
 use super::recorder::Recorder;
 use super::transcript::{Entry, compare, flow, subset};
-use crate::host::{Host, HostBuilder};
-use crate::informer::{BackoffConfig, InformerFactory, ReflectorConfig};
-use crate::plugins::{CallGate, DeliveryMode, GrantError, GrantPolicy, describe_file, plugin_name};
-use crate::runtime::{HandlerWorld, Limits, RuntimeConfig};
+use crate::host::Host;
 
 /// How long (real time) a step may take to settle before the run is declared stuck.
 pub const SETTLE_PATIENCE: Duration = Duration::from_secs(60);
@@ -55,10 +55,6 @@ const MAX_TICK: Duration = Duration::from_millis(250);
 /// How long (real time) a call may wait with nothing else happening before the virtual clock
 /// moves for it.
 const CALL_WAIT: Duration = Duration::from_millis(20);
-
-/// How long (real time) a call waits for the informers to catch up before it starts anyway
-/// (a watch the step holds, an informer that cannot sync): the step's settle reports those.
-const GATE_PATIENCE: Duration = Duration::from_secs(1);
 
 /// The field manager of the runner's own writes.
 const RUNNER_MANAGER: &str = "kubewasm-test";
@@ -118,10 +114,6 @@ pub struct RunConfig {
     /// Compile cache folder.
     pub cache_dir: Option<PathBuf>,
 }
-
-/// The namespace the scenario host runs in, as `deploy/` installs it: plugins' ServiceAccounts
-/// live there.
-const SCENARIO_HOST_NAMESPACE: &str = "kubewasm";
 
 /// Runs `scenario` on a fresh runtime, API server and host; never panics on bad input.
 pub fn run(config: &RunConfig, scenario: &Scenario) -> RunOutcome {
@@ -308,149 +300,43 @@ struct World {
 }
 
 impl World {
+    /// Starts a run in named steps: the server, the private copies of the user's files, the
+    /// host, the load check (a refusal stops here), then the scenario's objects.
     async fn start(config: &RunConfig, scenario: &Scenario) -> anyhow::Result<Begun> {
-        let server = apiserver::ApiServer::start(apiserver::Config {
-            // Bookmarks come when the runner asks for them (`bookmark_now`).
-            bookmark_interval: Duration::from_secs(24 * 3600),
-            deterministic_uids: true,
-            // Opt-in (`workloads: true`): Pods start on the virtual clock, and the runner
-            // settles only once the kubelet's pending starts are done (`controllers_idle`).
-            workloads: scenario.workloads.then(apiserver::WorkloadConfig::default),
-            ..apiserver::Config::default()
-        })
-        .await?;
+        let server = start_server(scenario).await?;
         let server_config = kube::Config::new(server.url().parse()?);
         // The runner's own writes carry its own User-Agent (and field manager), so the server
         // and `managedFields` never take them for the host's.
         let client = runner_client(server_config.clone())?;
-        let host_client = crate::identity::client(server_config)?;
         let recorder = Arc::new(Recorder::default());
         recorder.set_stubs(&scenario.http);
-
-        let dir = tempfile::tempdir()?;
-        let plugin = plugin_name(&config.handler);
-        let plugin_path = dir.path().join(format!("{plugin}.wasm"));
-        std::fs::copy(&config.handler, &plugin_path)
-            .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", config.handler.display()))?;
-        let beside = config.handler.with_extension("toml");
-        let manifest = scenario
-            .manifest
-            .clone()
-            .or_else(|| beside.is_file().then(|| beside.clone()));
-        let manifest_copy = dir.path().join(format!("{plugin}.toml"));
-        let grants = match &manifest {
-            Some(m) => {
-                std::fs::copy(m, &manifest_copy)
-                    .map_err(|e| anyhow::anyhow!("manifest {}: cannot read: {e}", m.display()))?;
-                if let Some(n) = scenario.concurrency {
-                    set_concurrency(&manifest_copy, n)?;
-                }
-                GrantPolicy::default()
-            }
-            None => GrantPolicy::EverythingAsked,
-        };
-        let mut pairs = vec![(
-            plugin_path.display().to_string(),
-            config.handler.display().to_string(),
-        )];
-        // Without a manifest a grants error suggests one beside the handler, where the user
-        // would write it.
-        let user_manifest = manifest.clone().unwrap_or(beside);
-        pairs.push((
-            manifest_copy.display().to_string(),
-            user_manifest.display().to_string(),
-        ));
-        let paths = UserPaths { pairs };
+        let copies = Copies::make(config, scenario)?;
         let (leader, leadership) = watch::channel(scenario.leader);
-        // Each call starts once the informers have seen every write so far, the handler's own
-        // included: which of a watch event and the next call comes first is then never left to
-        // chance, and a transcript is the same on every run.
-        let informers = Arc::new(OnceLock::<InformerFactory>::new());
-        let gate = {
-            let (faults, informers) = (server.shared_faults(), informers.clone());
-            CallGate::new(move || {
-                let (faults, factory) = (faults.clone(), informers.get().cloned());
-                Box::pin(async move {
-                    if let Some(factory) = factory {
-                        catch_up(&faults, &factory).await;
-                    }
-                })
-            })
-        };
-        let host = HostBuilder::new(host_client)
-            .runtime(RuntimeConfig {
-                cache_dir: config.cache_dir.clone(),
-                max_instances: 16,
-                http_stub: Some(recorder.clone()),
-                ..RuntimeConfig::default()
-            })
-            .informers(ReflectorConfig {
-                // Relists and re-watches happen at once: the frozen clock would hold a backoff
-                // until the next `advance`.
-                backoff: BackoffConfig {
-                    initial: Duration::ZERO,
-                    max: Duration::ZERO,
-                    jitter: 0.0,
-                    ..BackoffConfig::default()
-                },
-                ..ReflectorConfig::default()
-            })
-            .grants(grants.clone())
-            // Without a manifest the scenario's `concurrency` is the plugin's (with one, the
-            // copy says it).
-            .default_concurrency(scenario.concurrency.unwrap_or(1))
-            .shutdown_grace(Duration::from_secs(1))
-            .follow(leadership)
-            // As deployed: each `kube` call impersonates the plugin's own ServiceAccount, so
-            // the report can say whom a real cluster's RBAC and audit log would see.
-            .plugin_accounts(Some(SCENARIO_HOST_NAMESPACE.to_string()))
-            .observer(recorder.clone())
-            .delivery(DeliveryMode::Inline(Some(gate)))
-            .start()
-            .await?;
-        let _ = informers.set(host.factory().clone());
-        // Refuses what would not load (bad component, missing grants) before anything runs,
-        // and tells whether the handler exports `on-synced`.
-        let described = {
-            let (runtime, path) = (host.runtime().clone(), plugin_path.clone());
-            tokio::task::spawn_blocking(move || {
-                describe_file(&runtime, &path, Limits::default(), &grants)
-            })
-            .await?
-        };
-        let refusal = match &described {
-            Ok(d) => match d.grants.check(&d.info) {
-                Err(GrantError::Missing(m)) => Some((
-                    m.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                    d.grant_error(&plugin, &plugin_path),
-                )),
-                _ => None,
-            },
-            Err(_) => None,
-        };
-        // Whatever stops here is reported once, naming the user's files: the host never
-        // tries the load, so it logs nothing of its own about it.
-        let v2 = match (described, scenario.refused.is_some(), refusal) {
-            (Ok(d), false, None) => d.compiled.world() == HandlerWorld::V0_2,
-            (described, expects_refusal, refusal) => {
+        let host = start_host(
+            config,
+            scenario,
+            &server,
+            server_config,
+            &recorder,
+            &copies,
+            leadership,
+        )
+        .await?;
+        let v2 = match check_load(&host, &copies, scenario.refused.is_some()).await {
+            Ok(v2) => v2,
+            Err(stop) => {
                 host.shutdown().await;
                 server.shutdown().await;
-                match (described, expects_refusal, refusal) {
-                    (Err(e), ..) => {
-                        anyhow::bail!("the handler does not load: {}", paths.shown(&e.to_string()))
-                    }
-                    (Ok(_), true, refusal) => return Ok(Begun::Refused(refusal.map(|(m, _)| m))),
-                    (Ok(_), false, refusal) => {
-                        let e = refusal.and_then(|(_, e)| e).map_or_else(
-                            || "its grants do not cover what it asks for".to_string(),
-                            |e| paths.shown(&e.to_string()),
-                        );
-                        anyhow::bail!("the handler does not load: {e}")
-                    }
-                }
+                return stop.into_begun(&copies.paths);
             }
         };
-
+        let Copies {
+            dir,
+            plugin,
+            plugin_path,
+            paths,
+            ..
+        } = copies;
         let world = World {
             paths,
             server,
@@ -668,36 +554,4 @@ fn strip(mut v: Value) -> Value {
         md.remove("managedFields");
     }
     v
-}
-
-/// Sets `concurrency = n` in the runner's copy of the manifest (the scenario's `concurrency`
-/// overrides the manifest's); a copy that is not TOML is left for the load to report.
-fn set_concurrency(manifest: &std::path::Path, n: usize) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(manifest)?;
-    let Ok(mut table) = text.parse::<toml::Table>() else {
-        return Ok(());
-    };
-    table.insert("concurrency".into(), toml::Value::Integer(n as i64));
-    std::fs::write(manifest, toml::to_string(&table)?)?;
-    Ok(())
-}
-
-/// Waits until every informer has seen the API server's newest resourceVersion and passed on
-/// all it got (or [`GATE_PATIENCE`] of real time went by).
-async fn catch_up(faults: &apiserver::Faults, factory: &InformerFactory) {
-    let started = std::time::Instant::now();
-    let mut asked = None;
-    loop {
-        let target = faults.resource_version();
-        if factory.caught_up(target) || started.elapsed() > GATE_PATIENCE {
-            return;
-        }
-        if asked != Some(target) {
-            // Informers of kinds that did not change learn the version from a bookmark.
-            faults.bookmark_now();
-            asked = Some(target);
-        }
-        // A blocking sleep lets sockets and tasks run while keeping the clock frozen.
-        let _ = tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(1))).await;
-    }
 }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::World;
+use super::{RUNNER_MANAGER, World};
 use crate::informer::{resolve_kind, resource_path};
 use crate::scenario::file::{ObjectKey, PatchSpec};
 
