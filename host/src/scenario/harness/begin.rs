@@ -18,14 +18,14 @@ use crate::scenario::recorder::Recorder;
 
 /// How long (real time) a call waits for the informers to catch up before it starts anyway
 /// (a watch the step holds, an informer that cannot sync): the step's settle reports those.
-
 const GATE_PATIENCE: Duration = Duration::from_secs(1);
 
 /// The namespace the host runs in during a scenario: plugin ServiceAccounts live there.
 const SCENARIO_HOST_NAMESPACE: &str = "kubewasm";
 
+/// The embedded server a run talks to, with bookmarks on demand and deterministic uids.
 pub(super) async fn start_server(scenario: &Scenario) -> anyhow::Result<apiserver::ApiServer> {
-    Ok(apiserver::ApiServer::start(apiserver::Config {
+    apiserver::ApiServer::start(apiserver::Config {
         // Bookmarks come when the runner asks for them (`bookmark_now`).
         bookmark_interval: Duration::from_secs(24 * 3600),
         deterministic_uids: true,
@@ -34,7 +34,7 @@ pub(super) async fn start_server(scenario: &Scenario) -> anyhow::Result<apiserve
         workloads: scenario.workloads.then(apiserver::WorkloadConfig::default),
         ..apiserver::Config::default()
     })
-    .await?)
+    .await
 }
 
 /// The private plugins folder holding copies of the user's handler and manifest (the scenario's
