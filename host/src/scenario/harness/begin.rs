@@ -20,7 +20,8 @@ use crate::scenario::recorder::Recorder;
 /// (a watch the step holds, an informer that cannot sync): the step's settle reports those.
 const GATE_PATIENCE: Duration = Duration::from_secs(1);
 
-/// The namespace the host runs in during a scenario: plugin ServiceAccounts live there.
+/// The namespace the scenario host runs in, as `deploy/` installs it: plugins' ServiceAccounts
+/// live there.
 const SCENARIO_HOST_NAMESPACE: &str = "kubewasm";
 
 /// The embedded server a run talks to, with bookmarks on demand and deterministic uids.
