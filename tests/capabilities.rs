@@ -222,6 +222,7 @@ mod grants {
             permissions: Vec::new(),
             http_origins: Vec::new(),
             events: false,
+            controller: None,
         };
         Arc::new(m.grants_under(&GrantPolicy::default(), path, &info))
     }

@@ -105,8 +105,9 @@ impl Views {
                         view.objects.remove(&c.key);
                         view.deleted.insert(c.key);
                     }
-                    // Never a `Called` event: `on-synced` has no object.
-                    CallKind::Synced => {}
+                    // Never a `Called` event: `on-synced` has no object; the handlers here are
+                    // not controllers.
+                    CallKind::Synced | CallKind::Reconcile | CallKind::KeysFor => {}
                 }
             }
         }

@@ -92,6 +92,7 @@ fn main() -> anyhow::Result<()> {
         permissions: Vec::new(),
         http_origins: Vec::new(),
         events: false,
+        controller: None,
     };
     let grants =
         Arc::new(manifest.grants_under(&GrantPolicy::default(), Path::new("bench.toml"), &info));

@@ -1,6 +1,6 @@
-//! Host bindings generated from both versions of the `kubewasm:handler` world: `wit/handler.wit`
-//! (0.1.0) and `wit/0.2.0/` (0.2.0). A component implements exactly one of them; validation
-//! finds out which (see `validate.rs`).
+//! Host bindings generated from every version of the `kubewasm:handler` world: `wit/handler.wit`
+//! (0.1.0), `wit/0.2.0/` (0.2.0) and `wit/0.3.0/` (0.3.0: worlds `handler` and `controller`). A
+//! component implements exactly one of them; validation finds out which (see `validate.rs`).
 //!
 //! Borrowing ownership makes export parameters (`ObjectParam<'a>`) borrow the host's strings,
 //! so an object's JSON is copied once, straight into guest memory; objects the host returns from
@@ -37,4 +37,40 @@ pub(crate) mod v2 {
         },
         require_store_data_send: true,
     });
+}
+
+/// The 0.2.0 interfaces a 0.3.0 world imports unchanged, mapped onto [`v2`]'s bindings so one
+/// implementation of each answers every version that uses it.
+macro_rules! v3_bindgen {
+    ($world:literal $(, $extra:literal => $path:path)*) => {
+        wasmtime::component::bindgen!({
+            path: "../wit/0.3.0",
+            world: $world,
+            ownership: Borrowing { duplicate_if_necessary: true },
+            exports: { default: async },
+            with: {
+                "kubewasm:handler/types@0.2.0": crate::runtime::bindings::v2::kubewasm::handler::types,
+                "kubewasm:handler/log@0.2.0": crate::runtime::bindings::v2::kubewasm::handler::log,
+                "kubewasm:handler/cache@0.2.0": crate::runtime::bindings::v2::kubewasm::handler::cache,
+                "kubewasm:handler/kube@0.2.0": crate::runtime::bindings::v2::kubewasm::handler::kube,
+                "kubewasm:handler/events@0.2.0": crate::runtime::bindings::v2::kubewasm::handler::events,
+                "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+                "wasi:io": wasmtime_wasi::p2::bindings::io,
+                "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+                $($extra: $path,)*
+            },
+            require_store_data_send: true,
+        });
+    };
+}
+
+/// `kubewasm:handler@0.3.0`, world `handler`: 0.2.0's handler plus `settings` and the
+/// `validate-settings` export.
+pub(crate) mod v3 {
+    v3_bindgen!("handler");
+}
+
+/// `kubewasm:handler@0.3.0`, world `controller`: reconciles keys of a primary kind.
+pub(crate) mod v3c {
+    v3_bindgen!("controller", "kubewasm:handler/settings@0.3.0" => crate::runtime::bindings::v3::kubewasm::handler0_3_0::settings);
 }

@@ -114,6 +114,7 @@ pub(crate) mod v1 {
             permissions: Vec::new(),
             http_origins: Vec::new(),
             events: false,
+            controller: None,
         }
     }
 }
@@ -126,32 +127,35 @@ pub(crate) mod v2 {
     pub(crate) fn plugin_info(info: wit::PluginInfo) -> PluginInfo {
         PluginInfo {
             name: info.name,
-            subscriptions: info
-                .subscriptions
-                .into_iter()
-                .map(|s| Subscription {
-                    api_version: s.api_version,
-                    kind: s.kind,
-                    namespace: s.namespace,
-                    label_selector: s.label_selector,
-                    field_selector: s.field_selector,
-                    resync_period_ms: s.resync_period_ms,
-                    metadata_only: s.metadata_only,
-                    fields: s.fields,
-                })
-                .collect(),
-            permissions: info
-                .permissions
-                .into_iter()
-                .map(|p| Permission {
-                    api_version: p.api_version,
-                    kind: p.kind,
-                    namespace: p.namespace,
-                    verbs: p.verbs,
-                })
-                .collect(),
+            subscriptions: info.subscriptions.into_iter().map(subscription).collect(),
+            permissions: info.permissions.into_iter().map(permission).collect(),
             http_origins: info.http_origins,
             events: info.events,
+            controller: None,
+        }
+    }
+
+    /// One subscription (0.3.0 declares them in the same type).
+    pub(crate) fn subscription(s: wit::Subscription) -> Subscription {
+        Subscription {
+            api_version: s.api_version,
+            kind: s.kind,
+            namespace: s.namespace,
+            label_selector: s.label_selector,
+            field_selector: s.field_selector,
+            resync_period_ms: s.resync_period_ms,
+            metadata_only: s.metadata_only,
+            fields: s.fields,
+        }
+    }
+
+    /// One permission (0.3.0 declares them in the same type).
+    pub(crate) fn permission(p: wit::Permission) -> Permission {
+        Permission {
+            api_version: p.api_version,
+            kind: p.kind,
+            namespace: p.namespace,
+            verbs: p.verbs,
         }
     }
 
@@ -161,6 +165,81 @@ pub(crate) mod v2 {
             code: e.code,
             reason: e.reason,
             message: e.message,
+        }
+    }
+}
+
+/// `kubewasm:handler@0.3.0`, world `controller`. Its objects, subscriptions and errors are
+/// 0.2.0's types (see `bindings.rs`), converted by [`v2`].
+pub(crate) mod v3c {
+    use std::time::Duration;
+
+    use super::v2;
+    use crate::runtime::bindings::v3c::kubewasm::handler0_3_0::controller_types as wit;
+    use crate::runtime::bindings::v2::kubewasm::handler::types::HandlerError;
+    use crate::runtime::guest_log::cap_guest_text;
+    use crate::runtime::types::{
+        HandlerOutcome, KeyMapping, MIN_REQUEUE_AFTER, ObjectKey, PluginInfo, Role,
+    };
+
+    /// A controller's `describe()`: its primary, owned and watched kinds become subscriptions
+    /// in that order, each with its role.
+    pub(crate) fn plugin_info(info: wit::ControllerInfo) -> PluginInfo {
+        let mut subscriptions = Vec::with_capacity(1 + info.owns.len() + info.watches.len());
+        let mut roles = Vec::with_capacity(subscriptions.capacity());
+        subscriptions.push(v2::subscription(info.primary));
+        roles.push(Role::Primary);
+        for s in info.owns {
+            subscriptions.push(v2::subscription(s));
+            roles.push(Role::Owned);
+        }
+        for w in info.watches {
+            subscriptions.push(v2::subscription(w.subscription));
+            roles.push(Role::Watched(match w.mapping {
+                wit::Mapping::SameName => KeyMapping::SameName,
+                wit::Mapping::Label(l) => KeyMapping::Label(l),
+                wit::Mapping::Field(f) => KeyMapping::Field(f),
+                wit::Mapping::Guest => KeyMapping::Guest,
+            }));
+        }
+        PluginInfo {
+            name: info.name,
+            subscriptions,
+            permissions: info.permissions.into_iter().map(v2::permission).collect(),
+            http_origins: info.http_origins,
+            events: info.events,
+            controller: Some(roles),
+        }
+    }
+
+    /// The key a reconcile is for, borrowed into the call.
+    pub(crate) fn key_param(key: &ObjectKey) -> wit::ObjectKeyParam<'_> {
+        wit::ObjectKeyParam {
+            namespace: key.namespace.as_deref(),
+            name: &key.name,
+        }
+    }
+
+    /// Keys a `keys-for` call returned.
+    pub(crate) fn keys(keys: Vec<wit::ObjectKeyResult>) -> Vec<ObjectKey> {
+        keys.into_iter()
+            .map(|k| ObjectKey {
+                namespace: k.namespace,
+                name: k.name,
+            })
+            .collect()
+    }
+
+    /// A reconcile's result as the plugins layer sees it; a requeue is at least
+    /// [`MIN_REQUEUE_AFTER`] away.
+    pub(crate) fn outcome(result: Result<wit::Outcome, HandlerError>) -> HandlerOutcome {
+        match result {
+            Ok(wit::Outcome::Done) => HandlerOutcome::Ok,
+            Ok(wit::Outcome::RequeueAfter(ms)) => {
+                HandlerOutcome::RequeueAfter(Duration::from_millis(ms).max(MIN_REQUEUE_AFTER))
+            }
+            Err(HandlerError::Retry(msg)) => HandlerOutcome::Retry(cap_guest_text(msg)),
+            Err(HandlerError::Fatal(msg)) => HandlerOutcome::Fatal(cap_guest_text(msg)),
         }
     }
 }

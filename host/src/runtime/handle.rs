@@ -422,7 +422,7 @@ impl Runtime {
     }
 }
 
-/// The 0.2.0 world's own interfaces, plus `wasi:http` from wasmtime-wasi-http (whose requests
+/// The 0.2.0 world's own interfaces and 0.3.0's `settings`, plus `wasi:http` from wasmtime-wasi-http (whose requests
 /// [`HttpHooks`](super::http_hooks::HttpHooks) checks against the plugin's grants and sends).
 fn link_v2_imports(linker: &mut Linker<StoreState>) -> anyhow::Result<()> {
     use v2::kubewasm::handler::{cache, events, kube, log, types};
@@ -432,6 +432,11 @@ fn link_v2_imports(linker: &mut Linker<StoreState>) -> anyhow::Result<()> {
     kube::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     events::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
+    // 0.3.0 imports 0.2.0's interfaces unchanged and adds only `settings`.
+    super::bindings::v3::kubewasm::handler0_3_0::settings::add_to_linker::<_, HasSelf<_>>(
+        linker,
+        |s| s,
+    )?;
     Ok(())
 }
 

@@ -1,7 +1,8 @@
 //! The world's imports answered by the host, for both world versions: `log` becomes a `tracing`
 //! event, `cache` is forwarded to the plugin's [`CacheReader`](super::CacheReader). 0.2.0's
 //! `kube` and `events` become [`KubeCall`]s and [`EventCall`]s for the plugin's
-//! [`ClusterAccess`](super::ClusterAccess), which decides what is granted. Outbound HTTP is
+//! [`ClusterAccess`](super::ClusterAccess), which decides what is granted. 0.3.0's `settings`
+//! answers from the plugin's [`PluginSettings`](super::PluginSettings). Outbound HTTP is
 //! answered in `http_hooks.rs`.
 
 use super::bindings::{v1, v2};
@@ -373,5 +374,35 @@ impl events::Host for StoreState {
             return;
         }
         self.cluster.emit_within(event, &memory);
+    }
+}
+
+use super::bindings::v3::kubewasm::handler0_3_0::settings;
+
+impl settings::Host for StoreState {
+    /// The operator's text, copied once per call; charged to the call's account, so a guest
+    /// calling it in a loop holds at most one answer at a time.
+    fn get(&mut self, key: String) -> Option<String> {
+        let settings = self.settings.clone();
+        let value = settings.get(&key)?;
+        let memory = self.call_memory();
+        memory.charge(value.len() as u64).ok()?;
+        Some(value.to_owned())
+    }
+
+    fn get_all(&mut self) -> Vec<(String, String)> {
+        let memory = self.call_memory();
+        if memory.charge(self.settings.bytes() as u64).is_err() {
+            return Vec::new();
+        }
+        self.settings.values.clone()
+    }
+
+    fn get_json(&mut self) -> String {
+        let memory = self.call_memory();
+        if memory.charge(self.settings.json.len() as u64).is_err() {
+            return "{}".into();
+        }
+        self.settings.json.clone()
     }
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use wasmtime::{CallHook, Store, Trap, UpdateDeadline};
 
-use super::bindings::{v1, v2};
+use super::bindings::{v1, v2, v3, v3c};
 use super::budget::{BudgetExceeded, MemoryBudget};
 use super::cluster::{ClusterAccess, NoClusterAccess};
 use super::convert;
@@ -19,7 +19,7 @@ use super::http_policy::HttpPolicy;
 use super::limits::{Limits, MemoryCapExceeded};
 use super::pool::PoolReservation;
 use super::store::StoreState;
-use super::types::{CacheReader, GuestObject, HandlerOutcome, PluginInfo};
+use super::types::{CacheReader, GuestObject, HandlerOutcome, ObjectKey, PluginInfo, PluginSettings};
 use super::validate::WorldPre;
 
 const RUNTIME_TARGET: &str = "kubewasm::runtime";
@@ -52,6 +52,8 @@ pub struct HandlerInstance {
     limits: Limits,
     cache: Arc<dyn CacheReader>,
     cluster: Arc<dyn ClusterAccess>,
+    /// The operator's settings, which 0.3.0 guests read.
+    settings: Arc<PluginSettings>,
     http: HttpPolicy,
     log: GuestLog,
     lines: GuestCausedLog,
@@ -74,7 +76,12 @@ struct Live {
 enum Bound {
     V1(v1::Handler),
     V2(v2::Handler),
+    V3(v3::Handler),
+    Controller(v3c::Controller),
 }
+
+/// What a controller is told when the host would hand it an event: a host bug, never a guest's.
+const NOT_A_HANDLER: &str = "a controller receives keys to reconcile, not events";
 
 impl HandlerInstance {
     /// An instance that instantiates on first use ([`HandlerInstance::start`] does it eagerly).
@@ -97,6 +104,7 @@ impl HandlerInstance {
             budget,
             pool: None,
             cluster: Arc::new(NoClusterAccess::new(&plugin)),
+            settings: Arc::new(PluginSettings::empty()),
             runtime,
             compiled,
             plugin,
@@ -163,7 +171,8 @@ impl HandlerInstance {
         )
         .with_cluster(self.cluster.clone())
         .with_http_policy(self.http.clone())
-        .with_guest_caused_log(self.lines.clone());
+        .with_guest_caused_log(self.lines.clone())
+        .with_settings(self.settings.clone());
         fresh.log = self.log.clone();
         fresh.budget = self.budget.clone();
         fresh.pool = self.pool.clone();
@@ -208,6 +217,13 @@ impl HandlerInstance {
         self
     }
 
+    /// Gives 0.3.0 guests the operator's `settings` (by default none). Applies from the next
+    /// instantiation.
+    pub fn with_settings(mut self, settings: Arc<PluginSettings>) -> Self {
+        self.settings = settings;
+        self
+    }
+
     /// The name this instance logs and counts under.
     pub fn plugin_name(&self) -> &str {
         &self.plugin
@@ -243,6 +259,50 @@ impl HandlerInstance {
         self.call(async |h, store| match h {
             Bound::V1(h) => h.call_describe(store).await.map(convert::v1::plugin_info),
             Bound::V2(h) => h.call_describe(store).await.map(convert::v2::plugin_info),
+            Bound::V3(h) => h.call_describe(store).await.map(convert::v2::plugin_info),
+            Bound::Controller(h) => h.call_describe(store).await.map(convert::v3c::plugin_info),
+        })
+        .await
+    }
+
+    /// Asks a 0.3.0 guest whether it accepts the operator's settings: `Ok(Err(message))` when
+    /// it refuses them. Earlier worlds have no settings and accept without a call.
+    pub async fn validate_settings(&mut self) -> Result<Result<(), String>, CallError> {
+        if !self.compiled.world().has_settings() {
+            return Ok(Ok(()));
+        }
+        let verdict = self
+            .call(async |h, store| match h {
+                Bound::V3(h) => h.call_validate_settings(store).await,
+                Bound::Controller(h) => h.call_validate_settings(store).await,
+                Bound::V1(_) | Bound::V2(_) => Ok(Ok(())),
+            })
+            .await?;
+        Ok(verdict.map_err(crate::runtime::guest_log::cap_guest_text))
+    }
+
+    /// Asks a controller to reconcile `key`.
+    pub async fn reconcile(&mut self, key: &ObjectKey) -> Result<HandlerOutcome, CallError> {
+        self.call(async |h, store| match h {
+            Bound::Controller(h) => {
+                let r = h.call_reconcile(store, convert::v3c::key_param(key)).await;
+                r.map(convert::v3c::outcome)
+            }
+            _ => Ok(HandlerOutcome::Fatal("only a controller reconciles".into())),
+        })
+        .await
+    }
+
+    /// Asks a controller which primaries an event of `obj` (a watched kind with the `guest`
+    /// mapping) concerns.
+    pub async fn keys_for(&mut self, obj: &dyn GuestObject) -> Result<Vec<ObjectKey>, CallError> {
+        let labels = borrowed_labels(obj);
+        self.call(async |h, store| match h {
+            Bound::Controller(h) => {
+                let obj = convert::v2::object_param(obj, &labels);
+                h.call_keys_for(store, obj).await.map(convert::v3c::keys)
+            }
+            _ => Ok(Vec::new()),
         })
         .await
     }
@@ -266,6 +326,12 @@ impl HandlerInstance {
                 let r = h.call_on_add(store, obj, is_in_initial_list).await;
                 r.map(convert::v2::outcome)
             }
+            Bound::V3(h) => {
+                let obj = convert::v2::object_param(obj, &labels);
+                let r = h.call_on_add(store, obj, is_in_initial_list).await;
+                r.map(convert::v2::outcome)
+            }
+            Bound::Controller(_) => Ok(HandlerOutcome::Fatal(NOT_A_HANDLER.into())),
         })
         .await
     }
@@ -291,6 +357,13 @@ impl HandlerInstance {
                 let r = h.call_on_update(store, old, new, is_sync).await;
                 r.map(convert::v2::outcome)
             }
+            Bound::V3(h) => {
+                let old = convert::v2::object_param(old, &old_labels);
+                let new = convert::v2::object_param(new, &new_labels);
+                let r = h.call_on_update(store, old, new, is_sync).await;
+                r.map(convert::v2::outcome)
+            }
+            Bound::Controller(_) => Ok(HandlerOutcome::Fatal(NOT_A_HANDLER.into())),
         })
         .await
     }
@@ -314,6 +387,12 @@ impl HandlerInstance {
                 let r = h.call_on_delete(store, obj, final_state_unknown).await;
                 r.map(convert::v2::outcome)
             }
+            Bound::V3(h) => {
+                let obj = convert::v2::object_param(obj, &labels);
+                let r = h.call_on_delete(store, obj, final_state_unknown).await;
+                r.map(convert::v2::outcome)
+            }
+            Bound::Controller(_) => Ok(HandlerOutcome::Fatal(NOT_A_HANDLER.into())),
         })
         .await
     }
@@ -328,6 +407,8 @@ impl HandlerInstance {
         self.call(async |h, store| match h {
             Bound::V1(_) => Ok(HandlerOutcome::Ok),
             Bound::V2(h) => h.call_on_synced(store).await.map(convert::v2::outcome),
+            Bound::V3(h) => h.call_on_synced(store).await.map(convert::v2::outcome),
+            Bound::Controller(h) => h.call_on_synced(store).await.map(convert::v2::outcome),
         })
         .await
     }
@@ -342,6 +423,7 @@ impl HandlerInstance {
             self.http.clone(),
             self.runtime.inner.metrics.clone(),
             self.cluster.clone(),
+            self.settings.clone(),
         );
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -373,6 +455,10 @@ impl HandlerInstance {
             match &self.compiled.pre {
                 WorldPre::V1(pre) => pre.instantiate_async(&mut store).await.map(Bound::V1),
                 WorldPre::V2(pre) => pre.instantiate_async(&mut store).await.map(Bound::V2),
+                WorldPre::V3(pre) => pre.instantiate_async(&mut store).await.map(Bound::V3),
+                WorldPre::Controller(pre) => {
+                    pre.instantiate_async(&mut store).await.map(Bound::Controller)
+                }
             }
         };
         let clock = self.poll_clock.then_some(&clock);

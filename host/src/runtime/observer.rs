@@ -40,6 +40,10 @@ pub enum CallKind {
     Delete,
     /// `on-synced` (0.2.0 handlers, once after each replay).
     Synced,
+    /// A controller's `reconcile` of one key.
+    Reconcile,
+    /// A controller's `keys-for` of a watched object.
+    KeysFor,
 }
 
 /// How one call into a handler ended.
@@ -53,6 +57,8 @@ pub enum CallOutcome {
     Fatal(String),
     /// The guest trapped, ran out of time or memory; the instance was discarded.
     Failed(String),
+    /// A controller's reconcile returned `requeue-after` (the delay the host honours).
+    RequeueAfter(Duration),
 }
 
 /// The object a call was about (absent for `on-synced`).

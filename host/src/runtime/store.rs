@@ -16,7 +16,7 @@ use super::http_hooks::HttpHooks;
 use super::http_policy::HttpPolicy;
 use super::limits::MemoryLimiter;
 use super::metrics::RuntimeMetrics;
-use super::types::CacheReader;
+use super::types::{CacheReader, PluginSettings};
 use super::wasi::{GuestOutput, sandboxed_ctx};
 
 pub(crate) struct StoreState {
@@ -33,6 +33,8 @@ pub(crate) struct StoreState {
     pub cache: Arc<dyn CacheReader>,
     /// Where `kube` and `events` calls go (0.2.0).
     pub cluster: Arc<dyn ClusterAccess>,
+    /// The operator's settings for the plugin (0.3.0's `settings`).
+    pub settings: Arc<PluginSettings>,
     /// Time this instance's host calls spend waiting on external systems.
     host_wait: HostWait,
     /// What the host call in progress holds for the guest; dropped (given back) once its
@@ -49,6 +51,7 @@ impl StoreState {
         http: HttpPolicy,
         metrics: RuntimeMetrics,
         cluster: Arc<dyn ClusterAccess>,
+        settings: Arc<PluginSettings>,
     ) -> Self {
         let (wasi, output) = sandboxed_ctx(&log);
         let host_wait = HostWait::default();
@@ -71,6 +74,7 @@ impl StoreState {
             output,
             cache,
             cluster,
+            settings,
             host_wait,
             call_memory: None,
         }

@@ -280,6 +280,7 @@ fn logger_describe() {
             permissions: Vec::new(),
             http_origins: Vec::new(),
             events: false,
+            controller: None,
         }
     );
     assert!(

@@ -198,6 +198,25 @@ pub enum HandlerWorld {
     /// `kubewasm:handler@0.2.0`: adds kube, events and `wasi:http` imports and `on-synced`.
     #[serde(rename = "0.2.0")]
     V0_2,
+    /// `kubewasm:handler@0.3.0`, world `handler`: adds `settings` and `validate-settings`.
+    #[serde(rename = "0.3.0")]
+    V0_3,
+    /// `kubewasm:handler@0.3.0`, world `controller`: reconciles keys instead of receiving
+    /// events.
+    #[serde(rename = "0.3.0-controller")]
+    Controller,
+}
+
+impl HandlerWorld {
+    /// Whether the world has `on-synced` (every version after 0.1.0).
+    pub fn has_synced(self) -> bool {
+        self != HandlerWorld::V0_1
+    }
+
+    /// Whether the world reads the operator's settings and exports `validate-settings`.
+    pub fn has_settings(self) -> bool {
+        matches!(self, HandlerWorld::V0_3 | HandlerWorld::Controller)
+    }
 }
 
 impl fmt::Display for HandlerWorld {
@@ -205,6 +224,8 @@ impl fmt::Display for HandlerWorld {
         f.write_str(match self {
             Self::V0_1 => "kubewasm:handler@0.1.0",
             Self::V0_2 => "kubewasm:handler@0.2.0",
+            Self::V0_3 => "kubewasm:handler@0.3.0",
+            Self::Controller => "kubewasm:handler@0.3.0 (controller)",
         })
     }
 }
@@ -227,6 +248,107 @@ pub struct PluginInfo {
     /// Whether the handler records Events.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub events: bool,
+    /// For a controller: what each of `subscriptions` is to it (same order and length).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controller: Option<Vec<Role>>,
+}
+
+/// What one of a controller's subscriptions is to it: how its events become keys of the
+/// primary kind.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// The kind reconciled: an event names its own object's key.
+    Primary,
+    /// An owned kind: an event names the owner its controller `ownerReference` points at.
+    Owned,
+    /// A watched kind, whose events name primaries through the mapping.
+    Watched(KeyMapping),
+}
+
+/// How an event of a watched kind names primaries (the WIT `mapping`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyMapping {
+    /// The primary with the object's own name, in its namespace.
+    SameName,
+    /// The primary named by this label's value.
+    Label(String),
+    /// The primary named by the string at this JSON pointer.
+    Field(String),
+    /// The guest's `keys-for` export.
+    Guest,
+}
+
+/// The key of one primary object, as a controller's `reconcile` and `keys-for` exchange it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    /// `None` for a cluster-scoped kind.
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// Parses a cache key (`namespace/name` or `name`).
+    pub fn from_cache_key(key: &str) -> ObjectKey {
+        match key.split_once('/') {
+            Some((ns, name)) => ObjectKey {
+                namespace: Some(ns.to_string()),
+                name: name.to_string(),
+            },
+            None => ObjectKey {
+                namespace: None,
+                name: key.to_string(),
+            },
+        }
+    }
+
+    /// The cache key (client-go's `MetaNamespaceKeyFunc`).
+    pub fn cache_key(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+/// The operator's `[settings]` for a plugin, prepared once at load in the shapes the `settings`
+/// import answers with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PluginSettings {
+    /// Every top-level setting as text, sorted by key.
+    pub values: Vec<(String, String)>,
+    /// The whole table as one JSON object.
+    pub json: String,
+}
+
+impl PluginSettings {
+    /// No settings: every `get` answers `none`, `get-json` `{}`.
+    pub fn empty() -> PluginSettings {
+        PluginSettings {
+            values: Vec::new(),
+            json: "{}".into(),
+        }
+    }
+
+    /// One setting's text.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.values
+            .binary_search_by(|(k, _)| k.as_str().cmp(key))
+            .ok()
+            .map(|i| self.values[i].1.as_str())
+    }
+
+    /// Bytes the settings hold, which every answer copies at most once.
+    pub fn bytes(&self) -> usize {
+        self.json.len()
+            + self
+                .values
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>()
+    }
 }
 
 /// Kubernetes API access a 0.2.0 handler asks for in `describe()`.
@@ -298,7 +420,14 @@ pub enum HandlerOutcome {
     Retry(String),
     /// Log and count, never redeliver.
     Fatal(String),
+    /// A controller's reconcile succeeded and asks to be called for the key again after this
+    /// delay (at least [`MIN_REQUEUE_AFTER`]).
+    RequeueAfter(std::time::Duration),
 }
+
+/// Shortest `requeue-after` the host honours: a controller asking for less gets this, so a
+/// key cannot be made to spin.
+pub const MIN_REQUEUE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Severity of a guest log line, mirroring the WIT `log.level` enum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -5,7 +5,7 @@ use wasmtime::Engine;
 use wasmtime::component::types::Component as ComponentType;
 use wasmtime::component::{Component, Linker};
 
-use super::bindings::{v1, v2};
+use super::bindings::{v1, v2, v3, v3c};
 use super::error::RuntimeError;
 use super::store::StoreState;
 use super::types::HandlerWorld;
@@ -13,6 +13,21 @@ use super::types::HandlerWorld;
 /// Each world's exports, in the order they are reported when missing.
 const V1_EXPORTS: [&str; 4] = ["describe", "on-add", "on-update", "on-delete"];
 const V2_EXPORTS: [&str; 5] = ["describe", "on-add", "on-update", "on-delete", "on-synced"];
+const V3_EXPORTS: [&str; 6] = [
+    "validate-settings",
+    "describe",
+    "on-add",
+    "on-update",
+    "on-delete",
+    "on-synced",
+];
+const CONTROLLER_EXPORTS: [&str; 5] = [
+    "validate-settings",
+    "describe",
+    "reconcile",
+    "keys-for",
+    "on-synced",
+];
 
 /// A component type-checked and pre-linked against the world version it implements.
 #[derive(Clone)]
@@ -21,6 +36,10 @@ pub(crate) enum WorldPre {
     V1(v1::HandlerPre<StoreState>),
     /// `kubewasm:handler@0.2.0`.
     V2(v2::HandlerPre<StoreState>),
+    /// `kubewasm:handler@0.3.0`, world `handler`.
+    V3(v3::HandlerPre<StoreState>),
+    /// `kubewasm:handler@0.3.0`, world `controller`.
+    Controller(v3c::ControllerPre<StoreState>),
 }
 
 impl WorldPre {
@@ -28,6 +47,8 @@ impl WorldPre {
         match self {
             Self::V1(_) => HandlerWorld::V0_1,
             Self::V2(_) => HandlerWorld::V0_2,
+            Self::V3(_) => HandlerWorld::V0_3,
+            Self::Controller(_) => HandlerWorld::Controller,
         }
     }
 
@@ -35,6 +56,8 @@ impl WorldPre {
         match self {
             Self::V1(pre) => pre.instance_pre().component(),
             Self::V2(pre) => pre.instance_pre().component(),
+            Self::V3(pre) => pre.instance_pre().component(),
+            Self::Controller(pre) => pre.instance_pre().component(),
         }
     }
 }
@@ -72,6 +95,8 @@ pub(crate) fn check_world(
     let required: &[&str] = match world {
         HandlerWorld::V0_1 => &V1_EXPORTS,
         HandlerWorld::V0_2 => &V2_EXPORTS,
+        HandlerWorld::V0_3 => &V3_EXPORTS,
+        HandlerWorld::Controller => &CONTROLLER_EXPORTS,
     };
     let missing: Vec<&str> = required
         .iter()
@@ -101,13 +126,22 @@ pub(crate) fn check_world(
         HandlerWorld::V0_2 => v2::HandlerPre::new(pre)
             .map(WorldPre::V2)
             .map_err(wrong_types),
+        HandlerWorld::V0_3 => v3::HandlerPre::new(pre)
+            .map(WorldPre::V3)
+            .map_err(wrong_types),
+        HandlerWorld::Controller => v3c::ControllerPre::new(pre)
+            .map(WorldPre::Controller)
+            .map_err(wrong_types),
     }
 }
 
-/// The world version a component was built for: 0.2.0 when it imports a
-/// `kubewasm:handler/*@0.2.*` interface or exports `on-synced`, else 0.1.0 (whose handlers
-/// predate versioning). A component importing both versions is refused: its calls would
-/// straddle two contracts; so is a 0.1.0 component importing `wasi:http`.
+/// The world version a component was built for. 0.3.0 components import 0.2.0's interfaces
+/// unchanged and may leave out `settings` when they never read it, so the exports decide:
+/// `reconcile` is a controller, `validate-settings` (or any `@0.3.*` import) a 0.3.0 handler;
+/// then 0.2.0 when it imports a `kubewasm:handler/*@0.2.*` interface or exports `on-synced`;
+/// else 0.1.0 (whose handlers predate versioning). A component importing 0.1.0 beside a later
+/// version is refused: its calls would straddle two contracts; so is a 0.1.0 component
+/// importing `wasi:http`.
 fn target_world(engine: &Engine, ty: &ComponentType) -> Result<HandlerWorld, RuntimeError> {
     let mut versions: Vec<&str> = ty
         .imports(engine)
@@ -116,16 +150,24 @@ fn target_world(engine: &Engine, ty: &ComponentType) -> Result<HandlerWorld, Run
         .collect();
     versions.sort_unstable();
     versions.dedup();
+    let v3 = versions.iter().any(|v| v.starts_with("0.3."));
     let v2 = versions.iter().any(|v| v.starts_with("0.2."));
     let v1 = versions.iter().any(|v| v.starts_with("0.1."));
-    if v1 && v2 {
+    if v1 && (v2 || v3) {
         return Err(RuntimeError::WrongWorld(format!(
             "imports kubewasm:handler interfaces of several versions ({}); a handler implements \
              exactly one",
             versions.join(", ")
         )));
     }
-    if v2 || ty.get_export(engine, "on-synced").is_some() {
+    let exports = |name| ty.get_export(engine, name).is_some();
+    if exports("reconcile") {
+        return Ok(HandlerWorld::Controller);
+    }
+    if v3 || exports("validate-settings") {
+        return Ok(HandlerWorld::V0_3);
+    }
+    if v2 || exports("on-synced") {
         return Ok(HandlerWorld::V0_2);
     }
     // The shared linker also serves 0.2.0's wasi:http; a 0.1.0 handler never had it.

@@ -35,6 +35,9 @@ pub struct Scenario {
     /// `concurrency`: calls the handler may have in flight at once, overriding its manifest's
     /// (1–[`MAX_CONCURRENCY`]); `None` keeps the manifest's.
     pub concurrency: Option<usize>,
+    /// The plugin's `[settings]` for this run, replacing the manifest's (as an operator's
+    /// `NAME.toml` would give them).
+    pub settings: Option<toml::Table>,
     /// `workloads`: run the embedded server's workload controllers and fake node (Deployments
     /// get ReplicaSets, Pods become Running and Ready); off by default, so a scenario sees
     /// only the objects it and its handler write.
@@ -233,6 +236,8 @@ struct Doc {
     #[serde(default)]
     concurrency: Option<usize>,
     #[serde(default)]
+    settings: Option<serde_yaml::Mapping>,
+    #[serde(default)]
     workloads: bool,
     #[serde(default)]
     objects: Vec<serde_yaml::Value>,
@@ -405,6 +410,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         manifest: doc.manifest.map(|m| dir.join(m)),
         leader: doc.leader,
         concurrency: doc.concurrency,
+        settings: match &doc.settings {
+            Some(m) => Some(
+                toml::Table::try_from(m)
+                    .map_err(|e| at(lines.key("settings"), Problem::Settings(e.to_string())))?,
+            ),
+            None => None,
+        },
         workloads: doc.workloads,
         objects,
         http,

@@ -73,6 +73,9 @@ impl Observer for Recorder {
                     CallKind::Update => ("on-update", "is-sync"),
                     CallKind::Delete => ("on-delete", "final-state-unknown"),
                     CallKind::Synced => ("on-synced", ""),
+                    // The key of the primary kind; whether it is part of the first pass.
+                    CallKind::Reconcile => ("reconcile", "initial"),
+                    CallKind::KeysFor => ("keys-for", ""),
                 };
                 let mut e = Entry::new(EntryKind::Call, name)
                     .with("object", format!("{}/{} {}", o.api_version, o.kind, o.key));
@@ -116,6 +119,9 @@ fn with_outcome(e: Entry, outcome: &CallOutcome) -> Entry {
         CallOutcome::Retry(m) => e.with("result", "retry").with("message", m.as_str()),
         CallOutcome::Fatal(m) => e.with("result", "fatal").with("message", m.as_str()),
         CallOutcome::Failed(m) => e.with("result", "trap").with("message", m.as_str()),
+        CallOutcome::RequeueAfter(after) => e
+            .with("result", "requeue-after")
+            .with("after-ms", after.as_millis() as u64),
     }
 }
 

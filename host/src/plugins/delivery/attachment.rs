@@ -73,6 +73,30 @@ impl<G: Guest> Guest for Gated<G> {
         }
     }
 
+    fn reconcile(
+        &mut self,
+        key: &crate::runtime::ObjectKey,
+    ) -> impl Future<Output = Result<HandlerOutcome, CallError>> + Send {
+        let wait = (self.gate.0)();
+        let call = self.guest.reconcile(key);
+        async move {
+            wait.await;
+            call.await
+        }
+    }
+
+    fn keys_for(
+        &mut self,
+        obj: &crate::informer::SharedObject,
+    ) -> impl Future<Output = Result<Vec<crate::runtime::ObjectKey>, CallError>> + Send {
+        let wait = (self.gate.0)();
+        let call = self.guest.keys_for(obj);
+        async move {
+            wait.await;
+            call.await
+        }
+    }
+
     fn wants_synced(&self) -> bool {
         self.guest.wants_synced()
     }
@@ -162,7 +186,14 @@ impl Delivery {
                 .add_handler(&key, dispatcher.handler(i as u32, projection), resync)
                 .await
             {
-                Ok(r) => registrations.push(r),
+                Ok(r) => {
+                    // A controller's primary comes first: its cache is there before the owned
+                    // and watched kinds replay into their mapping.
+                    if i == 0 {
+                        dispatcher.attach_primary(r.indexer().clone());
+                    }
+                    registrations.push(r)
+                }
                 Err(e) => {
                     detach(registrations, &dispatcher).await;
                     return Err(AttachError::Subscription(key, e));

@@ -30,6 +30,10 @@ use crate::workqueue::{MaxOfRateLimiter, RateLimiter, default_controller_rate_li
 /// object. Large enough that a burst (a relist of a big namespace) is delivered verbatim.
 pub const DEFAULT_MAX_QUEUED: usize = 10_000;
 
+/// The subscription number of a controller's primary kind, under which its reconcile keys
+/// queue (its primary is always its first subscription).
+pub(crate) const PRIMARY: u32 = 0;
+
 /// Queue items are per subscription and object, so notifications for one object stay ordered.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct QueueKey {
@@ -39,10 +43,42 @@ pub(crate) struct QueueKey {
     pub key: Arc<str>,
 }
 
-/// A notification plus how often delivery already failed with `retry`.
+/// What one queued item asks of the guest.
+pub(crate) enum Work {
+    /// A handler's notification about the item's object.
+    Notify(Notification),
+    /// A controller's reconcile of the item's key, a key of its primary kind; `initial` while
+    /// it stands for an initial-list notification (the first pass is not over before it ends).
+    Reconcile {
+        /// Whether an initial-list notification named the key.
+        initial: bool,
+    },
+    /// A controller's `keys-for` of a watched object's notification (the `guest` mapping).
+    MapKeys(Notification),
+}
+
+impl Work {
+    /// Whether it counts towards the replay (`on-synced` and readiness wait for it).
+    pub(crate) fn is_initial(&self) -> bool {
+        match self {
+            Work::Notify(n) | Work::MapKeys(n) => n.is_initial(),
+            Work::Reconcile { initial } => *initial,
+        }
+    }
+
+    /// The notification it carries, if any (a reconcile carries only its key).
+    pub(crate) fn notification(&self) -> Option<&Notification> {
+        match self {
+            Work::Notify(n) | Work::MapKeys(n) => Some(n),
+            Work::Reconcile { .. } => None,
+        }
+    }
+}
+
+/// Queued work plus how often it already failed with `retry`.
 pub(crate) struct Item {
-    /// What to deliver.
-    pub notification: Notification,
+    /// What to do.
+    pub work: Work,
     /// `retry` results so far.
     pub attempts: u32,
     /// Arrival number of the (oldest) notification this item stands for: the stream order.
@@ -56,6 +92,9 @@ pub(crate) enum Finish {
     /// The handler asked for a retry: deliver again after backoff, unless something newer for
     /// the object is waiting (then the stale item is dropped).
     Retry(Item),
+    /// A reconcile succeeded and asks for its key again after the delay, unless an event named
+    /// the key meanwhile (then that reconcile runs now and decides again).
+    RequeueAfter(Item, std::time::Duration),
     /// The call never ended (its worker panicked); the item is gone, only its key is known.
     Abandoned {
         /// Whether it was an initial add.
@@ -169,12 +208,26 @@ impl Pending {
             return f;
         };
         let old_count = items.len();
-        f.removed_initial = items.iter().filter(|i| i.notification.is_initial()).count();
-        let merged: Vec<Notification> = items.into_iter().map(|i| i.notification).collect();
+        f.removed_initial = items.iter().filter(|i| i.work.is_initial()).count();
+        // One key's items are all of one sort: its subscription's (a reconcile key never has
+        // more than one waiting, so it is never folded).
+        let map_keys = matches!(items[0].work, Work::MapKeys(_));
+        let merged: Vec<Notification> = items
+            .into_iter()
+            .filter_map(|i| match i.work {
+                Work::Notify(n) | Work::MapKeys(n) => Some(n),
+                Work::Reconcile { .. } => None,
+            })
+            .collect();
         if let Some(one) = coalesce(merged) {
             f.added_initial = usize::from(one.is_initial());
+            let work = if map_keys {
+                Work::MapKeys(one)
+            } else {
+                Work::Notify(one)
+            };
             w.items.push_back(Item {
-                notification: one,
+                work,
                 attempts: 0,
                 seq,
             });
@@ -260,7 +313,7 @@ impl Pending {
         let stale = w.items.pop_front()?;
         self.total -= 1;
         self.apply(qk, MarkEvent::Released);
-        Some(stale.notification.is_initial())
+        Some(stale.work.is_initial())
     }
 }
 
@@ -313,6 +366,74 @@ impl PluginQueue {
 
     /// Queues `n` for `subscription`; never blocks.
     pub(crate) fn push(&self, subscription: u32, n: Notification) {
+        self.push_work(subscription, Work::Notify(n));
+    }
+
+    /// Queues a `keys-for` of `n` for a controller's `subscription`; never blocks.
+    pub(crate) fn push_map_keys(&self, subscription: u32, n: Notification) {
+        self.push_work(subscription, Work::MapKeys(n));
+    }
+
+    /// Queues a reconcile of the primary `key` (client-go's `Add`): a key waits at most once,
+    /// however many events name it; one whose reconcile is in flight waits behind it; one
+    /// waiting for a retry's backoff or a requeue's delay is ready now (keeping its failures
+    /// so far, as client-go keeps them until `Forget`). Never blocks; memory is one item per
+    /// primary key, whatever the rate of events.
+    pub(crate) fn push_reconcile(&self, key: Arc<str>, initial: bool) {
+        let qk = QueueKey {
+            subscription: PRIMARY,
+            key,
+        };
+        let mut pending = self.pending.lock();
+        if pending.shut {
+            return;
+        }
+        let mut added_initial = 0;
+        let waiting = pending.by_key.get(&qk).map(|w| (w.items.len(), w.mark));
+        match waiting {
+            Some((n, mark)) if n > 0 => {
+                if let Some(w) = pending.by_key.get_mut(&qk)
+                    && let Some(item) = w.items.front_mut()
+                    && initial
+                    && !item.work.is_initial()
+                {
+                    item.work = Work::Reconcile { initial: true };
+                    added_initial = 1;
+                }
+                if matches!(mark, Mark::Delayed(..)) {
+                    pending.apply(&qk, MarkEvent::Released);
+                }
+            }
+            waiting => {
+                let seq = pending.seq();
+                let item = Item {
+                    work: Work::Reconcile { initial },
+                    attempts: 0,
+                    seq,
+                };
+                added_initial = usize::from(initial);
+                if waiting.is_some() {
+                    if let Some(w) = pending.by_key.get_mut(&qk) {
+                        w.items.push_back(item);
+                    }
+                    pending.apply(&qk, MarkEvent::Queued);
+                } else {
+                    pending.insert(&qk, item);
+                }
+                pending.total += 1;
+            }
+        }
+        self.report_depth(&mut pending);
+        drop(pending);
+        if added_initial > 0 {
+            self.initial_outstanding
+                .fetch_add(added_initial, Ordering::AcqRel);
+        }
+        self.notify.notify_one();
+    }
+
+    fn push_work(&self, subscription: u32, work: Work) {
+        let Some(n) = work.notification() else { return };
         let qk = QueueKey {
             subscription,
             key: n.object().key().into(),
@@ -321,7 +442,7 @@ impl PluginQueue {
         if pending.shut {
             return;
         }
-        let n_initial = usize::from(n.is_initial());
+        let n_initial = usize::from(work.is_initial());
         let (mut removed_initial, mut added_initial) = (0usize, n_initial);
         if let Some(initial) = pending.drop_stale_retry(&qk) {
             removed_initial += usize::from(initial);
@@ -329,7 +450,7 @@ impl PluginQueue {
         }
         let seq = pending.seq();
         let item = Item {
-            notification: n,
+            work,
             attempts: 0,
             seq,
         };
@@ -456,7 +577,30 @@ impl PluginQueue {
         let settled = match finish {
             Finish::Done(item) => {
                 self.limiter.forget(qk);
-                usize::from(item.notification.is_initial())
+                usize::from(item.work.is_initial())
+            }
+            Finish::RequeueAfter(mut item, after) => {
+                // A success: its failures are forgotten, and the first pass has seen the key.
+                self.limiter.forget(qk);
+                let settled = usize::from(item.work.is_initial());
+                let shut = pending.shut;
+                if let Some(w) = pending.by_key.get_mut(qk)
+                    && w.items.is_empty()
+                    && !shut
+                {
+                    item.attempts = 0;
+                    item.work = Work::Reconcile { initial: false };
+                    w.items.push_front(item);
+                    let n = pending.seq();
+                    pending.apply(qk, MarkEvent::RetryAt(Instant::now() + after, n));
+                    pending.total += 1;
+                    self.report_depth(&mut pending);
+                    drop(pending);
+                    self.settle(settled);
+                    self.notify.notify_one();
+                    return;
+                }
+                settled
             }
             Finish::Abandoned { initial } => {
                 self.limiter.forget(qk);
@@ -477,9 +621,23 @@ impl PluginQueue {
                         self.notify.notify_one();
                         return;
                     }
+                    // A reconcile's key is named again meanwhile: that waiting reconcile runs
+                    // now, carrying the failures on (client-go forgets them only on success).
+                    Some(w) if !shut && matches!(item.work, Work::Reconcile { .. }) => {
+                        let mut settled = usize::from(item.work.is_initial());
+                        if let Some(next) = w.items.front_mut() {
+                            next.attempts = item.attempts + 1;
+                            // Its initial mark moves on to the waiting one: nothing settles.
+                            if settled == 1 && !next.work.is_initial() {
+                                next.work = Work::Reconcile { initial: true };
+                                settled = 0;
+                            }
+                        }
+                        settled
+                    }
                     _ => {
                         self.limiter.forget(qk);
-                        usize::from(item.notification.is_initial())
+                        usize::from(item.work.is_initial())
                     }
                 }
             }
@@ -499,7 +657,7 @@ impl PluginQueue {
             .by_key
             .drain()
             .flat_map(|(_, w)| w.items)
-            .filter(|i| i.notification.is_initial())
+            .filter(|i| i.work.is_initial())
             .count();
         pending.total = 0;
         pending.multi.clear();

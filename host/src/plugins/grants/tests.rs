@@ -47,6 +47,7 @@ fn info(subs: Vec<Subscription>) -> PluginInfo {
         permissions: Vec::new(),
         http_origins: Vec::new(),
         events: false,
+        controller: None,
     }
 }
 

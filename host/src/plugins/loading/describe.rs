@@ -14,11 +14,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::LoadError;
 use super::manifest::Manifest;
-use super::subscriptions::{SubscriptionError, SubscriptionPlan, validate_subscriptions};
+use super::subscriptions::{
+    SubscriptionError, SubscriptionPlan, validate_controller, validate_subscriptions,
+};
 use crate::informer::InformerKey;
-use crate::plugins::delivery::dispatch::DispatchConfig;
+use crate::plugins::delivery::dispatch::{ControllerPlan, DispatchConfig};
 use crate::plugins::grants::{GrantPolicy, Grants};
-use crate::runtime::{Limits, NoCache, PluginInfo, Runtime};
+use crate::runtime::{Limits, NoCache, PluginInfo, PluginSettings, Runtime};
 
 /// Longest handler name `describe()` may return (a DNS subdomain's length): it appears in
 /// `/plugins` and in lifecycle events.
@@ -50,6 +52,8 @@ pub(crate) struct DescribedPlugin {
     pub limits: Limits,
     /// Its delivery settings.
     pub dispatch: DispatchConfig,
+    /// The operator's `[settings]`, which its instances read (0.3.0).
+    pub settings: Arc<PluginSettings>,
     /// What one instance used of its memory budget right after `describe()` (linear memory
     /// and what the host held for it).
     pub instance_bytes: u64,
@@ -124,9 +128,11 @@ fn describe_ungated(
     })?;
     // describe() runs before the subscriptions are known, so it gets a cache that refuses
     // everything; the worker's instances get the plugin's own.
+    let settings = Arc::new(manifest.plugin_settings());
     let mut probe = runtime
         .handler_instance(&compiled, name, limits, Arc::new(NoCache))
-        .map_err(|e| invalid(e.to_string()))?;
+        .map_err(|e| invalid(e.to_string()))?
+        .with_settings(settings.clone());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -141,6 +147,17 @@ fn describe_ungated(
                     }
                     e => invalid(format!("cannot instantiate: {e}")),
                 })?;
+                // describe() may depend on the settings, so they are judged first.
+                match probe.validate_settings().await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(message)) => {
+                        return Err(invalid(format!(
+                            "plugin {name} refused its [settings]: {}",
+                            crate::text::foreign(&message, 1024)
+                        )));
+                    }
+                    Err(e) => return Err(invalid(format!("validate-settings() failed: {e}"))),
+                }
                 probe
                     .describe()
                     .await
@@ -159,8 +176,11 @@ fn describe_ungated(
             s.resync_period_ms = ms;
         }
     }
-    let subscriptions = validate_subscriptions(&mut info.subscriptions)
+    let subscriptions = validate_controller(&info)
+        .and_then(|()| validate_subscriptions(&mut info.subscriptions))
         .map_err(|e: SubscriptionError| invalid(format!("describe() of plugin {name}: {e}")))?;
+    let mut dispatch = manifest.dispatch_config();
+    dispatch.controller = ControllerPlan::of(&info).map(Arc::new);
     let grants = manifest.grants_under(policy, &Manifest::path_for(path), &info);
     let instance_bytes = probe.memory_budget().used();
     Ok(DescribedPlugin {
@@ -170,7 +190,8 @@ fn describe_ungated(
         subscriptions,
         grants: Arc::new(grants),
         limits,
-        dispatch: manifest.dispatch_config(),
+        dispatch,
+        settings,
     })
 }
 

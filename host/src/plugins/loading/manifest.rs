@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use crate::plugins::delivery::dispatch::MAX_CONCURRENCY;
 use crate::plugins::grants::{Declared, GrantPolicy, GrantSettings, Grants};
-use crate::runtime::{Limits, PluginInfo};
+use crate::runtime::{Limits, PluginInfo, PluginSettings};
 
 /// Per-plugin settings an operator can change without rebuilding the handler.
 ///
@@ -52,7 +52,16 @@ pub struct Manifest {
     pub http_max_inflight: Option<usize>,
     /// What the plugin is granted; without it, the host's default grants apply.
     pub grants: Option<crate::plugins::grants::GrantsTable>,
+    /// The operator's settings for the plugin, which 0.3.0 guests read through the `settings`
+    /// import (and may refuse in `validate-settings`). Any TOML values.
+    pub settings: Option<toml::Table>,
 }
+
+/// Most bytes a plugin's `[settings]` may take as JSON: every instance can copy all of it
+/// into guest memory, and it is configuration, not data.
+pub(crate) const MAX_SETTINGS_BYTES: usize = 64 << 10;
+/// Most top-level keys of `[settings]`.
+pub(crate) const MAX_SETTINGS_KEYS: usize = 256;
 
 /// Why a manifest could not be used; the plugin it belongs to is then not loaded.
 #[derive(Debug, thiserror::Error)]
@@ -161,7 +170,48 @@ impl Manifest {
                 "http-max-inflight must be between 1 and {MAX_HTTP_MAX_INFLIGHT}, got {n}"
             )));
         }
+        if let Some(t) = &m.settings {
+            if t.len() > MAX_SETTINGS_KEYS {
+                return Err(invalid(format!(
+                    "[settings] has {} keys, more than {MAX_SETTINGS_KEYS}",
+                    t.len()
+                )));
+            }
+            let bytes = m.plugin_settings().bytes();
+            if bytes > MAX_SETTINGS_BYTES {
+                return Err(invalid(format!(
+                    "[settings] takes {bytes} bytes, more than {MAX_SETTINGS_BYTES}; settings \
+                     are configuration: keep data in the cluster"
+                )));
+            }
+        }
         Ok(m)
+    }
+
+    /// The `[settings]` in the shapes the `settings` import answers with: each top-level value
+    /// as text (a string as itself, a number, boolean or date as its TOML spelling, an array or
+    /// table as JSON), and the whole table as one JSON object.
+    pub fn plugin_settings(&self) -> PluginSettings {
+        let Some(t) = &self.settings else {
+            return PluginSettings::empty();
+        };
+        // `toml::Table` is a BTreeMap: sorted by key, as `get` expects.
+        let values = t
+            .iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    toml::Value::String(s) => s.clone(),
+                    toml::Value::Array(_) | toml::Value::Table(_) => json_of(v).to_string(),
+                    other => other.to_string(),
+                };
+                (k.clone(), text)
+            })
+            .collect();
+        let json = serde_json::Value::Object(
+            t.iter().map(|(k, v)| (k.clone(), json_of(v))).collect(),
+        )
+        .to_string();
+        PluginSettings { values, json }
     }
 
     /// The delivery settings for this plugin.
@@ -205,9 +255,61 @@ impl Manifest {
     }
 }
 
+/// A TOML value as JSON; a date or time becomes its TOML spelling, a float JSON cannot hold
+/// (`inf`, `nan`) its TOML spelling too.
+fn json_of(v: &toml::Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        toml::Value::String(s) => J::String(s.clone()),
+        toml::Value::Integer(i) => J::from(*i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map_or_else(|| J::String(v.to_string()), J::Number),
+        toml::Value::Boolean(b) => J::Bool(*b),
+        toml::Value::Datetime(d) => J::String(d.to_string()),
+        toml::Value::Array(a) => J::Array(a.iter().map(json_of).collect()),
+        toml::Value::Table(t) => {
+            J::Object(t.iter().map(|(k, v)| (k.clone(), json_of(v))).collect())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_reach_the_guest_as_text_and_as_one_json_object() {
+        let m = Manifest::parse(
+            Path::new("p.toml"),
+            "concurrency = 2\n[settings]\nreplicas = 3\nratio = 0.5\nenabled = true\n\
+             url = \"https://x.example\"\nzones = [\"a\", \"b\"]\n[settings.limits]\ncpu = \"1\"\n",
+        )
+        .unwrap();
+        let s = m.plugin_settings();
+        assert_eq!(s.get("replicas"), Some("3"));
+        assert_eq!(s.get("ratio"), Some("0.5"));
+        assert_eq!(s.get("enabled"), Some("true"));
+        assert_eq!(s.get("url"), Some("https://x.example"));
+        assert_eq!(s.get("zones"), Some(r#"["a","b"]"#));
+        assert_eq!(s.get("limits"), Some(r#"{"cpu":"1"}"#));
+        assert_eq!(s.get("missing"), None);
+        let json: serde_json::Value = serde_json::from_str(&s.json).unwrap();
+        assert_eq!(json["replicas"], 3);
+        assert_eq!(json["zones"][1], "b");
+        assert_eq!(Manifest::default().plugin_settings().json, "{}");
+    }
+
+    #[test]
+    fn settings_over_their_bound_are_a_manifest_error() {
+        let big = format!("[settings]\nblob = \"{}\"\n", "x".repeat(MAX_SETTINGS_BYTES));
+        let err = Manifest::parse(Path::new("p.toml"), &big).unwrap_err().to_string();
+        assert!(err.contains("[settings] takes"), "{err}");
+        let many: String = (0..=MAX_SETTINGS_KEYS).map(|i| format!("k{i} = 1\n")).collect();
+        let err = Manifest::parse(Path::new("p.toml"), &format!("[settings]\n{many}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("keys, more than"), "{err}");
+    }
 
     #[test]
     fn its_grants_table_and_settings_reach_the_grants() {
@@ -218,6 +320,7 @@ mod tests {
             permissions: Vec::new(),
             http_origins: Vec::new(),
             events: true,
+            controller: None,
         };
         let m = Manifest::parse(
             path,

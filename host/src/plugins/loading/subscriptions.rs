@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::informer::InformerKey;
 use crate::plugins::capabilities::projection::Projection;
-use crate::runtime::Subscription;
+use crate::runtime::{KeyMapping, PluginInfo, Role, Subscription};
 
 /// Most subscriptions one plugin may declare. Each is an informer (a watch on the API server)
 /// or a listener on one; a handler needs a few.
@@ -24,6 +24,9 @@ pub(crate) enum SubscriptionError {
     /// More than [`MAX_SUBSCRIPTIONS`].
     #[error("returned {0} subscriptions, more than the {MAX_SUBSCRIPTIONS} a plugin may declare")]
     TooMany(usize),
+    /// A controller's declarations do not fit together.
+    #[error("controller: {0}")]
+    Controller(String),
     /// A field is not valid.
     #[error("subscription {index} ({api_version} {kind}): {reason}")]
     Invalid {
@@ -109,6 +112,68 @@ pub(crate) fn validate_subscriptions(
     }
     *subs = merged;
     Ok(plans)
+}
+
+/// Longest JSON pointer a `field` mapping may name (as a projection's `fields`).
+const MAX_POINTER_BYTES: usize = 256;
+
+/// A controller's declarations: each kind once among its primary, owned and watched kinds (an
+/// event of a kind must mean one thing), and each mapping well formed. Runs before
+/// [`validate_subscriptions`], which then never merges two of them.
+pub(crate) fn validate_controller(info: &PluginInfo) -> Result<(), SubscriptionError> {
+    let Some(roles) = &info.controller else {
+        return Ok(());
+    };
+    let bad = |m: String| Err(SubscriptionError::Controller(m));
+    if roles.len() != info.subscriptions.len() || roles.first() != Some(&Role::Primary) {
+        return bad("its primary kind must come first, and each subscription needs a role".into());
+    }
+    let name = |r: &Role| match r {
+        Role::Primary => "the primary kind",
+        Role::Owned => "an owned kind",
+        Role::Watched(_) => "a watched kind",
+    };
+    for (i, (sub, role)) in info.subscriptions.iter().zip(roles).enumerate() {
+        let kind = format!("{:?} {:?}", truncate(&sub.api_version), truncate(&sub.kind));
+        if let Some(j) = info.subscriptions[..i]
+            .iter()
+            .position(|s| s.api_version == sub.api_version && s.kind == sub.kind)
+        {
+            return bad(format!(
+                "{kind} is declared as {} and again as {}; a controller declares each kind once",
+                name(&roles[j]),
+                name(role)
+            ));
+        }
+        match role {
+            Role::Watched(KeyMapping::Field(p))
+                if !p.starts_with('/') || p.len() > MAX_POINTER_BYTES =>
+            {
+                return bad(format!(
+                    "watched kind {kind}: field mapping {:?} is not a JSON pointer of at most \
+                     {MAX_POINTER_BYTES} bytes starting with '/'",
+                    truncate(p)
+                ));
+            }
+            Role::Watched(KeyMapping::Label(l)) if !is_label_key(l) => {
+                return bad(format!(
+                    "watched kind {kind}: label mapping {:?} is not a label key",
+                    truncate(l)
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether `key` is a valid label key (the selector parser's rule: a bare key selects "has it").
+fn is_label_key(key: &str) -> bool {
+    !key.is_empty()
+        && !key.contains([',', '=', '!', ' ', '(', ')'])
+        && kubewasm_apimachinery::LabelSelector::parse(key).is_ok_and(|s| {
+            s.requirements().len() == 1 && s.requirements()[0].key() == key
+        })
 }
 
 /// Guest strings shown in errors are cut, so a 1 MB "kind" does not become a 1 MB log line.

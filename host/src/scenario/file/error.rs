@@ -66,6 +66,9 @@ pub enum Problem {
     /// A `concurrency` outside 1–[`MAX_CONCURRENCY`].
     #[error("concurrency must be between 1 and {MAX_CONCURRENCY}, got {0}")]
     Concurrency(usize),
+    /// `settings` that cannot be a manifest's `[settings]` table.
+    #[error("settings must be a map of keys to values TOML can hold (no nulls): {0}")]
+    Settings(String),
     /// A step without an action.
     #[error(
         "step has no action: give one of start, apply, patch, delete, advance, relist, restart, swap, lose-leadership, gain-leadership, http"

@@ -66,12 +66,20 @@ impl Copies {
                 std::fs::copy(m, &manifest_copy)
                     .map_err(|e| anyhow::anyhow!("manifest {}: cannot read: {e}", m.display()))?;
                 if let Some(n) = scenario.concurrency {
-                    set_concurrency(&manifest_copy, n)?;
+                    set_in_copy(&manifest_copy, "concurrency", toml::Value::Integer(n as i64))?;
                 }
                 GrantPolicy::default()
             }
             None => GrantPolicy::EverythingAsked,
         };
+        if let Some(settings) = &scenario.settings {
+            // Without a manifest the copy holds only the settings, and everything asked is
+            // still granted.
+            if manifest.is_none() {
+                std::fs::write(&manifest_copy, "")?;
+            }
+            set_in_copy(&manifest_copy, "settings", toml::Value::Table(settings.clone()))?;
+        }
         // Without a manifest a grants error suggests one beside the handler, where the user
         // would write it.
         let user_manifest = manifest.unwrap_or(beside);
@@ -221,14 +229,15 @@ pub(super) async fn check_load(
     }
 }
 
-/// Sets `concurrency = n` in the runner's copy of the manifest (the scenario's `concurrency`
-/// overrides the manifest's); a copy that is not TOML is left for the load to report.
-fn set_concurrency(manifest: &std::path::Path, n: usize) -> anyhow::Result<()> {
+/// Sets one top-level key in the runner's copy of the manifest (the scenario's `concurrency`
+/// and `settings` override the manifest's); a copy that is not TOML is left for the load to
+/// report.
+fn set_in_copy(manifest: &std::path::Path, key: &str, value: toml::Value) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(manifest)?;
     let Ok(mut table) = text.parse::<toml::Table>() else {
         return Ok(());
     };
-    table.insert("concurrency".into(), toml::Value::Integer(n as i64));
+    table.insert(key.into(), value);
     std::fs::write(manifest, toml::to_string(&table)?)?;
     Ok(())
 }

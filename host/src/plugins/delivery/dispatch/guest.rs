@@ -3,8 +3,8 @@
 
 use std::future::Future;
 
-use crate::informer::Notification;
-use crate::runtime::{CallError, HandlerInstance, HandlerOutcome, HandlerWorld, MemoryBudget};
+use crate::informer::{Notification, SharedObject};
+use crate::runtime::{CallError, HandlerInstance, HandlerOutcome, MemoryBudget, ObjectKey};
 
 /// One version of a handler, as the dispatcher calls it.
 pub trait Guest {
@@ -13,6 +13,25 @@ pub trait Guest {
         &mut self,
         n: &Notification,
     ) -> impl Future<Output = Result<HandlerOutcome, CallError>> + Send;
+
+    /// Reconciles one key of a controller's primary kind; dropping the future abandons the
+    /// call. Only controllers are asked.
+    fn reconcile(
+        &mut self,
+        key: &ObjectKey,
+    ) -> impl Future<Output = Result<HandlerOutcome, CallError>> + Send {
+        let _ = key;
+        async { Ok(HandlerOutcome::Ok) }
+    }
+
+    /// Asks a controller which primaries an event of `obj` concerns (the `guest` mapping).
+    fn keys_for(
+        &mut self,
+        obj: &SharedObject,
+    ) -> impl Future<Output = Result<Vec<ObjectKey>, CallError>> + Send {
+        let _ = obj;
+        async { Ok(Vec::new()) }
+    }
 
     /// Whether the handler exports `on-synced` (0.2.0 handlers).
     fn wants_synced(&self) -> bool {
@@ -60,8 +79,16 @@ impl Guest for HandlerInstance {
         }
     }
 
+    async fn reconcile(&mut self, key: &ObjectKey) -> Result<HandlerOutcome, CallError> {
+        HandlerInstance::reconcile(self, key).await
+    }
+
+    async fn keys_for(&mut self, obj: &SharedObject) -> Result<Vec<ObjectKey>, CallError> {
+        HandlerInstance::keys_for(self, &**obj).await
+    }
+
     fn wants_synced(&self) -> bool {
-        self.world() == HandlerWorld::V0_2
+        self.world().has_synced()
     }
 
     async fn synced(&mut self) -> Result<HandlerOutcome, CallError> {

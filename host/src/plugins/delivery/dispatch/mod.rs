@@ -30,11 +30,12 @@ use prometheus_client::metrics::histogram::Histogram;
 use tokio_util::sync::CancellationToken;
 
 use super::quarantine::QuarantinePolicy;
+use super::keys::{PrimaryKind, PrimaryLookup};
 use super::queue::{Finish, PluginQueue, QueueKey, QueueMetrics};
 use super::state::{SharedState, StateEvent};
-use crate::informer::SyncProbe;
+use crate::informer::{Indexer, SyncProbe};
 use crate::plugins::metrics::{CallLabels, ErrorKind, ErrorLabels, PluginLabels, PluginMetrics};
-use crate::runtime::{CallKind, SharedObserver};
+use crate::runtime::{CallKind, PluginInfo, Role, SharedObserver};
 
 /// How often an idle worker checks whether its replay is complete, so `on-synced` is called
 /// even when the last initial add was handled before the informers reported synced (client-go
@@ -65,6 +66,32 @@ pub struct DispatchConfig {
     /// Calls in flight at once (`concurrency`), each on its own instance; `None` takes the
     /// host's default (`--default-concurrency`, else 1). Clamped to 1..=[`MAX_CONCURRENCY`].
     pub concurrency: Option<usize>,
+    /// For a controller: what each subscription is to it, so events become keys.
+    pub(crate) controller: Option<Arc<ControllerPlan>>,
+}
+
+/// What a controller's dispatcher needs to turn events into keys of its primary kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerPlan {
+    /// What each subscription is, in the plugin's subscription order (the primary first).
+    pub(crate) roles: Vec<Role>,
+    /// The primary kind, as owner references name it.
+    pub(crate) primary: PrimaryKind,
+    /// The primary's `apiVersion`, for what observers are told of a reconcile.
+    pub(crate) api_version: String,
+}
+
+impl ControllerPlan {
+    /// The plan of a described controller; `None` for an event handler.
+    pub(crate) fn of(info: &PluginInfo) -> Option<ControllerPlan> {
+        let roles = info.controller.clone()?;
+        let primary = info.subscriptions.first()?;
+        Some(ControllerPlan {
+            roles,
+            primary: PrimaryKind::new(&primary.api_version, &primary.kind),
+            api_version: primary.api_version.clone(),
+        })
+    }
 }
 
 impl DispatchConfig {
@@ -80,6 +107,7 @@ impl Default for DispatchConfig {
             max_queued: super::queue::DEFAULT_MAX_QUEUED,
             quarantine: QuarantinePolicy::default(),
             concurrency: None,
+            controller: None,
         }
     }
 }
@@ -89,7 +117,7 @@ pub(in crate::plugins) type SyncedCheck = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// Metric handles resolved once per plugin so the hot path does no label lookups.
 struct Handles {
-    calls: [Counter; 4],
+    calls: [Counter; 6],
     retry_errors: Counter,
     fatal_errors: Counter,
     trap_errors: Counter,
@@ -131,6 +159,8 @@ impl Handles {
                 call(CallKind::Update),
                 call(CallKind::Delete),
                 call(CallKind::Synced),
+                call(CallKind::Reconcile),
+                call(CallKind::KeysFor),
             ],
             retry_errors: err(ErrorKind::Retry),
             fatal_errors: err(ErrorKind::Fatal),
@@ -185,6 +215,22 @@ pub struct Dispatcher {
     /// Sees each call begin and end, synchronously on the worker, so that what the guest did
     /// in between can be attributed to the call, and each quarantine.
     observer: Option<SharedObserver>,
+    /// A controller's plan and its primary cache; `None` for an event handler.
+    controller: Option<Controller>,
+}
+
+/// A controller's side of its dispatcher: the plan, and the primary kind's cache once its
+/// subscription is registered (owner references and mappings are checked against it).
+pub(super) struct Controller {
+    pub(super) plan: Arc<ControllerPlan>,
+    cache: OnceLock<Indexer>,
+}
+
+impl PrimaryLookup for Controller {
+    fn uid_at(&self, key: &str) -> Option<String> {
+        let obj = self.cache.get()?.get(key)?;
+        Some(obj.meta().uid.clone())
+    }
 }
 
 impl Dispatcher {
@@ -245,6 +291,10 @@ impl Dispatcher {
             synced_in_flight: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
             observer,
+            controller: config.controller.clone().map(|plan| Controller {
+                plan,
+                cache: OnceLock::new(),
+            }),
         })
     }
 
@@ -304,6 +354,14 @@ impl Dispatcher {
     /// Calls this delivery may have in flight at once.
     pub fn concurrency(&self) -> usize {
         self.concurrency
+    }
+
+    /// Hands a controller its primary kind's cache, before its owned and watched kinds are
+    /// registered (their replays are checked against it).
+    pub(crate) fn attach_primary(&self, indexer: Indexer) {
+        if let Some(c) = &self.controller {
+            let _ = c.cache.set(indexer);
+        }
     }
 
     /// Lets the worker start delivering.

@@ -10,9 +10,9 @@ use futures::stream::FuturesUnordered;
 use super::synced::{SyncedEvent, SyncedState};
 use super::verdict::call_kind;
 use super::{Dispatcher, Guest, IDLE_RELEASE};
-use crate::plugins::delivery::queue::{Item, QueueKey};
+use crate::plugins::delivery::queue::{Item, QueueKey, Work};
 use crate::plugins::delivery::state::StateEvent;
-use crate::runtime::{CallError, CallKind, HandlerOutcome, MemoryBudget};
+use crate::runtime::{CallError, CallKind, HandlerOutcome, MemoryBudget, ObjectKey};
 
 impl Dispatcher {
     /// Delivers queued notifications to guests made by `make_guest` (lazily, at most the
@@ -104,6 +104,7 @@ impl Dispatcher {
                             self.call_ended(qk, item, result, took, &mut failures, guest);
                         }
                         Job::Synced => {
+                            let result = result.outcome();
                             let outcome = self.synced_ended(result, took, &mut failures, guest);
                             let now = tokio::time::Instant::now();
                             synced = synced.step(SyncedEvent::Ended(&outcome, now));
@@ -122,10 +123,10 @@ impl Dispatcher {
                     let guest = self.instance(&mut idle, &mut idle_since, &mut created, make_guest);
                     self.in_flight
                         .lock()
-                        .insert(qk.clone(), item.notification.is_initial());
+                        .insert(qk.clone(), item.work.is_initial());
                     self.handles.calls_in_flight.inc();
                     if let Some(o) = &self.observer {
-                        o.call_started(&self.plugin, call_kind(&item.notification));
+                        o.call_started(&self.plugin, call_kind(&item.work));
                     }
                     calls.push(call(guest, Job::Object(qk, item)));
                 }
@@ -155,6 +156,24 @@ impl Dispatcher {
     }
 }
 
+/// What a call answered: an outcome, or (`keys-for`) the keys it named.
+pub(super) enum Answer {
+    /// Every export but `keys-for`.
+    Outcome(Result<HandlerOutcome, CallError>),
+    /// `keys-for`.
+    Keys(Result<Vec<ObjectKey>, CallError>),
+}
+
+impl Answer {
+    /// The outcome, a `keys-for` that answered counting as `ok`.
+    pub(super) fn outcome(self) -> Result<HandlerOutcome, CallError> {
+        match self {
+            Answer::Outcome(r) => r,
+            Answer::Keys(r) => r.map(|_| HandlerOutcome::Ok),
+        }
+    }
+}
+
 /// What a call is about.
 enum Job {
     /// A notification about an object (marked processing in the queue until it ends).
@@ -165,14 +184,18 @@ enum Job {
 
 /// One call on its own instance; hands the instance back with the result so the next call
 /// reuses it. Dropping the future abandons the call (and drops the instance).
-async fn call<G: Guest>(
-    mut guest: G,
-    job: Job,
-) -> (G, Job, Result<HandlerOutcome, CallError>, Duration) {
+async fn call<G: Guest>(mut guest: G, job: Job) -> (G, Job, Answer, Duration) {
     let started = Instant::now();
     let result = match &job {
-        Job::Object(_, item) => guest.deliver(&item.notification).await,
-        Job::Synced => guest.synced().await,
+        Job::Object(qk, item) => match &item.work {
+            Work::Notify(n) => Answer::Outcome(guest.deliver(n).await),
+            Work::Reconcile { .. } => {
+                let key = ObjectKey::from_cache_key(&qk.key);
+                Answer::Outcome(guest.reconcile(&key).await)
+            }
+            Work::MapKeys(n) => Answer::Keys(guest.keys_for(n.object()).await),
+        },
+        Job::Synced => Answer::Outcome(guest.synced().await),
     };
     (guest, job, result, started.elapsed())
 }

@@ -1,11 +1,13 @@
 //! The informer side of a dispatcher: listeners only queue, so an informer never waits for a
-//! guest.
+//! guest. A handler's listener queues each notification; a controller's turns it into keys of
+//! its primary kind first (see [`keys`](crate::plugins::delivery::keys)).
 
 use std::sync::Arc;
 
 use super::Dispatcher;
 use crate::informer::{Notification, ResourceEventHandler, SharedObject};
 use crate::plugins::capabilities::projected::ProjectionCache;
+use crate::plugins::delivery::keys::{Routed, route};
 
 impl Dispatcher {
     /// The listener adapter for subscription number `subscription`; with a `projection`,
@@ -23,8 +25,8 @@ impl Dispatcher {
     }
 }
 
-/// Adapts informer callbacks to a dispatcher: queueing (of the object or its projection) is
-/// all it does, so the informer's listener never waits for a guest.
+/// Adapts informer callbacks to a dispatcher: queueing (of the object or its projection, or a
+/// controller's keys) is all it does, so the informer's listener never waits for a guest.
 struct SubscriptionHandler {
     dispatcher: Arc<Dispatcher>,
     subscription: u32,
@@ -39,37 +41,76 @@ impl SubscriptionHandler {
             None => obj.clone(),
         }
     }
+
+    /// `n` as the guest is to receive it.
+    fn projected(&self, n: Notification) -> Notification {
+        if self.projection.is_none() {
+            return n;
+        }
+        match n {
+            Notification::Add { obj, initial } => Notification::Add {
+                obj: self.shown(&obj),
+                initial,
+            },
+            Notification::Update { old, new, is_sync } => Notification::Update {
+                old: self.shown(&old),
+                new: self.shown(&new),
+                is_sync,
+            },
+            Notification::Delete {
+                obj,
+                final_state_unknown,
+            } => Notification::Delete {
+                obj: self.shown(&obj),
+                final_state_unknown,
+            },
+        }
+    }
+
+    /// Queues `n` (whole objects, as cached): for a handler as it is shown to the guest, for a
+    /// controller as the keys it names (mapped on the whole object, which a projection may
+    /// have cut the mapped field from).
+    fn queue(&self, n: Notification) {
+        let d = &self.dispatcher;
+        let Some(c) = &d.controller else {
+            d.queue.push(self.subscription, self.projected(n));
+            return;
+        };
+        let Some(role) = c.plan.roles.get(self.subscription as usize) else {
+            return;
+        };
+        match route(role, &n, &c.plan.primary, c) {
+            Routed::Keys(keys) => {
+                let initial = n.is_initial();
+                for key in keys {
+                    d.queue.push_reconcile(key, initial);
+                }
+            }
+            Routed::AskGuest => d.queue.push_map_keys(self.subscription, self.projected(n)),
+        }
+    }
 }
 
 impl ResourceEventHandler for SubscriptionHandler {
     fn on_add(&self, obj: &SharedObject, is_in_initial_list: bool) {
-        self.dispatcher.queue.push(
-            self.subscription,
-            Notification::Add {
-                obj: self.shown(obj),
-                initial: is_in_initial_list,
-            },
-        );
+        self.queue(Notification::Add {
+            obj: obj.clone(),
+            initial: is_in_initial_list,
+        });
     }
 
     fn on_update(&self, old: &SharedObject, new: &SharedObject, is_sync: bool) {
-        self.dispatcher.queue.push(
-            self.subscription,
-            Notification::Update {
-                old: self.shown(old),
-                new: self.shown(new),
-                is_sync,
-            },
-        );
+        self.queue(Notification::Update {
+            old: old.clone(),
+            new: new.clone(),
+            is_sync,
+        });
     }
 
     fn on_delete(&self, obj: &SharedObject, final_state_unknown: bool) {
-        self.dispatcher.queue.push(
-            self.subscription,
-            Notification::Delete {
-                obj: self.shown(obj),
-                final_state_unknown,
-            },
-        );
+        self.queue(Notification::Delete {
+            obj: obj.clone(),
+            final_state_unknown,
+        });
     }
 }

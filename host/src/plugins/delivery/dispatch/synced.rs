@@ -46,7 +46,9 @@ impl SyncedState {
             }
             (SyncedState::Calling { attempts }, SyncedEvent::Ended(outcome, now)) => {
                 match outcome {
-                    CallOutcome::Ok | CallOutcome::Fatal(_) => SyncedState::Done,
+                    CallOutcome::Ok | CallOutcome::Fatal(_) | CallOutcome::RequeueAfter(_) => {
+                        SyncedState::Done
+                    }
                     CallOutcome::Retry(_) | CallOutcome::Failed(_) => {
                         let attempts = attempts + 1;
                         let pause = crate::workqueue::ExponentialBackoff::new(

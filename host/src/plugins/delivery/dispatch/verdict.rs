@@ -5,13 +5,19 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::run::Answer;
 use super::{Dispatcher, Guest};
-use crate::informer::Notification;
-use crate::plugins::delivery::queue::{Finish, Item, QueueKey};
+use crate::plugins::delivery::keys::{PrimaryLookup, existing};
+use crate::plugins::delivery::queue::{Finish, Item, QueueKey, Work};
 use crate::plugins::delivery::state::StateEvent;
 use crate::runtime::{
-    CallEnded, CallError, CallKind, CallOutcome, CalledObject, HandlerOutcome, Quarantined,
+    CallEnded, CallError, CallKind, CallOutcome, CalledObject, HandlerOutcome, ObjectKey,
+    Quarantined,
 };
+
+/// Most keys one `keys-for` answer may name; the rest are dropped with a warning. Each names a
+/// cached primary or nothing, so this only bounds the work one answer can cause.
+pub(crate) const MAX_KEYS_PER_ANSWER: usize = 1000;
 
 impl Dispatcher {
     /// Books a call that ended: metrics, the verdict, the queue's marking, and the observer.
@@ -19,30 +25,61 @@ impl Dispatcher {
         &self,
         qk: QueueKey,
         item: Item,
-        result: Result<HandlerOutcome, CallError>,
+        answer: Answer,
         took: Duration,
         failures: &mut u32,
         guest: &G,
     ) {
         self.in_flight.lock().remove(&qk);
         self.handles.calls_in_flight.dec();
-        let kind = call_kind(&item.notification);
+        let kind = call_kind(&item.work);
         self.handles.call_seconds.observe(took.as_secs_f64());
         self.handles.calls[kind as usize].inc();
         // Publishing costs a little per call, so only when someone listens.
-        let delivered = self
-            .observer
-            .is_some()
-            .then(|| Delivered::of(&item.notification));
+        let delivered = self.observer.is_some().then(|| self.delivered(&item.work));
+        let result = match answer {
+            Answer::Keys(Ok(keys)) => {
+                self.reconcile_named(&qk.key, keys, item.work.is_initial(), guest);
+                Ok(HandlerOutcome::Ok)
+            }
+            other => other.outcome(),
+        };
         let admit = || guest.admit_line();
         let outcome = self.judge(&qk.key, kind, item.attempts, result, failures, admit);
+        let reconcile = matches!(item.work, Work::Reconcile { .. });
         let finish = match outcome {
             CallOutcome::Retry(_) => Finish::Retry(item),
+            // A reconcile is level-triggered: a failed one is due again, with backoff.
+            CallOutcome::Failed(_) if reconcile => Finish::Retry(item),
+            CallOutcome::RequeueAfter(after) if reconcile => Finish::RequeueAfter(item, after),
             _ => Finish::Done(item),
         };
         self.queue.finish(&qk, finish);
         if let Some(delivered) = delivered {
             self.publish_call(&qk.key, kind, delivered, outcome);
+        }
+    }
+
+    /// Queues reconciles of the keys a `keys-for` answer named, each only if it names a cached
+    /// primary (so a guest cannot make the host hold keys of objects that do not exist).
+    fn reconcile_named<G: Guest>(&self, from: &str, keys: Vec<ObjectKey>, initial: bool, guest: &G) {
+        let Some(c) = &self.controller else { return };
+        if keys.len() > MAX_KEYS_PER_ANSWER && guest.admit_line() {
+            tracing::warn!(plugin = %self.plugin, key = from, named = keys.len(), kept = MAX_KEYS_PER_ANSWER,
+                "keys-for named more keys than one answer may; the rest are dropped");
+        }
+        for k in keys.into_iter().take(MAX_KEYS_PER_ANSWER) {
+            let found = match &k.namespace {
+                Some(ns) if !ns.is_empty() && !ns.contains('/') => {
+                    let key = format!("{ns}/{}", k.name);
+                    (!k.name.contains('/') && c.uid_at(&key).is_some()).then(|| key.into())
+                }
+                Some(_) => None,
+                None => existing(None, &k.name, c),
+            };
+            if let Some(key) = found {
+                self.queue.push_reconcile(key, initial);
+            }
         }
     }
 
@@ -131,6 +168,10 @@ impl Dispatcher {
                 *failures = 0;
                 CallOutcome::Ok
             }
+            Ok(HandlerOutcome::RequeueAfter(after)) => {
+                *failures = 0;
+                CallOutcome::RequeueAfter(after)
+            }
             Ok(HandlerOutcome::Fatal(msg)) => {
                 *failures = 0;
                 self.handles.fatal_errors.inc();
@@ -175,23 +216,44 @@ struct Delivered {
     flag: bool,
 }
 
-impl Delivered {
-    fn of(n: &Notification) -> Delivered {
-        let meta = n.object().meta();
-        Delivered {
-            api_version: meta.api_version.clone(),
-            kind: meta.kind.clone(),
-            resource_version: meta.resource_version.clone(),
-            flag: n.flag(),
+impl Dispatcher {
+    /// What observers are told of the object of `work`: a notification's object, or for a
+    /// reconcile the primary kind (the key is told beside it).
+    fn delivered(&self, work: &Work) -> Delivered {
+        match work.notification() {
+            Some(n) => {
+                let meta = n.object().meta();
+                Delivered {
+                    api_version: meta.api_version.clone(),
+                    kind: meta.kind.clone(),
+                    resource_version: meta.resource_version.clone(),
+                    flag: n.flag(),
+                }
+            }
+            None => {
+                let (api_version, kind) = self.controller.as_ref().map_or_else(
+                    || (String::new(), String::new()),
+                    |c| (c.plan.api_version.clone(), c.plan.primary.kind.clone()),
+                );
+                Delivered {
+                    api_version,
+                    kind,
+                    resource_version: String::new(),
+                    flag: work.is_initial(),
+                }
+            }
         }
     }
 }
 
-/// The export a notification is delivered to.
-pub(super) fn call_kind(n: &Notification) -> CallKind {
-    match n {
-        Notification::Add { .. } => CallKind::Add,
-        Notification::Update { .. } => CallKind::Update,
-        Notification::Delete { .. } => CallKind::Delete,
+/// The export `work` is delivered to.
+pub(super) fn call_kind(work: &Work) -> CallKind {
+    use crate::informer::Notification;
+    match work {
+        Work::Notify(Notification::Add { .. }) => CallKind::Add,
+        Work::Notify(Notification::Update { .. }) => CallKind::Update,
+        Work::Notify(Notification::Delete { .. }) => CallKind::Delete,
+        Work::Reconcile { .. } => CallKind::Reconcile,
+        Work::MapKeys(_) => CallKind::KeysFor,
     }
 }

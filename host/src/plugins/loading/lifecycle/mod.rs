@@ -53,8 +53,8 @@ use standby::WarmCache;
 pub use status::{LoadOutcome, MemoryUse, PluginStatus};
 
 use crate::runtime::{
-    HandlerInstance, Limits, LoadFailed, MemoryBudget, PluginInfo, Runtime, SharedObserver,
-    VersionLoaded,
+    HandlerInstance, Limits, LoadFailed, MemoryBudget, PluginInfo, PluginSettings, Runtime,
+    SharedObserver, VersionLoaded,
 };
 
 /// What status readers see of one plugin; never held across an await.
@@ -65,6 +65,8 @@ struct View {
     version: u64,
     info: Option<PluginInfo>,
     grants: Option<Arc<Grants>>,
+    /// The running version's `[settings]`, to say how a swap changed them.
+    settings: Option<Arc<PluginSettings>>,
     /// The running version's memory budget, shared by its instances.
     memory: Option<MemoryBudget>,
     /// The delivering dispatcher, if the running version delivers.
@@ -363,6 +365,7 @@ impl PluginManager {
                         version: 0,
                         info: None,
                         grants: None,
+                        settings: None,
                         memory: None,
                         dispatcher: None,
                         standby_probes: Vec::new(),
@@ -535,10 +538,14 @@ impl PluginManager {
             v.info = Some(prepared.info.clone());
             v.memory = Some(memory);
             v.standby_probes = standby_probes;
-            v.grants.replace(prepared.grants.clone())
+            let settings = v.settings.replace(prepared.settings.clone());
+            (v.grants.replace(prepared.grants.clone()), settings)
         };
-        if let (Some(before), LoadOutcome::Swapped { from, to }) = (before, &outcome) {
+        if let ((Some(before), settings), LoadOutcome::Swapped { from, to }) = (before, &outcome) {
             log_grant_change(name, *from, *to, &before, &prepared.grants);
+            if let Some(settings) = settings {
+                log_settings_change(name, *from, *to, &settings, &prepared.settings);
+            }
         }
         self.install(slot, installed);
         drop(active);
@@ -765,4 +772,31 @@ fn log_grant_change(name: &str, from: u64, to: u64, before: &Grants, after: &Gra
     } else {
         tracing::warn!(plugin = %name, from, to, "grants changed: {change}");
     }
+}
+
+/// Says which `[settings]` keys a swap added, removed or changed. Keys only: values are the
+/// operator's and may be long or private, and the operator has the file.
+fn log_settings_change(
+    name: &str,
+    from: u64,
+    to: u64,
+    before: &PluginSettings,
+    after: &PluginSettings,
+) {
+    let (old, new) = (&before.values, &after.values);
+    let keys = |pick: &dyn Fn(&(String, String)) -> bool, of: &[(String, String)]| {
+        of.iter()
+            .filter(|kv| pick(kv))
+            .map(|(k, _)| crate::text::foreign(k, 128))
+            .collect::<Vec<_>>()
+    };
+    let added = keys(&|(k, _)| before.get(k).is_none(), new);
+    let removed = keys(&|(k, _)| after.get(k).is_none(), old);
+    let changed = keys(&|(k, v)| before.get(k).is_some_and(|o| o != v), new);
+    if added.is_empty() && removed.is_empty() && changed.is_empty() {
+        return;
+    }
+    let list = |l: &[String]| if l.is_empty() { "nothing".to_string() } else { l.join(", ") };
+    tracing::info!(plugin = %name, from, to,
+        "settings changed: added {}; removed {}; changed {}", list(&added), list(&removed), list(&changed));
 }

@@ -12,7 +12,7 @@ use crate::plugins::delivery::dispatch::DispatchConfig;
 use crate::plugins::grants::Grants;
 use crate::plugins::loading::describe::{PluginInput, describe_plugin};
 use crate::plugins::loading::error::LoadError;
-use crate::runtime::{GuestCausedLog, HandlerInstance, HttpPolicy, PluginInfo};
+use crate::runtime::{GuestCausedLog, HandlerInstance, HttpPolicy, PluginInfo, PluginSettings};
 
 impl PluginManager {
     /// Compiles, instantiates and describes a plugin on a blocking thread under its deadline,
@@ -75,7 +75,8 @@ impl PluginManager {
             .map_err(|e| LoadError::Invalid {
                 path: path.to_path_buf(),
                 message: e.to_string(),
-            })?;
+            })?
+            .with_settings(described.settings.clone());
         for c in described.grants.confined(&described.info) {
             tracing::warn!(plugin = %name, "grant narrower than asked: {c}");
         }
@@ -117,6 +118,7 @@ impl PluginManager {
             info: described.info,
             subscriptions,
             dispatch,
+            settings: described.settings,
         })
     }
 
@@ -156,4 +158,5 @@ pub(super) struct Prepared {
     pub(super) info: PluginInfo,
     pub(super) subscriptions: Vec<Attachable>,
     pub(super) dispatch: DispatchConfig,
+    pub(super) settings: Arc<PluginSettings>,
 }
