@@ -25,6 +25,7 @@ mod boundary_log;
 mod boundary_suite;
 mod capabilities;
 mod concurrency;
+mod controller;
 mod convergence;
 mod deploy;
 mod identity;

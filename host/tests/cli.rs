@@ -770,6 +770,39 @@ fn test_runs_scenarios_and_shows_differences() {
     );
 }
 
+/// The 0.3.0 controller fixture's scenarios: reconciles by key with an owned object's event
+/// mapped to its owner, requeue-after on the virtual clock, retries backing off, fatal not
+/// retried, an owned object repaired, a watched kind mapped by name and by `keys-for`, and
+/// settings given by the scenario.
+#[test]
+#[cfg_attr(
+    not(feature = "scenario"),
+    ignore = "kubewasm test needs --features scenario"
+)]
+fn test_runs_a_controllers_scenarios() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/rust/controller-fixture/scenarios");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 3, "{files:?}");
+    let out = kubewasm()
+        .arg("test")
+        .arg(fixture("rust-controller-fixture.wasm"))
+        .args(&files)
+        .output()
+        .expect("kubewasm runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains(&format!("{} passed, 0 failed", files.len())), "{stdout}");
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "scenario"),

@@ -28,6 +28,8 @@ mod loading;
 mod metrics;
 
 #[cfg(test)]
+mod controller_tests;
+#[cfg(test)]
 mod tests;
 
 pub use capabilities::kube_client::{ClusterContext, PluginClient};

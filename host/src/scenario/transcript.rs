@@ -143,10 +143,19 @@ impl EntryKind {
                     "is-in-initial-list",
                     "is-sync",
                     "final-state-unknown",
+                    "initial",
                     "result",
+                    "after-ms",
                     "message",
                 ],
-                &["on-add", "on-update", "on-delete", "on-synced"],
+                &[
+                    "on-add",
+                    "on-update",
+                    "on-delete",
+                    "on-synced",
+                    "reconcile",
+                    "keys-for",
+                ],
             ),
             EntryKind::Write => (
                 &[
@@ -284,9 +293,10 @@ impl Entry {
                 "on-add" => Some("is-in-initial-list"),
                 "on-update" => Some("is-sync"),
                 "on-delete" => Some("final-state-unknown"),
+                "reconcile" => Some("initial"),
                 _ => None,
             };
-            for f in ["is-in-initial-list", "is-sync", "final-state-unknown"] {
+            for f in ["is-in-initial-list", "is-sync", "final-state-unknown", "initial"] {
                 if Some(f) != flag && fields.iter().any(|(k, _)| k == f) {
                     return Err(ExpectationError::NoSuchFlag {
                         call: main.to_string(),
@@ -295,7 +305,7 @@ impl Entry {
                 }
             }
             if let Some(r) = fields.iter().find(|(k, _)| k == "result") {
-                let ok = ["ok", "retry", "fatal", "trap"];
+                let ok = ["ok", "retry", "fatal", "trap", "requeue-after"];
                 if !r.1.as_str().is_some_and(|r| ok.contains(&r)) {
                     return Err(ExpectationError::NotAResult {
                         value: r.1.clone(),
