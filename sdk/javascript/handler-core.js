@@ -72,13 +72,15 @@ function watchedKinds(h) {
  * notification, and a no-op handler should cost little more than the call itself. */
 export function notifications(h, log) {
   const of = KubeObject.of;
-  const watched = watchedKinds(h);
-  const routed = watched.size > 0;
+  // Worked out at the first event, not now: `subscriptions` and `watches` may be getters reading
+  // the settings, which the build cannot.
+  let watched;
+  const routed = () => (watched === undefined ? (watched = watchedKinds(h)) : watched).size > 0;
   const isWatched = (obj) => watched.has(kindKey(obj.meta.apiVersion, obj.meta.kind));
   return {
     onAdd(obj, initial) {
       try {
-        if (routed && isWatched(obj)) {
+        if (routed() && isWatched(obj)) {
           if (h.onWatched) h.onWatched(new Watched('add', of(obj), undefined, initial));
         } else if (h.onAdd) h.onAdd(of(obj), initial);
       } catch (e) {
@@ -87,7 +89,7 @@ export function notifications(h, log) {
     },
     onUpdate(old, obj, isSync) {
       try {
-        if (routed && isWatched(obj)) {
+        if (routed() && isWatched(obj)) {
           if (h.onWatched) h.onWatched(new Watched('update', of(obj), of(old), isSync));
         } else if (h.onUpdate) h.onUpdate(of(old), of(obj), isSync);
       } catch (e) {
@@ -96,7 +98,7 @@ export function notifications(h, log) {
     },
     onDelete(obj, unknown) {
       try {
-        if (routed && isWatched(obj)) {
+        if (routed() && isWatched(obj)) {
           if (h.onWatched) h.onWatched(new Watched('delete', of(obj), undefined, unknown));
         } else if (h.onDelete) h.onDelete(of(obj), unknown);
       } catch (e) {

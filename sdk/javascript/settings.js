@@ -66,10 +66,12 @@ const TYPES = {
   table: ['a table', jsonOf((v) => v !== null && typeof v === 'object' && !Array.isArray(v))],
 };
 
-const expectedOf = (type) => (typeof type === 'function' ? type.expected || type.name || 'a valid value' : TYPES[type][0]);
+const expectedOf = (type) => (typeof type === 'function' ? type.expected || 'a valid value' : TYPES[type][0]);
 
 /** `text` (the host's string for `key`) as `type`, or `SettingError`: the conversion `get` and
- * `require` make, for tests and for values read through `all()`. */
+ * `require` make, for tests and for values read through `all()`. A function `type` may say what
+ * it takes in an `expected` property (`one of "fast", "safe"`) for the message of an absent
+ * `require`d key. */
 export function parse(key, text, type = 'string') {
   if (typeof type === 'function') {
     try {

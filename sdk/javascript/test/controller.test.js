@@ -258,6 +258,22 @@ test('controller: declarations are refused while the component is built', () => 
   assert.throws(() => watch('v1', 'Secret', 'same-name'), TypeError);
 });
 
+test('handler: declarations behind a getter wait for describe and the first event (they may read the settings)', () => {
+  table.table = {};
+  const seen = [];
+  const h = handler({
+    get subscriptions() { return [subscription('v1', 'ConfigMap', { namespace: settings.require('namespace') })]; },
+    get watches() { return [subscription('v1', 'Secret', { namespace: settings.require('namespace') })]; },
+    get httpOrigins() { return [settings.require('url')]; },
+    onWatched(event) { seen.push(event.kind); },
+  });
+  table.table = { namespace: 'team-a', url: 'https://x.example' };
+  const info = h.describe();
+  assert.deepEqual([info.subscriptions.map((s) => s.namespace), info.httpOrigins], [['team-a', 'team-a'], ['https://x.example']]);
+  h.onAdd(wit({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 's', namespace: 'team-a' } }), false);
+  assert.deepEqual(seen, ['Secret']);
+});
+
 test('controller: declarations behind a getter wait for describe (they may read the settings)', () => {
   table.table = {};
   const w = controller({ get primary() { return subscription('v1', 'ConfigMap', { namespace: settings.get('namespace') }); }, reconcile: () => done() });

@@ -202,18 +202,27 @@ def world(handler: Handler) -> type:
                          "controller world: subclass Controller, or build with -w handler")
 
     of = Object.of
-    # A kind both subscribed and watched stays the handler's own, as it was before `watches`.
-    watched = _kinds(handler.watches) - _kinds(handler.subscriptions)
+    # The kinds whose events reach `on_watched` (a kind both subscribed and watched stays the
+    # handler's own, as it was before `watches`), worked out at the first describe or event, not
+    # now: `subscriptions` and `watches` may be properties reading the settings, which the build
+    # cannot.
+    routes = []
 
-    def is_watched(obj) -> bool:
+    def watched() -> set:
+        if not routes:
+            routes.append(_kinds(handler.watches) - _kinds(handler.subscriptions))
+        return routes[0]
+
+    def is_watched(kinds: set, obj) -> bool:
         m = obj.meta
-        return (m.api_version, m.kind) in watched
+        return (m.api_version, m.kind) in kinds
 
     class World(wit_world.WitWorld):
         def validate_settings(self) -> None:
             _validate_settings(handler)
 
         def describe(self) -> _types.PluginInfo:
+            watched()
             subscriptions = list(handler.subscriptions) + list(handler.watches)
             if WORLD_VERSION == "0.1.0":
                 if handler.permissions or handler.http_origins or handler.events:
@@ -228,7 +237,8 @@ def world(handler: Handler) -> type:
         # Only Exception is caught: a BaseException (SystemExit…) still traps, as asked.
         def on_add(self, obj, is_in_initial_list: bool) -> None:
             try:
-                if watched and is_watched(obj):
+                kinds = routes[0] if routes else watched()
+                if kinds and is_watched(kinds, obj):
                     handler.on_watched(Watched("add", of(obj), None, is_in_initial_list))
                 else:
                     handler.on_add(of(obj), is_in_initial_list)
@@ -237,7 +247,8 @@ def world(handler: Handler) -> type:
 
         def on_update(self, old, new, is_sync: bool) -> None:
             try:
-                if watched and is_watched(new):
+                kinds = routes[0] if routes else watched()
+                if kinds and is_watched(kinds, new):
                     handler.on_watched(Watched("update", of(new), of(old), is_sync))
                 else:
                     handler.on_update(of(old), of(new), is_sync)
@@ -246,7 +257,8 @@ def world(handler: Handler) -> type:
 
         def on_delete(self, obj, final_state_unknown: bool) -> None:
             try:
-                if watched and is_watched(obj):
+                kinds = routes[0] if routes else watched()
+                if kinds and is_watched(kinds, obj):
                     handler.on_watched(Watched("delete", of(obj), None, final_state_unknown))
                 else:
                     handler.on_delete(of(obj), final_state_unknown)

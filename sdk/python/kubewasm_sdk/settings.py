@@ -76,12 +76,18 @@ _TYPES = {
 
 def _expected(type) -> str:
     known = _TYPES.get(type)
-    return known[0] if known else getattr(type, "__name__", "a valid value")
+    if known is not None:
+        return known[0]
+    if not callable(type):
+        raise TypeError(f"settings: type must be str, int, float, bool, list, dict or a callable, not {type!r}")
+    return getattr(type, "expected", None) or "a valid value"
 
 
 def parse(key: str, text: str, type=str):
     """`text` (the host's string for `key`) as `type`, or `SettingError`: the conversion `get`
-    and `require` make, for tests and for values read through `all()`."""
+    and `require` make, for tests and for values read through `all()`. A callable `type` may say
+    what it takes in an `expected` attribute (`one of "fast", "safe"`) for the message of an
+    absent `require`d key."""
     known = _TYPES.get(type)
     if known is not None:
         expected, parser = known
@@ -89,13 +95,12 @@ def parse(key: str, text: str, type=str):
             return parser(text)
         except ValueError:  # json.JSONDecodeError is one
             raise SettingError(key, expected, text) from None
-    if not callable(type):
-        raise TypeError(f"settings: type must be str, int, float, bool, list, dict or a callable, not {type!r}")
+    expected = _expected(type)
     try:
         return type(text)
     except (ValueError, TypeError) as e:
-        detail = f"{e}, got {_shown(text)}" if str(e) else f"expected {_expected(type)}, got {_shown(text)}"
-        raise SettingError(key, _expected(type), text, detail=detail) from None
+        detail = f"{e}, got {_shown(text)}" if str(e) else f"expected {expected}, got {_shown(text)}"
+        raise SettingError(key, expected, text, detail=detail) from None
 
 
 def one_of(*choices: str):
@@ -108,7 +113,7 @@ def one_of(*choices: str):
             raise ValueError(f"expected {expected}")
         return text
 
-    choice.__name__ = expected
+    choice.expected = expected
     return choice
 
 

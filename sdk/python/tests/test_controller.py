@@ -87,6 +87,11 @@ class SettingsTest(unittest.TestCase):
         self.assertEqual(settings.get("mode", str.upper), "FAST")
         with self.assertRaises(TypeError):
             settings.get("mode", 3)
+        with self.assertRaises(TypeError):
+            settings.require("absent", "int")
+        with self.assertRaises(sdk.SettingError) as e:
+            settings.require("absent", str.upper)
+        self.assertEqual(str(e.exception), 'setting "absent": missing, expected a valid value')
 
     def test_all_and_json(self):
         wsettings.table = {"b": "2", "a": "x"}
@@ -135,6 +140,33 @@ class ValidateSettingsTest(unittest.TestCase):
         h.raises = KeyError("k")
         self.assertEqual(self.refusal(h), "KeyError: 'k'")
         self.assertIn(("error", "validate-settings: KeyError: 'k'"), wlog.lines)
+
+    def test_handler_declarations_may_read_the_settings(self):
+        class FromSettings(sdk.Handler):
+            @property
+            def subscriptions(self):
+                return [sdk.subscription("v1", "ConfigMap", namespace=settings.require("namespace"))]
+
+            @property
+            def watches(self):
+                return [sdk.subscription("v1", "Secret", namespace=settings.require("namespace"))]
+
+            @property
+            def http_origins(self):
+                return [settings.require("url")]
+
+            def on_watched(self, event):
+                seen.append(event.kind)
+
+        seen = []
+        wsettings.table = {}
+        w = sdk.world(FromSettings())()  # nothing read while the component is built
+        wsettings.table = {"namespace": "team-a", "url": "https://x.example"}
+        info = w.describe()
+        self.assertEqual(([s.namespace for s in info.subscriptions], info.http_origins),
+                         (["team-a", "team-a"], ["https://x.example"]))
+        w.on_add(wit({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "team-a"}}), False)
+        self.assertEqual(seen, ["Secret"])
 
     def test_a_controller_validates_the_same_way(self):
         class C(sdk.Controller):
