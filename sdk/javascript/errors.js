@@ -53,3 +53,24 @@ export function outcome(e) {
  * handler layer lets only this through. For tests of the host's trap handling, such as the
  * configmap-logger's `kubewasm.io/fail=trap`; a handler never needs it. */
 export class Trap extends Error {}
+
+/** A setting (`settings.get`/`require`) that is missing or not of the type asked for: a `Fatal`,
+ * as redelivering cannot change the settings. `key` names it, `expected` says what was asked
+ * (`an integer`), `got` is the host's string (undefined: not set). */
+export class SettingError extends Fatal {
+  constructor(key, expected, got, detail) {
+    let message;
+    if (detail !== undefined) message = `setting "${key}": ${detail}`;
+    else if (got === undefined) message = `setting "${key}": missing, expected ${expected}`;
+    else message = `setting "${key}": expected ${expected}, got ${shown(got)}`;
+    super(message);
+    this.key = key;
+    this.expected = expected;
+    this.got = got;
+  }
+}
+
+/** The host's string for a setting as an error message quotes it (cut at 60 characters). */
+export function shown(text) {
+  return JSON.stringify(text.length > 60 ? `${text.slice(0, 57)}...` : text);
+}

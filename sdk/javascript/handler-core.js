@@ -1,14 +1,15 @@
-// The handler layer both worlds share: one object declaring what it watches and asks for, with
+// The handler layer every world shares: one object declaring what it watches and asks for, with
 // `on*` functions taking KubeObjects, turned into the exports the world wants, where every
 // throw becomes a handler-error (a guest built on the SDK never traps by accident). The
-// world-bound entries (handler.js for 0.2.0, v0.1.0.js for 0.1.0) pass in their `log` import.
+// world-bound entries (handler.js and controller.js for 0.2.0 and 0.3.0, v0.1.0.js for 0.1.0)
+// pass in their `log` import.
 import { outcome, Retry, Fatal, ApiError, Trap } from './errors.js';
 import { KubeObject } from './objects.js';
 
 // What an export throws for `e`, which escaped the handler: a Trap as it is (the instance
 // traps, as asked), anything else as the handler-error `outcome` gives, logged when it is not
 // one the SDK defines.
-function failed(log, name, e) {
+export function failed(log, name, e) {
   if (e instanceof Trap) return e;
   if (!(e instanceof Retry || e instanceof Fatal || e instanceof ApiError)) {
     log('error', `${name}: ${outcome(e).val}`);
@@ -39,6 +40,20 @@ export class Watched {
   isKind(apiVersion, kind) { return this.obj.kind === kind && this.obj.apiVersion === apiVersion; }
 }
 
+/** The `validate-settings` export (0.3.0) for `p` (a handler's or a controller's declaration):
+ * ok unless `p.validateSettings()` throws, when the thrown message is the refusal (a
+ * `SettingError` names the key and the type); only a Trap escapes. */
+export function validation(p, log) {
+  return function validateSettings() {
+    try {
+      if (p.validateSettings) p.validateSettings();
+    } catch (e) {
+      const err = failed(log, 'validate-settings', e);
+      throw err instanceof Trap ? err : err.val;
+    }
+  };
+}
+
 const kindKey = (apiVersion, kind) => `${apiVersion}\u0000${kind}`;
 
 /** Every subscription `h` declares: its own (`subscriptions`), then its `watches`. */
@@ -57,13 +72,15 @@ function watchedKinds(h) {
  * notification, and a no-op handler should cost little more than the call itself. */
 export function notifications(h, log) {
   const of = KubeObject.of;
-  const watched = watchedKinds(h);
-  const routed = watched.size > 0;
+  // Worked out at the first event, not now: `subscriptions` and `watches` may be getters reading
+  // the settings, which the build cannot.
+  let watched;
+  const routed = () => (watched === undefined ? (watched = watchedKinds(h)) : watched).size > 0;
   const isWatched = (obj) => watched.has(kindKey(obj.meta.apiVersion, obj.meta.kind));
   return {
     onAdd(obj, initial) {
       try {
-        if (routed && isWatched(obj)) {
+        if (routed() && isWatched(obj)) {
           if (h.onWatched) h.onWatched(new Watched('add', of(obj), undefined, initial));
         } else if (h.onAdd) h.onAdd(of(obj), initial);
       } catch (e) {
@@ -72,7 +89,7 @@ export function notifications(h, log) {
     },
     onUpdate(old, obj, isSync) {
       try {
-        if (routed && isWatched(obj)) {
+        if (routed() && isWatched(obj)) {
           if (h.onWatched) h.onWatched(new Watched('update', of(obj), of(old), isSync));
         } else if (h.onUpdate) h.onUpdate(of(old), of(obj), isSync);
       } catch (e) {
@@ -81,7 +98,7 @@ export function notifications(h, log) {
     },
     onDelete(obj, unknown) {
       try {
-        if (routed && isWatched(obj)) {
+        if (routed() && isWatched(obj)) {
           if (h.onWatched) h.onWatched(new Watched('delete', of(obj), undefined, unknown));
         } else if (h.onDelete) h.onDelete(of(obj), unknown);
       } catch (e) {

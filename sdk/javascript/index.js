@@ -1,12 +1,17 @@
-// kubewasm SDK for JavaScript handlers (world kubewasm:handler@0.2.0; componentize-js bundles
-// it from relative imports). See sdk/javascript/README.md.
+// kubewasm SDK for JavaScript handlers and controllers (kubewasm:handler@0.3.0 and 0.2.0;
+// componentize-js bundles it from relative imports). See sdk/javascript/README.md.
+//
+// Everything here builds against 0.2.0 too (the guest examples and `kubewasm new` projects do),
+// so the one 0.3.0-only import, the operator's settings, is its own module:
+// `import * as settings from './sdk/settings.js'`.
 export { handler, subscription, permission } from './handler.js';
 export { Watched } from './handler-core.js';
-export { Retry, Fatal, Trap, ApiError, HttpError, Timeout, TooLarge, outcome } from './errors.js';
+export { controller, watch, sameName, label, field, guest, done, requeueAfter, ObjectKey } from './controller.js';
+export { Retry, Fatal, Trap, ApiError, HttpError, Timeout, TooLarge, SettingError, outcome } from './errors.js';
 export { KubeObject, key } from './objects.js';
 export * as kube from './kube.js';
 export * as owner from './owner.js';
 export * as events from './events.js';
 export * as http from './http.js';
 export * as log from './log.js';
-export const version = '0.2.0';
+export const version = '0.3.0';

@@ -5,7 +5,7 @@ import * as host from 'kubewasm:handler/kube@0.2.0';
 import * as cache from 'kubewasm:handler/cache@0.2.0';
 import { ApiError, Fatal, Retry } from './errors.js';
 import { KubeObject, wrap } from './objects.js';
-import { isUpToDate, setController } from './owner.js';
+import { isControlledBy, isUpToDate, setController } from './owner.js';
 
 function call(what, fn) {
   try {
@@ -51,9 +51,15 @@ export function applyOwned(owner, obj, { force = true, dryRun = false } = {}) {
 
 /** `applyOwned`, unless `have` (the object as the cache holds it, or undefined) is already as
  * wanted (`owner.isUpToDate`, owner reference included): undefined when nothing was written. The
- * check saves a write per event for a controller that re-applies on every resync or change. */
+ * check saves a write per event for a controller that re-applies on every resync or change.
+ * Called without `have` (two arguments), it reads the cache for `obj`'s kind, namespace and
+ * name (a kind the handler watches or the controller owns). */
 export function applyOwnedIfChanged(owner, obj, have, { force = true, dryRun = false } = {}) {
   setController(obj, owner);
+  if (arguments.length < 3) {
+    const o = wrap(obj);
+    have = cachedGet(o.apiVersion, o.kind, o.name, o.namespace);
+  }
   if (isUpToDate(have, obj)) return undefined;
   return apply(obj, { force, dryRun });
 }
@@ -114,7 +120,7 @@ function cached(call, apiVersion, kind, fn) {
     let message = String(e && e.payload !== undefined ? e.payload : e);
     if (message.includes(CACHE_TRANSIENT)) throw new Retry(`${call} ${kind}: ${message}`);
     if (message.includes(NOT_SUBSCRIBED)) {
-      message += `; in JavaScript, add subscription('${apiVersion}', '${kind}') to the handler's watches`;
+      message += `; in JavaScript, add subscription('${apiVersion}', '${kind}') to the handler's watches (a controller's owns)`;
     }
     throw new Fatal(`${call} ${kind}: ${message}`);
   }
@@ -132,4 +138,12 @@ export function cachedGet(apiVersion, kind, name, namespace) {
  * selector). */
 export function cachedList(apiVersion, kind, { namespace, selector } = {}) {
   return cached('cache.list', apiVersion, kind, () => cache.list(apiVersion, kind, namespace, selector)).map(KubeObject.of);
+}
+
+/** Every cached object of `kind` (a kind the controller owns) that `owner` controls, in `owner`'s
+ * namespace (anywhere for a cluster-scoped owner): what a reconcile compares with what it wants,
+ * to delete what is no longer wanted. */
+export function cachedOwned(owner, apiVersion, kind, { selector } = {}) {
+  const o = wrap(owner);
+  return cachedList(apiVersion, kind, { namespace: o.namespace, selector }).filter((obj) => isControlledBy(obj, o));
 }

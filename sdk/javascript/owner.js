@@ -37,6 +37,13 @@ export function isControlledBy(obj, owner) {
   return !!uid && refs.some((r) => r.controller === true && r.uid === uid);
 }
 
+/** `obj`'s controller reference (the `ownerReferences` entry with `controller: true`: its
+ * `apiVersion`, `kind`, `name`, `uid`), or undefined: who says it is theirs. */
+export function controllerOf(obj) {
+  const refs = (obj.metadata && obj.metadata.ownerReferences) || [];
+  return refs.find((r) => r.controller === true);
+}
+
 /** Makes `owner` the controller of `obj` (in place), as controller-runtime's
  * SetControllerReference: throws `Fatal` when `owner` is namespaced and `obj` is cluster-scoped
  * or in another namespace (cross-namespace owner references are not allowed), or when `obj` is

@@ -8,7 +8,7 @@ import { notifications, subscriptionsOf } from './handler-core.js';
 export { Retry, Fatal, Trap, outcome } from './errors.js';
 export { KubeObject, key } from './objects.js';
 export { Watched } from './handler-core.js';
-export const version = '0.2.0';
+export const version = '0.3.0';
 
 /** What to be told about: a kind, optionally one namespace, selectors and a resync period
  * (0.1.0 has no projections). */

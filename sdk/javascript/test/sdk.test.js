@@ -9,6 +9,8 @@ import * as hostKube from './stub/kube.js';
 import * as hostCache from './stub/cache.js';
 import { lines } from './stub/log.js';
 import { emitted } from './stub/events.js';
+// The 0.3.0 parts (settings, validateSettings, the controller world) have a file of their own.
+import './controller.test.js';
 
 const CM = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { namespace: 'ns', name: 'cm', uid: 'u1', labels: { a: 'b' }, generation: 3 }, data: { k: 'v' } };
 // A WIT object as the host sends it: the metadata it extracted, and the JSON.
@@ -242,7 +244,7 @@ test('cache reads; their errors retry only while the cache is not available', ()
     + 'subscribe to it in describe() and grant it in the plugin\'s manifest: [grants] watch = [{ api-version = "v1", kind = "Secret" }]';
   hostCache.state.error = host;
   assert.throws(() => kube.cachedList('v1', 'Secret'), (e) => e instanceof Fatal
-    && e.message === `cache.list Secret: ${host}; in JavaScript, add subscription('v1', 'Secret') to the handler's watches`);
+    && e.message === `cache.list Secret: ${host}; in JavaScript, add subscription('v1', 'Secret') to the handler's watches (a controller's owns)`);
   hostCache.state.error = 'invalid label selector';
   assert.throws(() => kube.cachedGet('v1', 'Secret', 's', 'ns'), (e) => e instanceof Fatal && e.message === 'cache.get Secret: invalid label selector');
   hostCache.state.error =

@@ -1,25 +1,31 @@
-"""kubewasm SDK for Python handlers (world `kubewasm:handler@0.2.0`, bundled by componentize-py).
+"""kubewasm SDK for Python handlers and controllers (`kubewasm:handler@0.3.0`, bundled by
+componentize-py).
 
-    from kubewasm_sdk import Handler, Watched, world, subscription, kube, events, http, log, owner, Retry, Fatal
+    from kubewasm_sdk import Handler, Watched, world, subscription, kube, events, http, log, owner, settings, Retry, Fatal
+    from kubewasm_sdk import Controller, watch, same_name, label, field, guest, done, requeue_after
 
-The same package serves components of `kubewasm:handler@0.1.0` (handler, objects, log):
-`events`, `http` and `kube` import 0.2.0 interfaces, so they are imported on first use, never
-by a 0.1.0 component. See sdk/python/README.md.
+The same package serves components of `kubewasm:handler@0.2.0` (everything but `settings`) and
+of `@0.1.0` (handler, objects, log): `events`, `http`, `kube` and `settings` import interfaces
+0.1.0 lacks, so they are imported on first use, never by a 0.1.0 component. See
+sdk/python/README.md.
 """
 
 import importlib
 
 from . import log, owner
-from .errors import ApiError, Fatal, HttpError, Retry, Timeout, TooLarge
-from .handler import WORLD_VERSION, Handler, Watched, outcome, permission, subscription, world
+from .controller import (Controller, Mapping, ObjectKey, RequeueAfter, Watch, done, field, guest, label,
+                         requeue_after, same_name, watch)
+from .errors import ApiError, Fatal, HttpError, Retry, SettingError, Timeout, TooLarge
+from .handler import WORLD, WORLD_VERSION, Handler, Watched, outcome, permission, subscription, world
 from .objects import Object, key
 
-__version__ = "0.2.0"
-__all__ = ["events", "http", "kube", "log", "owner", "ApiError", "Fatal", "HttpError", "Retry", "Timeout",
-           "TooLarge", "WORLD_VERSION", "Handler", "Watched", "outcome", "permission", "subscription", "world", "Object",
-           "key"]
+__version__ = "0.3.0"
+__all__ = ["events", "http", "kube", "log", "owner", "settings", "ApiError", "Fatal", "HttpError", "Retry",
+           "SettingError", "Timeout", "TooLarge", "WORLD", "WORLD_VERSION", "Handler", "Watched", "outcome",
+           "permission", "subscription", "world", "Object", "key", "Controller", "Mapping", "ObjectKey",
+           "RequeueAfter", "Watch", "done", "field", "guest", "label", "requeue_after", "same_name", "watch"]
 
-_ON_FIRST_USE = ("events", "http", "kube")
+_ON_FIRST_USE = ("events", "http", "kube", "settings")
 
 
 def __getattr__(name: str):

@@ -1,6 +1,8 @@
 """How a handler fails: the exceptions the SDK raises and the ones a handler raises to choose
 between the host's `retry` (redeliver with backoff) and `fatal` (log, never redeliver)."""
 
+import json
+
 
 class Retry(Exception):
     """Raise to have the notification redelivered later: the failure may heal by itself."""
@@ -42,3 +44,25 @@ class Timeout(HttpError):
 
 class TooLarge(HttpError):
     """The response body was larger than the host's cap for one response."""
+
+
+class SettingError(Fatal):
+    """A setting (`settings.get`/`require`) that is missing or not of the type asked for: a
+    `Fatal`, as redelivering cannot change the settings. `key` names it, `expected` says what was
+    asked (`an integer`), `got` is the host's string (None: not set)."""
+
+    def __init__(self, key: str, expected: str, got=None, detail: str = None):
+        if detail is not None:
+            message = f'setting "{key}": {detail}'
+        elif got is None:
+            message = f'setting "{key}": missing, expected {expected}'
+        else:
+            message = f'setting "{key}": expected {expected}, got {_shown(got)}'
+        super().__init__(message)
+        self.key, self.expected, self.got = key, expected, got
+
+
+def _shown(text: str) -> str:
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return json.dumps(text, ensure_ascii=False)

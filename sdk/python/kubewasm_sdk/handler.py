@@ -1,11 +1,16 @@
 """The handler a guest writes: a class declaring what it watches and asks for, with `on_*`
 methods taking `Object`s; `world()` turns it into the exports componentize-py expects, where
 every exception becomes a handler-error (a guest built on the SDK never traps by accident).
+`world()` of a `Controller` (controller.py) makes the controller world's exports instead.
 
-The same handler layer serves both worlds, so the 0.1.0 reference components use it too:
+The same handler layer serves every world, so the 0.1.0 reference components use it too:
 under `kubewasm:handler@0.1.0` (no permissions, origins, Events, projections or `on-synced`)
 `describe()` reports only the name and subscriptions, and asking for more is an error at build
-time rather than a component that silently asks for less."""
+time rather than a component that silently asks for less. Under 0.3.0 the handler world also
+exports `validate-settings` (`Handler.validate_settings`, ok unless overridden); under 0.2.0
+the same class builds unchanged (the export is not asked for)."""
+
+import importlib.util
 
 from componentize_py_types import Err
 import wit_world
@@ -19,12 +24,26 @@ from . import log
 from .errors import ApiError, Fatal, Retry
 from .objects import Object
 
-WORLD_VERSION = "0.2.0" if hasattr(_types, "Permission") else "0.1.0"
+
+def _has(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+# 0.3.0 (either world) is the one with the `settings` import.
+WORLD_VERSION = "0.3.0" if _has("wit_world.imports.settings") else "0.2.0" if hasattr(_types, "Permission") else "0.1.0"
 """The version of `kubewasm:handler` the component is built against."""
+
+WORLD = ("controller" if hasattr(wit_world.WitWorld, "reconcile") else
+         "handler" if hasattr(wit_world.WitWorld, "on_add") else None)
+"""The world the component is built against (`handler` or `controller`; None when the bindings
+do not say, as the unit tests' stubs do not)."""
 
 
 def _only_in_0_2_0(what: str) -> None:
-    if WORLD_VERSION != "0.2.0":
+    if WORLD_VERSION == "0.1.0":
         raise ValueError(f"{what} needs kubewasm:handler@0.2.0; this component is built against {WORLD_VERSION}")
 
 
@@ -105,6 +124,10 @@ class Handler:
     http_origins: list = []
     events = False
 
+    def validate_settings(self) -> None:
+        """Before `describe` (0.3.0): raise to refuse the operator's settings, and the plugin is
+        not loaded; a `SettingError` from `settings.get`/`require` says which key and why."""
+
     def on_add(self, obj: Object, initial: bool) -> None:
         """An object appeared (`initial`: during the informer's initial replay)."""
 
@@ -144,24 +167,62 @@ def _failed(export: str, e: Exception):
     return Err(outcome(e))
 
 
+def _refusal(export: str, e: Exception) -> str:
+    """The `validate-settings` error string for `e`: the message of the SDK's exceptions
+    (`SettingError`, `Fatal`, `Retry`, `ApiError`), anything else as `outcome` words it, logged."""
+    if isinstance(e, Err):
+        return e.value if isinstance(e.value, str) else str(e.value)
+    if not isinstance(e, (Retry, Fatal, ApiError)):
+        log.error(f"{export}: {type(e).__name__}: {e}")
+    return outcome(e).value
+
+
+def _validate_settings(plugin) -> None:
+    """The `validate-settings` export's body, shared by both worlds."""
+    try:
+        plugin.validate_settings()
+    except Exception as e:  # noqa: BLE001 - every failure refuses the settings, none traps
+        raise Err(_refusal("validate-settings", e)) from None
+
+
 def _kinds(subscriptions) -> set:
     return {(s.api_version, s.kind) for s in subscriptions}
 
 
 def world(handler: Handler) -> type:
     """The `WitWorld` class componentize-py exports, calling `handler`: in the app module,
-    `WitWorld = world(MyHandler())`. Objects reach the handler undecoded (`Object.of`)."""
+    `WitWorld = world(MyHandler())`. Objects reach the handler undecoded (`Object.of`). A
+    `Controller` gets the controller world's exports (built with `-w controller`)."""
+
+    from .controller import Controller, controller_world
+    if isinstance(handler, Controller):
+        return controller_world(handler)
+    if WORLD == "controller":
+        raise ValueError(f"{type(handler).__name__} is a Handler, but the component is built against the "
+                         "controller world: subclass Controller, or build with -w handler")
 
     of = Object.of
-    # A kind both subscribed and watched stays the handler's own, as it was before `watches`.
-    watched = _kinds(handler.watches) - _kinds(handler.subscriptions)
+    # The kinds whose events reach `on_watched` (a kind both subscribed and watched stays the
+    # handler's own, as it was before `watches`), worked out at the first describe or event, not
+    # now: `subscriptions` and `watches` may be properties reading the settings, which the build
+    # cannot.
+    routes = []
 
-    def is_watched(obj) -> bool:
+    def watched() -> set:
+        if not routes:
+            routes.append(_kinds(handler.watches) - _kinds(handler.subscriptions))
+        return routes[0]
+
+    def is_watched(kinds: set, obj) -> bool:
         m = obj.meta
-        return (m.api_version, m.kind) in watched
+        return (m.api_version, m.kind) in kinds
 
     class World(wit_world.WitWorld):
+        def validate_settings(self) -> None:
+            _validate_settings(handler)
+
         def describe(self) -> _types.PluginInfo:
+            watched()
             subscriptions = list(handler.subscriptions) + list(handler.watches)
             if WORLD_VERSION == "0.1.0":
                 if handler.permissions or handler.http_origins or handler.events:
@@ -176,7 +237,8 @@ def world(handler: Handler) -> type:
         # Only Exception is caught: a BaseException (SystemExit…) still traps, as asked.
         def on_add(self, obj, is_in_initial_list: bool) -> None:
             try:
-                if watched and is_watched(obj):
+                kinds = routes[0] if routes else watched()
+                if kinds and is_watched(kinds, obj):
                     handler.on_watched(Watched("add", of(obj), None, is_in_initial_list))
                 else:
                     handler.on_add(of(obj), is_in_initial_list)
@@ -185,7 +247,8 @@ def world(handler: Handler) -> type:
 
         def on_update(self, old, new, is_sync: bool) -> None:
             try:
-                if watched and is_watched(new):
+                kinds = routes[0] if routes else watched()
+                if kinds and is_watched(kinds, new):
                     handler.on_watched(Watched("update", of(new), of(old), is_sync))
                 else:
                     handler.on_update(of(old), of(new), is_sync)
@@ -194,7 +257,8 @@ def world(handler: Handler) -> type:
 
         def on_delete(self, obj, final_state_unknown: bool) -> None:
             try:
-                if watched and is_watched(obj):
+                kinds = routes[0] if routes else watched()
+                if kinds and is_watched(kinds, obj):
                     handler.on_watched(Watched("delete", of(obj), None, final_state_unknown))
                 else:
                     handler.on_delete(of(obj), final_state_unknown)

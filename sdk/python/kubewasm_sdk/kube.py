@@ -10,7 +10,7 @@ from wit_world.imports import kube as _kube
 
 from .errors import ApiError, Fatal, Retry
 from .objects import Object
-from .owner import is_up_to_date, set_controller
+from .owner import is_controlled_by, is_up_to_date, set_controller
 
 _PATCH = {"merge": _kube.PatchType.MERGE, "json": _kube.PatchType.JSON, "strategic": _kube.PatchType.STRATEGIC}
 
@@ -55,11 +55,19 @@ def apply_owned(owner: dict, obj: dict, force: bool = True, dry_run: bool = Fals
     return apply(obj, force=force, dry_run=dry_run)
 
 
-def apply_owned_if_changed(owner: dict, obj: dict, have, force: bool = True, dry_run: bool = False):
+_FROM_CACHE = object()
+
+
+def apply_owned_if_changed(owner: dict, obj: dict, have=_FROM_CACHE, force: bool = True, dry_run: bool = False):
     """`apply_owned`, unless `have` (the object as the cache holds it, or None) is already as
     wanted (`owner.is_up_to_date`, owner reference included): None when nothing was written. The
-    check saves a write per event for a controller that re-applies on every resync or change."""
+    check saves a write per event for a controller that re-applies on every resync or change.
+    Without `have`, the cache is read for `obj`'s kind, namespace and name (a kind the handler
+    watches or the controller owns)."""
     set_controller(obj, owner)
+    if have is _FROM_CACHE:
+        o = Object(obj)
+        have = cached(o.api_version, o.kind, o.name, o.namespace)
     if is_up_to_date(have, obj):
         return None
     return apply(obj, force=force, dry_run=dry_run)
@@ -126,7 +134,8 @@ def _cache_error(call: str, api_version: str, kind: str, message: str) -> Except
     if _CACHE_TRANSIENT in message:
         return Retry(f"{call} {kind}: {message}")
     if _NOT_SUBSCRIBED in message:
-        message += f'; in Python, add subscription("{api_version}", "{kind}") to the handler\'s watches'
+        message += (f'; in Python, add subscription("{api_version}", "{kind}") to the handler\'s watches '
+                    "(a controller's owns)")
     return Fatal(f"{call} {kind}: {message}")
 
 
@@ -148,3 +157,11 @@ def cached_list(api_version: str, kind: str, namespace: str = None, selector: st
     except Err as e:
         raise _cache_error("cache.list", api_version, kind, e.value) from None
     return [Object.of(o) for o in found]
+
+
+def cached_owned(owner, api_version: str, kind: str, selector: str = None) -> list:
+    """Every cached object of `kind` (a kind the controller owns) that `owner` controls, in
+    `owner`'s namespace (anywhere for a cluster-scoped owner): what a reconcile compares with
+    what it wants, to delete what is no longer wanted."""
+    o = owner if isinstance(owner, Object) else Object(owner)
+    return [obj for obj in cached_list(api_version, kind, o.namespace, selector) if is_controlled_by(obj, o)]

@@ -45,6 +45,13 @@ def is_controlled_by(obj, owner) -> bool:
     return bool(uid) and any(r.get("controller") is True and r.get("uid") == uid for r in refs)
 
 
+def controller_of(obj):
+    """`obj`'s controller reference (the `ownerReferences` entry with `controller: true`, a dict
+    with `apiVersion`, `kind`, `name`, `uid`), or None: who says it is theirs."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return next((r for r in refs if r.get("controller") is True), None)
+
+
 def set_controller(obj, owner) -> None:
     """Makes `owner` the controller of `obj` (in place), as controller-runtime's
     `SetControllerReference`: raises `Fatal` when `owner` is namespaced and `obj` is

@@ -419,7 +419,8 @@ class KubeTest(unittest.TestCase):
             with self.assertRaises(sdk.Fatal) as e:
                 sdk.kube.cached_list("v1", "Secret")
             self.assertEqual(str(e.exception), f'cache.list Secret: {host}; in Python, add '
-                                               'subscription("v1", "Secret") to the handler\'s watches')
+                                               'subscription("v1", "Secret") to the handler\'s watches '
+                                               '(a controller\'s owns)')
             wcache.answer = Err("invalid label selector")
             with self.assertRaises(sdk.Fatal) as e:
                 sdk.kube.cached("v1", "Secret", "s", "ns")

@@ -26,6 +26,9 @@ class World010Test(unittest.TestCase):
         cls.path = sys.path[:]
         sys.path[:0] = [os.path.join(here, "stub_0_1_0"), os.path.dirname(here)]
         sys.path.remove(os.path.join(here, "stub")) if os.path.join(here, "stub") in sys.path else None
+        # Last, for componentize_py_types alone (wit_world is found in stub_0_1_0 first), so the
+        # file also runs by itself.
+        sys.path.append(os.path.join(here, "stub"))
         import kubewasm_sdk
         from wit_world.imports import log, types
         cls.sdk, cls.types, cls.log = kubewasm_sdk, types, log

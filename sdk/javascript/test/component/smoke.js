@@ -1,9 +1,10 @@
 // The SDK inside a real component: what the unit tests' stubs cannot show (wasi:http requests
 // and their errors, the export guard). Each ConfigMap's `data.mode` picks one act; `run.sh` builds
-// this and runs `smoke.yaml` through `kubewasm test`.
+// this against kubewasm:handler@0.3.0 (hence `validateSettings` among the exports: ok, as no
+// `validateSettings` is declared) and runs `smoke.yaml` through `kubewasm test`.
 import { handler, subscription, http, log, HttpError } from '../../index.js';
 
-export const { describe, onAdd, onUpdate, onDelete, onSynced } = handler({
+export const { validateSettings, describe, onAdd, onUpdate, onDelete, onSynced } = handler({
   name: 'sdk-smoke',
   subscriptions: [subscription('v1', 'ConfigMap', { namespace: 'default' })],
   httpOrigins: ['http://127.0.0.1:9000'],
