@@ -267,6 +267,14 @@ const PYTHON_SDK: &[TemplateFile] = &[
         "sdk/kubewasm_sdk/owner.py",
         sdk!("python/kubewasm_sdk/owner.py"),
     ),
+    file(
+        "sdk/kubewasm_sdk/controller.py",
+        sdk!("python/kubewasm_sdk/controller.py"),
+    ),
+    file(
+        "sdk/kubewasm_sdk/settings.py",
+        sdk!("python/kubewasm_sdk/settings.py"),
+    ),
 ];
 
 /// The JavaScript SDK a new project builds on, copied in as PYTHON_SDK is.
@@ -282,6 +290,8 @@ const JAVASCRIPT_SDK: &[TemplateFile] = &[
     file("sdk/log.js", sdk!("javascript/log.js")),
     file("sdk/objects.js", sdk!("javascript/objects.js")),
     file("sdk/owner.js", sdk!("javascript/owner.js")),
+    file("sdk/controller.js", sdk!("javascript/controller.js")),
+    file("sdk/settings.js", sdk!("javascript/settings.js")),
     file("sdk/v0.1.0.js", sdk!("javascript/v0.1.0.js")),
 ];
 
