@@ -108,7 +108,12 @@ async fn a_controller_reconciles_its_primary_owned_and_watched_kinds_under_its_s
         o.as_ref().is_some_and(|(g, _)| g == "hello")
     })
     .await;
-    assert!(reconciles(&t, plugin, "default/web") > before);
+    // The repair is written inside the reconcile, so the call itself ends just after.
+    t.recorder
+        .wait("the repairing reconcile", |_| {
+            reconciles(&t, plugin, "default/web") > before
+        })
+        .await;
     assert_eq!(
         t.recorder.calls(plugin).iter().filter(|c| c.key == "default/web-owned").count(),
         0,

@@ -997,7 +997,7 @@ fn kubewasm_new(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
 #[test]
 fn new_refuses_bad_input_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&[&str], i32, &str); 5] = [
+    let cases: [(&[&str], i32, &str); 6] = [
         (&["Bad_Name", "--lang", "rust"], 2, "RFC 1123 label"),
         (&["-x", "--lang", "rust"], 2, "-x"),
         (&["ok", "--lang", "cobol"], 2, "cobol"),
@@ -1010,6 +1010,11 @@ fn new_refuses_bad_input_with_a_clear_error() {
             &["ok", "--lang", "go", "--resource", "Deployment"],
             2,
             "KIND",
+        ),
+        (
+            &["ok", "--lang", "c", "--kind", "reconcile"],
+            1,
+            "--kind reconcile has templates for rust, python and javascript, not c",
         ),
     ];
     for (args, code, says) in cases {
@@ -1065,21 +1070,30 @@ fn new_templates_build_check_and_pass_their_scenario() {
     // Every language on the default resource, and C (the quickest build) on a resource of a
     // named group and on a cluster-scoped one (the server's own namespaces are in the replay),
     // which change the subscription, the manifest and the scenario's objects.
-    let mut cases: Vec<(&str, &str)> = langs
+    // The languages with a controller template also as a controller (`--kind reconcile`).
+    let mut cases: Vec<(&str, &str, &str)> = langs
         .split(',')
         .filter(|l| !l.is_empty())
-        .map(|l| (l, "v1/ConfigMap"))
+        .map(|l| (l, "v1/ConfigMap", "handler"))
         .collect();
-    if cases.iter().any(|(l, _)| *l == "c") {
-        cases.push(("c", "apps/v1/Deployment"));
-        cases.push(("c", "v1/Namespace"));
+    if cases.iter().any(|(l, _, _)| *l == "c") {
+        cases.push(("c", "apps/v1/Deployment", "handler"));
+        cases.push(("c", "v1/Namespace", "handler"));
     }
-    for (lang, resource) in cases {
+    for lang in ["python", "javascript"] {
+        if cases.iter().any(|(l, _, _)| *l == lang) {
+            cases.push((lang, "v1/ConfigMap", "reconcile"));
+        }
+    }
+    for (lang, resource, what) in cases {
         let dir = tempfile::tempdir().unwrap();
         let (api_version, kind) = resource.rsplit_once('/').unwrap();
-        let name = format!("hello-{lang}-{}", kind.to_lowercase());
+        let name = format!("hello-{lang}-{}-{what}", kind.to_lowercase());
         let start = std::time::Instant::now();
-        let out = kubewasm_new(dir.path(), &[&name, "--lang", lang, "--resource", resource]);
+        let out = kubewasm_new(
+            dir.path(),
+            &[&name, "--lang", lang, "--resource", resource, "--kind", what],
+        );
         assert!(
             out.status.success(),
             "{lang}: {}",
@@ -1114,7 +1128,7 @@ fn new_templates_build_check_and_pass_their_scenario() {
         let wasm = folder.join(format!("{name}.wasm"));
         assert!(wasm.is_file(), "{lang}: {} not built", wasm.display());
         timings.push(format!(
-            "{lang} {resource}: new -> built {:.1} s",
+            "{lang} {resource} {what}: new -> built {:.1} s",
             built.as_secs_f64()
         ));
 
@@ -1126,7 +1140,12 @@ fn new_templates_build_check_and_pass_their_scenario() {
             String::from_utf8_lossy(&out.stderr)
         );
         let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-        assert_eq!(report["world"], "0.2.0", "{lang}: {stdout}");
+        let world = if what == "reconcile" {
+            "0.3.0-controller"
+        } else {
+            "0.2.0"
+        };
+        assert_eq!(report["world"], world, "{lang}: {stdout}");
         assert_eq!(
             report["describe"]["name"],
             name.as_str(),
@@ -1151,7 +1170,7 @@ fn new_templates_build_check_and_pass_their_scenario() {
             String::from_utf8_lossy(&out.stderr)
         );
         timings.push(format!(
-            "{lang} {resource}: new -> scenario passed {:.1} s",
+            "{lang} {resource} {what}: new -> scenario passed {:.1} s",
             start.elapsed().as_secs_f64()
         ));
     }

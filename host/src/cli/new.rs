@@ -1,5 +1,6 @@
-//! `kubewasm new NAME --lang LANG [--resource GROUP/VERSION/KIND]`: a ready-to-build handler
-//! folder on the newest world (`kubewasm:handler@0.2.0`).
+//! `kubewasm new NAME --lang LANG [--resource GROUP/VERSION/KIND] [--kind reconcile]`: a
+//! ready-to-build handler folder (`kubewasm:handler@0.2.0`), or a controller's
+//! (`kubewasm:handler@0.3.0`, world `controller`).
 //!
 //! The templates live under `host/templates/<lang>/` and `host/templates/common/` and are
 //! compiled into the binary (`include_str!`), as are the WIT files, so the command works wherever
@@ -30,6 +31,19 @@ pub(crate) struct NewArgs {
     #[arg(long, value_name = "[GROUP/]VERSION/KIND", default_value = "v1/ConfigMap",
           value_parser = parse_resource)]
     pub(crate) resource: Resource,
+    /// What to write: an event handler (`on-add`, `on-update`, `on-delete`) or a controller that
+    /// reconciles keys of the resource (world `controller` of 0.3.0; Rust, Python, JavaScript).
+    #[arg(long, value_enum, default_value = "handler")]
+    pub(crate) kind: Kind,
+}
+
+/// The two sorts of plugin `kubewasm new` writes.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// An event handler on `kubewasm:handler@0.2.0`.
+    Handler,
+    /// A controller on `kubewasm:handler@0.3.0`'s `controller` world.
+    Reconcile,
 }
 
 /// The languages there are templates for.
@@ -135,21 +149,44 @@ macro_rules! template {
 }
 
 macro_rules! wit {
-    ($path:literal) => {
-        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/0.2.0/", $path))
+    ($version:literal, $path:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../wit/",
+            $version,
+            "/",
+            $path
+        ))
     };
 }
 
-/// The WIT package the bindings are generated from, with the WASI packages it uses.
+/// The WIT package a handler's bindings are generated from, with the WASI packages it uses.
 const WIT: &[TemplateFile] = &[
-    file("wit/handler.wit", wit!("handler.wit")),
-    file("wit/deps/cli.wit", wit!("deps/cli.wit")),
-    file("wit/deps/clocks.wit", wit!("deps/clocks.wit")),
-    file("wit/deps/filesystem.wit", wit!("deps/filesystem.wit")),
-    file("wit/deps/http.wit", wit!("deps/http.wit")),
-    file("wit/deps/io.wit", wit!("deps/io.wit")),
-    file("wit/deps/random.wit", wit!("deps/random.wit")),
-    file("wit/deps/sockets.wit", wit!("deps/sockets.wit")),
+    file("wit/handler.wit", wit!("0.2.0", "handler.wit")),
+    file("wit/deps/cli.wit", wit!("0.2.0", "deps/cli.wit")),
+    file("wit/deps/clocks.wit", wit!("0.2.0", "deps/clocks.wit")),
+    file("wit/deps/filesystem.wit", wit!("0.2.0", "deps/filesystem.wit")),
+    file("wit/deps/http.wit", wit!("0.2.0", "deps/http.wit")),
+    file("wit/deps/io.wit", wit!("0.2.0", "deps/io.wit")),
+    file("wit/deps/random.wit", wit!("0.2.0", "deps/random.wit")),
+    file("wit/deps/sockets.wit", wit!("0.2.0", "deps/sockets.wit")),
+];
+
+/// The 0.3.0 package a controller's bindings are generated from: it imports 0.2.0's interfaces,
+/// so 0.2.0 is one of its deps.
+const WIT_0_3: &[TemplateFile] = &[
+    file("wit/handler.wit", wit!("0.3.0", "handler.wit")),
+    file(
+        "wit/deps/handler-0.2.0/handler.wit",
+        wit!("0.3.0", "deps/handler-0.2.0/handler.wit"),
+    ),
+    file("wit/deps/cli.wit", wit!("0.3.0", "deps/cli.wit")),
+    file("wit/deps/clocks.wit", wit!("0.3.0", "deps/clocks.wit")),
+    file("wit/deps/filesystem.wit", wit!("0.3.0", "deps/filesystem.wit")),
+    file("wit/deps/http.wit", wit!("0.3.0", "deps/http.wit")),
+    file("wit/deps/io.wit", wit!("0.3.0", "deps/io.wit")),
+    file("wit/deps/random.wit", wit!("0.3.0", "deps/random.wit")),
+    file("wit/deps/sockets.wit", wit!("0.3.0", "deps/sockets.wit")),
 ];
 
 macro_rules! sdk_rust {
@@ -203,8 +240,20 @@ const PYTHON_FILES: &[TemplateFile] = &[
     file(".gitignore", template!("python/gitignore")),
 ];
 
+const PYTHON_RECONCILE_FILES: &[TemplateFile] = &[
+    file("src/app.py", template!("python/reconcile/app.py")),
+    script("build.sh", template!("python/build.sh")),
+    file(".gitignore", template!("python/gitignore")),
+];
+
 const JAVASCRIPT_FILES: &[TemplateFile] = &[
     file("handler.js", template!("javascript/handler.js")),
+    script("build.sh", template!("javascript/build.sh")),
+    file(".gitignore", template!("javascript/gitignore")),
+];
+
+const JAVASCRIPT_RECONCILE_FILES: &[TemplateFile] = &[
+    file("handler.js", template!("javascript/reconcile/handler.js")),
     script("build.sh", template!("javascript/build.sh")),
     file(".gitignore", template!("javascript/gitignore")),
 ];
@@ -308,6 +357,8 @@ fn sdk_files(lang: Lang) -> &'static [TemplateFile] {
 /// notes, and its name in prose.
 struct LangTemplate {
     files: &'static [TemplateFile],
+    /// The controller's files instead, where the language has a reconcile template.
+    reconcile_files: Option<&'static [TemplateFile]>,
     readme_files: &'static str,
     readme_build: &'static str,
     title: &'static str,
@@ -318,30 +369,35 @@ impl Lang {
         match self {
             Lang::Rust => LangTemplate {
                 files: RUST_FILES,
+                reconcile_files: None,
                 readme_files: template!("rust/files.md"),
                 readme_build: template!("rust/build.md"),
                 title: "Rust",
             },
             Lang::Python => LangTemplate {
                 files: PYTHON_FILES,
+                reconcile_files: Some(PYTHON_RECONCILE_FILES),
                 readme_files: template!("python/files.md"),
                 readme_build: template!("python/build.md"),
                 title: "Python",
             },
             Lang::Javascript => LangTemplate {
                 files: JAVASCRIPT_FILES,
+                reconcile_files: Some(JAVASCRIPT_RECONCILE_FILES),
                 readme_files: template!("javascript/files.md"),
                 readme_build: template!("javascript/build.md"),
                 title: "JavaScript",
             },
             Lang::C => LangTemplate {
                 files: C_FILES,
+                reconcile_files: None,
                 readme_files: template!("c/files.md"),
                 readme_build: template!("c/build.md"),
                 title: "C",
             },
             Lang::Go => LangTemplate {
                 files: GO_FILES,
+                reconcile_files: None,
                 readme_files: template!("go/files.md"),
                 readme_build: template!("go/build.md"),
                 title: "Go",
@@ -407,6 +463,22 @@ fn preexisting(r: &Resource, name: &str) -> String {
         let _ = writeln!(
             out,
             "      - {{call: on-add, object: v1/Namespace {ns}, is-in-initial-list: true, result: ok}}\n      - {{event: Normal, regarding: v1/Namespace {ns}, reason: Observed, action: Observe, note: \"{name} saw {ns}\"}}"
+        );
+    }
+    out
+}
+
+/// [`preexisting`] for a controller: each namespace the server holds is reconciled in the first
+/// pass too.
+fn preexisting_reconciles(r: &Resource, name: &str) -> String {
+    if (r.api_version.as_str(), r.kind.as_str()) != ("v1", "Namespace") {
+        return String::new();
+    }
+    let mut out = String::new();
+    for ns in apiserver::PRECREATED_NAMESPACES {
+        let _ = writeln!(
+            out,
+            "      - {{call: reconcile, object: v1/Namespace {ns}, initial: true, result: ok}}\n      - {{event: Normal, regarding: v1/Namespace {ns}, reason: Reconciled, action: Reconcile, note: \"{name} reconciled {ns}\"}}"
         );
     }
     out
@@ -586,6 +658,15 @@ fn render_all(args: &NewArgs, repo: Option<&Path>) -> anyhow::Result<Vec<(String
     let r = &args.resource;
     let name = &args.name;
     let lang = args.lang.template();
+    let reconcile = args.kind == Kind::Reconcile;
+    let files = match (reconcile, lang.reconcile_files) {
+        (false, _) => lang.files,
+        (true, Some(files)) => files,
+        (true, None) => bail!(
+            "--kind reconcile has templates for rust, python and javascript, not {}",
+            args.lang.name()
+        ),
+    };
     let first = example_object(r, "first", None);
     let second = example_object(r, "second", None);
     let changed = example_object(r, "second", Some(json!({ "stage": "changed" })));
@@ -631,24 +712,47 @@ fn render_all(args: &NewArgs, repo: Option<&Path>) -> anyhow::Result<Vec<(String
         ("second-ref", object_ref(&second)),
         ("second-key", object_key(&second)),
         ("terminating", terminating(r, &second)),
+        ("preexisting-reconcile", preexisting_reconciles(r, name)),
+        ("world", if reconcile { "controller" } else { "handler" }.to_string()),
+        ("wit-version", if reconcile { "0.3.0" } else { "0.2.0" }.to_string()),
+        ("what", if reconcile { "controller" } else { "handler" }.to_string()),
+        (
+            "sdk-class",
+            match (reconcile, args.lang) {
+                (true, Lang::Javascript) => "controller",
+                (true, _) => "Controller",
+                (false, Lang::Javascript) => "handler",
+                (false, _) => "Handler",
+            }
+            .to_string(),
+        ),
     ];
-    let common = [
-        file("README.md", template!("common/README.md")),
-        file("scenarios/basic.yaml", template!("common/basic.yaml")),
-    ];
+    let common = if reconcile {
+        [
+            file("README.md", template!("common/reconcile/README.md")),
+            file("scenarios/basic.yaml", template!("common/reconcile/basic.yaml")),
+        ]
+    } else {
+        [
+            file("README.md", template!("common/README.md")),
+            file("scenarios/basic.yaml", template!("common/basic.yaml")),
+        ]
+    };
     let mut out = Vec::new();
     // The README's own placeholders come from the language's snippets, so render it twice.
-    for f in common.iter().chain(lang.files) {
+    for f in common.iter().chain(files) {
         let text = render(&render_once(f.text, &vars), &vars)
             .with_context(|| format!("template {}/{}", args.lang.name(), f.path))?;
         out.push((f.path.to_string(), text, f.executable));
     }
-    out.push((
-        format!("{name}.toml"),
-        render(template!("common/grants.toml"), &vars)?,
-        false,
-    ));
-    for f in WIT.iter().chain(sdk_files(args.lang)) {
+    let grants = if reconcile {
+        template!("common/reconcile/grants.toml")
+    } else {
+        template!("common/grants.toml")
+    };
+    out.push((format!("{name}.toml"), render(grants, &vars)?, false));
+    let wit = if reconcile { WIT_0_3 } else { WIT };
+    for f in wit.iter().chain(sdk_files(args.lang)) {
         out.push((f.path.to_string(), f.text.to_string(), false));
     }
     Ok(out)
@@ -693,9 +797,13 @@ pub(crate) fn new(args: NewArgs) -> anyhow::Result<()> {
     }
     let mut msg = String::new();
     let name = &args.name;
+    let (what, world) = match args.kind {
+        Kind::Handler => ("handler", "kubewasm:handler@0.2.0"),
+        Kind::Reconcile => ("controller", "kubewasm:handler@0.3.0 controller"),
+    };
     let _ = writeln!(
         msg,
-        "created {name}/ ({} handler for {}/{}, world kubewasm:handler@0.2.0)",
+        "created {name}/ ({} {what} for {}/{}, world {world})",
         args.lang.template().title,
         args.resource.api_version,
         args.resource.kind

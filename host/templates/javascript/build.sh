@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds {{name}}.wasm (a kubewasm:handler@0.2.0 component) in this folder from handler.js and
+# Builds {{name}}.wasm (a kubewasm:handler@{{wit-version}} component) in this folder from handler.js and
 # the kubewasm SDK it imports from sdk/, with
-# componentize-js (StarlingMonkey; it links wasi:http, which the 0.2.0 world imports).
+# componentize-js (StarlingMonkey; it links wasi:http, which the world imports).
 # Needs componentize-js: KUBEWASM_REPO/guest-examples/javascript/node_modules/.bin (made by
 # guest-examples/install-toolchains.sh in a kubewasm checkout), else componentize-js on PATH.
 set -euo pipefail
@@ -18,5 +18,5 @@ else
   echo "  run guest-examples/install-toolchains.sh in a kubewasm checkout and set KUBEWASM_REPO to it" >&2
   exit 1
 fi
-"$cjs" "$here/handler.js" --wit "$here/wit" --world-name handler --out "$here/$name.wasm" >/dev/null
+"$cjs" "$here/handler.js" --wit "$here/wit" --world-name {{world}} --out "$here/$name.wasm" >/dev/null
 echo "built $here/$name.wasm ($(stat -c %s "$here/$name.wasm") bytes)"

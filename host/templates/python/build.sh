@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds {{name}}.wasm (a kubewasm:handler@0.2.0 component) in this folder from src/app.py and
+# Builds {{name}}.wasm (a kubewasm:handler@{{wit-version}} component) in this folder from src/app.py and
 # the kubewasm SDK in sdk/ (package kubewasm_sdk).
 # Needs componentize-py: KUBEWASM_VENV/bin (default: KUBEWASM_REPO/.toolchains/venv, the venv
 # guest-examples/install-toolchains.sh makes in a kubewasm checkout), else componentize-py on PATH.
@@ -20,5 +20,5 @@ fi
 # -p bundles every file of src/ and sdk/ into the component: keep them to the sources (a stale
 # __pycache__ would be bundled too).
 rm -rf "$here/src/__pycache__" "$here/sdk/kubewasm_sdk/__pycache__"
-"$cpy" -q -d "$here/wit" -w handler componentize -p "$here/src" -p "$here/sdk" -o "$here/$name.wasm" app
+"$cpy" -q -d "$here/wit" -w {{world}} componentize -p "$here/src" -p "$here/sdk" -o "$here/$name.wasm" app
 echo "built $here/$name.wasm ($(stat -c %s "$here/$name.wasm") bytes)"

@@ -223,7 +223,7 @@ pub(super) async fn check_load(
         _ => None,
     };
     match (expects_refusal, refusal) {
-        (false, None) => Ok(d.compiled.world() == HandlerWorld::V0_2),
+        (false, None) => Ok(d.compiled.world().has_synced()),
         (true, refusal) => Err(LoadStop::ExpectedRefusal(refusal.map(|(m, _)| m))),
         (false, Some((_, e))) => Err(LoadStop::Refused(e.map(|e| e.to_string()))),
     }
