@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use crate::bindings::kubewasm::handler::kube as raw;
-use crate::bindings::kubewasm::handler::types::Object as RawObject;
+use crate::bindings::kubewasm::handler0_2_0::kube as raw;
+use crate::bindings::kubewasm::handler0_2_0::types::Object as RawObject;
 use crate::error::{Error, Result};
 use crate::lazy::Lazy;
 use crate::object::{Named, Object};

@@ -5,7 +5,7 @@
 use std::cell::OnceCell;
 use std::fmt;
 
-use crate::bindings::kubewasm::handler::types::Object as RawObject;
+use crate::bindings::kubewasm::handler0_2_0::types::Object as RawObject;
 use crate::error::{Error, Result};
 use crate::object::{Named, Object};
 
@@ -135,7 +135,7 @@ impl<K> fmt::Debug for Lazy<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bindings::kubewasm::handler::types::ObjectMeta as RawMeta;
+    use crate::bindings::kubewasm::handler0_2_0::types::ObjectMeta as RawMeta;
     use k8s_openapi::api::core::v1::ConfigMap;
 
     fn raw(json: &str) -> RawObject {

@@ -28,7 +28,11 @@
 //! kubewasm_sdk::handler!(Logger);
 //! ```
 
-/// The raw `kubewasm:handler@0.2.0` bindings, for what the typed layer does not cover.
+/// The raw bindings of the `kubewasm:handler@0.3.0` `handler` world, for what the typed layer
+/// does not cover. The interfaces 0.3.0 imports from 0.2.0 are under `kubewasm::handler0_2_0`
+/// (`types`, `log`, `cache`, `kube`, `events`), 0.3.0's own under `kubewasm::handler0_3_0`
+/// (`settings`): wit-bindgen puts the version in the module name when a world sees two
+/// versions of one package.
 #[allow(missing_docs, clippy::all)]
 pub mod bindings {
     wit_bindgen::generate!({
@@ -38,6 +42,35 @@ pub mod bindings {
         pub_export_macro: true,
         export_macro_name: "export_raw",
         default_bindings_module: "kubewasm_sdk::bindings",
+    });
+}
+
+/// The raw bindings of the `kubewasm:handler@0.3.0` `controller` world, which [`controller!`]
+/// exports. Every import is the `handler` world's (the same interfaces, so the same Rust types
+/// and functions in [`bindings`]); only `controller-types` and the exports are its own.
+#[doc(hidden)]
+#[allow(missing_docs, clippy::all)]
+pub mod bindings_controller {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "controller",
+        with: {
+            "kubewasm:handler/types@0.2.0": crate::bindings::kubewasm::handler0_2_0::types,
+            "kubewasm:handler/log@0.2.0": crate::bindings::kubewasm::handler0_2_0::log,
+            "kubewasm:handler/cache@0.2.0": crate::bindings::kubewasm::handler0_2_0::cache,
+            "kubewasm:handler/kube@0.2.0": crate::bindings::kubewasm::handler0_2_0::kube,
+            "kubewasm:handler/events@0.2.0": crate::bindings::kubewasm::handler0_2_0::events,
+            "kubewasm:handler/settings@0.3.0": crate::bindings::kubewasm::handler0_3_0::settings,
+            "wasi:http/types@0.2.12": crate::bindings::wasi::http::types,
+            "wasi:http/outgoing-handler@0.2.12": crate::bindings::wasi::http::outgoing_handler,
+            "wasi:io/error@0.2.12": crate::bindings::wasi::io::error,
+            "wasi:io/poll@0.2.12": crate::bindings::wasi::io::poll,
+            "wasi:io/streams@0.2.12": crate::bindings::wasi::io::streams,
+            "wasi:clocks/monotonic-clock@0.2.12": crate::bindings::wasi::clocks::monotonic_clock,
+        },
+        pub_export_macro: true,
+        export_macro_name: "export_raw",
+        default_bindings_module: "kubewasm_sdk::bindings_controller",
     });
 }
 
@@ -56,6 +89,7 @@ pub mod bindings_v0_1 {
 }
 
 pub mod cache;
+mod controller;
 mod describe;
 mod error;
 pub mod events;
@@ -68,6 +102,7 @@ pub mod log;
 mod object;
 pub mod owner;
 pub mod patch;
+pub mod settings;
 #[doc(hidden)]
 pub mod world;
 
@@ -77,11 +112,15 @@ pub use k8s_openapi::apimachinery;
 pub use k8s_openapi::{self, Resource};
 pub use serde_json::{self, json};
 
+#[doc(hidden)]
+pub use controller::adapter as controller_adapter;
+pub use controller::{Controller, Controls, Mapping, ObjectKey, Outcome};
 pub use describe::{Describe, Watch};
 pub use error::{Error, Result};
 pub use handler::{Event, FinalStateUnknown, Handler, Init, Sync, Watched, adapter, adapter_v0_1};
 pub use lazy::Lazy;
 pub use object::{DynamicObject, Named, Object, ObjectMeta, key, label};
+pub use settings::SettingsError;
 
 /// Exports `$handler` (a type implementing [`Handler`]) as the component's `kubewasm:handler`
 /// world; write it once, at the crate's top level.
@@ -91,40 +130,95 @@ macro_rules! handler {
         #[doc(hidden)]
         struct __KubewasmGuest;
 
+        /// A component exports one world: `handler!` and `controller!` both define this.
+        #[doc(hidden)]
+        const __KUBEWASM_A_CRATE_EXPORTS_ONE_HANDLER_OR_ONE_CONTROLLER: () = ();
+
         impl $crate::bindings::Guest for __KubewasmGuest {
-            fn describe() -> $crate::bindings::kubewasm::handler::types::PluginInfo {
+            fn validate_settings() -> ::core::result::Result<(), ::std::string::String> {
+                $crate::adapter::validate_settings::<$handler>()
+            }
+            fn describe() -> $crate::bindings::kubewasm::handler0_2_0::types::PluginInfo {
                 $crate::adapter::describe::<$handler>()
             }
             fn on_add(
-                obj: $crate::bindings::kubewasm::handler::types::Object,
+                obj: $crate::bindings::kubewasm::handler0_2_0::types::Object,
                 is_in_initial_list: bool,
-            ) -> ::core::result::Result<(), $crate::bindings::kubewasm::handler::types::HandlerError>
+            ) -> ::core::result::Result<(), $crate::bindings::kubewasm::handler0_2_0::types::HandlerError>
             {
                 $crate::adapter::on_add::<$handler>(obj, is_in_initial_list)
             }
             fn on_update(
-                old: $crate::bindings::kubewasm::handler::types::Object,
-                new: $crate::bindings::kubewasm::handler::types::Object,
+                old: $crate::bindings::kubewasm::handler0_2_0::types::Object,
+                new: $crate::bindings::kubewasm::handler0_2_0::types::Object,
                 is_sync: bool,
-            ) -> ::core::result::Result<(), $crate::bindings::kubewasm::handler::types::HandlerError>
+            ) -> ::core::result::Result<(), $crate::bindings::kubewasm::handler0_2_0::types::HandlerError>
             {
                 $crate::adapter::on_update::<$handler>(old, new, is_sync)
             }
             fn on_delete(
-                obj: $crate::bindings::kubewasm::handler::types::Object,
+                obj: $crate::bindings::kubewasm::handler0_2_0::types::Object,
                 final_state_unknown: bool,
-            ) -> ::core::result::Result<(), $crate::bindings::kubewasm::handler::types::HandlerError>
+            ) -> ::core::result::Result<(), $crate::bindings::kubewasm::handler0_2_0::types::HandlerError>
             {
                 $crate::adapter::on_delete::<$handler>(obj, final_state_unknown)
             }
             fn on_synced()
-            -> ::core::result::Result<(), $crate::bindings::kubewasm::handler::types::HandlerError>
+            -> ::core::result::Result<(), $crate::bindings::kubewasm::handler0_2_0::types::HandlerError>
             {
                 $crate::adapter::on_synced::<$handler>()
             }
         }
 
         $crate::bindings::export_raw!(__KubewasmGuest with_types_in $crate::bindings);
+    };
+}
+
+/// Exports `$controller` (a type implementing [`Controller`]) as the component's
+/// `kubewasm:handler@0.3.0` `controller` world; write it once, at the crate's top level. A crate
+/// exports one world: a handler ([`handler!`]) or a controller, never both.
+#[macro_export]
+macro_rules! controller {
+    ($controller:ty) => {
+        #[doc(hidden)]
+        struct __KubewasmGuest;
+
+        /// A component exports one world: `handler!` and `controller!` both define this.
+        #[doc(hidden)]
+        const __KUBEWASM_A_CRATE_EXPORTS_ONE_HANDLER_OR_ONE_CONTROLLER: () = ();
+
+        impl $crate::bindings_controller::Guest for __KubewasmGuest {
+            fn validate_settings() -> ::core::result::Result<(), ::std::string::String> {
+                $crate::controller_adapter::validate_settings::<$controller>()
+            }
+            fn describe()
+            -> $crate::bindings_controller::kubewasm::handler0_3_0::controller_types::ControllerInfo
+            {
+                $crate::controller_adapter::describe::<$controller>()
+            }
+            fn reconcile(
+                key: $crate::bindings_controller::kubewasm::handler0_3_0::controller_types::ObjectKey,
+            ) -> ::core::result::Result<
+                $crate::bindings_controller::kubewasm::handler0_3_0::controller_types::Outcome,
+                $crate::bindings::kubewasm::handler0_2_0::types::HandlerError,
+            > {
+                $crate::controller_adapter::reconcile::<$controller>(key)
+            }
+            fn keys_for(
+                obj: $crate::bindings::kubewasm::handler0_2_0::types::Object,
+            ) -> ::std::vec::Vec<
+                $crate::bindings_controller::kubewasm::handler0_3_0::controller_types::ObjectKey,
+            > {
+                $crate::controller_adapter::keys_for::<$controller>(obj)
+            }
+            fn on_synced()
+            -> ::core::result::Result<(), $crate::bindings::kubewasm::handler0_2_0::types::HandlerError>
+            {
+                $crate::controller_adapter::on_synced::<$controller>()
+            }
+        }
+
+        $crate::bindings_controller::export_raw!(__KubewasmGuest with_types_in $crate::bindings_controller);
     };
 }
 
@@ -137,6 +231,10 @@ macro_rules! handler_v0_1 {
     ($handler:ty) => {
         #[doc(hidden)]
         struct __KubewasmGuest;
+
+        /// A component exports one world.
+        #[doc(hidden)]
+        const __KUBEWASM_A_CRATE_EXPORTS_ONE_HANDLER_OR_ONE_CONTROLLER: () = ();
 
         impl $crate::bindings_v0_1::Guest for __KubewasmGuest {
             fn describe() -> $crate::bindings_v0_1::kubewasm::handler::types::PluginInfo {

@@ -335,7 +335,7 @@ mod tests {
     }
 
     fn lazy<K: Object>(v: serde_json::Value) -> Lazy<K> {
-        use crate::bindings::kubewasm::handler::types::{
+        use crate::bindings::kubewasm::handler0_2_0::types::{
             Object as RawObject, ObjectMeta as RawMeta,
         };
         Lazy::new(RawObject {
