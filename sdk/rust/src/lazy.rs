@@ -32,6 +32,11 @@ impl<K: Object> Lazy<K> {
         Lazy::new(self.raw)
     }
 
+    /// The typed object if [`get`](Lazy::get) already decoded it.
+    pub(crate) fn decoded(&self) -> Option<&K> {
+        self.typed.get()
+    }
+
     /// What the host sent.
     pub(crate) fn raw(&self) -> &RawObject {
         &self.raw
