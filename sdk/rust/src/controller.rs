@@ -12,7 +12,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::bindings::kubewasm::handler0_2_0::types::{Object as RawObject, Subscription};
-use crate::bindings_controller::kubewasm::handler0_3_0::controller_types as raw;
+use crate::bindings::kubewasm::handler0_3_0::controller_types as raw;
 use crate::describe::{Describe, Watch};
 use crate::error::Result;
 use crate::lazy::Lazy;
