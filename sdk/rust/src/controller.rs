@@ -641,6 +641,35 @@ mod tests {
     }
 
     #[test]
+    fn mappings_become_the_wit_variants() {
+        let wit = |m: Mapping| raw::Mapping::from(m);
+        assert!(matches!(wit(Mapping::SameName), raw::Mapping::SameName));
+        assert!(matches!(wit(Mapping::Guest), raw::Mapping::Guest));
+        assert!(matches!(wit(Mapping::label("app")), raw::Mapping::Label(l) if l == "app"));
+        assert!(matches!(
+            wit(Mapping::field("/spec/secretRef/name")),
+            raw::Mapping::Field(f) if f == "/spec/secretRef/name"
+        ));
+        assert_eq!(Mapping::label("a"), Mapping::Label("a".to_string()));
+        let w = Controls::new("c")
+            .watches_with::<Secret>(
+                Mapping::SameName,
+                Watch::new().namespace("n").metadata_only(),
+            )
+            .into_info::<ConfigMap>()
+            .watches
+            .remove(0);
+        assert_eq!(
+            (
+                w.subscription.kind.as_str(),
+                w.subscription.namespace.as_deref(),
+                w.subscription.metadata_only
+            ),
+            ("Secret", Some("n"), true)
+        );
+    }
+
+    #[test]
     fn outcomes_become_milliseconds_of_at_least_one_second() {
         let ms = |o: Outcome| match raw::Outcome::from(o) {
             raw::Outcome::RequeueAfter(ms) => Some(ms),

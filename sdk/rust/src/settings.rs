@@ -104,7 +104,16 @@ pub fn require<T: FromStr>(key: &str) -> Result<T, SettingsError>
 where
     T::Err: fmt::Display,
 {
-    get(key)?.ok_or_else(|| SettingsError::Missing {
+    let get = imports().settings_get.ok_or(SettingsError::Unavailable)?;
+    parse_required(key, get(key))
+}
+
+/// The pure part of [`require`].
+fn parse_required<T: FromStr>(key: &str, raw: Option<String>) -> Result<T, SettingsError>
+where
+    T::Err: fmt::Display,
+{
+    parse_value(key, raw)?.ok_or_else(|| SettingsError::Missing {
         key: key.to_string(),
         expected: expected::<T>().to_string(),
     })
@@ -196,6 +205,7 @@ enum Expected {
     Number,
     Bool,
     Char,
+    Text,
     /// Any other type: its last path segment, e.g. `IpAddr`.
     Other(&'static str),
 }
@@ -208,6 +218,7 @@ impl fmt::Display for Expected {
             Expected::Number => f.write_str("a number"),
             Expected::Bool => f.write_str("a boolean (true or false)"),
             Expected::Char => f.write_str("a single character"),
+            Expected::Text => f.write_str("a string"),
             Expected::Other(name) => write!(f, "a valid {name}"),
         }
     }
@@ -247,6 +258,7 @@ fn expected<T>() -> Expected {
         "f32" | "f64" => Expected::Number,
         "bool" => Expected::Bool,
         "char" => Expected::Char,
+        "alloc::string::String" => Expected::Text,
         n if n.starts_with("core::num::nonzero::NonZero") => Expected::NonZero,
         n => Expected::Other(last_segment(n)),
     }
@@ -310,6 +322,10 @@ mod tests {
             r#"setting "replicas": expected a boolean (true or false), got "yes""#
         );
         assert_eq!(
+            message(parse_required::<String>("image", None)),
+            r#"setting "image": expected a string, but it is not set"#
+        );
+        assert_eq!(
             message(value::<NonZeroU32>("0")),
             r#"setting "replicas": expected a non-zero integer, got "0""#
         );
@@ -328,13 +344,15 @@ mod tests {
 
     #[test]
     fn a_required_setting_that_is_absent_says_what_it_should_be() {
-        let e = SettingsError::Missing {
-            key: "image".into(),
-            expected: expected::<u16>().to_string(),
-        };
+        assert_eq!(parse_required::<u16>("port", Some("80".into())), Ok(80));
+        let e = parse_required::<u16>("port", None).unwrap_err();
         assert_eq!(
             e.to_string(),
-            r#"setting "image": expected an integer, but it is not set"#
+            r#"setting "port": expected an integer, but it is not set"#
+        );
+        assert_eq!(
+            message(parse_required::<u16>("port", Some("x".into()))),
+            r#"setting "port": expected an integer, got "x""#
         );
         assert_eq!(
             SettingsError::Missing {
