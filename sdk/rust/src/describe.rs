@@ -256,7 +256,7 @@ impl Describe {
                 && self.permissions.is_empty()
                 && self.http_origins.is_empty()
                 && !self.events,
-            "{}: a kubewasm:handler@0.1.0 component cannot ask for metadata_only, project, can, http or events; export it with handler! (0.2.0)",
+            "{}: a kubewasm:handler@0.1.0 component cannot ask for metadata_only, project, can, http or events; export it with handler! (0.3.0)",
             self.name
         );
         let info = self.into_info::<K>();
