@@ -53,7 +53,7 @@ pub trait Controller {
         Ok(())
     }
 
-    /// Called once per instance before `describe`, as [`Handler::validate_settings`]: an error
+    /// Called once at load, before `describe`, as [`Handler::validate_settings`]: an error
     /// refuses the operator's [`settings`](crate::settings) and the controller is not loaded.
     ///
     /// [`Handler::validate_settings`]: crate::Handler::validate_settings

@@ -60,7 +60,7 @@ pub trait Handler {
         Ok(())
     }
 
-    /// Called once per instance before `describe`: an error refuses the operator's
+    /// Called once at load, before `describe`: an error refuses the operator's
     /// [`settings`](crate::settings) and the plugin is not loaded, with the error's message
     /// (a [`SettingsError`](crate::settings::SettingsError) names the key and what it expected).
     /// Defaults to accepting every table. Not called in a 0.1.0 component.
