@@ -70,7 +70,7 @@ pub fn list_kind(
     list_as(api_version, kind, namespace, labels)
 }
 
-fn get_as<K: Object>(
+pub(crate) fn get_as<K: Object>(
     api_version: &str,
     kind: &str,
     namespace: Option<&str>,

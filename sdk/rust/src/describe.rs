@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::bindings::kubewasm::handler::types::{Permission, PluginInfo, Subscription};
+use crate::bindings::kubewasm::handler0_2_0::types::{Permission, PluginInfo, Subscription};
 use crate::object::Object;
 
 /// What a handler watches and asks to be granted. Start with [`Describe::new`]; the handler's
@@ -75,7 +75,7 @@ impl Watch {
         self
     }
 
-    fn into_subscription(self, api_version: String, kind: String) -> Subscription {
+    pub(crate) fn into_subscription(self, api_version: String, kind: String) -> Subscription {
         Subscription {
             api_version,
             kind,
@@ -256,7 +256,7 @@ impl Describe {
                 && self.permissions.is_empty()
                 && self.http_origins.is_empty()
                 && !self.events,
-            "{}: a kubewasm:handler@0.1.0 component cannot ask for metadata_only, project, can, http or events; export it with handler! (0.2.0)",
+            "{}: a kubewasm:handler@0.1.0 component cannot ask for metadata_only, project, can, http or events; export it with handler! (0.3.0)",
             self.name
         );
         let info = self.into_info::<K>();

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::bindings::kubewasm::handler::types::{ApiError, HandlerError};
+use crate::bindings::kubewasm::handler0_2_0::types::{ApiError, HandlerError};
 
 /// What a handler returns; `?` on any SDK call (and on JSON errors) works inside it.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,8 +1,8 @@
 //! Events about objects (`events.k8s.io/v1`, written by the host; the `events` grant and the
 //! host's rate limit decide what is recorded, so emitting never fails).
 
-use crate::bindings::kubewasm::handler::events::{self as raw, EventType};
-use crate::bindings::kubewasm::handler::types::ObjectMeta as RawMeta;
+use crate::bindings::kubewasm::handler0_2_0::events::{self as raw, EventType};
+use crate::bindings::kubewasm::handler0_2_0::types::ObjectMeta as RawMeta;
 use crate::object::Named;
 
 fn regarding(obj: &(impl Named + ?Sized)) -> RawMeta {

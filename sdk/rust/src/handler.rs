@@ -7,7 +7,7 @@
 
 use std::cell::OnceCell;
 
-use crate::bindings::kubewasm::handler::types::{Object as RawObject, ObjectMeta as RawMeta};
+use crate::bindings::kubewasm::handler0_2_0::types::{Object as RawObject, ObjectMeta as RawMeta};
 use crate::describe::Describe;
 use crate::error::Result;
 use crate::lazy::Lazy;
@@ -54,8 +54,17 @@ pub trait Handler {
         Ok(())
     }
 
-    /// Every object has been seen since load or leadership: clean up orphans (0.2.0 only).
+    /// Every object has been seen since load or leadership: clean up orphans (not called in a
+    /// 0.1.0 component).
     fn on_synced() -> Result<()> {
+        Ok(())
+    }
+
+    /// Called once at load, before `describe`: an error refuses the operator's
+    /// [`settings`](crate::settings) and the plugin is not loaded, with the error's message
+    /// (a [`SettingsError`](crate::settings::SettingsError) names the key and what it expected).
+    /// Defaults to accepting every table. Not called in a 0.1.0 component.
+    fn validate_settings() -> Result<()> {
         Ok(())
     }
 
@@ -245,37 +254,42 @@ fn delete(obj: RawObject, unknown: bool) -> Event<DynamicObject> {
 #[doc(hidden)]
 pub mod adapter {
     use super::*;
-    use crate::bindings::kubewasm::handler::types::{
+    use crate::bindings::kubewasm::handler0_2_0::types::{
         HandlerError, Object as RawObject, PluginInfo,
     };
-    use crate::world::{V0_2, select};
+    use crate::world::{V0_3, select};
 
     type Raw = std::result::Result<(), HandlerError>;
 
+    pub fn validate_settings<H: Handler>() -> std::result::Result<(), String> {
+        select(&V0_3);
+        H::validate_settings().map_err(|e| e.to_string())
+    }
+
     pub fn describe<H: Handler>() -> PluginInfo {
-        select(&V0_2);
+        select(&V0_3);
         let d = H::describe();
         record::<H>(&d);
         d.into_info::<H::Kind>()
     }
 
     pub fn on_add<H: Handler>(obj: RawObject, init: bool) -> Raw {
-        select(&V0_2);
+        select(&V0_3);
         Ok(route::<H>(add(obj, init))?)
     }
 
     pub fn on_update<H: Handler>(old: RawObject, new: RawObject, sync: bool) -> Raw {
-        select(&V0_2);
+        select(&V0_3);
         Ok(route::<H>(update(old, new, sync))?)
     }
 
     pub fn on_delete<H: Handler>(obj: RawObject, unknown: bool) -> Raw {
-        select(&V0_2);
+        select(&V0_3);
         Ok(route::<H>(delete(obj, unknown))?)
     }
 
     pub fn on_synced<H: Handler>() -> Raw {
-        select(&V0_2);
+        select(&V0_3);
         Ok(H::on_synced()?)
     }
 }
@@ -329,7 +343,7 @@ pub mod adapter_v0_1 {
 mod tests {
     use super::*;
     use crate::Describe;
-    use crate::bindings::kubewasm::handler::types::HandlerError;
+    use crate::bindings::kubewasm::handler0_2_0::types::HandlerError;
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
     use std::cell::RefCell;

@@ -3,11 +3,11 @@
 
 use serde_json::Value;
 
-use crate::bindings::kubewasm::handler::kube as raw;
-use crate::bindings::kubewasm::handler::types::Object as RawObject;
+use crate::bindings::kubewasm::handler0_2_0::kube as raw;
+use crate::bindings::kubewasm::handler0_2_0::types::Object as RawObject;
 use crate::error::{Error, Result};
 use crate::lazy::Lazy;
-use crate::object::{Named, Object};
+use crate::object::{DynamicObject, Named, Object};
 use crate::patch::JsonPatch;
 
 pub use raw::PatchType;
@@ -25,7 +25,7 @@ fn decode<K: Object>(o: RawObject) -> Result<K> {
 }
 
 fn type_of<K: Object>() -> (&'static str, &'static str) {
-    K::TYPE.expect("this call needs a typed kind; use the `_dyn` variant for DynamicObject")
+    K::TYPE.expect("this call needs a typed kind; use its `_kind` variant for DynamicObject")
 }
 
 /// What `apply` did: the object as stored, and whether the apply created it.
@@ -41,6 +41,25 @@ pub struct Applied<K> {
 /// `Ok(None)` when it does not exist.
 pub fn get<K: Object>(namespace: Option<&str>, name: &str) -> Result<Option<K>> {
     let (api_version, kind) = type_of::<K>();
+    get_as(api_version, kind, namespace, name)
+}
+
+/// [`get`] of `kind` of `api_version`, for a kind without a Rust type.
+pub fn get_kind(
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Option<DynamicObject>> {
+    get_as(api_version, kind, namespace, name)
+}
+
+fn get_as<K: Object>(
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Option<K>> {
     raw::get(api_version, kind, namespace, name)?
         .map(decode)
         .transpose()
@@ -98,19 +117,37 @@ pub fn replace<K: Object>(obj: &K) -> Result<K> {
     decode(raw::replace(&serde_json::to_string(obj)?, None, PLAIN)?)
 }
 
+/// Where a patch goes: the kind and the object.
+struct Target<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    namespace: Option<&'a str>,
+    name: &'a str,
+}
+
+impl<'a> Target<'a> {
+    fn of<K: Object>(namespace: Option<&'a str>, name: &'a str) -> Self {
+        let (api_version, kind) = type_of::<K>();
+        Target {
+            api_version,
+            kind,
+            namespace,
+            name,
+        }
+    }
+}
+
 fn patch<K: Object>(
-    namespace: Option<&str>,
-    name: &str,
+    to: Target<'_>,
     kind: PatchType,
     body: &str,
     subresource: Option<&str>,
 ) -> Result<K> {
-    let (api_version, k) = type_of::<K>();
     decode(raw::patch(
-        api_version,
-        k,
-        namespace,
-        name,
+        to.api_version,
+        to.kind,
+        to.namespace,
+        to.name,
         kind,
         body,
         subresource,
@@ -120,28 +157,79 @@ fn patch<K: Object>(
 
 /// Merge-patches (RFC 7386) object `name` with `patch` (see [`crate::patch`] for builders).
 pub fn patch_merge<K: Object>(namespace: Option<&str>, name: &str, patch: &Value) -> Result<K> {
-    self::patch(namespace, name, PatchType::Merge, &patch.to_string(), None)
+    let to = Target::of::<K>(namespace, name);
+    self::patch(to, PatchType::Merge, &patch.to_string(), None)
+}
+
+/// [`patch_merge`] of `kind` of `api_version`, for a kind without a Rust type.
+pub fn patch_merge_kind(
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+    patch: &Value,
+) -> Result<DynamicObject> {
+    let to = Target {
+        api_version,
+        kind,
+        namespace,
+        name,
+    };
+    self::patch(to, PatchType::Merge, &patch.to_string(), None)
 }
 
 /// Applies JSON Patch operations to object `name`; a failed `test` is 422.
 pub fn patch_json<K: Object>(namespace: Option<&str>, name: &str, ops: &JsonPatch) -> Result<K> {
-    self::patch(namespace, name, PatchType::Json, &ops.to_json(), None)
+    let to = Target::of::<K>(namespace, name);
+    self::patch(to, PatchType::Json, &ops.to_json(), None)
 }
 
 /// Merge-patches the `status` subresource of `name`: `status` is the new `.status` fields.
+/// What a controller does to report what it observed (e.g. `availableReplicas`).
 pub fn patch_status<K: Object>(
     namespace: Option<&str>,
     name: &str,
     status: impl serde::Serialize,
 ) -> Result<K> {
     let body = crate::patch::status(status)?.to_string();
-    self::patch(namespace, name, PatchType::Merge, &body, Some("status"))
+    let to = Target::of::<K>(namespace, name);
+    self::patch(to, PatchType::Merge, &body, Some("status"))
+}
+
+/// [`patch_status`] of `kind` of `api_version`, for a custom kind without a Rust type (a
+/// [`DynamicObject`] controller's primary).
+pub fn patch_status_kind(
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+    status: impl serde::Serialize,
+) -> Result<DynamicObject> {
+    let body = crate::patch::status(status)?.to_string();
+    let to = Target {
+        api_version,
+        kind,
+        namespace,
+        name,
+    };
+    self::patch(to, PatchType::Merge, &body, Some("status"))
 }
 
 /// Deletes `name`; with `uid`, only if it is still that object (409 otherwise). A missing
 /// object is `Ok`: what the caller wanted is true.
 pub fn delete<K: Object>(namespace: Option<&str>, name: &str, uid: Option<&str>) -> Result<()> {
     let (api_version, kind) = type_of::<K>();
+    delete_kind(api_version, kind, namespace, name, uid)
+}
+
+/// [`delete`] of `kind` of `api_version`, for a kind without a Rust type.
+pub fn delete_kind(
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+    uid: Option<&str>,
+) -> Result<()> {
     match raw::delete(api_version, kind, namespace, name, uid) {
         Err(e) if e.code == 404 => Ok(()),
         r => r.map_err(Error::from),

@@ -5,7 +5,7 @@
 use std::cell::OnceCell;
 use std::fmt;
 
-use crate::bindings::kubewasm::handler::types::Object as RawObject;
+use crate::bindings::kubewasm::handler0_2_0::types::Object as RawObject;
 use crate::error::{Error, Result};
 use crate::object::{Named, Object};
 
@@ -30,6 +30,11 @@ impl<K: Object> Lazy<K> {
     /// The same object as another kind, not decoded (a decode already done is dropped).
     pub(crate) fn retype<T: Object>(self) -> Lazy<T> {
         Lazy::new(self.raw)
+    }
+
+    /// The typed object if [`get`](Lazy::get) already decoded it.
+    pub(crate) fn decoded(&self) -> Option<&K> {
+        self.typed.get()
     }
 
     /// What the host sent.
@@ -135,7 +140,7 @@ impl<K> fmt::Debug for Lazy<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bindings::kubewasm::handler::types::ObjectMeta as RawMeta;
+    use crate::bindings::kubewasm::handler0_2_0::types::ObjectMeta as RawMeta;
     use k8s_openapi::api::core::v1::ConfigMap;
 
     fn raw(json: &str) -> RawObject {

@@ -65,6 +65,38 @@ impl Object for DynamicObject {
     }
 }
 
+/// Implements [`Object`] for a `serde` struct of a custom resource with a `metadata:
+/// ObjectMeta` field, so it is a typed kind like a `k8s-openapi` one: a [`Handler`]'s or a
+/// [`Controller`]'s `Kind`, and what `cache::get::<T>`, `kube::patch_status::<T>` and
+/// `Controls::owns::<T>` take. The struct needs no `apiVersion` or `kind` field to be read or
+/// patched; give it those two (serialized as `apiVersion` and `kind`) to `apply` or `create` it.
+///
+/// ```ignore
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Widget { metadata: kubewasm_sdk::ObjectMeta, spec: WidgetSpec }
+/// kubewasm_sdk::custom_resource!(Widget, "example.com/v1", "Widget");
+/// ```
+///
+/// [`Handler`]: crate::Handler
+/// [`Controller`]: crate::Controller
+#[macro_export]
+macro_rules! custom_resource {
+    ($type:ty, $api_version:literal, $kind:literal) => {
+        impl $crate::Object for $type {
+            const TYPE: ::core::option::Option<(&'static str, &'static str)> =
+                ::core::option::Option::Some(($api_version, $kind));
+
+            fn meta(&self) -> &$crate::ObjectMeta {
+                &self.metadata
+            }
+
+            fn type_of(&self) -> (&str, &str) {
+                ($api_version, $kind)
+            }
+        }
+    };
+}
+
 /// What names an object and reads its labels, implemented by typed objects and by
 /// [`Lazy`](crate::Lazy) (from the metadata the host extracted, without a decode), so [`key`],
 /// [`label`] and [`events`](crate::events) take either.
@@ -151,6 +183,27 @@ mod tests {
         let ns: Namespace = serde_json::from_str(r#"{"metadata":{"name":"a"}}"#).unwrap();
         assert_eq!(key(&ns), "a");
         assert_eq!(ConfigMap::TYPE, Some(("v1", "ConfigMap")));
+    }
+
+    #[derive(Serialize, Deserialize)]
+    struct Widget {
+        metadata: ObjectMeta,
+        spec: serde_json::Value,
+    }
+    crate::custom_resource!(Widget, "example.com/v1", "Widget");
+
+    #[test]
+    fn a_custom_resource_struct_is_a_typed_kind() {
+        assert_eq!(Widget::TYPE, Some(("example.com/v1", "Widget")));
+        let w: Widget = serde_json::from_str(
+            r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"namespace":"a","name":"w","uid":"u"},"spec":{}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (w.kind(), key(&w), w.uid()),
+            ("Widget", "a/w".to_string(), "u")
+        );
+        assert_eq!(w.api_version(), "example.com/v1");
     }
 
     #[test]

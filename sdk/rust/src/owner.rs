@@ -1,8 +1,14 @@
 //! Owner references, as a controller sets them on what it owns (controller-runtime's
 //! `SetControllerReference`), so the garbage collector deletes the owned objects with their
-//! owner and a handler can tell its own objects from others'. [`kube::apply_owned`] is
-//! [`set_controller`] then [`kube::apply`]; [`kube::apply_owned_if_changed`] skips the write when
-//! [`is_up_to_date`] finds the cached object already as wanted.
+//! owner, a [`Controller`](crate::Controller)'s `owns::<K>()` maps their events back to the
+//! owner, and a handler can tell its own objects from others'.
+//!
+//! - [`controller_ref`]: the reference itself; [`set_controller`] puts it on an object.
+//! - [`kube::apply_owned`]: [`set_controller`] then [`kube::apply`];
+//!   [`kube::apply_owned_if_changed`] skips the write when [`is_up_to_date`] finds the cached
+//!   object already as wanted.
+//! - [`is_controlled_by`] ("is this mine") and [`controller_of`] (whose is it), on typed or
+//!   [`Lazy`] objects ([`HasOwners`]).
 //!
 //! Scope is read from the objects themselves: one with a non-empty `metadata.namespace` is
 //! namespaced, one without is cluster-scoped (so set the namespace of a namespaced object
@@ -12,7 +18,10 @@
 //! [`kube::apply`]: crate::kube::apply
 //! [`kube::apply_owned_if_changed`]: crate::kube::apply_owned_if_changed
 
+use std::borrow::Cow;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -67,17 +76,57 @@ pub fn controller_ref(owner: &(impl Named + ?Sized)) -> Result<OwnerReference> {
     })
 }
 
-/// Whether `obj` has a controller reference (`controller: true`) to `owner`'s uid: "is this
-/// mine". False when `owner` has no uid.
-pub fn is_controlled_by(obj: &impl Object, owner: &(impl Named + ?Sized)) -> bool {
+/// What carries `metadata.ownerReferences`: typed objects (read in place) and [`Lazy`] ones,
+/// which the host's metadata does not cover, so a `Lazy` not yet decoded reads only that list
+/// from its JSON (a fraction of a full decode; a projected or unreadable object has none).
+pub trait HasOwners {
+    /// The object's owner references, in order.
+    fn owner_references(&self) -> Cow<'_, [OwnerReference]>;
+}
+
+impl<K: Object> HasOwners for K {
+    fn owner_references(&self) -> Cow<'_, [OwnerReference]> {
+        Cow::Borrowed(self.meta().owner_references.as_deref().unwrap_or_default())
+    }
+}
+
+impl<K: Object> HasOwners for Lazy<K> {
+    fn owner_references(&self) -> Cow<'_, [OwnerReference]> {
+        if let Some(k) = self.decoded() {
+            return k.owner_references();
+        }
+        #[derive(Deserialize)]
+        struct Only {
+            #[serde(default)]
+            metadata: Meta,
+        }
+        #[derive(Default, Deserialize)]
+        struct Meta {
+            #[serde(default, rename = "ownerReferences")]
+            owner_references: Vec<OwnerReference>,
+        }
+        let refs = serde_json::from_str::<Only>(self.json())
+            .map(|o| o.metadata.owner_references)
+            .unwrap_or_default();
+        Cow::Owned(refs)
+    }
+}
+
+/// The controller reference of `obj` (the owner reference with `controller: true`; there is at
+/// most one), if any: who owns it, e.g. to find the primary an owned object belongs to.
+pub fn controller_of(obj: &(impl HasOwners + ?Sized)) -> Option<OwnerReference> {
+    obj.owner_references()
+        .iter()
+        .find(|r| r.controller == Some(true))
+        .cloned()
+}
+
+/// Whether `obj` (typed or [`Lazy`]) has a controller reference (`controller: true`) to
+/// `owner`'s uid: "is this mine", before a controller updates or deletes what it finds. False
+/// when `owner` has no uid.
+pub fn is_controlled_by(obj: &(impl HasOwners + ?Sized), owner: &(impl Named + ?Sized)) -> bool {
     let uid = owner.uid();
-    !uid.is_empty()
-        && obj
-            .meta()
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|r| r.controller == Some(true) && r.uid == uid)
+    !uid.is_empty() && controller_of(obj).is_some_and(|r| r.uid == uid)
 }
 
 /// Makes `owner` the controller of `obj`, as controller-runtime's `SetControllerReference`:
@@ -334,8 +383,34 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn lazy_objects_read_their_references_without_a_full_decode() {
+        let owner = deploy("a", "u1");
+        let mine = serde_json::to_value(controller_ref(&owner).unwrap()).unwrap();
+        let plain = json!({"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u9"});
+        let obj = lazy::<ConfigMap>(json!({"metadata": {"name": "cfg",
+            "ownerReferences": [plain, mine]}, "data": {"k": 1}}));
+        // `data.k` is not a string: a full decode would fail, the references are still read.
+        assert!(obj.get().is_err());
+        assert!(is_controlled_by(&obj, &owner));
+        assert!(!is_controlled_by(&obj, &deploy("a", "u9")));
+        assert_eq!(controller_of(&obj).map(|r| r.name), Some("web".to_string()));
+        assert_eq!(obj.owner_references().len(), 2);
+        let none = lazy::<ConfigMap>(json!({"metadata": {"name": "cfg"}}));
+        assert_eq!(controller_of(&none), None);
+        assert!(!is_controlled_by(
+            &lazy::<ConfigMap>(json!("not an object")),
+            &owner
+        ));
+        // A decoded Lazy answers from the decoded object.
+        let decoded = lazy::<ConfigMap>(json!({"metadata": {"ownerReferences": [mine]}}));
+        decoded.get().unwrap();
+        assert!(matches!(decoded.owner_references(), Cow::Borrowed(_)));
+        assert!(is_controlled_by(&decoded, &owner));
+    }
+
     fn lazy<K: Object>(v: serde_json::Value) -> Lazy<K> {
-        use crate::bindings::kubewasm::handler::types::{
+        use crate::bindings::kubewasm::handler0_2_0::types::{
             Object as RawObject, ObjectMeta as RawMeta,
         };
         Lazy::new(RawObject {
