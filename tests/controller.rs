@@ -30,10 +30,19 @@ fn b64(s: &str) -> String {
 
 /// The greeting the owned Secret of `primary` holds, and the uid its controller reference names.
 async fn owned(secrets: &Api<Secret>, primary: &str) -> Option<(String, String)> {
-    let s = secrets.get_opt(&format!("{primary}-owned")).await.unwrap()?;
+    let s = secrets
+        .get_opt(&format!("{primary}-owned"))
+        .await
+        .unwrap()?;
     let data = s.data.unwrap_or_default();
-    let greeting = data.get("greeting").map(|b| String::from_utf8_lossy(&b.0).into_owned())?;
-    let owner = s.metadata.owner_references?.into_iter().find(|r| r.controller == Some(true))?;
+    let greeting = data
+        .get("greeting")
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())?;
+    let owner = s
+        .metadata
+        .owner_references?
+        .into_iter()
+        .find(|r| r.controller == Some(true))?;
     Some((greeting, owner.uid))
 }
 
@@ -50,7 +59,10 @@ async fn wait_owned(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("never: {what}; the Secret is {:?}", owned(secrets, primary).await);
+    panic!(
+        "never: {what}; the Secret is {:?}",
+        owned(secrets, primary).await
+    );
 }
 
 fn reconciles(t: &TestHost, plugin: &str, key: &str) -> usize {
@@ -73,7 +85,11 @@ async fn a_controller_reconciles_its_primary_owned_and_watched_kinds_under_its_s
     let dir = plugin_dir();
     let plugin = "ctl";
     let manifest = dir.path().join(format!("{plugin}.toml"));
-    std::fs::write(&manifest, format!("[settings]\nmapping = \"label:app\"\n{GRANTS}")).unwrap();
+    std::fs::write(
+        &manifest,
+        format!("[settings]\nmapping = \"label:app\"\n{GRANTS}"),
+    )
+    .unwrap();
     install(&guest(CONTROLLER), dir.path(), &format!("{plugin}.wasm"));
     let t = start_host(&server, Some(dir.path().to_path_buf()), Limits::default()).await;
     t.logs.wait_line(plugin, "synced").await;
@@ -91,7 +107,9 @@ async fn a_controller_reconciles_its_primary_owned_and_watched_kinds_under_its_s
         .metadata
         .uid
         .unwrap();
-    t.logs.wait_line(plugin, "reconcile default/web: present").await;
+    t.logs
+        .wait_line(plugin, "reconcile default/web: present")
+        .await;
     wait_owned(&secrets, "web", "the owned Secret", |o| {
         o.as_ref() == Some(&("hello".to_string(), uid.clone()))
     })
@@ -115,7 +133,11 @@ async fn a_controller_reconciles_its_primary_owned_and_watched_kinds_under_its_s
         })
         .await;
     assert_eq!(
-        t.recorder.calls(plugin).iter().filter(|c| c.key == "default/web-owned").count(),
+        t.recorder
+            .calls(plugin)
+            .iter()
+            .filter(|c| c.key == "default/web-owned")
+            .count(),
         0,
         "the owned object is never reconciled itself"
     );
@@ -183,6 +205,8 @@ async fn a_controller_reconciles_its_primary_owned_and_watched_kinds_under_its_s
         .delete("web", &DeleteParams::default())
         .await
         .unwrap();
-    t.logs.wait_line(plugin, "reconcile default/web: absent").await;
+    t.logs
+        .wait_line(plugin, "reconcile default/web: absent")
+        .await;
     t.host.shutdown().await;
 }

@@ -800,7 +800,10 @@ fn test_runs_a_controllers_scenarios() {
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains(&format!("{} passed, 0 failed", files.len())), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{} passed, 0 failed", files.len())),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -1080,7 +1083,7 @@ fn new_templates_build_check_and_pass_their_scenario() {
         cases.push(("c", "apps/v1/Deployment", "handler"));
         cases.push(("c", "v1/Namespace", "handler"));
     }
-    for lang in ["python", "javascript"] {
+    for lang in ["rust", "python", "javascript"] {
         if cases.iter().any(|(l, _, _)| *l == lang) {
             cases.push((lang, "v1/ConfigMap", "reconcile"));
         }
@@ -1092,7 +1095,15 @@ fn new_templates_build_check_and_pass_their_scenario() {
         let start = std::time::Instant::now();
         let out = kubewasm_new(
             dir.path(),
-            &[&name, "--lang", lang, "--resource", resource, "--kind", what],
+            &[
+                &name,
+                "--lang",
+                lang,
+                "--resource",
+                resource,
+                "--kind",
+                what,
+            ],
         );
         assert!(
             out.status.success(),
@@ -1140,10 +1151,11 @@ fn new_templates_build_check_and_pass_their_scenario() {
             String::from_utf8_lossy(&out.stderr)
         );
         let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-        let world = if what == "reconcile" {
-            "0.3.0-controller"
-        } else {
-            "0.2.0"
+        // The Rust SDK builds 0.3.0 handlers; the other templates' handlers stay on 0.2.0.
+        let world = match (what, lang) {
+            ("reconcile", _) => "0.3.0-controller",
+            (_, "rust") => "0.3.0",
+            _ => "0.2.0",
         };
         assert_eq!(report["world"], world, "{lang}: {stdout}");
         assert_eq!(

@@ -59,7 +59,11 @@ impl Count {
     async fn reach(&self, n: usize) {
         let started = Instant::now();
         while self.len() < n {
-            assert!(started.elapsed() < PATIENCE, "only {} of {n} reconciles", self.len());
+            assert!(
+                started.elapsed() < PATIENCE,
+                "only {} of {n} reconciles",
+                self.len()
+            );
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
@@ -106,7 +110,14 @@ async fn create_primaries(api: &Api<ConfigMap>, prefix: &str, n: usize) -> Vec<S
             "data": {"v": "0"},
         }))
         .unwrap();
-        uids.push(api.create(&PostParams::default(), &cm).await.unwrap().metadata.uid.unwrap());
+        uids.push(
+            api.create(&PostParams::default(), &cm)
+                .await
+                .unwrap()
+                .metadata
+                .uid
+                .unwrap(),
+        );
     }
     uids
 }
@@ -138,20 +149,30 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let faults = server.shared_faults();
 
-    println!("| concurrency | reconciles | kubewasm reconciles/s | kube-runtime reconciles/s | kubewasm ÷ kube-runtime |");
+    println!(
+        "| concurrency | reconciles | kubewasm reconciles/s | kube-runtime reconciles/s | kubewasm ÷ kube-runtime |"
+    );
     println!("|---|---|---|---|---|");
     let names: Vec<String> = (0..PRIMARIES).map(|i| format!("p{i}")).collect();
     create_primaries(&primaries, "p", PRIMARIES).await;
     for n in [1u16, 8] {
         let plugin = format!("ctl{n}");
-        std::fs::copy(guest("rust-controller-fixture.wasm"), dir.path().join(format!("{plugin}.wasm")))
-            .unwrap();
+        std::fs::copy(
+            guest("rust-controller-fixture.wasm"),
+            dir.path().join(format!("{plugin}.wasm")),
+        )
+        .unwrap();
         std::fs::write(
             dir.path().join(format!("{plugin}.toml")),
             format!("concurrency = {n}\n[settings]\nnoop = true\n{GRANTS}"),
         )
         .unwrap();
-        let out = t.host.manager().load_file(&dir.path().join(format!("{plugin}.wasm"))).await.unwrap();
+        let out = t
+            .host
+            .manager()
+            .load_file(&dir.path().join(format!("{plugin}.wasm")))
+            .await
+            .unwrap();
         assert!(matches!(out, LoadOutcome::Loaded { .. }), "{out:?}");
         let wasm = Count::default();
         {
@@ -180,7 +201,12 @@ async fn main() {
         native.settle(Duration::from_millis(500)).await;
         let (w0, n0) = (wasm.len(), native.len());
         faults.pause_watches();
-        change_all(&primaries, names.clone(), serde_json::json!({"data": {"v": format!("{n}")}})).await;
+        change_all(
+            &primaries,
+            names.clone(),
+            serde_json::json!({"data": {"v": format!("{n}")}}),
+        )
+        .await;
         faults.resume_watches();
         wasm.reach(w0 + PRIMARIES).await;
         native.reach(n0 + PRIMARIES).await;
@@ -207,15 +233,27 @@ async fn main() {
         }
     }
     let plugin = "dedup";
-    std::fs::copy(guest("rust-controller-fixture.wasm"), dir.path().join(format!("{plugin}.wasm"))).unwrap();
+    std::fs::copy(
+        guest("rust-controller-fixture.wasm"),
+        dir.path().join(format!("{plugin}.wasm")),
+    )
+    .unwrap();
     std::fs::write(
         dir.path().join(format!("{plugin}.toml")),
         format!("[settings]\nnoop = true\n{GRANTS}"),
     )
     .unwrap();
-    t.host.manager().load_file(&dir.path().join(format!("{plugin}.wasm"))).await.unwrap();
+    t.host
+        .manager()
+        .load_file(&dir.path().join(format!("{plugin}.wasm")))
+        .await
+        .unwrap();
     let reconciles = |t: &TestHost| {
-        t.recorder.calls(plugin).iter().filter(|c| c.call == CallKind::Reconcile).count()
+        t.recorder
+            .calls(plugin)
+            .iter()
+            .filter(|c| c.call == CallKind::Reconcile)
+            .count()
     };
     let native = Arc::new(AtomicUsize::new(0));
     {
@@ -250,7 +288,9 @@ async fn main() {
     }
     let (w, k) = (reconciles(&t) - w0, native.load(Ordering::SeqCst) - n0);
     println!();
-    println!("| owned changes | owners | kubewasm reconciles | ÷ owners | kube-runtime reconciles | ÷ owners |");
+    println!(
+        "| owned changes | owners | kubewasm reconciles | ÷ owners | kube-runtime reconciles | ÷ owners |"
+    );
     println!("|---|---|---|---|---|---|");
     println!(
         "| {} | {OWNERS} | {w} | {:.2} | {k} | {:.2} |",

@@ -165,7 +165,10 @@ const WIT: &[TemplateFile] = &[
     file("wit/handler.wit", wit!("0.2.0", "handler.wit")),
     file("wit/deps/cli.wit", wit!("0.2.0", "deps/cli.wit")),
     file("wit/deps/clocks.wit", wit!("0.2.0", "deps/clocks.wit")),
-    file("wit/deps/filesystem.wit", wit!("0.2.0", "deps/filesystem.wit")),
+    file(
+        "wit/deps/filesystem.wit",
+        wit!("0.2.0", "deps/filesystem.wit"),
+    ),
     file("wit/deps/http.wit", wit!("0.2.0", "deps/http.wit")),
     file("wit/deps/io.wit", wit!("0.2.0", "deps/io.wit")),
     file("wit/deps/random.wit", wit!("0.2.0", "deps/random.wit")),
@@ -182,7 +185,10 @@ const WIT_0_3: &[TemplateFile] = &[
     ),
     file("wit/deps/cli.wit", wit!("0.3.0", "deps/cli.wit")),
     file("wit/deps/clocks.wit", wit!("0.3.0", "deps/clocks.wit")),
-    file("wit/deps/filesystem.wit", wit!("0.3.0", "deps/filesystem.wit")),
+    file(
+        "wit/deps/filesystem.wit",
+        wit!("0.3.0", "deps/filesystem.wit"),
+    ),
     file("wit/deps/http.wit", wit!("0.3.0", "deps/http.wit")),
     file("wit/deps/io.wit", wit!("0.3.0", "deps/io.wit")),
     file("wit/deps/random.wit", wit!("0.3.0", "deps/random.wit")),
@@ -206,9 +212,16 @@ const RUST_FILES: &[TemplateFile] = &[
     file("src/lib.rs", template!("rust/src/lib.rs")),
     script("build.sh", template!("rust/build.sh")),
     file(".gitignore", template!("rust/gitignore")),
+];
+
+/// The Rust SDK a new project builds on (it lives outside the repository), with its WIT.
+const RUST_SDK: &[TemplateFile] = &[
     sdk_rust!("Cargo.toml"),
     sdk_rust!("README.md"),
+    sdk_rust!("build.rs"),
     sdk_rust!("src/lib.rs"),
+    sdk_rust!("src/controller.rs"),
+    sdk_rust!("src/settings.rs"),
     sdk_rust!("src/cache.rs"),
     sdk_rust!("src/describe.rs"),
     sdk_rust!("src/error.rs"),
@@ -223,6 +236,7 @@ const RUST_FILES: &[TemplateFile] = &[
     sdk_rust!("src/patch.rs"),
     sdk_rust!("src/world.rs"),
     sdk_rust!("wit/handler.wit"),
+    sdk_rust!("wit/deps/handler-0.2.0/handler.wit"),
     sdk_rust!("wit/deps/cli.wit"),
     sdk_rust!("wit/deps/clocks.wit"),
     sdk_rust!("wit/deps/filesystem.wit"),
@@ -232,6 +246,16 @@ const RUST_FILES: &[TemplateFile] = &[
     sdk_rust!("wit/deps/sockets.wit"),
     sdk_rust!("wit-0.1.0/handler.wit"),
     sdk_rust!("wit-0.1.0/sdk.wit"),
+    sdk_rust!("wit-sdk/sdk.wit"),
+];
+
+/// The Rust controller: the handler's files but the source.
+const RUST_RECONCILE_FILES: &[TemplateFile] = &[
+    file("src/lib.rs", template!("rust/reconcile/lib.rs")),
+    file("Cargo.toml", template!("rust/Cargo.toml.in")),
+    file("Cargo.lock", template!("rust/Cargo.lock.in")),
+    script("build.sh", template!("rust/build.sh")),
+    file(".gitignore", template!("rust/gitignore")),
 ];
 
 const PYTHON_FILES: &[TemplateFile] = &[
@@ -347,6 +371,7 @@ const JAVASCRIPT_SDK: &[TemplateFile] = &[
 /// The SDK sources a project in `lang` gets under `sdk/` (none where the template has no SDK).
 fn sdk_files(lang: Lang) -> &'static [TemplateFile] {
     match lang {
+        Lang::Rust => RUST_SDK,
         Lang::Python => PYTHON_SDK,
         Lang::Javascript => JAVASCRIPT_SDK,
         _ => &[],
@@ -369,7 +394,7 @@ impl Lang {
         match self {
             Lang::Rust => LangTemplate {
                 files: RUST_FILES,
-                reconcile_files: None,
+                reconcile_files: Some(RUST_RECONCILE_FILES),
                 readme_files: template!("rust/files.md"),
                 readme_build: template!("rust/build.md"),
                 title: "Rust",
@@ -402,6 +427,15 @@ impl Lang {
                 readme_build: template!("go/build.md"),
                 title: "Go",
             },
+        }
+    }
+
+    /// The `kubewasm:handler` version a handler in this language is built for: the Rust SDK's
+    /// handlers are 0.3.0 components, the other templates' 0.2.0 ones.
+    fn handler_world(self) -> &'static str {
+        match self {
+            Lang::Rust => "0.3.0",
+            _ => "0.2.0",
         }
     }
 
@@ -713,9 +747,23 @@ fn render_all(args: &NewArgs, repo: Option<&Path>) -> anyhow::Result<Vec<(String
         ("second-key", object_key(&second)),
         ("terminating", terminating(r, &second)),
         ("preexisting-reconcile", preexisting_reconciles(r, name)),
-        ("world", if reconcile { "controller" } else { "handler" }.to_string()),
-        ("wit-version", if reconcile { "0.3.0" } else { "0.2.0" }.to_string()),
-        ("what", if reconcile { "controller" } else { "handler" }.to_string()),
+        (
+            "world",
+            if reconcile { "controller" } else { "handler" }.to_string(),
+        ),
+        (
+            "wit-version",
+            if reconcile { "0.3.0" } else { "0.2.0" }.to_string(),
+        ),
+        ("handler-version", args.lang.handler_world().to_string()),
+        (
+            "sdk-macro",
+            if reconcile { "controller" } else { "handler" }.to_string(),
+        ),
+        (
+            "what",
+            if reconcile { "controller" } else { "handler" }.to_string(),
+        ),
         (
             "sdk-class",
             match (reconcile, args.lang) {
@@ -730,7 +778,10 @@ fn render_all(args: &NewArgs, repo: Option<&Path>) -> anyhow::Result<Vec<(String
     let common = if reconcile {
         [
             file("README.md", template!("common/reconcile/README.md")),
-            file("scenarios/basic.yaml", template!("common/reconcile/basic.yaml")),
+            file(
+                "scenarios/basic.yaml",
+                template!("common/reconcile/basic.yaml"),
+            ),
         ]
     } else {
         [
@@ -751,7 +802,11 @@ fn render_all(args: &NewArgs, repo: Option<&Path>) -> anyhow::Result<Vec<(String
         template!("common/grants.toml")
     };
     out.push((format!("{name}.toml"), render(grants, &vars)?, false));
-    let wit = if reconcile { WIT_0_3 } else { WIT };
+    let wit = if reconcile || args.lang.handler_world() == "0.3.0" {
+        WIT_0_3
+    } else {
+        WIT
+    };
     for f in wit.iter().chain(sdk_files(args.lang)) {
         out.push((f.path.to_string(), f.text.to_string(), false));
     }
@@ -798,8 +853,14 @@ pub(crate) fn new(args: NewArgs) -> anyhow::Result<()> {
     let mut msg = String::new();
     let name = &args.name;
     let (what, world) = match args.kind {
-        Kind::Handler => ("handler", "kubewasm:handler@0.2.0"),
-        Kind::Reconcile => ("controller", "kubewasm:handler@0.3.0 controller"),
+        Kind::Handler => (
+            "handler",
+            format!("kubewasm:handler@{}", args.lang.handler_world()),
+        ),
+        Kind::Reconcile => (
+            "controller",
+            "kubewasm:handler@0.3.0 controller".to_string(),
+        ),
     };
     let _ = writeln!(
         msg,

@@ -91,7 +91,11 @@ impl Ctl {
     }
 
     fn then(&self, key: &str, a: Answer) -> &Self {
-        self.script.lock().entry(key.into()).or_default().push_back(a);
+        self.script
+            .lock()
+            .entry(key.into())
+            .or_default()
+            .push_back(a);
         self
     }
 
@@ -236,7 +240,11 @@ async fn an_owned_objects_change_reconciles_its_owner_once_by_the_owners_key() {
     let run = r.spawn(&g);
     until(&g, "the first pass", |g| g.synced_after.lock().len() == 1).await;
     assert_eq!(g.seen(), ["reconcile ns/web present"]);
-    assert_eq!(*g.synced_after.lock(), [1], "on-synced after the first pass");
+    assert_eq!(
+        *g.synced_after.lock(),
+        [1],
+        "on-synced after the first pass"
+    );
     let d1 = owned("web-1", "web", "uid-web", 1);
     r.handlers[1].on_add(&d1, false);
     r.handlers[1].on_update(&d1, &owned("web-1", "web", "uid-web", 2), false);
@@ -256,13 +264,22 @@ async fn an_owner_reference_whose_uid_is_not_the_cached_owners_reconciles_nothin
     r.create_app("web", false);
     let g = Ctl::with_cache(&r.cache);
     let run = r.spawn(&g);
-    until(&g, "the app's reconcile", |g| g.count("reconcile ns/web present") == 1).await;
+    until(&g, "the app's reconcile", |g| {
+        g.count("reconcile ns/web present") == 1
+    })
+    .await;
     // The reference of a Deployment an earlier `web` (deleted, re-created) owned.
     r.handlers[1].on_add(&owned("old", "web", "uid-of-the-earlier-web", 1), false);
     r.handlers[1].on_add(&owned("stray", "nobody", "uid-nobody", 1), false);
     settle().await;
     assert_eq!(g.count("reconcile ns/web present"), 1, "{:?}", g.seen());
-    assert_eq!(g.seen().iter().filter(|s| s.starts_with("reconcile")).count(), 1);
+    assert_eq!(
+        g.seen()
+            .iter()
+            .filter(|s| s.starts_with("reconcile"))
+            .count(),
+        1
+    );
     r.stop(run).await;
 }
 
@@ -280,11 +297,18 @@ async fn a_burst_on_three_owned_objects_during_a_reconcile_gives_exactly_one_mor
         }
     }
     settle().await;
-    assert_eq!(g.seen().len(), 1, "nothing runs beside the key's reconcile in flight");
+    assert_eq!(
+        g.seen().len(),
+        1,
+        "nothing runs beside the key's reconcile in flight"
+    );
     g.release.add_permits(1);
     until(&g, "the one more", |g| g.seen().len() == 2).await;
     settle().await;
-    assert_eq!(g.seen(), ["reconcile ns/web present", "reconcile ns/web present"]);
+    assert_eq!(
+        g.seen(),
+        ["reconcile ns/web present", "reconcile ns/web present"]
+    );
     assert_eq!(g.most_at_once.lock()["ns/web"], 1);
     r.stop(run).await;
 }
@@ -310,7 +334,11 @@ async fn two_owners_reconcile_at_once_at_concurrency_two_and_one_owner_never_twi
     until(&g, "one more each", |g| g.seen().len() == 4).await;
     settle().await;
     let most = g.most_at_once.lock().clone();
-    assert_eq!((most["ns/web"], most["ns/db"]), (1, 1), "never one key twice at once");
+    assert_eq!(
+        (most["ns/web"], most["ns/db"]),
+        (1, 1),
+        "never one key twice at once"
+    );
     r.stop(run).await;
 }
 
@@ -384,7 +412,10 @@ async fn an_error_backs_off_per_key_and_a_later_success_resets_the_backoff() {
     assert_eq!(gaps[0], 5, "{gaps:?}");
     assert_eq!(gaps[1], 10, "{gaps:?}");
     assert_eq!(gaps[2], 20, "{gaps:?}");
-    assert_eq!(gaps[4], 5, "after a success the backoff starts again: {gaps:?}");
+    assert_eq!(
+        gaps[4], 5,
+        "after a success the backoff starts again: {gaps:?}"
+    );
     r.stop(run).await;
 }
 
@@ -400,9 +431,15 @@ async fn a_primary_deleted_mid_reconcile_is_reconciled_again_and_seen_absent() {
     r.cache.replace(Vec::new());
     r.handlers[0].on_delete(&gone, false);
     g.release.add_permits(1);
-    until(&g, "the reconcile after the deletion", |g| g.seen().len() == 2).await;
+    until(&g, "the reconcile after the deletion", |g| {
+        g.seen().len() == 2
+    })
+    .await;
     settle().await;
-    assert_eq!(g.seen(), ["reconcile ns/web present", "reconcile ns/web absent"]);
+    assert_eq!(
+        g.seen(),
+        ["reconcile ns/web present", "reconcile ns/web absent"]
+    );
     r.stop(run).await;
 }
 
@@ -476,7 +513,11 @@ async fn a_resync_reconciles_every_primary_and_on_synced_follows_the_first_pass(
     until(&g, "on-synced", |g| g.synced_after.lock().len() == 1).await;
     let seen = g.seen();
     assert_eq!(seen.len(), 3, "{seen:?}");
-    assert_eq!(*g.synced_after.lock(), [3], "after every reconcile of the first pass");
+    assert_eq!(
+        *g.synced_after.lock(),
+        [3],
+        "after every reconcile of the first pass"
+    );
     // A resync of the primary kind names every key; one of the owned kind names none.
     for name in ["a", "b", "c"] {
         let a = app(name, 1);

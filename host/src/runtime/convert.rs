@@ -175,8 +175,8 @@ pub(crate) mod v3c {
     use std::time::Duration;
 
     use super::v2;
-    use crate::runtime::bindings::v3c::kubewasm::handler0_3_0::controller_types as wit;
     use crate::runtime::bindings::v2::kubewasm::handler::types::HandlerError;
+    use crate::runtime::bindings::v3c::kubewasm::handler0_3_0::controller_types as wit;
     use crate::runtime::guest_log::cap_guest_text;
     use crate::runtime::types::{
         HandlerOutcome, KeyMapping, MIN_REQUEUE_AFTER, ObjectKey, PluginInfo, Role,

@@ -19,7 +19,9 @@ use super::http_policy::HttpPolicy;
 use super::limits::{Limits, MemoryCapExceeded};
 use super::pool::PoolReservation;
 use super::store::StoreState;
-use super::types::{CacheReader, GuestObject, HandlerOutcome, ObjectKey, PluginInfo, PluginSettings};
+use super::types::{
+    CacheReader, GuestObject, HandlerOutcome, ObjectKey, PluginInfo, PluginSettings,
+};
 use super::validate::WorldPre;
 
 const RUNTIME_TARGET: &str = "kubewasm::runtime";
@@ -456,9 +458,10 @@ impl HandlerInstance {
                 WorldPre::V1(pre) => pre.instantiate_async(&mut store).await.map(Bound::V1),
                 WorldPre::V2(pre) => pre.instantiate_async(&mut store).await.map(Bound::V2),
                 WorldPre::V3(pre) => pre.instantiate_async(&mut store).await.map(Bound::V3),
-                WorldPre::Controller(pre) => {
-                    pre.instantiate_async(&mut store).await.map(Bound::Controller)
-                }
+                WorldPre::Controller(pre) => pre
+                    .instantiate_async(&mut store)
+                    .await
+                    .map(Bound::Controller),
             }
         };
         let clock = self.poll_clock.then_some(&clock);

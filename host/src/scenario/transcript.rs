@@ -296,7 +296,12 @@ impl Entry {
                 "reconcile" => Some("initial"),
                 _ => None,
             };
-            for f in ["is-in-initial-list", "is-sync", "final-state-unknown", "initial"] {
+            for f in [
+                "is-in-initial-list",
+                "is-sync",
+                "final-state-unknown",
+                "initial",
+            ] {
                 if Some(f) != flag && fields.iter().any(|(k, _)| k == f) {
                     return Err(ExpectationError::NoSuchFlag {
                         call: main.to_string(),

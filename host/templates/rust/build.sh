@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds {{name}}.wasm (a kubewasm:handler@0.2.0 component) in this folder from src/lib.rs.
+# Builds {{name}}.wasm (a kubewasm:handler@0.3.0 component) in this folder from src/lib.rs.
 # Needs: cargo and rustup with the wasm32-wasip2 target (guest-examples/install-toolchains.sh adds it).
 # Honours CARGO_TARGET_DIR (default: ./target). wit-bindgen comes from crates.io (or cargo's cache).
 set -euo pipefail

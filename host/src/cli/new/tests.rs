@@ -31,14 +31,25 @@ fn every_template_renders_without_leftover_placeholders() {
         Lang::Go,
     ] {
         for resource in ["v1/ConfigMap", "apps/v1/Deployment", "v1/Namespace"] {
-            let args = NewArgs {
-                name: "my-handler".into(),
-                lang,
-                resource: parse_resource(resource).unwrap(),
-            };
-            let files = render_all(&args, Some(Path::new("/repo"))).unwrap();
-            assert!(files.iter().any(|(p, _, x)| p == "build.sh" && *x));
-            assert!(files.iter().any(|(p, _, _)| p == "my-handler.toml"));
+            for kind in [Kind::Handler, Kind::Reconcile] {
+                let args = NewArgs {
+                    name: "my-handler".into(),
+                    lang,
+                    resource: parse_resource(resource).unwrap(),
+                    kind,
+                };
+                let files = match render_all(&args, Some(Path::new("/repo"))) {
+                    Ok(files) => files,
+                    // C and Go have no controller template, and say so.
+                    Err(e) if kind == Kind::Reconcile && matches!(lang, Lang::C | Lang::Go) => {
+                        assert!(e.to_string().contains("--kind reconcile"), "{e}");
+                        continue;
+                    }
+                    Err(e) => panic!("{lang:?} {resource} {kind:?}: {e:#}"),
+                };
+                assert!(files.iter().any(|(p, _, x)| p == "build.sh" && *x));
+                assert!(files.iter().any(|(p, _, _)| p == "my-handler.toml"));
+            }
         }
     }
 }
@@ -61,6 +72,7 @@ fn every_sdk_module_reaches_a_new_project() {
             name: "my-handler".into(),
             lang,
             resource: parse_resource("v1/ConfigMap").unwrap(),
+            kind: Kind::Reconcile,
         };
         let files = render_all(&args, None).unwrap();
         let sdk = Path::new(env!("CARGO_MANIFEST_DIR"))

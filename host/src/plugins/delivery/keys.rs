@@ -113,7 +113,11 @@ pub(crate) fn existing(
 }
 
 /// The owner an object's controller reference names, if it is a cached primary with that uid.
-fn owner_key(obj: &KubeObject, primary: &PrimaryKind, cache: &dyn PrimaryLookup) -> Option<Arc<str>> {
+fn owner_key(
+    obj: &KubeObject,
+    primary: &PrimaryKind,
+    cache: &dyn PrimaryLookup,
+) -> Option<Arc<str>> {
     let refs: Refs = serde_json::from_str(obj.json()).ok()?;
     let owner = refs
         .metadata
@@ -196,7 +200,11 @@ mod tests {
     }
 
     fn cache() -> Cache {
-        Cache(HashMap::from([("ns/web", "uid-web"), ("ns/db", "uid-db"), ("global", "uid-g")]))
+        Cache(HashMap::from([
+            ("ns/web", "uid-web"),
+            ("ns/db", "uid-db"),
+            ("global", "uid-g"),
+        ]))
     }
 
     fn primary() -> PrimaryKind {
@@ -233,7 +241,10 @@ mod tests {
     #[test]
     fn an_owned_object_names_its_controller_owner_by_group_kind_and_uid() {
         let n = add(owned("web-1", "web", "uid-web", true));
-        assert_eq!(keys(route(&Role::Owned, &n, &primary(), &cache())), ["ns/web"]);
+        assert_eq!(
+            keys(route(&Role::Owned, &n, &primary(), &cache())),
+            ["ns/web"]
+        );
     }
 
     #[test]
@@ -261,7 +272,10 @@ mod tests {
             new: owned("x", "db", "uid-db", true),
             is_sync: false,
         };
-        assert_eq!(keys(route(&Role::Owned, &n, &primary(), &cache())), ["ns/web", "ns/db"]);
+        assert_eq!(
+            keys(route(&Role::Owned, &n, &primary(), &cache())),
+            ["ns/web", "ns/db"]
+        );
     }
 
     #[test]
@@ -280,7 +294,10 @@ mod tests {
             new: app,
             is_sync: true,
         };
-        assert_eq!(keys(route(&Role::Primary, &n, &primary(), &cache())), ["ns/web"]);
+        assert_eq!(
+            keys(route(&Role::Primary, &n, &primary(), &cache())),
+            ["ns/web"]
+        );
     }
 
     #[test]
@@ -293,20 +310,45 @@ mod tests {
         let same = Role::Watched(KeyMapping::SameName);
         let label = Role::Watched(KeyMapping::Label("app.example.com/name".into()));
         let field = Role::Watched(KeyMapping::Field("/spec/appRef/name".into()));
-        let s = secret("db", json!({"app.example.com/name": "web"}), json!({"appRef": {"name": "web"}}));
-        assert_eq!(keys(route(&same, &add(s.clone()), &primary(), &cache())), ["ns/db"]);
-        assert_eq!(keys(route(&label, &add(s.clone()), &primary(), &cache())), ["ns/web"]);
-        assert_eq!(keys(route(&field, &add(s), &primary(), &cache())), ["ns/web"]);
-        let unrelated = secret("tls", json!({"app.example.com/name": "nope"}), json!({"appRef": {"name": 7}}));
+        let s = secret(
+            "db",
+            json!({"app.example.com/name": "web"}),
+            json!({"appRef": {"name": "web"}}),
+        );
+        assert_eq!(
+            keys(route(&same, &add(s.clone()), &primary(), &cache())),
+            ["ns/db"]
+        );
+        assert_eq!(
+            keys(route(&label, &add(s.clone()), &primary(), &cache())),
+            ["ns/web"]
+        );
+        assert_eq!(
+            keys(route(&field, &add(s), &primary(), &cache())),
+            ["ns/web"]
+        );
+        let unrelated = secret(
+            "tls",
+            json!({"app.example.com/name": "nope"}),
+            json!({"appRef": {"name": 7}}),
+        );
         for role in [&same, &label, &field] {
             assert!(keys(route(role, &add(unrelated.clone()), &primary(), &cache())).is_empty());
         }
         // A cluster-scoped primary is found by name from a namespaced object.
         let g = secret("global", json!({}), json!({}));
-        assert_eq!(keys(route(&same, &add(g), &primary(), &cache())), ["global"]);
+        assert_eq!(
+            keys(route(&same, &add(g), &primary(), &cache())),
+            ["global"]
+        );
         let guest = Role::Watched(KeyMapping::Guest);
         assert_eq!(
-            route(&guest, &add(secret("x", json!({}), json!({}))), &primary(), &cache()),
+            route(
+                &guest,
+                &add(secret("x", json!({}), json!({}))),
+                &primary(),
+                &cache()
+            ),
             Routed::AskGuest
         );
     }

@@ -207,10 +207,9 @@ impl Manifest {
                 (k.clone(), text)
             })
             .collect();
-        let json = serde_json::Value::Object(
-            t.iter().map(|(k, v)| (k.clone(), json_of(v))).collect(),
-        )
-        .to_string();
+        let json =
+            serde_json::Value::Object(t.iter().map(|(k, v)| (k.clone(), json_of(v))).collect())
+                .to_string();
         PluginSettings { values, json }
     }
 
@@ -262,8 +261,9 @@ fn json_of(v: &toml::Value) -> serde_json::Value {
     match v {
         toml::Value::String(s) => J::String(s.clone()),
         toml::Value::Integer(i) => J::from(*i),
-        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
-            .map_or_else(|| J::String(v.to_string()), J::Number),
+        toml::Value::Float(f) => {
+            serde_json::Number::from_f64(*f).map_or_else(|| J::String(v.to_string()), J::Number)
+        }
         toml::Value::Boolean(b) => J::Bool(*b),
         toml::Value::Datetime(d) => J::String(d.to_string()),
         toml::Value::Array(a) => J::Array(a.iter().map(json_of).collect()),
@@ -301,10 +301,17 @@ mod tests {
 
     #[test]
     fn settings_over_their_bound_are_a_manifest_error() {
-        let big = format!("[settings]\nblob = \"{}\"\n", "x".repeat(MAX_SETTINGS_BYTES));
-        let err = Manifest::parse(Path::new("p.toml"), &big).unwrap_err().to_string();
+        let big = format!(
+            "[settings]\nblob = \"{}\"\n",
+            "x".repeat(MAX_SETTINGS_BYTES)
+        );
+        let err = Manifest::parse(Path::new("p.toml"), &big)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("[settings] takes"), "{err}");
-        let many: String = (0..=MAX_SETTINGS_KEYS).map(|i| format!("k{i} = 1\n")).collect();
+        let many: String = (0..=MAX_SETTINGS_KEYS)
+            .map(|i| format!("k{i} = 1\n"))
+            .collect();
         let err = Manifest::parse(Path::new("p.toml"), &format!("[settings]\n{many}"))
             .unwrap_err()
             .to_string();

@@ -171,9 +171,8 @@ pub(crate) fn validate_controller(info: &PluginInfo) -> Result<(), SubscriptionE
 fn is_label_key(key: &str) -> bool {
     !key.is_empty()
         && !key.contains([',', '=', '!', ' ', '(', ')'])
-        && kubewasm_apimachinery::LabelSelector::parse(key).is_ok_and(|s| {
-            s.requirements().len() == 1 && s.requirements()[0].key() == key
-        })
+        && kubewasm_apimachinery::LabelSelector::parse(key)
+            .is_ok_and(|s| s.requirements().len() == 1 && s.requirements()[0].key() == key)
 }
 
 /// Guest strings shown in errors are cut, so a 1 MB "kind" does not become a 1 MB log line.

@@ -12,7 +12,7 @@ use super::{Begun, RunConfig, UserPaths};
 use crate::host::{Host, HostBuilder};
 use crate::informer::{BackoffConfig, InformerFactory, ReflectorConfig};
 use crate::plugins::{CallGate, DeliveryMode, GrantError, GrantPolicy, describe_file, plugin_name};
-use crate::runtime::{HandlerWorld, Limits, RuntimeConfig};
+use crate::runtime::{Limits, RuntimeConfig};
 use crate::scenario::file::Scenario;
 use crate::scenario::recorder::Recorder;
 
@@ -66,7 +66,11 @@ impl Copies {
                 std::fs::copy(m, &manifest_copy)
                     .map_err(|e| anyhow::anyhow!("manifest {}: cannot read: {e}", m.display()))?;
                 if let Some(n) = scenario.concurrency {
-                    set_in_copy(&manifest_copy, "concurrency", toml::Value::Integer(n as i64))?;
+                    set_in_copy(
+                        &manifest_copy,
+                        "concurrency",
+                        toml::Value::Integer(n as i64),
+                    )?;
                 }
                 GrantPolicy::default()
             }
@@ -78,7 +82,11 @@ impl Copies {
             if manifest.is_none() {
                 std::fs::write(&manifest_copy, "")?;
             }
-            set_in_copy(&manifest_copy, "settings", toml::Value::Table(settings.clone()))?;
+            set_in_copy(
+                &manifest_copy,
+                "settings",
+                toml::Value::Table(settings.clone()),
+            )?;
         }
         // Without a manifest a grants error suggests one beside the handler, where the user
         // would write it.

@@ -1,4 +1,4 @@
-//! {{name}}: a kubewasm handler (world `kubewasm:handler@0.2.0`, through the Rust SDK in `sdk/`)
+//! {{name}}: a kubewasm handler (world `kubewasm:handler@0.3.0` `handler`, through the Rust SDK in `sdk/`)
 //! for {{api-version}} {{kind}}.
 //!
 //! Logs every call with the object's key and records a Normal Event `Observed` about each object

@@ -29,8 +29,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use tokio_util::sync::CancellationToken;
 
-use super::quarantine::QuarantinePolicy;
 use super::keys::{PrimaryKind, PrimaryLookup};
+use super::quarantine::QuarantinePolicy;
 use super::queue::{Finish, PluginQueue, QueueKey, QueueMetrics};
 use super::state::{SharedState, StateEvent};
 use crate::informer::{Indexer, SyncProbe};

@@ -62,7 +62,13 @@ impl Dispatcher {
 
     /// Queues reconciles of the keys a `keys-for` answer named, each only if it names a cached
     /// primary (so a guest cannot make the host hold keys of objects that do not exist).
-    fn reconcile_named<G: Guest>(&self, from: &str, keys: Vec<ObjectKey>, initial: bool, guest: &G) {
+    fn reconcile_named<G: Guest>(
+        &self,
+        from: &str,
+        keys: Vec<ObjectKey>,
+        initial: bool,
+        guest: &G,
+    ) {
         let Some(c) = &self.controller else { return };
         if keys.len() > MAX_KEYS_PER_ANSWER && guest.admit_line() {
             tracing::warn!(plugin = %self.plugin, key = from, named = keys.len(), kept = MAX_KEYS_PER_ANSWER,

@@ -796,7 +796,13 @@ fn log_settings_change(
     if added.is_empty() && removed.is_empty() && changed.is_empty() {
         return;
     }
-    let list = |l: &[String]| if l.is_empty() { "nothing".to_string() } else { l.join(", ") };
+    let list = |l: &[String]| {
+        if l.is_empty() {
+            "nothing".to_string()
+        } else {
+            l.join(", ")
+        }
+    };
     tracing::info!(plugin = %name, from, to,
         "settings changed: added {}; removed {}; changed {}", list(&added), list(&removed), list(&changed));
 }
