@@ -179,7 +179,8 @@ pub(crate) mod v3c {
     use crate::runtime::bindings::v3c::kubewasm::handler0_3_0::controller_types as wit;
     use crate::runtime::guest_log::cap_guest_text;
     use crate::runtime::types::{
-        HandlerOutcome, KeyMapping, MIN_REQUEUE_AFTER, ObjectKey, PluginInfo, Role,
+        HandlerOutcome, KeyMapping, MAX_REQUEUE_AFTER, MIN_REQUEUE_AFTER, ObjectKey, PluginInfo,
+        Role,
     };
 
     /// A controller's `describe()`: its primary, owned and watched kinds become subscriptions
@@ -230,16 +231,42 @@ pub(crate) mod v3c {
             .collect()
     }
 
-    /// A reconcile's result as the plugins layer sees it; a requeue is at least
-    /// [`MIN_REQUEUE_AFTER`] away.
+    /// A reconcile's result as the plugins layer sees it; a requeue is from
+    /// [`MIN_REQUEUE_AFTER`] to [`MAX_REQUEUE_AFTER`] away, whatever number the guest sent.
     pub(crate) fn outcome(result: Result<wit::Outcome, HandlerError>) -> HandlerOutcome {
         match result {
             Ok(wit::Outcome::Done) => HandlerOutcome::Ok,
             Ok(wit::Outcome::RequeueAfter(ms)) => {
-                HandlerOutcome::RequeueAfter(Duration::from_millis(ms).max(MIN_REQUEUE_AFTER))
+                let after = Duration::from_millis(ms).clamp(MIN_REQUEUE_AFTER, MAX_REQUEUE_AFTER);
+                HandlerOutcome::RequeueAfter(after)
             }
             Err(HandlerError::Retry(msg)) => HandlerOutcome::Retry(cap_guest_text(msg)),
             Err(HandlerError::Fatal(msg)) => HandlerOutcome::Fatal(cap_guest_text(msg)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::v3c;
+    use crate::runtime::bindings::v3c::kubewasm::handler0_3_0::controller_types::Outcome;
+    use crate::runtime::{HandlerOutcome, MAX_REQUEUE_AFTER, MIN_REQUEUE_AFTER};
+
+    /// A hostile number cannot overflow the queue's timer, nor make a key spin.
+    #[test]
+    fn a_requeue_is_kept_between_a_second_and_a_week() {
+        for (ms, after) in [
+            (0, MIN_REQUEUE_AFTER),
+            (1, MIN_REQUEUE_AFTER),
+            (30_000, Duration::from_secs(30)),
+            (u64::MAX, MAX_REQUEUE_AFTER),
+        ] {
+            assert_eq!(
+                v3c::outcome(Ok(Outcome::RequeueAfter(ms))),
+                HandlerOutcome::RequeueAfter(after)
+            );
         }
     }
 }

@@ -382,10 +382,12 @@ use super::bindings::v3::kubewasm::handler0_3_0::settings;
 impl settings::Host for StoreState {
     /// The operator's text, copied once per call; charged to the call's account, so a guest
     /// calling it in a loop holds at most one answer at a time.
+    /// The key the guest sent is charged too: it was lifted into host memory for the call.
     fn get(&mut self, key: String) -> Option<String> {
+        let memory = self.call_memory();
+        memory.charge(key.len() as u64).ok()?;
         let settings = self.settings.clone();
         let value = settings.get(&key)?;
-        let memory = self.call_memory();
         memory.charge(value.len() as u64).ok()?;
         Some(value.to_owned())
     }

@@ -71,8 +71,8 @@ pub use observer::{
 pub use pool::{PoolFull, PoolReservation};
 pub use types::{
     ApiError, CacheError, CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, HandlerWorld,
-    KeyMapping, MIN_REQUEUE_AFTER, NoCache, ObjectKey, ObjectView, Permission, PluginInfo,
-    PluginSettings, Role, Subscription,
+    KeyMapping, MAX_REQUEUE_AFTER, MIN_REQUEUE_AFTER, NoCache, ObjectKey, ObjectView, Permission,
+    PluginInfo, PluginSettings, Role, Subscription,
 };
 // Only the unit tests name these.
 #[cfg(test)]

@@ -421,13 +421,17 @@ pub enum HandlerOutcome {
     /// Log and count, never redeliver.
     Fatal(String),
     /// A controller's reconcile succeeded and asks to be called for the key again after this
-    /// delay (at least [`MIN_REQUEUE_AFTER`]).
+    /// delay (from [`MIN_REQUEUE_AFTER`] to [`MAX_REQUEUE_AFTER`]).
     RequeueAfter(std::time::Duration),
 }
 
 /// Shortest `requeue-after` the host honours: a controller asking for less gets this, so a
 /// key cannot be made to spin.
 pub const MIN_REQUEUE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Longest `requeue-after` the host honours (a week): a longer one is this, so no guest number
+/// can overflow a timer; resyncs and events come back sooner anyway.
+pub const MAX_REQUEUE_AFTER: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// Severity of a guest log line, mirroring the WIT `log.level` enum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
