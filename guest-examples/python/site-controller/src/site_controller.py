@@ -32,6 +32,20 @@ def domain() -> str:
     return settings.get("domain", dns_name, DEFAULT_DOMAIN)
 
 
+def parse_spec(site):
+    """`spec.replicas` (default 1), `spec.image` (default nginx:1.27) and `spec.message`
+    (default empty). The CRD's schema checks them on a real cluster; a value of another type is
+    `Fatal`: retrying cannot fix it, the next edit of the Site brings the key back."""
+    spec = site.get("spec") or {}
+    replicas = spec.get("replicas", 1)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+        raise Fatal(f"Site {site.key}: spec.replicas must be a non-negative integer")
+    image, message = spec.get("image") or DEFAULT_IMAGE, spec.get("message", "")
+    if not isinstance(image, str) or not isinstance(message, str):
+        raise Fatal(f"Site {site.key}: spec.image and spec.message must be strings")
+    return replicas, image, message
+
+
 class Sites(Controller):
     name = "site-controller"
     primary = subscription(SITE, "Site")
@@ -52,17 +66,13 @@ class Sites(Controller):
             # Deleted: the garbage collector deletes what it owned (their owner references).
             log.info(f"Site {key} is gone: nothing to do")
             return done()
-        spec = site.get("spec") or {}
-        replicas = spec.get("replicas", 1)
-        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
-            raise Fatal(f"Site {key}: spec.replicas must be a non-negative integer")
-        image = spec.get("image") or DEFAULT_IMAGE
+        replicas, image, message = parse_spec(site)
         labels = {"app.kubernetes.io/name": "site", "app.kubernetes.io/instance": site.name}
 
         content = Object.ref("v1", "ConfigMap", f"{site.name}-content", site.namespace)
         content.labels.update(labels)
-        content["data"] = {"message": str(spec.get("message", "")), "host": f"{site.name}.{domain()}"}
-        self.ensure(site, content)
+        content["data"] = {"message": message, "host": f"{site.name}.{domain()}"}
+        wrote = self.ensure(site, content)
 
         deploy = Object.ref("apps/v1", "Deployment", site.name, site.namespace)
         deploy.labels.update(labels)
@@ -74,27 +84,33 @@ class Sites(Controller):
                                 "volumeMounts": [{"name": "content", "mountPath": "/usr/share/nginx/html"}]}],
                 "volumes": [{"name": "content", "configMap": {"name": content.name}}]}},
         }
-        self.ensure(site, deploy)
+        wrote |= self.ensure(site, deploy)
 
         service = Object.ref("v1", "Service", site.name, site.namespace)
         service.labels.update(labels)
         service["spec"] = {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}
-        self.ensure(site, service)
+        wrote |= self.ensure(site, service)
 
         # The owned Deployment's events reconcile its Site, so its status arrives here.
         have = kube.cached("apps/v1", "Deployment", site.name, site.namespace)
         available = ((have or {}).get("status") or {}).get("availableReplicas", 0)
-        self.reflect(site, replicas, available)
+        wrote |= self.reflect(site, replicas, available)
+        if not wrote:
+            log.debug(f"Site {key}: up to date")
         return done()
 
-    def ensure(self, site, obj):
-        """Applies `obj` as owned by `site`, unless the cache already holds it as wanted."""
+    def ensure(self, site, obj) -> bool:
+        """Applies `obj` as owned by `site`, unless the cache already holds it as wanted; whether
+        it wrote."""
         got = kube.apply_owned_if_changed(site, obj)
-        if got is not None:
-            log.info(f"applied {obj['kind']} {obj.key} ({'created' if got.created else 'updated'})")
+        if got is None:
+            return False
+        log.info(f"applied {obj['kind']} {obj.key} ({'created' if got.created else 'updated'})")
+        return True
 
-    def reflect(self, site, replicas: int, available: int):
-        """Patches the Site's status (the status subresource) when what it says has changed."""
+    def reflect(self, site, replicas: int, available: int) -> bool:
+        """Patches the Site's status (the status subresource) when what it says has changed;
+        whether it wrote."""
         ready = available >= replicas
         want = {
             "type": "Ready",
@@ -107,7 +123,7 @@ class Sites(Controller):
         if (status.get("availableReplicas") == available
                 and status.get("observedGeneration") == site.metadata.get("generation")
                 and all(was.get(k) == v for k, v in want.items())):
-            return
+            return False
         # The transition time moves only when the condition's status does.
         since = was.get("lastTransitionTime") if was.get("status") == want["status"] else None
         want["lastTransitionTime"] = since or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -116,6 +132,7 @@ class Sites(Controller):
         kube.patch_status(site, {"observedGeneration": site.metadata.get("generation"),
                                  "availableReplicas": available, "conditions": others + [want]})
         log.info(f"status of Site {site.key}: {want['message']}, Ready={want['status']}")
+        return True
 
 
 WitWorld = world(Sites())
