@@ -533,3 +533,34 @@ async fn a_resync_reconciles_every_primary_and_on_synced_follows_the_first_pass(
     }
     r.stop(run).await;
 }
+
+/// A hostile `keys-for` naming thousands of keys: only cached primaries are reconciled, each
+/// once, and the host holds no item for the invented ones.
+#[tokio::test(start_paused = true)]
+async fn a_flood_of_invented_keys_from_keys_for_costs_nothing_but_the_answer() {
+    let r = rig(1, KeyMapping::Guest);
+    r.create_app("web", false);
+    let g = Ctl::with_cache(&r.cache);
+    let mut keys: Vec<ObjectKey> = (0..5000)
+        .map(|i| ObjectKey {
+            namespace: Some("ns".into()),
+            name: format!("invented-{i}"),
+        })
+        .collect();
+    keys.insert(
+        3,
+        ObjectKey {
+            namespace: Some("ns".into()),
+            name: "web".into(),
+        },
+    );
+    *g.keys_for.lock() = keys;
+    let run = r.spawn(&g);
+    until(&g, "the app's reconcile", |g| g.seen().len() == 1).await;
+    r.handlers[2].on_add(&secret("creds", "x", 1), false);
+    until(&g, "the mapped reconcile", |g| g.seen().len() == 3).await;
+    settle().await;
+    assert_eq!(g.seen().len(), 3, "{:?}", g.seen());
+    assert_eq!(r.dispatcher.depth(), 0, "nothing of the invented keys waits");
+    r.stop(run).await;
+}

@@ -1156,7 +1156,32 @@ fn calls_work_from_tokio_blocking_threads() {
 fn each_component_is_bound_to_the_world_it_implements() {
     assert_eq!(shared().logger.world(), HandlerWorld::V0_1);
     assert_eq!(shared().fixture.world(), HandlerWorld::V0_1);
-    assert_eq!(shared().logger_v2.world(), HandlerWorld::V0_2);
+    // logger-v2 is built on the Rust SDK, whose handlers are 0.3.0 components now.
+    assert_eq!(shared().logger_v2.world(), HandlerWorld::V0_3);
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/fixtures");
+    let read = |f: &str| std::fs::read(fixtures.join(f)).expect("bash tests/fixtures/build.sh");
+    let rt = &shared().runtime;
+    // A 0.2.0 component on the raw bindings still loads as what it is.
+    let raw = rt.compile(&read("rust-raw-noop.wasm")).unwrap();
+    assert_eq!(raw.world(), HandlerWorld::V0_2);
+    let controller = rt.compile(&read("rust-controller-fixture.wasm")).unwrap();
+    assert_eq!(controller.world(), HandlerWorld::Controller);
+    // A component that exports `reconcile` is a controller and must export the whole set.
+    let partial = wat::parse_str(
+        r#"(component
+            (core module $m (func (export "f")))
+            (core instance $i (instantiate $m))
+            (func $f (canon lift (core func $i "f")))
+            (export "reconcile" (func $f)))"#,
+    )
+    .unwrap();
+    let err = rt.compile(&partial).err().expect("must be rejected");
+    assert!(
+        matches!(err, RuntimeError::WrongWorld(ref m)
+            if m.contains("validate-settings, describe, keys-for, on-synced")
+                || m.contains("validate-settings, describe")),
+        "{err}"
+    );
 }
 
 #[test]

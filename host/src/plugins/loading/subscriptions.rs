@@ -197,6 +197,65 @@ mod tests {
         }
     }
 
+    fn controller(kinds: &[(&str, &str)], roles: Vec<Role>) -> PluginInfo {
+        PluginInfo {
+            name: "c".into(),
+            subscriptions: kinds
+                .iter()
+                .map(|(av, kind)| Subscription {
+                    api_version: (*av).into(),
+                    kind: (*kind).into(),
+                    ..sub(None, None, 0)
+                })
+                .collect(),
+            permissions: Vec::new(),
+            http_origins: Vec::new(),
+            events: false,
+            controller: Some(roles),
+        }
+    }
+
+    #[test]
+    fn a_controller_declares_each_kind_once_with_well_formed_mappings() {
+        let ok = controller(
+            &[("example.com/v1", "App"), ("apps/v1", "Deployment"), ("v1", "Secret")],
+            vec![
+                Role::Primary,
+                Role::Owned,
+                Role::Watched(KeyMapping::Label("app.example.com/name".into())),
+            ],
+        );
+        assert_eq!(validate_controller(&ok), Ok(()));
+        let twice = controller(
+            &[("example.com/v1", "App"), ("v1", "Secret"), ("v1", "Secret")],
+            vec![Role::Primary, Role::Owned, Role::Watched(KeyMapping::SameName)],
+        );
+        let err = validate_controller(&twice).unwrap_err().to_string();
+        assert!(
+            err.contains("declared as an owned kind and again as a watched kind"),
+            "{err}"
+        );
+        for (mapping, says) in [
+            (KeyMapping::Field("spec/name".into()), "is not a JSON pointer"),
+            (KeyMapping::Field(format!("/{}", "x".repeat(300))), "is not a JSON pointer"),
+            (KeyMapping::Label("bad label!".into()), "is not a label key"),
+            (KeyMapping::Label(String::new()), "is not a label key"),
+        ] {
+            let bad = controller(
+                &[("example.com/v1", "App"), ("v1", "Secret")],
+                vec![Role::Primary, Role::Watched(mapping)],
+            );
+            let err = validate_controller(&bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{err}");
+            assert!(err.len() < 400, "a guest string is cut in the error: {err}");
+        }
+        let not_first = controller(
+            &[("v1", "Secret"), ("example.com/v1", "App")],
+            vec![Role::Owned, Role::Primary],
+        );
+        assert!(validate_controller(&not_first).is_err());
+    }
+
     #[test]
     fn identical_subscriptions_merge_with_the_shortest_resync() {
         let mut subs = vec![
