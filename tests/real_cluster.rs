@@ -44,6 +44,7 @@ use super::lb_controller::{self, Cloud, event_is, wait_event_in};
 use super::{notifier, replicator};
 
 mod controllers;
+mod site_controller;
 
 /// `kubewasm` itself (this crate's copy), to print the RBAC as a user would.
 const KUBEWASM: &str = env!("CARGO_BIN_EXE_kubewasm-replica");

@@ -79,10 +79,21 @@ fn check_prints_describe_of_every_example() {
             "{stdout}"
         );
         // The loggers (the cross-language conformance reference) and the label-auditor stay on
-        // the 0.1.0 world; every other example acts, so it is built on 0.2.0.
+        // the 0.1.0 world; every other example acts: the site-controllers are 0.3.0
+        // controllers, the Rust SDK builds 0.3.0 handlers, the other handlers are 0.2.0 (so
+        // every world keeps an example that loads beside the newer ones).
         let name = f.file_name().unwrap().to_string_lossy().into_owned();
-        let v1 = name.ends_with("configmap-logger.wasm") || name == "rust-label-auditor.wasm";
-        assert_eq!(v["world"], if v1 { "0.1.0" } else { "0.2.0" }, "{stdout}");
+        let world = if name.ends_with("configmap-logger.wasm") || name == "rust-label-auditor.wasm"
+        {
+            "0.1.0"
+        } else if name.ends_with("site-controller.wasm") {
+            "0.3.0-controller"
+        } else if name.starts_with("rust-") {
+            "0.3.0"
+        } else {
+            "0.2.0"
+        };
+        assert_eq!(v["world"], world, "{stdout}");
         if f.file_name()
             .unwrap()
             .to_string_lossy()
@@ -279,7 +290,8 @@ fn check_lists_what_a_plugin_asks_for_beyond_its_grants_and_fails() {
         "missing grants fail the check: {stderr}"
     );
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON even when refused");
-    assert_eq!(v["world"], "0.2.0");
+    // logger-v2 is built on the Rust SDK: a 0.3.0 handler.
+    assert_eq!(v["world"], "0.3.0");
     assert_eq!(v["describe"]["events"], true, "{stdout}");
     assert_eq!(v["granted"]["source"]["from"], "built-in", "{stdout}");
     assert_eq!(

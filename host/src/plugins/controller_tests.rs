@@ -561,6 +561,10 @@ async fn a_flood_of_invented_keys_from_keys_for_costs_nothing_but_the_answer() {
     until(&g, "the mapped reconcile", |g| g.seen().len() == 3).await;
     settle().await;
     assert_eq!(g.seen().len(), 3, "{:?}", g.seen());
-    assert_eq!(r.dispatcher.depth(), 0, "nothing of the invented keys waits");
+    assert_eq!(
+        r.dispatcher.depth(),
+        0,
+        "nothing of the invented keys waits"
+    );
     r.stop(run).await;
 }

@@ -218,7 +218,11 @@ mod tests {
     #[test]
     fn a_controller_declares_each_kind_once_with_well_formed_mappings() {
         let ok = controller(
-            &[("example.com/v1", "App"), ("apps/v1", "Deployment"), ("v1", "Secret")],
+            &[
+                ("example.com/v1", "App"),
+                ("apps/v1", "Deployment"),
+                ("v1", "Secret"),
+            ],
             vec![
                 Role::Primary,
                 Role::Owned,
@@ -227,8 +231,16 @@ mod tests {
         );
         assert_eq!(validate_controller(&ok), Ok(()));
         let twice = controller(
-            &[("example.com/v1", "App"), ("v1", "Secret"), ("v1", "Secret")],
-            vec![Role::Primary, Role::Owned, Role::Watched(KeyMapping::SameName)],
+            &[
+                ("example.com/v1", "App"),
+                ("v1", "Secret"),
+                ("v1", "Secret"),
+            ],
+            vec![
+                Role::Primary,
+                Role::Owned,
+                Role::Watched(KeyMapping::SameName),
+            ],
         );
         let err = validate_controller(&twice).unwrap_err().to_string();
         assert!(
@@ -236,8 +248,14 @@ mod tests {
             "{err}"
         );
         for (mapping, says) in [
-            (KeyMapping::Field("spec/name".into()), "is not a JSON pointer"),
-            (KeyMapping::Field(format!("/{}", "x".repeat(300))), "is not a JSON pointer"),
+            (
+                KeyMapping::Field("spec/name".into()),
+                "is not a JSON pointer",
+            ),
+            (
+                KeyMapping::Field(format!("/{}", "x".repeat(300))),
+                "is not a JSON pointer",
+            ),
             (KeyMapping::Label("bad label!".into()), "is not a label key"),
             (KeyMapping::Label(String::new()), "is not a label key"),
         ] {
