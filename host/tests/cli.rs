@@ -580,6 +580,159 @@ fn dev_grants_what_plugins_ask_for_and_warns() {
     assert_eq!(warnings, 1, "{text}");
 }
 
+/// The canonical controller under `kubewasm dev`, driven by kubectl as a user drives it: the
+/// Site's CRD, then a Site (its Deployment, Service and ConfigMap appear, owned by it, and its
+/// status follows the Deployment's Pods, which `dev` runs without nodes), an owned ConfigMap
+/// edited behind the controller's back (put back), and the Site deleted (what it owned goes with
+/// it, by the embedded server's garbage collector).
+#[test]
+fn dev_runs_the_site_controller_driven_by_kubectl() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let example =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/rust/site-controller");
+    let dir = plugins_dir(
+        &[("site-controller", dist().join("rust-site-controller.wasm"))],
+        &[],
+    );
+    std::fs::copy(
+        example.join("site-controller.toml"),
+        dir.path().join("site-controller.toml"),
+    )
+    .unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = kubewasm()
+        .args(["dev", "--port", "0", "--plugins"])
+        .arg(dir.path())
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .arg("--cache-dir")
+        .arg(target_dir().join("test-cache/kubewasm"))
+        .args(["--metrics-bind-address=0", "--health-probe-bind-address=0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let output = output.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                output.lock().unwrap().push(line);
+            }
+        });
+    }
+    let kubectl = |args: &[&str]| -> (bool, String) {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
+            .output()
+            .expect("kubectl is installed");
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let mut until = |what: &str, cond: &mut dyn FnMut() -> bool| {
+        let started = Instant::now();
+        while !cond() {
+            if started.elapsed() > Duration::from_secs(120) {
+                let _ = child.kill();
+                panic!(
+                    "never: {what}; output:\n{}",
+                    output.lock().unwrap().join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    until("the kubeconfig", &mut || kubeconfig.is_file());
+    until("the server", &mut || kubectl(&["get", "namespaces"]).0);
+    let crd = example.join("crd.yaml");
+    until("the CRD applied", &mut || {
+        kubectl(&["apply", "-f", crd.to_str().unwrap()]).0
+    });
+    let site = example.join("site.yaml");
+    until("the Site applied", &mut || {
+        kubectl(&["apply", "-f", site.to_str().unwrap()]).0
+    });
+    let owner = |kind: &str, name: &str| {
+        kubectl(&[
+            "get",
+            kind,
+            name,
+            "-o",
+            "jsonpath={.metadata.ownerReferences[0].kind}",
+        ])
+        .1 == "Site"
+    };
+    until("the owned Deployment", &mut || owner("deployment", "web"));
+    until("the owned Service", &mut || owner("service", "web"));
+    until("the owned ConfigMap", &mut || {
+        owner("configmap", "web-content")
+    });
+    until("the Site's status from the Deployment's Pods", &mut || {
+        kubectl(&[
+            "get",
+            "site",
+            "web",
+            "-o",
+            "jsonpath={.status.availableReplicas}",
+        ])
+        .1 == "2"
+    });
+    let message = || {
+        kubectl(&[
+            "get",
+            "configmap",
+            "web-content",
+            "-o",
+            "jsonpath={.data.message}",
+        ])
+        .1
+    };
+    let want = message();
+    assert!(!want.is_empty());
+    let (ok, out) = kubectl(&[
+        "patch",
+        "configmap",
+        "web-content",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"message":"edited behind its back"}}"#,
+    ]);
+    assert!(ok, "{out}");
+    until("the ConfigMap put back", &mut || message() == want);
+    let (ok, out) = kubectl(&["delete", "site", "web"]);
+    assert!(ok, "{out}");
+    until("what the Site owned gone with it", &mut || {
+        kubectl(&["get", "deployment", "web"])
+            .1
+            .contains("NotFound")
+            && kubectl(&["get", "configmap", "web-content"])
+                .1
+                .contains("NotFound")
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = output.lock().unwrap().join("\n");
+    assert!(
+        !text.contains("403") && !text.contains("Forbidden"),
+        "{text}"
+    );
+}
+
 /// What `kubewasm rbac` prints is accepted by an API server (`kubectl apply --server-side`).
 #[test]
 fn rbac_output_applies_with_kubectl() {

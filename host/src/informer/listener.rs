@@ -24,6 +24,9 @@ pub trait ResourceEventHandler: Send + Sync + 'static {
     /// `final_state_unknown` is true for a deletion inferred by a relist; `obj` is then the last
     /// known state (client-go `DeletedFinalStateUnknown`).
     fn on_delete(&self, obj: &SharedObject, final_state_unknown: bool);
+    /// Every notification buffered for this handler has been delivered: the end of a burst.
+    /// A handler that batches (a controller's keys) hands its batch on here.
+    fn drained(&self) {}
 }
 
 /// Lets a shared handler be registered directly (and wrapped by adapters).
@@ -36,6 +39,9 @@ impl<H: ResourceEventHandler + ?Sized> ResourceEventHandler for Arc<H> {
     }
     fn on_delete(&self, obj: &SharedObject, fsu: bool) {
         (**self).on_delete(obj, fsu)
+    }
+    fn drained(&self) {
+        (**self).drained()
     }
 }
 
@@ -141,6 +147,12 @@ impl Listener {
                     tracing::error!(informer = %informer, handler = id,
                         "event handler panicked; notification skipped, handler keeps running");
                 }
+                if rx.is_empty()
+                    && std::panic::catch_unwind(AssertUnwindSafe(|| handler.drained())).is_err()
+                {
+                    tracing::error!(informer = %informer, handler = id,
+                        "event handler panicked at the end of a burst; handler keeps running");
+                }
             }
         });
         Arc::new(Self {
@@ -222,5 +234,9 @@ impl<H: ResourceEventHandler> ResourceEventHandler for FilteringHandler<H> {
         if self.selector.matches(&obj.meta().labels) {
             self.inner.on_delete(obj, fsu);
         }
+    }
+
+    fn drained(&self) {
+        self.inner.drained();
     }
 }

@@ -203,6 +203,7 @@ impl Rig {
         let a = app(name, 1);
         self.cache.add(a.clone());
         self.handlers[0].on_add(&a, initial);
+        self.handlers[0].drained();
     }
 
     fn spawn(&self, g: &Ctl) -> tokio::task::JoinHandle<()> {
@@ -247,7 +248,9 @@ async fn an_owned_objects_change_reconciles_its_owner_once_by_the_owners_key() {
     );
     let d1 = owned("web-1", "web", "uid-web", 1);
     r.handlers[1].on_add(&d1, false);
+    r.handlers[1].drained();
     r.handlers[1].on_update(&d1, &owned("web-1", "web", "uid-web", 2), false);
+    r.handlers[1].drained();
     until(&g, "the owner's reconcile", |g| g.seen().len() == 2).await;
     settle().await;
     assert_eq!(
@@ -270,7 +273,9 @@ async fn an_owner_reference_whose_uid_is_not_the_cached_owners_reconciles_nothin
     .await;
     // The reference of a Deployment an earlier `web` (deleted, re-created) owned.
     r.handlers[1].on_add(&owned("old", "web", "uid-of-the-earlier-web", 1), false);
+    r.handlers[1].drained();
     r.handlers[1].on_add(&owned("stray", "nobody", "uid-nobody", 1), false);
+    r.handlers[1].drained();
     settle().await;
     assert_eq!(g.count("reconcile ns/web present"), 1, "{:?}", g.seen());
     assert_eq!(
@@ -295,6 +300,7 @@ async fn a_burst_on_three_owned_objects_during_a_reconcile_gives_exactly_one_mor
         for name in ["web-a", "web-b", "web-c"] {
             r.handlers[1].on_add(&owned(name, "web", "uid-web", rv), false);
         }
+        r.handlers[1].drained();
     }
     settle().await;
     assert_eq!(
@@ -327,7 +333,9 @@ async fn two_owners_reconcile_at_once_at_concurrency_two_and_one_owner_never_twi
     assert_eq!(*g.most_overall.lock(), 2, "two keys at once");
     // Events for both while both are in flight: each key waits behind its own reconcile.
     r.handlers[1].on_add(&owned("web-1", "web", "uid-web", 1), false);
+    r.handlers[1].drained();
     r.handlers[0].on_update(&app("db", 1), &app("db", 2), false);
+    r.handlers[0].drained();
     settle().await;
     assert_eq!(g.seen().len(), 2);
     g.release.add_permits(4);
@@ -378,6 +386,7 @@ async fn an_event_during_a_requeue_delay_reconciles_at_once() {
     until(&g, "the first reconcile", |g| g.seen().len() == 1).await;
     let first = tokio::time::Instant::now();
     r.handlers[1].on_add(&owned("web-1", "web", "uid-web", 1), false);
+    r.handlers[1].drained();
     until(&g, "the event's reconcile", |g| g.seen().len() == 2).await;
     assert!(first.elapsed() < Duration::from_secs(1));
     r.stop(run).await;
@@ -404,6 +413,7 @@ async fn an_error_backs_off_per_key_and_a_later_success_resets_the_backoff() {
             settle().await;
             assert_eq!(g.seen().len(), 4);
             r.handlers[0].on_update(&app("web", 1), &app("web", 2), false);
+            r.handlers[0].drained();
         }
     }
     let gaps: Vec<u128> = at.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect();
@@ -430,6 +440,7 @@ async fn a_primary_deleted_mid_reconcile_is_reconciled_again_and_seen_absent() {
     let gone = r.cache.get("ns/web").unwrap();
     r.cache.replace(Vec::new());
     r.handlers[0].on_delete(&gone, false);
+    r.handlers[0].drained();
     g.release.add_permits(1);
     until(&g, "the reconcile after the deletion", |g| {
         g.seen().len() == 2
@@ -452,9 +463,12 @@ async fn a_watched_kinds_mapping_reconciles_the_primaries_it_names() {
     let run = r.spawn(&g);
     until(&g, "the apps' reconciles", |g| g.seen().len() == 2).await;
     r.handlers[2].on_add(&secret("creds", "db", 1), false);
+    r.handlers[2].drained();
     r.handlers[2].on_add(&secret("other", "no-such-app", 1), false);
+    r.handlers[2].drained();
     // The label moves from db to web: both are reconciled.
     r.handlers[2].on_update(&secret("tls", "db", 1), &secret("tls", "web", 2), false);
+    r.handlers[2].drained();
     until(&g, "the mapped reconciles", |g| g.seen().len() == 4).await;
     settle().await;
     assert_eq!(
@@ -487,6 +501,7 @@ async fn a_guest_mapping_asks_keys_for_and_reconciles_only_cached_primaries() {
     let run = r.spawn(&g);
     until(&g, "the app's reconcile", |g| g.seen().len() == 1).await;
     r.handlers[2].on_add(&secret("creds", "whatever", 1), false);
+    r.handlers[2].drained();
     until(&g, "the mapped reconcile", |g| g.seen().len() == 3).await;
     settle().await;
     assert_eq!(
@@ -508,6 +523,7 @@ async fn a_resync_reconciles_every_primary_and_on_synced_follows_the_first_pass(
     }
     // Owned objects replayed in the initial list name their owners: still one reconcile each.
     r.handlers[1].on_add(&owned("a-1", "a", "uid-a", 1), true);
+    r.handlers[1].drained();
     let g = Ctl::with_cache(&r.cache);
     let run = r.spawn(&g);
     until(&g, "on-synced", |g| g.synced_after.lock().len() == 1).await;
@@ -522,9 +538,11 @@ async fn a_resync_reconciles_every_primary_and_on_synced_follows_the_first_pass(
     for name in ["a", "b", "c"] {
         let a = app(name, 1);
         r.handlers[0].on_update(&a, &a, true);
+        r.handlers[0].drained();
     }
     let d = owned("a-1", "a", "uid-a", 1);
     r.handlers[1].on_update(&d, &d, true);
+    r.handlers[1].drained();
     until(&g, "the resync's reconciles", |g| g.seen().len() == 6).await;
     settle().await;
     assert_eq!(g.seen().len(), 6);
@@ -558,6 +576,7 @@ async fn a_flood_of_invented_keys_from_keys_for_costs_nothing_but_the_answer() {
     let run = r.spawn(&g);
     until(&g, "the app's reconcile", |g| g.seen().len() == 1).await;
     r.handlers[2].on_add(&secret("creds", "x", 1), false);
+    r.handlers[2].drained();
     until(&g, "the mapped reconcile", |g| g.seen().len() == 3).await;
     settle().await;
     assert_eq!(g.seen().len(), 3, "{:?}", g.seen());
@@ -566,5 +585,33 @@ async fn a_flood_of_invented_keys_from_keys_for_costs_nothing_but_the_answer() {
         0,
         "nothing of the invented keys waits"
     );
+    r.stop(run).await;
+}
+
+/// A burst the listener delivers is handed on at its end: however many events of it name one
+/// key, and even with the worker idle when the first arrives, the key is reconciled once.
+#[tokio::test(start_paused = true)]
+async fn a_burst_is_one_reconcile_even_when_it_finds_the_worker_idle() {
+    let r = rig(1, KeyMapping::SameName);
+    r.create_app("web", false);
+    r.create_app("db", false);
+    let g = Ctl::with_cache(&r.cache);
+    let run = r.spawn(&g);
+    until(&g, "the apps' reconciles", |g| g.seen().len() == 2).await;
+    for rv in 2..12 {
+        r.handlers[1].on_add(&owned("web-1", "web", "uid-web", rv), false);
+        r.handlers[1].on_add(&owned("db-1", "db", "uid-db", rv), false);
+        settle().await;
+    }
+    assert_eq!(
+        g.seen().len(),
+        2,
+        "nothing before the burst ends: {:?}",
+        g.seen()
+    );
+    r.handlers[1].drained();
+    until(&g, "one reconcile per key", |g| g.seen().len() == 4).await;
+    settle().await;
+    assert_eq!(g.seen().len(), 4, "{:?}", g.seen());
     r.stop(run).await;
 }

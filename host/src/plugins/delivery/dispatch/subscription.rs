@@ -1,8 +1,13 @@
 //! The informer side of a dispatcher: listeners only queue, so an informer never waits for a
 //! guest. A handler's listener queues each notification; a controller's turns it into keys of
-//! its primary kind first (see [`keys`](crate::plugins::delivery::keys)).
+//! its primary kind first (see [`keys`](crate::plugins::delivery::keys)) and hands them on at
+//! the end of each burst the listener delivers, so a burst of events about one key (ten owned
+//! objects changed at once) is one reconcile, as in kube-runtime, rather than one per event that
+//! happens to land after the key's reconcile began.
 
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use super::Dispatcher;
 use crate::informer::{Notification, ResourceEventHandler, SharedObject};
@@ -21,9 +26,14 @@ impl Dispatcher {
             dispatcher: self.clone(),
             subscription,
             projection,
+            staged: Mutex::new(Vec::new()),
         })
     }
 }
+
+/// Most keys a controller's listener holds back for the end of its burst: under a stream that
+/// never pauses they are handed on this many at a time, so nothing waits for a pause.
+const MAX_STAGED: usize = 256;
 
 /// Adapts informer callbacks to a dispatcher: queueing (of the object or its projection, or a
 /// controller's keys) is all it does, so the informer's listener never waits for a guest.
@@ -31,9 +41,20 @@ struct SubscriptionHandler {
     dispatcher: Arc<Dispatcher>,
     subscription: u32,
     projection: Option<Arc<ProjectionCache>>,
+    /// A controller's keys of the burst being delivered (not of the initial list, which
+    /// readiness and `on-synced` count as it is queued).
+    staged: Mutex<Vec<Arc<str>>>,
 }
 
 impl SubscriptionHandler {
+    /// Hands the burst's keys to the queue, each once.
+    fn flush(&self) {
+        let keys = std::mem::take(&mut *self.staged.lock());
+        for key in keys {
+            self.dispatcher.queue.push_reconcile(key, false);
+        }
+    }
+
     /// What the guest is to receive of `obj`: the cached version itself, or its projection.
     fn shown(&self, obj: &SharedObject) -> SharedObject {
         match &self.projection {
@@ -80,10 +101,23 @@ impl SubscriptionHandler {
             return;
         };
         match route(role, &n, &c.plan.primary, c) {
-            Routed::Keys(keys) => {
-                let initial = n.is_initial();
+            Routed::Keys(keys) if n.is_initial() => {
                 for key in keys {
-                    d.queue.push_reconcile(key, initial);
+                    d.queue.push_reconcile(key, true);
+                }
+            }
+            Routed::Keys(keys) => {
+                let full = {
+                    let mut staged = self.staged.lock();
+                    for key in keys {
+                        if !staged.contains(&key) {
+                            staged.push(key);
+                        }
+                    }
+                    staged.len() >= MAX_STAGED
+                };
+                if full {
+                    self.flush();
                 }
             }
             Routed::AskGuest => d.queue.push_map_keys(self.subscription, self.projected(n)),
@@ -112,5 +146,9 @@ impl ResourceEventHandler for SubscriptionHandler {
             obj: obj.clone(),
             final_state_unknown,
         });
+    }
+
+    fn drained(&self) {
+        self.flush();
     }
 }
