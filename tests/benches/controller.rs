@@ -1,27 +1,31 @@
 //! A controller's reconciles (issue 33), measured in one run against kube-runtime's
-//! `Controller::new(..).owns(..)` over the same objects on the embedded API server: a no-op
-//! reconcile of ConfigMaps labelled `role=primary`, each owning Secrets by a controller
-//! reference. The kubewasm side is `rust-controller-fixture.wasm` with `noop = true`.
+//! `Controller::new_with(..).owns(..)` over the same objects on the embedded API server: the
+//! Rust site-controller example built with `bench-noop` (its `reconcile` answers `done` once
+//! the SDK has read the Site from the cache) against a kube-runtime controller of the same Sites
+//! owning the same kinds (Deployment, Service, ConfigMap) with a no-op reconcile.
 //!
-//! - **Rate**: with the watches paused, every primary is changed once; when they resume, the
-//!   time from the resume to each side's last reconcile gives reconciles/s (both sides watch
-//!   the same server and receive the same burst), at concurrency 1 and 8. The kubewasm count
-//!   is read off the host's observer every 200 µs, so its last reconcile is seen up to that
-//!   late: the ratio errs against kubewasm.
-//! - **Dedup**: with the watches paused, 1,000 owned Secrets of 100 owners are changed; when the
-//!   watches resume the burst reaches both controllers at once, and each counts its reconciles
-//!   until nothing happened for a second: the goal is ≤ 1.1 × 100.
+//! - **Rate**: with the watches paused, every Site is changed once; when they resume, the time
+//!   from the resume to each side's last reconcile gives reconciles/s (both sides watch the
+//!   same server and receive the same burst), at concurrency 1 and 8. The kubewasm count is
+//!   read off the host's observer every 200 µs, so its last reconcile is seen up to that late:
+//!   the ratio errs against kubewasm.
+//! - **Dedup**: with the watches paused, 1,000 owned ConfigMaps of 100 Sites are changed; when
+//!   the watches resume the burst reaches both controllers at once, and each counts its
+//!   reconciles until nothing happened for a second: the goal is ≤ 1.1 × 100.
 //!
-//! Run with `cargo bench -p kubewasm-e2e --bench controller`.
+//! Run with `cargo bench -p kubewasm-e2e --bench controller` (after
+//! `bash tests/fixtures/build.sh`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::watcher;
 use kubewasm::plugins::LoadOutcome;
@@ -35,10 +39,15 @@ const PRIMARIES: usize = 1000;
 const OWNERS: usize = 100;
 const OWNED_PER_OWNER: usize = 10;
 
-const GRANTS: &str = "[grants]\n\
-    watch = [{ api-version = \"v1\", kind = \"ConfigMap\" }, { api-version = \"v1\", kind = \"Secret\" }, \
-             { api-version = \"v1\", kind = \"Service\" }]\n\
-    write = [{ api-version = \"v1\", kind = \"Secret\", verbs = [\"apply\"] }]\n";
+/// The example's folder (its CRD and manifest).
+fn example() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../guest-examples/rust/site-controller")
+}
+
+fn sites_resource() -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Site"))
+}
 
 /// Reconciles one side counted, with when each happened.
 #[derive(Clone, Default)]
@@ -82,19 +91,31 @@ impl Count {
     }
 }
 
-/// A kube-runtime `Controller` of the primaries owning Secrets, counting its no-op reconciles.
+/// A kube-runtime `Controller` of the Sites owning what the example owns, counting its no-op
+/// reconciles.
 fn kube_runtime_controller(
     client: kube::Client,
     concurrency: u16,
     count: Count,
 ) -> tokio::task::JoinHandle<()> {
-    let primaries: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let secrets: Api<Secret> = Api::namespaced(client, "default");
-    let run = Controller::new(primaries, watcher::Config::default().labels("role=primary"))
-        .owns(secrets, watcher::Config::default())
+    let sites: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &sites_resource());
+    let run = Controller::new_with(sites, watcher::Config::default(), sites_resource())
+        .owns(
+            Api::<Deployment>::namespaced(client.clone(), "default"),
+            watcher::Config::default(),
+        )
+        .owns(
+            Api::<Service>::namespaced(client.clone(), "default"),
+            watcher::Config::default(),
+        )
+        .owns(
+            Api::<ConfigMap>::namespaced(client, "default"),
+            watcher::Config::default(),
+        )
         .with_config(Config::default().concurrency(concurrency))
         .run(
-            move |_: Arc<ConfigMap>, count: Arc<Count>| async move {
+            move |_: Arc<DynamicObject>, count: Arc<Count>| async move {
                 count.push();
                 Ok::<_, kube::Error>(Action::await_change())
             },
@@ -146,8 +167,9 @@ where
 async fn main() {
     let server = start_server().await;
     let client = client(&server);
-    let primaries: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let primaries = install_crd(&client).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let manifest = std::fs::read_to_string(example().join("site-controller.toml")).unwrap();
     let t = start_host(&server, None, kubewasm::runtime::Limits::default()).await;
     let dir = tempfile::tempdir().unwrap();
     let faults = server.shared_faults();
@@ -279,7 +301,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (w0, n0) = (reconciles(&t), native.load(Ordering::SeqCst));
     faults.pause_watches();
-    change_all(&secrets, owned, serde_json::json!({"data": {"v": "MQ=="}})).await;
+    change_all(&configmaps, owned, serde_json::json!({"data": {"v": "1"}})).await;
     faults.resume_watches();
     // Until neither reconciled anything for a second.
     loop {
