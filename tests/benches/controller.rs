@@ -17,7 +17,6 @@
 //! `bash tests/fixtures/build.sh`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -126,24 +125,42 @@ fn kube_runtime_controller(
     tokio::spawn(run)
 }
 
-async fn create_primaries(api: &Api<ConfigMap>, prefix: &str, n: usize) -> Vec<String> {
+async fn create_primaries(api: &Api<DynamicObject>, prefix: &str, n: usize) -> Vec<String> {
     let mut uids = Vec::with_capacity(n);
     for i in 0..n {
-        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": format!("{prefix}{i}"), "labels": {"role": "primary"}},
-            "data": {"v": "0"},
+        let site: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "example.com/v1", "kind": "Site",
+            "metadata": {"name": format!("{prefix}{i}")},
+            "spec": {"replicas": 1, "image": "nginx:1.27", "message": "0"},
         }))
         .unwrap();
-        uids.push(
-            api.create(&PostParams::default(), &cm)
-                .await
-                .unwrap()
-                .metadata
-                .uid
-                .unwrap(),
-        );
+        let created = api.create(&PostParams::default(), &site).await.unwrap();
+        uids.push(created.metadata.uid.unwrap());
     }
     uids
+}
+
+/// Creates the example's CRD and waits until its Sites are served.
+async fn install_crd(client: &kube::Client) -> Api<DynamicObject> {
+    let text = std::fs::read_to_string(example().join("crd.yaml")).unwrap();
+    let crd: DynamicObject = serde_yaml::from_str(&text).unwrap();
+    let crds = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+    ));
+    Api::<DynamicObject>::all_with(client.clone(), &crds)
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let sites: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &sites_resource());
+    let started = Instant::now();
+    while sites.list(&Default::default()).await.is_err() {
+        assert!(started.elapsed() < PATIENCE, "the Site CRD is never served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    sites
 }
 
 /// Changes every object `names` lists once, concurrently, while the watches are paused.
@@ -163,13 +180,46 @@ where
         .await;
 }
 
+/// Loads the no-op site-controller as `plugin` with the example's manifest (and `concurrency`).
+async fn load(t: &TestHost, dir: &std::path::Path, plugin: &str, concurrency: u16) {
+    let manifest = std::fs::read_to_string(example().join("site-controller.toml")).unwrap();
+    let wasm = dir.join(format!("{plugin}.wasm"));
+    std::fs::copy(guest("rust-site-controller-noop.wasm"), &wasm).unwrap();
+    std::fs::write(
+        dir.join(format!("{plugin}.toml")),
+        format!("concurrency = {concurrency}\n{manifest}"),
+    )
+    .unwrap();
+    let out = t.host.manager().load_file(&wasm).await.unwrap();
+    assert!(matches!(out, LoadOutcome::Loaded { .. }), "{out:?}");
+}
+
+/// Counts `plugin`'s reconciles as the host's observer records them (polled every 200 µs).
+fn count_reconciles(t: &TestHost, plugin: &str) -> Count {
+    let count = Count::default();
+    let (c, recorder, plugin) = (count.clone(), t.recorder.clone(), plugin.to_string());
+    tokio::spawn(async move {
+        let mut seen = 0;
+        loop {
+            let calls = recorder.calls(&plugin);
+            for call in &calls[seen..] {
+                if call.call == CallKind::Reconcile {
+                    c.push();
+                }
+            }
+            seen = calls.len();
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    });
+    count
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let server = start_server().await;
     let client = client(&server);
-    let primaries = install_crd(&client).await;
+    let sites = install_crd(&client).await;
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let manifest = std::fs::read_to_string(example().join("site-controller.toml")).unwrap();
     let t = start_host(&server, None, kubewasm::runtime::Limits::default()).await;
     let dir = tempfile::tempdir().unwrap();
     let faults = server.shared_faults();
@@ -179,139 +229,70 @@ async fn main() {
     );
     println!("|---|---|---|---|---|");
     let names: Vec<String> = (0..PRIMARIES).map(|i| format!("p{i}")).collect();
-    create_primaries(&primaries, "p", PRIMARIES).await;
+    create_primaries(&sites, "p", PRIMARIES).await;
     for n in [1u16, 8] {
-        let plugin = format!("ctl{n}");
-        std::fs::copy(
-            guest("rust-controller-fixture.wasm"),
-            dir.path().join(format!("{plugin}.wasm")),
-        )
-        .unwrap();
-        std::fs::write(
-            dir.path().join(format!("{plugin}.toml")),
-            format!("concurrency = {n}\n[settings]\nnoop = true\n{GRANTS}"),
-        )
-        .unwrap();
-        let out = t
-            .host
-            .manager()
-            .load_file(&dir.path().join(format!("{plugin}.wasm")))
-            .await
-            .unwrap();
-        assert!(matches!(out, LoadOutcome::Loaded { .. }), "{out:?}");
-        let wasm = Count::default();
-        {
-            // The recorder sees every call end; its count is what the plugin reconciled.
-            let (wasm, recorder, plugin) = (wasm.clone(), t.recorder.clone(), plugin.clone());
-            tokio::spawn(async move {
-                let mut seen = 0;
-                loop {
-                    let calls = recorder.calls(&plugin);
-                    for c in &calls[seen..] {
-                        if c.call == CallKind::Reconcile {
-                            wasm.push();
-                        }
-                    }
-                    seen = calls.len();
-                    tokio::time::sleep(Duration::from_micros(200)).await;
-                }
-            });
-        }
+        let plugin = format!("rate{n}");
+        load(&t, dir.path(), &plugin, n).await;
+        let wasm = count_reconciles(&t, &plugin);
         let native = Count::default();
         let peer = kube_runtime_controller(client.clone(), n, native.clone());
-        // Both have reconciled every primary once (their first pass).
+        // Both have reconciled every Site once (their first pass).
         wasm.reach(PRIMARIES).await;
         native.reach(PRIMARIES).await;
         wasm.settle(Duration::from_millis(500)).await;
         native.settle(Duration::from_millis(500)).await;
         let (w0, n0) = (wasm.len(), native.len());
         faults.pause_watches();
-        change_all(
-            &primaries,
-            names.clone(),
-            serde_json::json!({"data": {"v": format!("{n}")}}),
-        )
-        .await;
+        let patch = serde_json::json!({"spec": {"message": format!("{n}")}});
+        change_all(&sites, names.clone(), patch).await;
+        let resumed = Instant::now();
         faults.resume_watches();
         wasm.reach(w0 + PRIMARIES).await;
         native.reach(n0 + PRIMARIES).await;
-        let (w, k) = (wasm.rate_since(w0), native.rate_since(n0));
+        let (w, k) = (wasm.rate_since(w0, resumed), native.rate_since(n0, resumed));
         println!("| {n} | {PRIMARIES} | {w:.0} | {k:.0} | {:.2} |", w / k);
         t.host.manager().unload(&plugin).await;
         peer.abort();
     }
 
-    // Dedup: 1,000 owned Secrets of 100 owners change at once.
-    let uids = create_primaries(&primaries, "o", OWNERS).await;
+    // Dedup: 1,000 owned ConfigMaps of 100 Sites change at once.
+    let uids = create_primaries(&sites, "o", OWNERS).await;
     let mut owned = Vec::new();
     for (i, uid) in uids.iter().enumerate() {
         for j in 0..OWNED_PER_OWNER {
-            let name = format!("o{i}-s{j}");
-            let s: Secret = serde_json::from_value(serde_json::json!({
-                "metadata": {"name": name, "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
-                    "name": format!("o{i}"), "uid": uid, "controller": true}]},
-                "data": {"v": "MA=="},
+            let name = format!("o{i}-c{j}");
+            let c: ConfigMap = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "ownerReferences": [{"apiVersion": "example.com/v1",
+                    "kind": "Site", "name": format!("o{i}"), "uid": uid, "controller": true}]},
+                "data": {"v": "0"},
             }))
             .unwrap();
-            secrets.create(&PostParams::default(), &s).await.unwrap();
+            configmaps.create(&PostParams::default(), &c).await.unwrap();
             owned.push(name);
         }
     }
-    let plugin = "dedup";
-    std::fs::copy(
-        guest("rust-controller-fixture.wasm"),
-        dir.path().join(format!("{plugin}.wasm")),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join(format!("{plugin}.toml")),
-        format!("[settings]\nnoop = true\n{GRANTS}"),
-    )
-    .unwrap();
-    t.host
-        .manager()
-        .load_file(&dir.path().join(format!("{plugin}.wasm")))
-        .await
-        .unwrap();
-    let reconciles = |t: &TestHost| {
-        t.recorder
-            .calls(plugin)
-            .iter()
-            .filter(|c| c.call == CallKind::Reconcile)
-            .count()
-    };
-    let native = Arc::new(AtomicUsize::new(0));
-    {
-        let counted = Count::default();
-        let _ = kube_runtime_controller(client.clone(), 1, counted.clone());
-        let native = native.clone();
-        tokio::spawn(async move {
-            loop {
-                native.store(counted.len(), Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        });
-    }
+    load(&t, dir.path(), "dedup", 1).await;
+    let wasm = count_reconciles(&t, "dedup");
+    let native = Count::default();
+    let _peer = kube_runtime_controller(client.clone(), 1, native.clone());
     let first_pass = PRIMARIES + OWNERS;
-    let started = Instant::now();
-    while reconciles(&t) < first_pass || native.load(Ordering::SeqCst) < first_pass {
-        assert!(started.elapsed() < PATIENCE, "first pass");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let (w0, n0) = (reconciles(&t), native.load(Ordering::SeqCst));
+    wasm.reach(first_pass).await;
+    native.reach(first_pass).await;
+    wasm.settle(Duration::from_secs(1)).await;
+    native.settle(Duration::from_secs(1)).await;
+    let (w0, n0) = (wasm.len(), native.len());
     faults.pause_watches();
     change_all(&configmaps, owned, serde_json::json!({"data": {"v": "1"}})).await;
     faults.resume_watches();
     // Until neither reconciled anything for a second.
     loop {
-        let before = (reconciles(&t), native.load(Ordering::SeqCst));
+        let before = (wasm.len(), native.len());
         tokio::time::sleep(Duration::from_secs(1)).await;
-        if (reconciles(&t), native.load(Ordering::SeqCst)) == before {
+        if (wasm.len(), native.len()) == before {
             break;
         }
     }
-    let (w, k) = (reconciles(&t) - w0, native.load(Ordering::SeqCst) - n0);
+    let (w, k) = (wasm.len() - w0, native.len() - n0);
     println!();
     println!(
         "| owned changes | owners | kubewasm reconciles | ÷ owners | kube-runtime reconciles | ÷ owners |"
