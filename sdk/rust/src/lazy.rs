@@ -124,6 +124,15 @@ impl<K: Object> Named for Lazy<K> {
     }
 }
 
+impl<K: Clone> Clone for Lazy<K> {
+    fn clone(&self) -> Self {
+        Lazy {
+            raw: self.raw.clone(),
+            typed: self.typed.clone(),
+        }
+    }
+}
+
 /// Shows the key only: logs never carry object content.
 impl<K> fmt::Debug for Lazy<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
