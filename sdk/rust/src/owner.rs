@@ -192,7 +192,10 @@ fn write_references<K: Object>(obj: &mut K, refs: Vec<OwnerReference>) -> Result
 /// more apply, never a missed one.
 pub fn is_up_to_date<K: Object>(have: &Lazy<K>, want: &K) -> Result<bool> {
     let have: Value = serde_json::from_str(have.json())?;
-    Ok(covers(&have, &serde_json::to_value(want)?, false))
+    // Through the text `kube::apply` sends, not `to_value`: `K`'s serializer into a `Value`
+    // would be one more copy of a big kind's serialization code in the component.
+    let want: Value = serde_json::from_str(&serde_json::to_string(want)?)?;
+    Ok(covers(&have, &want, false))
 }
 
 /// Whether `have` holds everything `want` sets (the pure part of [`is_up_to_date`]);
