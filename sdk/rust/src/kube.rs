@@ -1,5 +1,10 @@
 //! The typed `kube` client: reads and writes objects of an [`Object`] kind through the host,
 //! within the plugin's grants, answering typed objects and [`Error`]s.
+//!
+//! Writes answer the object as the server stored it as a [`Lazy`]: its metadata (name, uid,
+//! resourceVersion …) is free to read, the typed object is decoded only by
+//! [`get`](Lazy::get)/[`into_inner`](Lazy::into_inner). A controller that never reads the answer
+//! never compiles in the kind's decoder (a Deployment's is hundreds of KB of wasm).
 
 use serde_json::Value;
 
@@ -31,8 +36,9 @@ fn type_of<K: Object>() -> (&'static str, &'static str) {
 /// What `apply` did: the object as stored, and whether the apply created it.
 #[derive(Clone, Debug)]
 pub struct Applied<K> {
-    /// The object as the server stored it.
-    pub object: K,
+    /// The object as the server stored it, decoded into `K` only by
+    /// [`get`](Lazy::get)/[`into_inner`](Lazy::into_inner) (metadata reads need no decode).
+    pub object: Lazy<K>,
     /// True when the server answered 201 (the object did not exist before).
     pub created: bool,
 }
@@ -82,7 +88,7 @@ pub fn apply_with<K: Object>(obj: &K, opts: WriteOptions) -> Result<Applied<K>> 
     let outcome = raw::apply_outcome(&serde_json::to_string(obj)?, opts)?;
     Ok(Applied {
         created: outcome.code == 201,
-        object: decode(outcome.object)?,
+        object: Lazy::new(outcome.object),
     })
 }
 
@@ -108,13 +114,17 @@ pub fn apply_owned_if_changed<K: Object>(
 }
 
 /// Creates `obj`; 409 `AlreadyExists` when it does.
-pub fn create<K: Object>(obj: &K) -> Result<K> {
-    decode(raw::create(&serde_json::to_string(obj)?, PLAIN)?)
+pub fn create<K: Object>(obj: &K) -> Result<Lazy<K>> {
+    Ok(Lazy::new(raw::create(&serde_json::to_string(obj)?, PLAIN)?))
 }
 
 /// Replaces `obj` as a whole (409 when its `resourceVersion` is stale).
-pub fn replace<K: Object>(obj: &K) -> Result<K> {
-    decode(raw::replace(&serde_json::to_string(obj)?, None, PLAIN)?)
+pub fn replace<K: Object>(obj: &K) -> Result<Lazy<K>> {
+    Ok(Lazy::new(raw::replace(
+        &serde_json::to_string(obj)?,
+        None,
+        PLAIN,
+    )?))
 }
 
 /// Where a patch goes: the kind and the object.
@@ -142,8 +152,8 @@ fn patch<K: Object>(
     kind: PatchType,
     body: &str,
     subresource: Option<&str>,
-) -> Result<K> {
-    decode(raw::patch(
+) -> Result<Lazy<K>> {
+    Ok(Lazy::new(raw::patch(
         to.api_version,
         to.kind,
         to.namespace,
@@ -152,11 +162,15 @@ fn patch<K: Object>(
         body,
         subresource,
         PLAIN,
-    )?)
+    )?))
 }
 
 /// Merge-patches (RFC 7386) object `name` with `patch` (see [`crate::patch`] for builders).
-pub fn patch_merge<K: Object>(namespace: Option<&str>, name: &str, patch: &Value) -> Result<K> {
+pub fn patch_merge<K: Object>(
+    namespace: Option<&str>,
+    name: &str,
+    patch: &Value,
+) -> Result<Lazy<K>> {
     let to = Target::of::<K>(namespace, name);
     self::patch(to, PatchType::Merge, &patch.to_string(), None)
 }
@@ -168,7 +182,7 @@ pub fn patch_merge_kind(
     namespace: Option<&str>,
     name: &str,
     patch: &Value,
-) -> Result<DynamicObject> {
+) -> Result<Lazy<DynamicObject>> {
     let to = Target {
         api_version,
         kind,
@@ -179,7 +193,11 @@ pub fn patch_merge_kind(
 }
 
 /// Applies JSON Patch operations to object `name`; a failed `test` is 422.
-pub fn patch_json<K: Object>(namespace: Option<&str>, name: &str, ops: &JsonPatch) -> Result<K> {
+pub fn patch_json<K: Object>(
+    namespace: Option<&str>,
+    name: &str,
+    ops: &JsonPatch,
+) -> Result<Lazy<K>> {
     let to = Target::of::<K>(namespace, name);
     self::patch(to, PatchType::Json, &ops.to_json(), None)
 }
@@ -190,7 +208,7 @@ pub fn patch_status<K: Object>(
     namespace: Option<&str>,
     name: &str,
     status: impl serde::Serialize,
-) -> Result<K> {
+) -> Result<Lazy<K>> {
     let body = crate::patch::status(status)?.to_string();
     let to = Target::of::<K>(namespace, name);
     self::patch(to, PatchType::Merge, &body, Some("status"))
@@ -204,7 +222,7 @@ pub fn patch_status_kind(
     namespace: Option<&str>,
     name: &str,
     status: impl serde::Serialize,
-) -> Result<DynamicObject> {
+) -> Result<Lazy<DynamicObject>> {
     let body = crate::patch::status(status)?.to_string();
     let to = Target {
         api_version,

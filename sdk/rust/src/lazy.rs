@@ -75,6 +75,16 @@ impl<K: Object> Lazy<K> {
         &self.raw.json
     }
 
+    /// The value at JSON Pointer `pointer` (RFC 6901, e.g. `/status/availableReplicas`), read
+    /// from the JSON without decoding `K`; `None` when it is absent. One field of a big kind (a
+    /// Deployment's status) costs a generic JSON parse, and the component never holds the kind's
+    /// decoder, which [`get`](Lazy::get) compiles in (a Deployment's alone can make a component
+    /// too costly to compile).
+    pub fn pointer(&self, pointer: &str) -> Option<serde_json::Value> {
+        let mut json: serde_json::Value = serde_json::from_str(&self.raw.json).ok()?;
+        json.pointer_mut(pointer).map(serde_json::Value::take)
+    }
+
     /// `namespace/name`, or `name` for cluster-scoped objects.
     pub fn key(&self) -> String {
         crate::key(self)
@@ -121,6 +131,15 @@ impl<K: Object> Named for Lazy<K> {
 
     fn label(&self, name: &str) -> Option<&str> {
         self.labels().find(|(k, _)| *k == name).map(|(_, v)| v)
+    }
+}
+
+impl<K: Clone> Clone for Lazy<K> {
+    fn clone(&self) -> Self {
+        Lazy {
+            raw: self.raw.clone(),
+            typed: self.typed.clone(),
+        }
     }
 }
 
@@ -171,6 +190,14 @@ mod tests {
         let first: *const ConfigMap = obj.get().unwrap();
         assert!(std::ptr::eq(first, obj.get().unwrap()));
         assert_eq!(obj.into_inner().unwrap().data.unwrap()["k"], "v");
+    }
+
+    #[test]
+    fn a_pointer_reads_one_value_without_a_decode() {
+        let obj = Lazy::<ConfigMap>::new(raw(r#"{"data":{"k":"v"}}"#));
+        assert_eq!(obj.pointer("/data/k"), Some(serde_json::json!("v")));
+        assert_eq!(obj.pointer("/data/x"), None);
+        assert!(obj.typed.get().is_none());
     }
 
     #[test]

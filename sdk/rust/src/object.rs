@@ -14,6 +14,14 @@ pub trait Object: Serialize + DeserializeOwned {
     const TYPE: Option<(&'static str, &'static str)>;
     /// Its `metadata`.
     fn meta(&self) -> &ObjectMeta;
+    /// Its `metadata`, writable: where [`owner::set_controller`](crate::owner::set_controller)
+    /// puts the owner reference. `k8s-openapi` kinds, [`DynamicObject`] and
+    /// [`custom_resource!`](crate::custom_resource) kinds edit it in place; the default (`None`,
+    /// for a hand-written impl that does not override it) makes `set_controller` go through the
+    /// object's JSON instead, a round trip that compiles in a second decoder of the kind.
+    fn meta_mut(&mut self) -> Option<&mut ObjectMeta> {
+        None
+    }
     /// Its `apiVersion` and `kind`.
     fn type_of(&self) -> (&str, &str);
 }
@@ -29,6 +37,10 @@ where
 
     fn meta(&self) -> &ObjectMeta {
         k8s_openapi::Metadata::metadata(self)
+    }
+
+    fn meta_mut(&mut self) -> Option<&mut ObjectMeta> {
+        Some(k8s_openapi::Metadata::metadata_mut(self))
     }
 
     fn type_of(&self) -> (&str, &str) {
@@ -60,6 +72,10 @@ impl Object for DynamicObject {
         &self.metadata
     }
 
+    fn meta_mut(&mut self) -> Option<&mut ObjectMeta> {
+        Some(&mut self.metadata)
+    }
+
     fn type_of(&self) -> (&str, &str) {
         (&self.api_version, &self.kind)
     }
@@ -88,6 +104,10 @@ macro_rules! custom_resource {
 
             fn meta(&self) -> &$crate::ObjectMeta {
                 &self.metadata
+            }
+
+            fn meta_mut(&mut self) -> ::core::option::Option<&mut $crate::ObjectMeta> {
+                ::core::option::Option::Some(&mut self.metadata)
             }
 
             fn type_of(&self) -> (&str, &str) {

@@ -169,9 +169,14 @@ pub fn set_controller(obj: &mut impl Object, owner: &(impl Named + ?Sized)) -> R
     write_references(obj, refs)
 }
 
-/// Puts `refs` into `obj`'s `metadata.ownerReferences` through its JSON, so [`Object`] needs no
-/// writable metadata accessor (a handler's own `serde` struct implements only what it reads).
+/// Puts `refs` into `obj`'s `metadata.ownerReferences`: in place when the kind has writable
+/// metadata ([`Object::meta_mut`]), else through its JSON (a hand-written [`Object`] impl needs
+/// only what it reads).
 fn write_references<K: Object>(obj: &mut K, refs: Vec<OwnerReference>) -> Result<()> {
+    if let Some(meta) = obj.meta_mut() {
+        meta.owner_references = Some(refs);
+        return Ok(());
+    }
     let mut json = serde_json::to_value(&*obj)?;
     json["metadata"]["ownerReferences"] = serde_json::to_value(refs)?;
     *obj = serde_json::from_value(json)?;
@@ -187,7 +192,10 @@ fn write_references<K: Object>(obj: &mut K, refs: Vec<OwnerReference>) -> Result
 /// more apply, never a missed one.
 pub fn is_up_to_date<K: Object>(have: &Lazy<K>, want: &K) -> Result<bool> {
     let have: Value = serde_json::from_str(have.json())?;
-    Ok(covers(&have, &serde_json::to_value(want)?, false))
+    // Through the text `kube::apply` sends, not `to_value`: `K`'s serializer into a `Value`
+    // would be one more copy of a big kind's serialization code in the component.
+    let want: Value = serde_json::from_str(&serde_json::to_string(want)?)?;
+    Ok(covers(&have, &want, false))
 }
 
 /// Whether `have` holds everything `want` sets (the pure part of [`is_up_to_date`]);
@@ -350,6 +358,36 @@ mod tests {
         let mut fresh = cm(Some("a"), json!([plain]));
         set_controller(&mut fresh, &deploy("a", "u1")).unwrap();
         assert_eq!(refs(&fresh), json!([plain, mine]));
+    }
+
+    #[test]
+    fn the_reference_is_set_in_place_or_through_the_json_of_a_hand_written_kind() {
+        let mine = serde_json::to_value(controller_ref(&deploy("a", "u1")).unwrap()).unwrap();
+        let mut typed = cm(Some("a"), json!(null));
+        assert!(typed.meta_mut().is_some());
+        set_controller(&mut typed, &deploy("a", "u1")).unwrap();
+        assert_eq!(refs(&typed), json!([mine]));
+
+        // An `Object` impl without `meta_mut`: set through a JSON round trip, the rest kept.
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Own {
+            metadata: crate::ObjectMeta,
+            spec: serde_json::Value,
+        }
+        impl Object for Own {
+            const TYPE: Option<(&'static str, &'static str)> = Some(("example.com/v1", "Own"));
+            fn meta(&self) -> &crate::ObjectMeta {
+                &self.metadata
+            }
+            fn type_of(&self) -> (&str, &str) {
+                ("example.com/v1", "Own")
+            }
+        }
+        let mut own: Own = from(json!({"metadata": {"namespace": "a", "name": "o"},
+                                      "spec": {"k": 1}}));
+        assert!(own.meta_mut().is_none());
+        set_controller(&mut own, &deploy("a", "u1")).unwrap();
+        assert_eq!((refs(&own), &own.spec), (json!([mine]), &json!({"k": 1})));
     }
 
     #[test]

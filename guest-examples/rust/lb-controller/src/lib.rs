@@ -147,7 +147,7 @@ fn ingress_for(address: &str) -> LoadBalancerIngress {
 /// What a patch of the Service answered: `Ok(false)` when the Service is gone. A 409 or 422
 /// means it changed meanwhile (a `test` failed): retry, by which time the newer version has
 /// usually arrived and replaces the retry. Every other failure is retried too.
-fn patched(obj: &Lazy<Service>, what: &str, r: Result<Service>) -> Result<bool> {
+fn patched(obj: &Lazy<Service>, what: &str, r: Result<Lazy<Service>>) -> Result<bool> {
     let key = obj.key();
     match r {
         Ok(_) => Ok(true),

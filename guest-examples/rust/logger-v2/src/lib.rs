@@ -30,8 +30,8 @@ fn answer<T>(r: Result<T>, ok: impl FnOnce(T) -> String) -> String {
     }
 }
 
-fn rv(cm: ConfigMap) -> String {
-    format!("ok rv={}", cm.metadata.resource_version.unwrap_or_default())
+fn rv(cm: Lazy<ConfigMap>) -> String {
+    format!("ok rv={}", cm.resource_version())
 }
 
 /// Performs the `kubewasm.io/try` action, if any, and logs the host's answer.

@@ -21,9 +21,9 @@ use kubewasm_sdk::api::core::v1::{
 use kubewasm_sdk::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kubewasm_sdk::apimachinery::pkg::util::intstr::IntOrString;
 use kubewasm_sdk::k8s_openapi::jiff::Timestamp;
-use kubewasm_sdk::serde_json::{self, Map, Value, json};
+use kubewasm_sdk::serde_json::{Map, Value, json};
 use kubewasm_sdk::{
-    Controller, Controls, DynamicObject, Error, Lazy, Named, Object, ObjectKey, ObjectMeta, Outcome, Result,
+    Controller, Controls, Error, Lazy, Named, Object, ObjectKey, ObjectMeta, Outcome, Result,
     SettingsError, cache, debug, info, key, kube, settings,
 };
 use serde::{Deserialize, Serialize};
@@ -142,17 +142,12 @@ fn meta(site: &Lazy<Site>, name: &str, labels: &BTreeMap<String, String>) -> Obj
     }
 }
 
-/// Applies `obj` as owned by `site`, unless the cache already holds it as wanted; whether it
-/// wrote.
-///
-/// `obj` is built as its `k8s-openapi` type (field names and types checked by the compiler) but
-/// written as a [`DynamicObject`] of the same JSON: `kube::apply` decodes the server's answer
-/// into the type it writes, and a typed Deployment's decoder (PodSpec, Volume: 50–90 KB wasm
-/// functions, twice over with `set_controller`'s round trip) made the component 1.4 MB and its
-/// compile need 690 MiB, past the host's compile limit (README.md, "Size").
-fn ensure(site: &Lazy<Site>, obj: impl Object) -> Result<bool> {
-    let mut obj: DynamicObject = serde_json::from_value(serde_json::to_value(&obj)?)?;
-    let have = cache::get_kind(obj.api_version(), obj.kind(), obj.namespace(), obj.name())?;
+/// Applies `obj` (a typed `k8s-openapi` object) as owned by `site`, unless the cache already
+/// holds it as wanted; whether it wrote. Nothing here decodes a typed object: the apply answers a
+/// `Lazy` the controller never reads, `set_controller` edits the metadata in place and the
+/// comparison is on JSON, so no Deployment decoder is compiled in (README.md, "Size").
+fn ensure<K: Object>(site: &Lazy<Site>, mut obj: K) -> Result<bool> {
+    let have = cache::get::<K>(obj.namespace(), obj.name())?;
     let Some(applied) = kube::apply_owned_if_changed(site, &mut obj, have.as_ref())? else {
         return Ok(false);
     };
@@ -349,10 +344,10 @@ impl Controller for Sites {
 
         // The owned Deployment's events reconcile its Site, so its status arrives here. Only
         // one field is read: no typed decode of the Deployment.
-        let available = match cache::get_kind("apps/v1", "Deployment", key.namespace(), name)? {
-            Some(have) => serde_json::from_str::<Value>(have.json())?
+        let available = match cache::get::<Deployment>(key.namespace(), name)? {
+            Some(have) => have
                 .pointer("/status/availableReplicas")
-                .and_then(Value::as_i64)
+                .and_then(|v| v.as_i64())
                 .unwrap_or(0),
             None => 0,
         };
