@@ -487,32 +487,32 @@ fn namespaced(r: &Resource) -> bool {
 }
 
 /// The expectations of the start step for objects the embedded API server holds from the start
-/// (its namespaces): the handler sees them in its initial list too.
-fn preexisting(r: &Resource, name: &str) -> String {
+/// (its namespaces): a handler sees them in its initial list too, and a controller reconciles
+/// each in its first pass.
+fn preexisting(r: &Resource, name: &str, kind: Kind) -> String {
     if (r.api_version.as_str(), r.kind.as_str()) != ("v1", "Namespace") {
         return String::new();
     }
     let mut out = String::new();
     for ns in apiserver::PRECREATED_NAMESPACES {
+        let (call, reason, action, note) = match kind {
+            Kind::Handler => (
+                "on-add, object: v1/Namespace {ns}, is-in-initial-list: true",
+                "Observed",
+                "Observe",
+                "saw",
+            ),
+            Kind::Reconcile => (
+                "reconcile, object: v1/Namespace {ns}, initial: true",
+                "Reconciled",
+                "Reconcile",
+                "reconciled",
+            ),
+        };
+        let call = call.replace("{ns}", ns);
         let _ = writeln!(
             out,
-            "      - {{call: on-add, object: v1/Namespace {ns}, is-in-initial-list: true, result: ok}}\n      - {{event: Normal, regarding: v1/Namespace {ns}, reason: Observed, action: Observe, note: \"{name} saw {ns}\"}}"
-        );
-    }
-    out
-}
-
-/// [`preexisting`] for a controller: each namespace the server holds is reconciled in the first
-/// pass too.
-fn preexisting_reconciles(r: &Resource, name: &str) -> String {
-    if (r.api_version.as_str(), r.kind.as_str()) != ("v1", "Namespace") {
-        return String::new();
-    }
-    let mut out = String::new();
-    for ns in apiserver::PRECREATED_NAMESPACES {
-        let _ = writeln!(
-            out,
-            "      - {{call: reconcile, object: v1/Namespace {ns}, initial: true, result: ok}}\n      - {{event: Normal, regarding: v1/Namespace {ns}, reason: Reconciled, action: Reconcile, note: \"{name} reconciled {ns}\"}}"
+            "      - {{call: {call}, result: ok}}\n      - {{event: Normal, regarding: v1/Namespace {ns}, reason: {reason}, action: {action}, note: \"{name} {note} {ns}\"}}"
         );
     }
     out
@@ -740,13 +740,16 @@ fn render_all(args: &NewArgs, repo: Option<&Path>) -> anyhow::Result<Vec<(String
         ("first", flow(&first)),
         ("first-ref", object_ref(&first)),
         ("first-key", object_key(&first)),
-        ("preexisting", preexisting(r, name)),
+        ("preexisting", preexisting(r, name, Kind::Handler)),
         ("second", flow(&second)),
         ("second-changed", flow(&changed)),
         ("second-ref", object_ref(&second)),
         ("second-key", object_key(&second)),
         ("terminating", terminating(r, &second)),
-        ("preexisting-reconcile", preexisting_reconciles(r, name)),
+        (
+            "preexisting-reconcile",
+            preexisting(r, name, Kind::Reconcile),
+        ),
         (
             "world",
             if reconcile { "controller" } else { "handler" }.to_string(),
