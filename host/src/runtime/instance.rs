@@ -417,7 +417,7 @@ impl HandlerInstance {
 
     /// A fresh store and instance; start-up code runs under the same deadline as a call.
     async fn instantiate_live(&mut self) -> Result<Live, CallError> {
-        let state = StoreState::new(
+        let mut state = StoreState::new(
             self.log.clone(),
             self.lines.clone(),
             self.budget.clone(),
@@ -425,8 +425,8 @@ impl HandlerInstance {
             self.http.clone(),
             self.runtime.inner.metrics.clone(),
             self.cluster.clone(),
-            self.settings.clone(),
         );
+        state.settings = self.settings.clone();
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
         if self.http.bounded {

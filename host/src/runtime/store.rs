@@ -51,7 +51,6 @@ impl StoreState {
         http: HttpPolicy,
         metrics: RuntimeMetrics,
         cluster: Arc<dyn ClusterAccess>,
-        settings: Arc<PluginSettings>,
     ) -> Self {
         let (wasi, output) = sandboxed_ctx(&log);
         let host_wait = HostWait::default();
@@ -74,7 +73,8 @@ impl StoreState {
             output,
             cache,
             cluster,
-            settings,
+            // The instance sets the plugin's own (see `HandlerInstance::with_settings`).
+            settings: Arc::new(PluginSettings::empty()),
             host_wait,
             call_memory: None,
         }
