@@ -54,6 +54,12 @@ impl std::fmt::Debug for CallGate {
     }
 }
 
+/// `call`, started only once `wait` is over.
+async fn after<T>(wait: BoxFuture<'static, ()>, call: impl Future<Output = T>) -> T {
+    wait.await;
+    call.await
+}
+
 /// A guest whose calls each wait for the gate first.
 struct Gated<G> {
     guest: G,
@@ -66,11 +72,7 @@ impl<G: Guest> Guest for Gated<G> {
         n: &Notification,
     ) -> impl Future<Output = Result<HandlerOutcome, CallError>> + Send {
         let wait = (self.gate.0)();
-        let call = self.guest.deliver(n);
-        async move {
-            wait.await;
-            call.await
-        }
+        after(wait, self.guest.deliver(n))
     }
 
     fn reconcile(
@@ -78,11 +80,7 @@ impl<G: Guest> Guest for Gated<G> {
         key: &crate::runtime::ObjectKey,
     ) -> impl Future<Output = Result<HandlerOutcome, CallError>> + Send {
         let wait = (self.gate.0)();
-        let call = self.guest.reconcile(key);
-        async move {
-            wait.await;
-            call.await
-        }
+        after(wait, self.guest.reconcile(key))
     }
 
     fn keys_for(
@@ -90,11 +88,7 @@ impl<G: Guest> Guest for Gated<G> {
         obj: &crate::informer::SharedObject,
     ) -> impl Future<Output = Result<Vec<crate::runtime::ObjectKey>, CallError>> + Send {
         let wait = (self.gate.0)();
-        let call = self.guest.keys_for(obj);
-        async move {
-            wait.await;
-            call.await
-        }
+        after(wait, self.guest.keys_for(obj))
     }
 
     fn wants_synced(&self) -> bool {
@@ -103,11 +97,7 @@ impl<G: Guest> Guest for Gated<G> {
 
     fn synced(&mut self) -> impl Future<Output = Result<HandlerOutcome, CallError>> + Send {
         let wait = (self.gate.0)();
-        let call = self.guest.synced();
-        async move {
-            wait.await;
-            call.await
-        }
+        after(wait, self.guest.synced())
     }
 
     fn admit_line(&self) -> bool {
