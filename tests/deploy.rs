@@ -85,6 +85,25 @@ fn staged_base(into: &Path) -> PathBuf {
     base
 }
 
+/// What `kubectl kustomize` renders of the variant `dir` (with `home` as kubectl's HOME), one
+/// document per object.
+fn kustomize(dir: &Path, home: &Path) -> Vec<Value> {
+    let out = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .env("HOME", home)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_yaml::Deserializer::from_str(&String::from_utf8(out.stdout).unwrap())
+        .map(|d| serde::Deserialize::deserialize(d).expect("rendered YAML"))
+        .collect()
+}
+
 fn by_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
     docs.iter().filter(|d| d["kind"] == kind).collect()
 }
@@ -408,21 +427,7 @@ fn the_registry_variant_renders_with_a_sources_file_the_host_accepts() {
         let path = entry.unwrap().path();
         std::fs::copy(&path, variant.join(path.file_name().unwrap())).unwrap();
     }
-    let out = std::process::Command::new("kubectl")
-        .arg("kustomize")
-        .arg(&variant)
-        .env("HOME", tmp.path())
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let docs: Vec<Value> =
-        serde_yaml::Deserializer::from_str(&String::from_utf8(out.stdout).unwrap())
-            .map(|d| serde::Deserialize::deserialize(d).expect("rendered YAML"))
-            .collect();
+    let docs = kustomize(&variant, tmp.path());
     let d = by_kind(&docs, "Deployment")[0];
     let pod = &d["spec"]["template"]["spec"];
     let args: Vec<String> = pod["containers"][0]["args"]
@@ -487,5 +492,63 @@ fn the_registry_variant_renders_with_a_sources_file_the_host_accepts() {
             read(repo().join("guest-examples").join(example)),
             "deploy-registry/{file} differs from guest-examples/{example}"
         );
+    }
+}
+
+/// `deploy-sharded/`, the base with `deploy/components/sharded`: three active replicas with
+/// `--sharding` (flags kubewasm accepts), the base's disruption budget taking one at a time,
+/// and the Lease permissions a ring member needs.
+#[test]
+fn the_sharded_variant_runs_three_active_replicas() {
+    if !kubectl_available() {
+        eprintln!("NOTICE: kubectl not found on PATH; skipping the deploy-sharded/ test");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let base = staged_base(tmp.path());
+    let component = base.join("components/sharded");
+    std::fs::create_dir_all(&component).unwrap();
+    std::fs::copy(
+        repo().join("deploy/components/sharded/kustomization.yaml"),
+        component.join("kustomization.yaml"),
+    )
+    .unwrap();
+    let variant = tmp.path().join("deploy-sharded");
+    std::fs::create_dir_all(&variant).unwrap();
+    std::fs::copy(
+        repo().join("deploy-sharded/kustomization.yaml"),
+        variant.join("kustomization.yaml"),
+    )
+    .unwrap();
+    let docs = kustomize(&variant, tmp.path());
+    let d = by_kind(&docs, "Deployment")[0];
+    assert_eq!(d["spec"]["replicas"], 3);
+    let args: Vec<String> = d["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert!(args.contains(&"--sharding".to_string()), "{args:?}");
+    let argv = std::iter::once("kubewasm".to_string()).chain(args.iter().cloned());
+    if let Err(e) = kubewasm::cli::Cli::try_parse_from(argv) {
+        panic!("the Deployment's args are not valid kubewasm flags: {e}");
+    }
+    let pdb = by_kind(&docs, "PodDisruptionBudget")[0];
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    // A member lists and watches the ring's Leases besides writing its own.
+    let lease_verbs: Vec<&str> = by_kind(&docs, "Role")
+        .iter()
+        .flat_map(|r| r["rules"].as_array().unwrap().iter())
+        .filter(|rule| {
+            rule["resources"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|x| x == "leases"))
+        })
+        .flat_map(|rule| rule["verbs"].as_array().unwrap().iter())
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for verb in ["get", "list", "watch", "create", "update"] {
+        assert!(lease_verbs.contains(&verb), "leases: {lease_verbs:?}");
     }
 }

@@ -652,6 +652,7 @@ mod informer_against_the_embedded_server {
             namespace: None,
             label_selector: None,
             field_selector: None,
+            shard: None,
         };
         let rec = Arc::new(Rec::default());
         let reg = factory

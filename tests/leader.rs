@@ -29,6 +29,9 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
+/// Active-active sharding (issue 35): several replicas delivering at once, each its own slots.
+mod sharding;
+
 const PLUGIN: &str = "rust-configmap-logger";
 const LEASE: &str = "3s";
 const RENEW: &str = "2s";

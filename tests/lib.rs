@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 pub mod cgroup;
 pub mod host_objects;
 pub mod process;
+pub mod ring;
 
 /// Upper bound for any awaited condition: a failure guard, never a synchronisation device.
 pub const PATIENCE: Duration = Duration::from_secs(60);
@@ -60,6 +61,20 @@ pub async fn start_server() -> apiserver::ApiServer {
         bookmark_interval: Duration::from_millis(500),
         ..apiserver::Config::default()
     })
+    .await
+    .expect("embedded API server starts")
+}
+
+/// Like [`start_server`], with `customise` changing its configuration first (e.g. a server that
+/// ignores `shardSelector`, as one older than 1.36 does, or hands out deterministic uids).
+pub async fn start_server_with(
+    customise: impl FnOnce(apiserver::Config) -> apiserver::Config,
+) -> apiserver::ApiServer {
+    init_logging();
+    apiserver::ApiServer::start(customise(apiserver::Config {
+        bookmark_interval: Duration::from_millis(500),
+        ..apiserver::Config::default()
+    }))
     .await
     .expect("embedded API server starts")
 }

@@ -61,6 +61,7 @@ impl ListerWatcher for Script {
             items: vec![],
             resource_version: "1".into(),
             continue_token: None,
+            shard_selector: None,
         })
     }
     async fn watch(&self, _: &WatchOptions) -> Result<WatchStream, SourceError> {

@@ -2,8 +2,8 @@
 // componentize-js bundles it from relative imports). See sdk/javascript/README.md.
 //
 // Everything here builds against 0.2.0 too (the guest examples and `kubewasm new` projects do),
-// so the one 0.3.0-only import, the operator's settings, is its own module:
-// `import * as settings from './sdk/settings.js'`.
+// so the 0.3.0-only imports are modules of their own: the operator's settings
+// (`import * as settings from './sdk/settings.js'`) and the replica's shard (`./sdk/shard.js`).
 export { handler, subscription, permission } from './handler.js';
 export { Watched } from './handler-core.js';
 export { controller, watch, sameName, label, field, guest, done, requeueAfter, ObjectKey } from './controller.js';

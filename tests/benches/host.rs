@@ -308,6 +308,7 @@ async fn main() {
         namespace: None,
         label_selector: None,
         field_selector: None,
+        shard: None,
     };
     let objects = host.factory().indexer(&key).unwrap().list();
     let runtime = Runtime::new(RuntimeConfig::default(), RuntimeMetrics::unregistered()).unwrap();

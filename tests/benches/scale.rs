@@ -360,6 +360,7 @@ async fn child_breakdown(kube: kube::Client) -> Sample {
         resource_version: "0".into(),
         limit: Some(500),
         continue_token: None,
+        shard_selector: None,
     };
     loop {
         let page = lw.list_objects(&opts).await.unwrap();
@@ -370,6 +371,7 @@ async fn child_breakdown(kube: kube::Client) -> Sample {
                     resource_version: String::new(),
                     limit: Some(500),
                     continue_token: Some(c),
+                    shard_selector: None,
                 }
             }
             None => break,

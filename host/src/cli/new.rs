@@ -222,6 +222,7 @@ const RUST_SDK: &[TemplateFile] = &[
     sdk_rust!("src/lib.rs"),
     sdk_rust!("src/controller.rs"),
     sdk_rust!("src/settings.rs"),
+    sdk_rust!("src/shard.rs"),
     sdk_rust!("src/cache.rs"),
     sdk_rust!("src/describe.rs"),
     sdk_rust!("src/error.rs"),
@@ -348,6 +349,10 @@ const PYTHON_SDK: &[TemplateFile] = &[
         "sdk/kubewasm_sdk/settings.py",
         sdk!("python/kubewasm_sdk/settings.py"),
     ),
+    file(
+        "sdk/kubewasm_sdk/shard.py",
+        sdk!("python/kubewasm_sdk/shard.py"),
+    ),
 ];
 
 /// The JavaScript SDK a new project builds on, copied in as PYTHON_SDK is.
@@ -365,6 +370,7 @@ const JAVASCRIPT_SDK: &[TemplateFile] = &[
     file("sdk/owner.js", sdk!("javascript/owner.js")),
     file("sdk/controller.js", sdk!("javascript/controller.js")),
     file("sdk/settings.js", sdk!("javascript/settings.js")),
+    file("sdk/shard.js", sdk!("javascript/shard.js")),
     file("sdk/v0.1.0.js", sdk!("javascript/v0.1.0.js")),
 ];
 

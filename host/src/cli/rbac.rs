@@ -73,6 +73,10 @@ pub(crate) struct RbacArgs {
     /// impersonates).
     #[arg(long)]
     pub(crate) shared_identity: bool,
+    /// Also print the host's own Lease permissions in `--namespace`, which `--leader-elect`
+    /// and `--sharding` need (the kustomize base has them in `deploy/rbac.yaml`).
+    #[arg(long)]
+    pub(crate) leases: bool,
 }
 
 /// Which of a plugin's needs a set of rules takes.
@@ -111,6 +115,16 @@ impl Needs {
     }
 
     /// Adds `part` of what `plugin`'s grants allow.
+    /// The host's own Leases (leader election, the shard ring) in its namespace.
+    fn add_leases(&mut self, namespace: &str) {
+        self.add(
+            Some(namespace),
+            "coordination.k8s.io",
+            "leases",
+            crate::election::LEASE_VERBS,
+        );
+    }
+
     fn add_plugin(&mut self, name: &str, plugin: &DescribedPlugin, part: Part) {
         self.plugins.push(name.to_string());
         self.add_part(name, &plugin.grants, part);
@@ -424,6 +438,9 @@ pub(crate) fn rbac(args: RbacArgs) -> anyhow::Result<()> {
         RuntimeMetrics::unregistered(),
     )?;
     let mut needs = Needs::default();
+    if args.leases {
+        needs.add_leases(&args.namespace);
+    }
     let mut plugins: BTreeMap<String, Needs> = BTreeMap::new();
     let mut failed = 0;
     for file in &files {

@@ -60,6 +60,20 @@ pub(crate) struct HostArgs {
     /// Run as one of several replicas: only the holder of a Lease delivers events.
     #[arg(long)]
     pub(crate) leader_elect: bool,
+    /// Run active-active: every replica holds a member Lease (`<leader-election-id>-<POD_NAME>`
+    /// in the leader election namespace) listing the slots of the hash space it owns, and a
+    /// plugin whose manifest sets `shard = "uid"` or `"namespace"` handles only the objects of
+    /// those slots. Implies `--leader-elect` for the plugins that do not shard.
+    #[arg(long)]
+    pub(crate) sharding: bool,
+    /// Slots the hash space is cut into (a power of two, at most 64); every replica of a ring
+    /// must use the same number.
+    #[arg(long, default_value_t = 16)]
+    pub(crate) shard_slots: u32,
+    /// How long a replica giving up a slot waits for that slot's calls in flight to end before
+    /// it lets another replica have it (their side effects fail from then on).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub(crate) shard_drain_grace: Duration,
     /// Name of the leader election Lease.
     #[arg(long, default_value = "kubewasm")]
     pub(crate) leader_election_id: String,
@@ -184,6 +198,7 @@ impl HostArgs {
                 &self.health_probe_bind_address,
             )?)
             .shutdown_grace(Duration::from_millis(self.shutdown_grace_ms))
+            .sharding(self.ring_config(election.as_ref())?)
             .election(election))
     }
 }
@@ -239,12 +254,35 @@ impl HostArgs {
         ))
     }
 
+    /// The shard ring these flags ask for (`None` without `--sharding`), validated: its
+    /// name, namespace and timings are the leader election's, the member is this replica.
+    pub(crate) fn ring_config(
+        &self,
+        election: Option<&crate::election::ElectionConfig>,
+    ) -> anyhow::Result<Option<crate::election::RingConfig>> {
+        let Some(election) = election.filter(|_| self.sharding) else {
+            return Ok(None);
+        };
+        let member = crate::identity::replica_name();
+        let mut election = election.clone();
+        // `<pod>/<boot>`: which replica holds the slots, and which run of it.
+        election.identity = format!("{member}/{:016x}", rand::random::<u64>());
+        let config = crate::election::RingConfig {
+            election,
+            member,
+            slots: self.shard_slots,
+            drain_grace: self.shard_drain_grace,
+        };
+        config.validate()?;
+        Ok(Some(config))
+    }
+
     /// The leader election these flags ask for (`None` without `--leader-elect`), validated.
     pub(crate) fn election_config(
         &self,
         client: &kube::Client,
     ) -> anyhow::Result<Option<crate::election::ElectionConfig>> {
-        if !self.leader_elect {
+        if !self.leader_elect && !self.sharding {
             return Ok(None);
         }
         let namespace = self

@@ -12,6 +12,12 @@ pub(super) const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
 /// Retry period of controller-runtime.
 pub(super) const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 
+/// The RBAC verbs on `coordination.k8s.io` Leases the host needs in its election namespace:
+/// the leader Lease is got, created and updated; a sharded replica also lists and watches the
+/// ring's member Leases and deletes its own on SIGTERM. `deploy/rbac.yaml` and
+/// `kubewasm rbac --leases` both grant exactly these.
+pub const LEASE_VERBS: &[&str] = &["get", "list", "watch", "create", "update", "delete"];
+
 /// Configuration of one [`super::LeaderElector`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElectionConfig {
@@ -83,6 +89,58 @@ impl ElectionConfig {
     }
 }
 
+/// Slot count of a shard ring unless `--shard-slots` says otherwise.
+pub const DEFAULT_SHARD_SLOTS: u32 = 16;
+
+/// Configuration of one [`super::ShardRing`]: the election settings (the ring's name is
+/// `election.lease_name`), this replica's member name, the slot count and the drain grace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RingConfig {
+    /// Namespace, ring name (`lease_name`), holder identity and the three durations, with the
+    /// meaning they have for leader election.
+    pub election: ElectionConfig,
+    /// This replica's name in the ring (its Pod's name); its Lease is `{ring}-{member}`.
+    pub member: String,
+    /// How many slots the hash space is cut into: a power of two, 1 to 64, the same on every
+    /// member (`--shard-slots`).
+    pub slots: u32,
+    /// How long releasing a slot waits for its calls in flight before abandoning them.
+    pub drain_grace: Duration,
+}
+
+impl RingConfig {
+    /// The name of this replica's member Lease.
+    pub fn lease_name(&self) -> String {
+        format!("{}-{}", self.election.lease_name, self.member)
+    }
+
+    /// Rejects settings under which the ring could not keep its promise, naming the culprit.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        self.election.validate()?;
+        let ring = &self.election.lease_name;
+        // The ring's name is also the value of the members' `kubewasm.dev/ring` label.
+        if ring.len() > 63 {
+            anyhow::bail!(
+                "--leader-election-id {ring:?} is too long to name a shard ring (at most 63 characters: it is a label value)"
+            );
+        }
+        if self.member.is_empty() || validate_dns1123_subdomain(&self.lease_name()).is_err() {
+            anyhow::bail!(
+                "shard member name {:?} does not make a valid Lease name {:?} (lower-case alphanumerics, '-' and '.', at most 253 in all)",
+                self.member,
+                self.lease_name()
+            );
+        }
+        if !(1..=64).contains(&self.slots) || !self.slots.is_power_of_two() {
+            anyhow::bail!(
+                "--shard-slots {} must be a power of two from 1 to 64",
+                self.slots
+            );
+        }
+        Ok(())
+    }
+}
+
 /// `hostname_random`, as controller-runtime builds it: the pod name says which replica leads,
 /// the random part keeps a restarted pod from mistaking its predecessor's lease for its own.
 pub(super) fn default_identity() -> String {
@@ -121,5 +179,57 @@ mod tests {
             let e = bad.validate().unwrap_err().to_string();
             assert!(e.contains("--leader-election-namespace"), "{name:?}: {e}");
         }
+    }
+
+    #[test]
+    fn ring_configs_refuse_bad_slot_counts_and_member_names() {
+        let ring = RingConfig {
+            election: ElectionConfig::new("kubewasm", "kubewasm-system"),
+            member: "kubewasm-7d4f-x2".into(),
+            slots: DEFAULT_SHARD_SLOTS,
+            drain_grace: Duration::from_secs(10),
+        };
+        ring.validate().unwrap();
+        assert_eq!(ring.lease_name(), "kubewasm-kubewasm-7d4f-x2");
+        for slots in [0, 3, 12, 128] {
+            let e = RingConfig {
+                slots,
+                ..ring.clone()
+            }
+            .validate()
+            .unwrap_err();
+            assert!(e.to_string().contains("--shard-slots"), "{slots}: {e}");
+        }
+        for slots in [1, 2, 64] {
+            RingConfig {
+                slots,
+                ..ring.clone()
+            }
+            .validate()
+            .unwrap();
+        }
+        for member in ["", "Pod_1", "a/b", "x."] {
+            let e = RingConfig {
+                member: member.into(),
+                ..ring.clone()
+            }
+            .validate()
+            .unwrap_err();
+            assert!(
+                e.to_string().contains("shard member name"),
+                "{member:?}: {e}"
+            );
+        }
+        let mut long = ring.clone();
+        long.election.lease_name = "r".repeat(64);
+        assert!(
+            long.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("label value")
+        );
+        let mut bad = ring.clone();
+        bad.election.retry_period = Duration::ZERO;
+        assert!(bad.validate().is_err());
     }
 }

@@ -5,12 +5,15 @@
 //! `S` equal slots, `S` a power of two. Each slot goes to one member by bounded-load rendezvous
 //! hashing: every (slot, member) pair has a pseudo-random weight; the pairs are taken heaviest
 //! first, and a slot goes to the member of its heaviest pair that still has room, room being
-//! `ceil(S / N) + 1` slots. Without the bound this is plain rendezvous hashing (a join moves
-//! only the slots the newcomer outweighs everyone on, a leave only the leaver's), but loads vary
-//! by a factor of two or more at `S = 16`. A bound of exactly `ceil(S / N)` evens them fully but
-//! cascades when it drops (7 → 8 members at `S = 16` moved 4.7 slots on average where 2 is
-//! ideal); one slot of slack keeps a join or leave within 1.4 times the ideal `S / (N + 1)` at
-//! `S = 16` and every load within one slot of an even share.
+//! `ceil(S / N)` slots, so the busiest member holds no more than an even share rounded up (6 of
+//! 16 for three members): the busiest replica sets a sharded plugin's throughput and its
+//! memory. Without the bound this is plain rendezvous hashing (a join moves only the slots the
+//! newcomer outweighs everyone on, a leave only the leaver's), but loads then vary by a factor
+//! of two or more at `S = 16`. The bound costs movement where `ceil(S / N)` drops: measured at
+//! `S = 16`, a join or leave moves 1.0–1.5 times the ideal `S / (N + 1)` slots, 2.4 times at
+//! 7 → 8 members (4.7 slots where 2 would do). One slot of slack (`ceil(S / N) + 1`) moved at
+//! most 1.4 times the ideal but left the busiest of three members with 7 slots most of the
+//! time: a tenth of the throughput, on every run, for a one-off move.
 //!
 //! Knows nothing of Leases, clocks or I/O: the membership code feeds it names and acts on the
 //! difference between two plans.
@@ -59,7 +62,7 @@ pub fn assign<'a>(slots: u32, members: &[&'a str]) -> (Vec<&'a str>, Vec<usize>)
         return (names, Vec::new());
     }
     let n = names.len();
-    let room = ((slots as usize).div_ceil(n) + 1).min(slots as usize);
+    let room = (slots as usize).div_ceil(n);
     let hashes: Vec<u64> = names.iter().map(|m| name_hash(m)).collect();
     // Heaviest pair first; ties (never seen, but possible) fall back to slot then name order.
     let mut pairs: Vec<(u64, u32, usize)> = (0..slots)
@@ -113,13 +116,13 @@ mod tests {
     }
 
     #[test]
-    fn every_slot_has_one_owner_and_no_member_more_than_one_over_its_share() {
+    fn every_slot_has_one_owner_and_no_member_more_than_an_even_share_rounded_up() {
         for slots in [1u32, 2, 16, 64] {
             for n in 1..=9 {
                 let members = names(n, "a");
                 let plan = owners(slots, &members);
                 assert_eq!(plan.len(), slots as usize);
-                let room = (slots as usize).div_ceil(n) + 1;
+                let room = (slots as usize).div_ceil(n);
                 for m in &members {
                     let load = plan.iter().filter(|o| *o == m).count();
                     assert!(load <= room, "{slots} slots, {n} members: {m} holds {load}");
@@ -141,6 +144,7 @@ mod tests {
     #[test]
     fn a_join_or_a_leave_moves_about_a_members_share() {
         let slots = 16u32;
+        let mut total = 0.0;
         for n in 1..=8usize {
             let (mut moved_join, mut moved_leave, runs) = (0usize, 0usize, 200);
             for run in 0..runs {
@@ -157,16 +161,31 @@ mod tests {
             let join = moved_join as f64 / runs as f64;
             let leave = moved_leave as f64 / runs as f64;
             // Plain rendezvous hashing moves exactly the ideal on average; the load bound adds
-            // a little (1.4 times at most, measured).
+            // some where `ceil(S / N)` drops (2.4 times at 7 → 8, measured), 1.5 times at most
+            // elsewhere.
+            let bound = if slots.div_ceil(n as u32 + 1) * (n as u32 + 1) == slots
+                && !slots.is_multiple_of(n as u32)
+            {
+                2.6
+            } else {
+                1.6
+            };
             assert!(
-                join <= ideal * 1.5,
+                join <= ideal * bound,
                 "n={n}: a join moved {join:.1}, ideal {ideal:.1}"
             );
             assert!(
-                leave <= ideal * 1.5,
+                leave <= ideal * bound,
                 "n={n}: a leave moved {leave:.1}, ideal {ideal:.1}"
             );
+            total += join / ideal;
         }
+        // Over every size, a join moves not much more than the ideal.
+        assert!(
+            total / 8.0 <= 1.5,
+            "average {:.2} of the ideal",
+            total / 8.0
+        );
     }
 
     #[test]

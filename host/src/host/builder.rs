@@ -9,12 +9,16 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 use super::running::{Host, HostParts};
-use crate::election::{ElectionConfig, ElectionMetrics, LeaderElector};
+use crate::election::{
+    ElectionConfig, ElectionMetrics, LeaderElector, RingConfig, RingMetrics, ShardRing,
+    SlotOwnership,
+};
 use crate::informer::{InformerFactory, InformerMetrics, KubeSourceFactory, ReflectorConfig};
 use crate::plugins::{
     ClusterContext, DeliveryMode, GrantPolicy, HostPod, ManagerConfig, OwnObjects, PluginManager,
     PluginMetrics, SourceMetrics, follow_leadership,
 };
+use crate::plugins::{GateDrain, ShardGate};
 use crate::registry::Registry as ArtifactRegistry;
 use crate::runtime::{Limits, Runtime, RuntimeConfig, RuntimeMetrics, SharedObserver, fan_out};
 
@@ -44,6 +48,7 @@ pub struct HostBuilder {
     shutdown_grace: Duration,
     election: Option<ElectionConfig>,
     leadership: Option<watch::Receiver<bool>>,
+    ring: Option<RingConfig>,
     /// Told of everything, in this order.
     observers: Vec<SharedObserver>,
     delivery: DeliveryMode,
@@ -70,6 +75,7 @@ impl HostBuilder {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             election: None,
             leadership: None,
+            ring: None,
             observers: Vec::new(),
             delivery: DeliveryMode::Threads,
         }
@@ -183,6 +189,15 @@ impl HostBuilder {
         self
     }
 
+    /// Runs active-active with the other replicas of `ring`: each holds a member Lease listing
+    /// the slots of the hash space it owns, and a plugin whose manifest says `shard` handles
+    /// only the objects of those slots. Plugins that do not shard follow the leader election
+    /// of [`HostBuilder::election`], which a sharded host should also be given.
+    pub fn sharding(mut self, ring: Option<RingConfig>) -> Self {
+        self.ring = ring;
+        self
+    }
+
     /// Delivers only while `leadership` reads `true`, decided outside the host (the scenario
     /// runner's leadership steps); not together with [`HostBuilder::election`].
     pub fn follow(mut self, leadership: watch::Receiver<bool>) -> Self {
@@ -224,6 +239,7 @@ impl HostBuilder {
             .election
             .as_ref()
             .map(|_| ElectionMetrics::new(&mut registry));
+        let ring_metrics = self.ring.as_ref().map(|_| RingMetrics::new(&mut registry));
         let registry = Arc::new(registry);
 
         let mut runtime_config = self.runtime;
@@ -246,6 +262,24 @@ impl HostBuilder {
                 (Some(elector), Some(leadership))
             }
             _ => (None, self.leadership),
+        };
+        // The gate exists before the ring so the ring can drain through it; it admits nothing
+        // until the ring has confirmed a slot.
+        let (ring, shard_gate) = match (self.ring, ring_metrics) {
+            (Some(config), Some(metrics)) => {
+                let gate = ShardGate::new();
+                let ring = ShardRing::start(
+                    self.client.clone(),
+                    config,
+                    Arc::new(GateDrain(gate.clone())),
+                    metrics,
+                )?;
+                tracing::info!(lease = %ring.lease_name(), identity = %ring.identity(), "sharding: this replica claims slots of the ring through its member Lease");
+                gate.follow(ring.ownership());
+                factory.set_shard_scope(held_ranges(ring.ownership()));
+                (Some(ring), Some(gate))
+            }
+            _ => (None, None),
         };
         let own_objects = match &self.host_pod {
             Some(pod) => super::host_pod::with_host_pod(&self.client, pod, self.own_objects).await,
@@ -280,6 +314,7 @@ impl HostBuilder {
             cluster: Some(cluster),
             leadership: leadership.clone(),
             delivery: self.delivery,
+            shard_gate,
         });
         if let Some(leadership) = leadership {
             follow_leadership(&manager, leadership);
@@ -293,6 +328,7 @@ impl HostBuilder {
             health_addr: self.health_addr,
             shutdown_grace: self.shutdown_grace,
             elector,
+            ring,
             starting: self.plugins_dir.is_some() || self.plugin_sources.is_some(),
         })
         .await?;
@@ -305,4 +341,22 @@ impl HostBuilder {
         }
         host.load_initial(self.plugins_dir, sources).await
     }
+}
+
+/// The ranges the sharded informers are to hold, following the ring's ownership: empty while
+/// none is held or the replica is fenced (its cache then empties; a re-claim replays).
+fn held_ranges(mut ownership: watch::Receiver<SlotOwnership>) -> watch::Receiver<Vec<(u64, u128)>> {
+    let ranges = |o: &SlotOwnership| o.ranges();
+    let (tx, rx) = watch::channel(ranges(&ownership.borrow_and_update()));
+    tokio::spawn(async move {
+        while ownership.changed().await.is_ok() {
+            let next = ranges(&ownership.borrow_and_update());
+            tx.send_if_modified(|held| {
+                let changed = *held != next;
+                *held = next;
+                changed
+            });
+        }
+    });
+    rx
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::election::LeaderElector;
+use crate::election::{LeaderElector, ShardRing};
 use crate::informer::InformerFactory;
 use crate::plugins::{DirectoryWatcher, PluginManager, PluginSources, SourceMetrics};
 use crate::registry::Registry as ArtifactRegistry;
@@ -32,6 +32,7 @@ pub struct Host {
     starting: Arc<AtomicBool>,
     shutdown_grace: Duration,
     elector: Option<LeaderElector>,
+    ring: Option<ShardRing>,
 }
 
 /// The parts [`super::HostBuilder::start`] assembles a [`Host`] from, named so that
@@ -53,6 +54,8 @@ pub(super) struct HostParts {
     pub shutdown_grace: Duration,
     /// The leader elector, if the host stands for election.
     pub elector: Option<LeaderElector>,
+    /// The shard ring's member, if the host runs sharded.
+    pub ring: Option<ShardRing>,
     /// True if initial plugins are still to be loaded (`/readyz` says 503 until then).
     pub starting: bool,
 }
@@ -69,6 +72,7 @@ impl Host {
             health_addr,
             shutdown_grace,
             elector,
+            ring,
             starting,
         } = parts;
         let stop = CancellationToken::new();
@@ -95,6 +99,7 @@ impl Host {
             starting,
             shutdown_grace,
             elector,
+            ring,
         })
     }
 
@@ -218,6 +223,11 @@ impl Host {
     /// the standby that takes it over at once never overlaps with this replica.
     pub async fn shutdown(self) {
         self.stop.cancel();
+        // Slots first: no new call starts for them, their calls end (within the drain grace),
+        // then the member Lease lists none, so the survivors take them at their next retry.
+        if let Some(r) = self.ring {
+            r.release().await;
+        }
         if let Some(w) = self.watcher {
             let _ = w.await;
         }

@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::indexer::Indexer;
-use super::object::SharedObject;
+use super::object::{KubeObject, SharedObject};
 
 /// What happened to an object (client-go `DeltaType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -23,6 +23,12 @@ pub enum DeltaType {
     Replaced,
     /// Replayed from the cache by a resync.
     Sync,
+    /// Listed by the relist after a sharded informer's held ranges changed: new to the cache it
+    /// is an initial add (a gained slot's replay), unchanged it is not delivered at all.
+    Rescoped,
+    /// Left a sharded informer's held ranges: removed from the cache without a notification
+    /// (it moved to another replica, it was not deleted).
+    Evicted,
 }
 
 impl DeltaType {
@@ -34,6 +40,8 @@ impl DeltaType {
             DeltaType::Deleted => "Deleted",
             DeltaType::Replaced => "Replaced",
             DeltaType::Sync => "Sync",
+            DeltaType::Rescoped => "Rescoped",
+            DeltaType::Evicted => "Evicted",
         }
     }
 }
@@ -101,6 +109,18 @@ pub struct Delta {
 /// Capacity (in keys) above which a drained FIFO gives its tables back.
 const SHRINK_ABOVE: usize = 1024;
 
+/// The queue entry that follows a rescope relist's keys ([`DeltaFifo::mark_rescoped`]). No
+/// object key contains a NUL.
+const RESCOPE_MARK: &str = "\0rescoped";
+
+/// What a pop hands the informer.
+pub(crate) enum Popped {
+    /// One key's deltas and whether they belong to the initial list.
+    Deltas(Vec<Delta>, bool),
+    /// Every key of the last rescope relist has been popped.
+    Rescoped,
+}
+
 /// Keys are the objects' own shared strings, so queueing a version allocates no key.
 #[derive(Default)]
 struct State {
@@ -109,6 +129,10 @@ struct State {
     populated: bool,
     initial_population_count: usize,
     closed: bool,
+}
+
+fn is_mark(key: &str) -> bool {
+    key == RESCOPE_MARK
 }
 
 impl State {
@@ -227,11 +251,44 @@ impl DeltaFifo {
     /// Replaces the world with a fresh list: every item gets `Replaced` (or `Sync`), every queued
     /// or cached key missing from the list gets a `Deleted` tombstone with its newest known state.
     pub fn replace(&self, list: Vec<SharedObject>) {
-        let mut s = self.state.lock();
         let action = if self.emit_replaced {
             DeltaType::Replaced
         } else {
             DeltaType::Sync
+        };
+        self.replace_with(list, action, &|_| true);
+    }
+
+    /// [`replace`](Self::replace) for a sharded informer: missing keys whose last known state
+    /// fails `in_scope` get `Evicted` instead of a tombstone, and with `rescope` the listed
+    /// items get `Rescoped` instead of `Replaced`.
+    pub fn replace_scoped(
+        &self,
+        list: Vec<SharedObject>,
+        in_scope: &dyn Fn(&KubeObject) -> bool,
+        rescope: bool,
+    ) {
+        let action = if rescope {
+            DeltaType::Rescoped
+        } else if self.emit_replaced {
+            DeltaType::Replaced
+        } else {
+            DeltaType::Sync
+        };
+        self.replace_with(list, action, in_scope);
+    }
+
+    fn replace_with(
+        &self,
+        list: Vec<SharedObject>,
+        action: DeltaType,
+        in_scope: &dyn Fn(&KubeObject) -> bool,
+    ) {
+        let mut s = self.state.lock();
+        // Which deletion a missing key gets: gone from the server, or gone from our scope.
+        let gone = |obj: &Option<SharedObject>| match obj {
+            Some(o) if !in_scope(o) => DeltaType::Evicted,
+            _ => DeltaType::Deleted,
         };
         let keys: HashSet<Arc<str>> = list.iter().map(|o| o.shared_key().clone()).collect();
         for obj in list {
@@ -241,7 +298,7 @@ impl DeltaFifo {
         let missing: Vec<(String, Option<SharedObject>)> = s
             .items
             .iter()
-            .filter(|(k, _)| !keys.contains(&**k))
+            .filter(|(k, _)| !keys.contains(&**k) && !is_mark(k))
             .map(|(k, d)| {
                 let newest = d.last().and_then(|d| d.object.object().cloned());
                 (k.to_string(), newest)
@@ -250,7 +307,7 @@ impl DeltaFifo {
         for (key, obj) in missing {
             queued_deletions += 1;
             s.queue_action(
-                DeltaType::Deleted,
+                gone(&obj),
                 DeltaObject::Tombstone(DeletedFinalStateUnknown { key, obj }),
             );
         }
@@ -262,7 +319,7 @@ impl DeltaFifo {
                 let obj = known.get(&key);
                 queued_deletions += 1;
                 s.queue_action(
-                    DeltaType::Deleted,
+                    gone(&obj),
                     DeltaObject::Tombstone(DeletedFinalStateUnknown { key, obj }),
                 );
             }
@@ -271,6 +328,17 @@ impl DeltaFifo {
             s.populated = true;
             s.initial_population_count = keys.len() + queued_deletions;
         }
+        drop(s);
+        self.wake();
+    }
+
+    /// Queues the mark that tells the informer, once popped, that everything queued so far (a
+    /// rescope relist) has been processed. A mark still queued moves to the back: one mark
+    /// covers the relists it follows.
+    pub fn mark_rescoped(&self) {
+        let mut s = self.state.lock();
+        s.queue.retain(|k| !is_mark(k));
+        s.queue.push_back(RESCOPE_MARK.into());
         drop(s);
         self.wake();
     }
@@ -305,15 +373,28 @@ impl DeltaFifo {
     /// the FIFO lock. `None` if the queue is empty or closed.
     pub fn try_pop<R>(&self, process: impl FnOnce(Vec<Delta>, bool) -> R) -> Option<R> {
         let mut s = self.state.lock();
-        let (deltas, init) = Self::pop_locked(&mut s)?;
+        let (deltas, init) = Self::pop_deltas_locked(&mut s)?;
         Some(process(deltas, init))
     }
 
-    fn pop_locked(s: &mut State) -> Option<(Vec<Delta>, bool)> {
+    /// Pops the next key's deltas, passing over rescope marks (callers that ignore them).
+    fn pop_deltas_locked(s: &mut State) -> Option<(Vec<Delta>, bool)> {
+        loop {
+            match Self::pop_locked(s)? {
+                Popped::Deltas(d, init) => return Some((d, init)),
+                Popped::Rescoped => continue,
+            }
+        }
+    }
+
+    fn pop_locked(s: &mut State) -> Option<Popped> {
         if s.closed {
             return None;
         }
         let key = s.queue.pop_front()?;
+        if is_mark(&key) {
+            return Some(Popped::Rescoped);
+        }
         // Computed before the decrement: the last initial item is still "initial".
         let is_in_initial_list = !s.has_synced();
         if s.initial_population_count > 0 {
@@ -326,19 +407,40 @@ impl DeltaFifo {
             s.items.shrink_to_fit();
             s.queue.shrink_to_fit();
         }
-        Some((deltas, is_in_initial_list))
+        Some(Popped::Deltas(deltas, is_in_initial_list))
     }
 
     /// Waits for a key and processes it like [`try_pop`](Self::try_pop); `None` once closed.
     pub async fn pop<R>(&self, process: impl FnOnce(Vec<Delta>, bool) -> R) -> Option<R> {
+        self.pop_any(true, |p| match p {
+            Popped::Deltas(d, init) => process(d, init),
+            Popped::Rescoped => unreachable!("marks are skipped"),
+        })
+        .await
+    }
+
+    /// Waits for a key or a rescope mark and processes it under the FIFO lock.
+    pub(crate) async fn pop_marked<R>(&self, process: impl FnOnce(Popped) -> R) -> Option<R> {
+        self.pop_any(false, process).await
+    }
+
+    fn pop_one(s: &mut State, skip_marks: bool) -> Option<Popped> {
+        if skip_marks {
+            Self::pop_deltas_locked(s).map(|(d, init)| Popped::Deltas(d, init))
+        } else {
+            Self::pop_locked(s)
+        }
+    }
+
+    async fn pop_any<R>(&self, skip_marks: bool, process: impl FnOnce(Popped) -> R) -> Option<R> {
         // Fast path without registering for wake-ups.
         {
             let mut s = self.state.lock();
             if s.closed {
                 return None;
             }
-            if let Some((deltas, init)) = Self::pop_locked(&mut s) {
-                return Some(process(deltas, init));
+            if let Some(p) = Self::pop_one(&mut s, skip_marks) {
+                return Some(process(p));
             }
         }
         loop {
@@ -350,8 +452,8 @@ impl DeltaFifo {
                 if s.closed {
                     return None;
                 }
-                if let Some((deltas, init)) = Self::pop_locked(&mut s) {
-                    return Some(process(deltas, init));
+                if let Some(p) = Self::pop_one(&mut s, skip_marks) {
+                    return Some(process(p));
                 }
             }
             notified.await;
@@ -370,6 +472,7 @@ impl DeltaFifo {
             .lock()
             .queue
             .iter()
+            .filter(|k| !is_mark(k))
             .map(|k| k.to_string())
             .collect()
     }
@@ -388,7 +491,7 @@ impl DeltaFifo {
             .collect()
     }
 
-    /// Number of queued keys.
+    /// Number of queued keys (a pending rescope mark counts: it is work not yet delivered).
     pub fn len(&self) -> usize {
         self.state.lock().queue.len()
     }

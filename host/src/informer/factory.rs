@@ -13,6 +13,7 @@ use super::list_watch::SourceFactory;
 use super::listener::ResourceEventHandler;
 use super::metrics::InformerMetrics;
 use super::reflector::{ReflectorConfig, TransformFunc};
+use super::shard::ShardRanges;
 use super::shared_informer::{HandlerHandle, SharedIndexInformer};
 use super::{InformerError, InformerKey};
 
@@ -25,6 +26,10 @@ struct Inner {
     create: tokio::sync::Mutex<()>,
     shut_down: std::sync::atomic::AtomicBool,
     transform: Mutex<Option<TransformFunc>>,
+    /// The held ranges every sharded informer follows (empty until `set_shard_scope`).
+    scope: Arc<tokio::sync::watch::Sender<ShardRanges>>,
+    /// Copies the caller's scope channel into `scope`.
+    scope_forward: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Test seam: runs once when `remove` is about to stop an informer it found idle.
     #[cfg(test)]
     before_idle_stop: Mutex<Option<Box<dyn FnOnce() + Send>>>,
@@ -70,6 +75,8 @@ impl InformerFactory {
                 create: tokio::sync::Mutex::new(()),
                 shut_down: std::sync::atomic::AtomicBool::new(false),
                 transform: Mutex::new(None),
+                scope: Arc::new(tokio::sync::watch::channel(Vec::new()).0),
+                scope_forward: Mutex::new(None),
                 #[cfg(test)]
                 before_idle_stop: Mutex::new(None),
             }),
@@ -80,6 +87,26 @@ impl InformerFactory {
     /// to save cache memory); informers already running keep theirs.
     pub fn set_transform(&self, f: TransformFunc) {
         *self.inner.transform.lock() = Some(f);
+    }
+
+    /// The held ranges `[start, end)` of KEP-5866's hash space (`end` up to 2^64; empty =
+    /// nothing held) that every sharded informer ([`InformerKey::sharded`]) of this factory
+    /// follows, running ones included: each change relists them with the new `shardSelector`.
+    /// Until this is called they hold nothing. A later call replaces the channel; when its
+    /// sender goes, the last ranges stay. Call within a Tokio runtime.
+    pub fn set_shard_scope(&self, mut scope: tokio::sync::watch::Receiver<ShardRanges>) {
+        let tx = self.inner.scope.clone();
+        let first = scope.borrow_and_update().clone();
+        tx.send_if_modified(|v| replace_if_changed(v, first));
+        let task = tokio::spawn(async move {
+            while scope.changed().await.is_ok() {
+                let next = scope.borrow_and_update().clone();
+                tx.send_if_modified(|v| replace_if_changed(v, next));
+            }
+        });
+        if let Some(old) = self.inner.scope_forward.lock().replace(task) {
+            old.abort();
+        }
     }
 
     /// Registers `handler` on the informer for `key`, resolving the kind and starting the
@@ -135,6 +162,9 @@ impl InformerFactory {
         );
         if let Some(t) = self.inner.transform.lock().clone() {
             informer.set_transform(t)?;
+        }
+        if key.shard.is_some() {
+            informer.set_shard_scope(self.inner.scope.subscribe())?;
         }
         let handle = informer.add_event_handler(handler, resync)?;
         let mut map = self.inner.informers.lock();
@@ -201,6 +231,9 @@ impl InformerFactory {
         self.inner
             .shut_down
             .store(true, std::sync::atomic::Ordering::Release);
+        if let Some(t) = self.inner.scope_forward.lock().take() {
+            t.abort();
+        }
         let all: Vec<_> = self
             .inner
             .informers
@@ -213,6 +246,23 @@ impl InformerFactory {
         }
         for i in &all {
             i.join().await;
+        }
+    }
+}
+
+/// Stores `next` unless equal: an unchanged scope must not relist every sharded informer.
+fn replace_if_changed(v: &mut ShardRanges, next: ShardRanges) -> bool {
+    if *v == next {
+        return false;
+    }
+    *v = next;
+    true
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(t) = self.scope_forward.get_mut().take() {
+            t.abort();
         }
     }
 }

@@ -3,7 +3,7 @@
 use kubewasm_apimachinery::validation::{
     ValidationError, validate_api_version, validate_dns1123_label, validate_kind,
 };
-use kubewasm_apimachinery::{FieldSelector, LabelSelector, SelectorError};
+use kubewasm_apimachinery::{FieldSelector, LabelSelector, SelectorError, ShardField};
 
 /// Longest selector accepted. Kubernetes sets no limit of its own; this bounds what a
 /// subscription can make the host hold and send, far above any practical selector.
@@ -13,7 +13,7 @@ pub const MAX_SELECTOR_LEN: usize = 8192;
 const MAX_REPORTED_VALUE: usize = 256;
 
 /// Identity of a shared informer: handlers asking for the same key share one watch and cache.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InformerKey {
     /// `v1`, `apps/v1`, `example.com/v1alpha1`.
     pub api_version: String,
@@ -25,6 +25,58 @@ pub struct InformerKey {
     pub label_selector: Option<String>,
     /// Server-side field selector.
     pub field_selector: Option<String>,
+    /// `Some`: the informer holds only the objects whose hash of this field lies in the
+    /// factory's shard scope ([`InformerFactory::set_shard_scope`]); such a key never shares an
+    /// informer with an unsharded one, whose cache holds everything.
+    ///
+    /// [`InformerFactory::set_shard_scope`]: super::InformerFactory::set_shard_scope
+    pub shard: Option<ShardField>,
+}
+
+impl InformerKey {
+    /// The fields in a hashable, ordered form (`ShardField` itself is neither).
+    #[allow(clippy::type_complexity)]
+    fn tuple(
+        &self,
+    ) -> (
+        &str,
+        &str,
+        &Option<String>,
+        &Option<String>,
+        &Option<String>,
+        Option<u8>,
+    ) {
+        let shard = self.shard.map(|f| match f {
+            ShardField::Uid => 0,
+            ShardField::Namespace => 1,
+        });
+        (
+            &self.api_version,
+            &self.kind,
+            &self.namespace,
+            &self.label_selector,
+            &self.field_selector,
+            shard,
+        )
+    }
+}
+
+impl std::hash::Hash for InformerKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.tuple().hash(state)
+    }
+}
+
+impl PartialOrd for InformerKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for InformerKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.tuple().cmp(&other.tuple())
+    }
 }
 
 /// A key field that breaks the API server's syntax. `field` uses the WIT subscription's field
@@ -83,7 +135,14 @@ impl InformerKey {
             namespace: None,
             label_selector: None,
             field_selector: None,
+            shard: None,
         }
+    }
+
+    /// Narrows the key to this replica's shard of `field`'s hash space (KEP-5866).
+    pub fn sharded(mut self, field: ShardField) -> Self {
+        self.shard = Some(field);
+        self
     }
 
     /// Restricts the key to one namespace.
@@ -157,6 +216,11 @@ impl std::fmt::Display for InformerKey {
         }
         if let Some(fs) = &self.field_selector {
             write!(f, " fields={fs}")?;
+        }
+        match self.shard {
+            Some(ShardField::Uid) => write!(f, " shard=uid")?,
+            Some(ShardField::Namespace) => write!(f, " shard=namespace")?,
+            None => {}
         }
         Ok(())
     }

@@ -206,6 +206,15 @@ struct WireListMeta {
     resource_version: Option<String>,
     #[serde(rename = "continue", default)]
     continue_token: Option<String>,
+    /// KEP-5866's echo (ListMeta.shardInfo), present only when the server filtered.
+    #[serde(rename = "shardInfo", default)]
+    shard_info: Option<WireShardInfo>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireShardInfo {
+    #[serde(default)]
+    selector: Option<String>,
 }
 
 fn malformed(e: impl std::fmt::Display) -> SourceError {
@@ -225,7 +234,30 @@ pub(super) fn decode_list(body: &str) -> Result<ListPage<SourceObject>, SourceEr
             .collect(),
         resource_version: list.metadata.resource_version.unwrap_or_default(),
         continue_token: list.metadata.continue_token.filter(|c| !c.is_empty()),
+        shard_selector: list.metadata.shard_info.and_then(|i| i.selector),
     })
+}
+
+/// Appends `shardSelector` (form-encoded) to a request built by kube-client, whose
+/// `ListParams`/`WatchParams` predate KEP-5866.
+fn with_shard_selector<B>(
+    req: &mut http::Request<B>,
+    selector: Option<&str>,
+) -> Result<(), SourceError> {
+    let Some(sel) = selector else { return Ok(()) };
+    let uri = req.uri().to_string();
+    let sep = if uri.ends_with('?') {
+        ""
+    } else if uri.contains('?') {
+        "&"
+    } else {
+        "?"
+    };
+    let value: String = url::form_urlencoded::byte_serialize(sel.as_bytes()).collect();
+    *req.uri_mut() = format!("{uri}{sep}shardSelector={value}").parse().map_err(
+        |e: http::uri::InvalidUri| SourceError::new(SourceErrorKind::Other, e.to_string()),
+    )?;
+    Ok(())
 }
 
 /// Maps one decoded watch line. The object stays the text kube-client's line decoder cut out of
@@ -273,6 +305,7 @@ impl ListerWatcher for KubeListerWatcher {
             items,
             resource_version: page.resource_version,
             continue_token: page.continue_token,
+            shard_selector: page.shard_selector,
         })
     }
 
@@ -328,6 +361,7 @@ impl ListerWatcher for KubeListerWatcher {
                         SourceError::new(SourceErrorKind::Other, e.to_string())
                     })?;
         }
+        with_shard_selector(&mut req, opts.shard_selector.as_deref())?;
         req.extensions_mut().insert("list");
         // Read straight into one buffer: collecting the body as text would copy each page twice
         // more, and at 500 objects a page those copies are most of the list path's transient memory.
@@ -359,6 +393,7 @@ impl ListerWatcher for KubeListerWatcher {
             .request
             .watch(&wp, &opts.resource_version)
             .map_err(|e| SourceError::new(SourceErrorKind::Other, e.to_string()))?;
+        with_shard_selector(&mut req, opts.shard_selector.as_deref())?;
         req.extensions_mut().insert("watch");
         let stream = self
             .client
@@ -409,6 +444,12 @@ mod tests {
             decode_list(r#"{"metadata":{"resourceVersion":"3","continue":""},"items":null}"#)
                 .unwrap();
         assert!(empty.items.is_empty() && empty.continue_token.is_none());
+        assert_eq!(empty.shard_selector, None);
+        let echoed = decode_list(
+            r#"{"metadata":{"resourceVersion":"3","shardInfo":{"selector":"shardRange(x)"}},"items":[]}"#,
+        )
+        .unwrap();
+        assert_eq!(echoed.shard_selector.as_deref(), Some("shardRange(x)"));
         assert_eq!(
             decode_list("{").unwrap_err().kind,
             SourceErrorKind::Malformed

@@ -17,6 +17,8 @@ pub struct ListOptions {
     pub limit: Option<u32>,
     /// Continuation token of a paged list (then `resource_version` is empty).
     pub continue_token: Option<String>,
+    /// KEP-5866 `shardSelector` of a sharded informer (the held ranges as of this list).
+    pub shard_selector: Option<String>,
 }
 
 /// One page of a LIST response. Items are trees by default (scripted sources);
@@ -29,6 +31,9 @@ pub struct ListPage<T = Value> {
     pub resource_version: String,
     /// Token for the next page, if any.
     pub continue_token: Option<String>,
+    /// `metadata.shardInfo.selector`: the server's echo of the `shardSelector` it filtered by;
+    /// absent when it did not filter (an older server, or the gate off).
+    pub shard_selector: Option<String>,
 }
 
 impl<T> Default for ListPage<T> {
@@ -37,6 +42,7 @@ impl<T> Default for ListPage<T> {
             items: Vec::new(),
             resource_version: String::new(),
             continue_token: None,
+            shard_selector: None,
         }
     }
 }
@@ -48,6 +54,7 @@ impl<T> ListPage<T> {
             items: self.items.into_iter().map(f).collect(),
             resource_version: self.resource_version,
             continue_token: self.continue_token,
+            shard_selector: self.shard_selector,
         }
     }
 }
@@ -95,6 +102,9 @@ pub struct WatchOptions {
     pub allow_bookmarks: bool,
     /// Streaming list (KEP-3157): the server first sends the current state, then a bookmark.
     pub send_initial_events: bool,
+    /// KEP-5866 `shardSelector`, the same as the cycle's list sent. Watch events carry no echo,
+    /// so the reflector re-checks each of them anyway.
+    pub shard_selector: Option<String>,
 }
 
 /// A decoded watch event. `Error` events arrive as `Err(SourceError)` in the stream instead.

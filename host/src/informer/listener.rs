@@ -27,6 +27,11 @@ pub trait ResourceEventHandler: Send + Sync + 'static {
     /// Every notification buffered for this handler has been delivered: the end of a burst.
     /// A handler that batches (a controller's keys) hands its batch on here.
     fn drained(&self) {}
+    /// A sharded informer's held ranges changed and everything its relist implied has been
+    /// delivered: gained objects as initial adds, changes and deletions as usual (objects that
+    /// left the scope leave the cache silently). The place to report a gained slot's replay as
+    /// synced. Never called on unsharded informers.
+    fn rescoped(&self) {}
 }
 
 /// Lets a shared handler be registered directly (and wrapped by adapters).
@@ -42,6 +47,9 @@ impl<H: ResourceEventHandler + ?Sized> ResourceEventHandler for Arc<H> {
     }
     fn drained(&self) {
         (**self).drained()
+    }
+    fn rescoped(&self) {
+        (**self).rescoped()
     }
 }
 
@@ -100,10 +108,16 @@ impl Notification {
     }
 }
 
+/// What a listener's buffer holds: notifications, and the end of a rescope's delivery.
+enum Item {
+    Note(Notification),
+    Rescoped,
+}
+
 /// A registered handler's delivery machinery.
 pub(crate) struct Listener {
     pub id: u64,
-    tx: Mutex<Option<mpsc::UnboundedSender<Notification>>>,
+    tx: Mutex<Option<mpsc::UnboundedSender<Item>>>,
     removed: Arc<AtomicBool>,
     /// Initial adds handed to the buffer but not yet returned from `on_add` (synctrack).
     pending_initial: Arc<AtomicI64>,
@@ -119,16 +133,35 @@ impl Listener {
         handler: Arc<dyn ResourceEventHandler>,
         depth: Gauge,
     ) -> Arc<Self> {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Notification>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
         let removed = Arc::new(AtomicBool::new(false));
         let pending_initial = Arc::new(AtomicI64::new(0));
         let (r, p, d) = (removed.clone(), pending_initial.clone(), depth.clone());
         let task = tokio::spawn(async move {
-            while let Some(n) = rx.recv().await {
+            while let Some(item) = rx.recv().await {
                 if r.load(Ordering::Acquire) {
                     break;
                 }
                 d.dec();
+                let n = match item {
+                    Item::Note(n) => n,
+                    Item::Rescoped => {
+                        if std::panic::catch_unwind(AssertUnwindSafe(|| handler.rescoped()))
+                            .is_err()
+                        {
+                            tracing::error!(informer = %informer, handler = id,
+                                "event handler panicked after a rescope; handler keeps running");
+                        }
+                        if rx.is_empty()
+                            && std::panic::catch_unwind(AssertUnwindSafe(|| handler.drained()))
+                                .is_err()
+                        {
+                            tracing::error!(informer = %informer, handler = id,
+                                "event handler panicked at the end of a burst; handler keeps running");
+                        }
+                        continue;
+                    }
+                };
                 let initial = matches!(n, Notification::Add { initial: true, .. });
                 let res = std::panic::catch_unwind(AssertUnwindSafe(|| match &n {
                     Notification::Add { obj, initial } => handler.on_add(obj, *initial),
@@ -173,7 +206,17 @@ impl Listener {
             self.pending_initial.fetch_add(1, Ordering::AcqRel);
         }
         self.depth.inc();
-        if tx.send(n).is_err() {
+        if tx.send(Item::Note(n)).is_err() {
+            self.depth.dec();
+        }
+    }
+
+    /// Buffers the end of a rescope's delivery, after everything buffered so far.
+    pub(super) fn rescoped(&self) {
+        let g = self.tx.lock();
+        let Some(tx) = g.as_ref() else { return };
+        self.depth.inc();
+        if tx.send(Item::Rescoped).is_err() {
             self.depth.dec();
         }
     }
@@ -238,5 +281,9 @@ impl<H: ResourceEventHandler> ResourceEventHandler for FilteringHandler<H> {
 
     fn drained(&self) {
         self.inner.drained();
+    }
+
+    fn rescoped(&self) {
+        self.inner.rescoped();
     }
 }

@@ -19,6 +19,9 @@ struct Families {
     undecodable: Family<Labels, Counter>,
     objects: Family<Labels, Gauge>,
     listener_queue_depth: Family<Labels, Gauge>,
+    shard_lists: Family<Labels, Counter>,
+    shard_foreign_events: Family<Labels, Counter>,
+    shard_ranges: Family<Labels, Gauge>,
 }
 
 /// Metric families shared by every informer; cheap to clone. Per-event paths only touch cached
@@ -84,6 +87,22 @@ impl InformerMetrics {
             "Notifications buffered for a handler and not yet delivered",
             f.listener_queue_depth.clone(),
         );
+        registry.register(
+            "kubewasm_informer_shard_lists",
+            "Lists of sharded informers by who narrowed them: outcome=server_filtered (every page \
+             echoed the shardSelector) or host_filtered (the host dropped foreign items)",
+            f.shard_lists.clone(),
+        );
+        registry.register(
+            "kubewasm_informer_shard_foreign_events",
+            "Watch events of sharded informers dropped because the object hashes outside the held ranges",
+            f.shard_foreign_events.clone(),
+        );
+        registry.register(
+            "kubewasm_informer_shard_ranges",
+            "Disjoint hash ranges a sharded informer currently lists and watches (0 = nothing held)",
+            f.shard_ranges.clone(),
+        );
         m
     }
 
@@ -100,6 +119,9 @@ impl InformerMetrics {
                 undecodable: Family::default(),
                 objects: Family::default(),
                 listener_queue_depth: Family::default(),
+                shard_lists: Family::default(),
+                shard_foreign_events: Family::default(),
+                shard_ranges: Family::default(),
             }),
         }
     }
@@ -115,6 +137,8 @@ impl InformerMetrics {
             resyncs: self.f.resyncs.get_or_create_owned(&l),
             undecodable: self.f.undecodable.get_or_create_owned(&l),
             objects: self.f.objects.get_or_create_owned(&l),
+            shard_foreign_events: self.f.shard_foreign_events.get_or_create_owned(&l),
+            shard_ranges: self.f.shard_ranges.get_or_create_owned(&l),
             informer: informer.to_string(),
             metrics: self.clone(),
         }
@@ -176,6 +200,31 @@ impl InformerMetrics {
     pub fn objects(&self, informer: &str) -> i64 {
         self.informer(informer).objects.get()
     }
+
+    /// Lists of a sharded `informer` with `outcome` `server_filtered` or `host_filtered`.
+    pub fn shard_lists(&self, informer: &str, outcome: &str) -> u64 {
+        self.f
+            .shard_lists
+            .get_or_create(&outcome_labels(informer, outcome))
+            .get()
+    }
+
+    /// Watch events of a sharded `informer` dropped as foreign.
+    pub fn shard_foreign_events(&self, informer: &str) -> u64 {
+        self.informer(informer).shard_foreign_events.get()
+    }
+
+    /// Disjoint ranges a sharded `informer` currently holds.
+    pub fn shard_ranges(&self, informer: &str) -> i64 {
+        self.informer(informer).shard_ranges.get()
+    }
+}
+
+fn outcome_labels(informer: &str, outcome: &str) -> Labels {
+    vec![
+        ("informer".into(), informer.to_string()),
+        ("outcome".into(), outcome.to_string()),
+    ]
 }
 
 fn listener_labels(informer: &str, handler: u64) -> Labels {
@@ -202,6 +251,8 @@ pub(crate) struct InformerCounters {
     pub resyncs: Counter,
     pub undecodable: Counter,
     pub objects: Gauge,
+    pub shard_foreign_events: Counter,
+    pub shard_ranges: Gauge,
     informer: String,
     metrics: InformerMetrics,
 }
@@ -212,6 +263,20 @@ impl InformerCounters {
             .f
             .relists
             .get_or_create(&relist_labels(&self.informer, cause))
+            .inc();
+    }
+
+    /// Counts one list of a sharded informer by who filtered it.
+    pub(crate) fn shard_list(&self, server_filtered: bool) {
+        let outcome = if server_filtered {
+            "server_filtered"
+        } else {
+            "host_filtered"
+        };
+        self.metrics
+            .f
+            .shard_lists
+            .get_or_create(&outcome_labels(&self.informer, outcome))
             .inc();
     }
 }

@@ -10,6 +10,9 @@
 //! retries, quarantine) is the caller's business. Selector and name syntax come from
 //! `kubewasm-apimachinery`, shared with the embedded API server. The API server is reached only
 //! through a [`SourceFactory`] ([`KubeSourceFactory`] in production, scripted sources in tests).
+//!
+//! A [sharded](InformerKey::sharded) informer holds only the objects of the hash ranges its
+//! factory's [shard scope](InformerFactory::set_shard_scope) lists (KEP-5866, see `shard.rs`).
 
 mod backoff;
 mod delta_fifo;
@@ -25,6 +28,7 @@ mod object;
 mod processor;
 mod reflector;
 mod resync;
+mod shard;
 mod shared_informer;
 
 #[cfg(test)]
@@ -38,7 +42,7 @@ pub use indexer::{IndexError, Indexer};
 pub use key::{InformerKey, InvalidKey, KeyRule, MAX_SELECTOR_LEN};
 pub use kube_source::KubeSourceFactory;
 pub(crate) use kube_source::{resolve_kind, resource_path};
-pub use kubewasm_apimachinery::LabelSelector;
+pub use kubewasm_apimachinery::{LabelSelector, ShardField};
 pub use list_watch::{
     ListOptions, ListPage, ListerWatcher, SourceError, SourceErrorKind, SourceFactory,
     SourceObject, WatchEvent, WatchOptions, WatchStream,
@@ -48,6 +52,7 @@ pub use metrics::InformerMetrics;
 pub use object::{KubeObject, MalformedObject, ObjectMeta, SharedObject, json_serialisations};
 pub(crate) use object::{Members as JsonMembers, raw_str as raw_json_str};
 pub use reflector::ReflectorConfig;
+pub use shard::ShardRanges;
 pub use shared_informer::{HandlerHandle, SharedIndexInformer};
 // Only the unit tests name these.
 #[cfg(test)]

@@ -39,6 +39,13 @@ impl ProcessorState {
             e.listener.add(n.clone());
         }
     }
+
+    /// Tells every listener, after what it was given so far, that a rescope is delivered.
+    pub(super) fn rescoped(&self) {
+        for e in &self.entries {
+            e.listener.rescoped();
+        }
+    }
 }
 
 /// Owner of the listener set and of the resync plan.

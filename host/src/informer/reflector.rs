@@ -20,6 +20,9 @@ use super::list_watch::{
 use super::metrics::InformerCounters;
 use super::object::{KubeObject, SharedObject};
 use super::processor::Processor;
+use super::shard::{Cycle, Held, ShardRanges, ShardScope};
+use kubewasm_apimachinery::ShardField;
+use tokio::sync::watch;
 
 /// Pager default page size (client-go `tools/pager`).
 pub(super) const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -83,6 +86,8 @@ enum State {
     },
     /// Sleep one backoff interval, then go on with `then`.
     Backoff { then: Box<State> },
+    /// A sharded informer that holds no range: nothing to list or watch until the scope changes.
+    Parked,
     /// Cancelled.
     Stopped,
 }
@@ -93,7 +98,7 @@ impl State {
         match self {
             State::Watch | State::Watching { .. } => true,
             State::Backoff { then } => matches!(**then, State::Watch),
-            State::List { .. } | State::Stopped => false,
+            State::List { .. } | State::Parked | State::Stopped => false,
         }
     }
 }
@@ -187,6 +192,42 @@ pub(crate) struct Reflector {
     backoff: Backoff,
     internal_retry: InternalErrorRetry,
     watches_opened: u64,
+    /// Sharded informers: the scope, until `run` takes its receiver.
+    shard: Option<ShardScope>,
+    /// The hashed field of a sharded informer.
+    field: Option<ShardField>,
+    /// The held ranges the next list asks for.
+    target: Held,
+    /// The ranges the cache currently reflects (set by each successful list).
+    cycle: Option<Cycle>,
+    /// The scope changed since the last successful list: the next one is a rescope.
+    rescope_pending: bool,
+}
+
+/// What one (possibly paged) LIST brought.
+struct Listed {
+    items: Vec<SharedObject>,
+    resource_version: String,
+    paginated: bool,
+    /// Every page echoed the `shardSelector` sent (the server filtered all of it).
+    server_filtered: bool,
+}
+
+/// Resolves with the new held ranges once the scope differs from `current`; never for an
+/// unsharded informer (or once the scope's sender is gone: the last ranges stay).
+async fn scope_change(rx: &mut Option<watch::Receiver<ShardRanges>>, current: &Held) -> Held {
+    let Some(rx) = rx else {
+        return std::future::pending().await;
+    };
+    loop {
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        let new = Held::normalize(&rx.borrow_and_update());
+        if &new != current {
+            return new;
+        }
+    }
 }
 
 /// What the owning informer hands a [`Reflector`]: its identity, the shared
@@ -212,6 +253,8 @@ pub(super) struct ReflectorParts {
     pub cancel: CancellationToken,
     /// Last synced resourceVersion, shared with the informer.
     pub last_sync_rv: Arc<Mutex<String>>,
+    /// The held ranges to follow, for a sharded informer.
+    pub shard: Option<ShardScope>,
 }
 
 impl Reflector {
@@ -227,6 +270,7 @@ impl Reflector {
             config,
             cancel,
             last_sync_rv,
+            shard,
         } = parts;
         Self {
             backoff: Backoff::new(config.backoff.clone()),
@@ -248,6 +292,11 @@ impl Reflector {
             rv_unavailable: false,
             paginated_result: false,
             watches_opened: 0,
+            shard,
+            field: None,
+            target: Held::default(),
+            cycle: None,
+            rescope_pending: false,
         }
     }
 
@@ -283,16 +332,40 @@ impl Reflector {
             fifo: self.fifo.clone(),
             counters: self.counters.clone(),
         };
+        let mut scope_rx = None;
+        if let Some(scope) = self.shard.take() {
+            let mut rx = scope.ranges;
+            self.target = Held::normalize(&rx.borrow_and_update());
+            self.field = Some(scope.field);
+            scope_rx = Some(rx);
+        }
         let mut state = State::List { cause: "initial" };
         loop {
             state = match state {
                 State::Stopped => return,
-                s if s.in_watch_phase() => tokio::select! {
-                    next = self.step(s) => next,
-                    never = resync.run() => match never {},
-                },
-                s => self.step(s).await,
+                s => {
+                    let watch_phase = s.in_watch_phase();
+                    let target = self.target.clone();
+                    tokio::select! {
+                        next = self.step(s) => next,
+                        never = resync.run(), if watch_phase => match never {},
+                        held = scope_change(&mut scope_rx, &target) => self.rescope(held),
+                    }
+                }
             };
+        }
+    }
+
+    /// The held ranges changed: whatever was going on (a watch, a list, a backoff) is dropped
+    /// and the informer relists with the new selector.
+    fn rescope(&mut self, held: Held) -> State {
+        tracing::info!(informer = %self.name, ranges = held.len(), "shard scope changed; relisting");
+        self.target = held;
+        if self.cycle.is_some() {
+            self.rescope_pending = true;
+            State::List { cause: "rescope" }
+        } else {
+            State::List { cause: "initial" }
         }
     }
 
@@ -300,6 +373,10 @@ impl Reflector {
     async fn step(&mut self, state: State) -> State {
         match state {
             State::Stopped => State::Stopped,
+            State::Parked => {
+                self.cancel.cancelled().await;
+                State::Stopped
+            }
             State::List { cause } => self.list(cause).await,
             State::Watch => self.open_watch().await,
             State::Watching {
@@ -351,8 +428,15 @@ impl Reflector {
         if cause != "initial" {
             self.counters.relist(cause);
         }
+        let cycle = self.field.map(|f| Cycle::new(f, self.target.clone()));
+        if let Some(c) = cycle.as_ref().filter(|c| c.held.is_empty()) {
+            // Nothing held: the cache empties (silently) and the server is left alone.
+            tracing::info!(informer = %self.name, "no shard range held; cache emptied, not listing");
+            self.commit(Vec::new(), Some(c.clone()));
+            return State::Parked;
+        }
         if self.config.use_watch_list {
-            match self.watch_list().await {
+            match self.watch_list(cycle.as_ref()).await {
                 Ok(s) => return s,
                 Err(e) => tracing::warn!(informer = %self.name, error = %e,
                     "streaming list failed, falling back to the standard LIST/WATCH semantics"),
@@ -366,18 +450,27 @@ impl Reflector {
                 None if !rv.is_empty() && rv != "0" => None,
                 None => Some(DEFAULT_PAGE_SIZE),
             };
+            let selector = cycle.as_ref().and_then(|c| c.selector.as_deref());
             let res = tokio::select! {
                 _ = self.cancel.cancelled() => return State::Stopped,
-                r = self.list_pages(&rv, limit) => r,
+                r = self.list_pages(&rv, limit, selector) => r,
             };
             match res {
-                Ok((objs, list_rv, paginated)) => {
-                    if rv == "0" && paginated {
+                Ok(mut listed) => {
+                    if rv == "0" && listed.paginated {
                         self.paginated_result = true;
                     }
                     self.rv_unavailable = false;
-                    self.fifo.replace(objs);
-                    self.set_last_sync(&list_rv);
+                    if let Some(c) = &cycle {
+                        // Trusted only when the server said it filtered by exactly this selector.
+                        let server = c.selector.is_some() && listed.server_filtered;
+                        if !server {
+                            listed.items.retain(|o| c.owns(o));
+                        }
+                        self.counters.shard_list(server);
+                    }
+                    self.commit(listed.items, cycle);
+                    self.set_last_sync(&listed.resource_version);
                     return State::Watch;
                 }
                 Err(e) if e.needs_consistent_relist() && !rv.is_empty() => {
@@ -398,16 +491,35 @@ impl Reflector {
         }
     }
 
+    /// Hands a successful list to the FIFO. A sharded informer's list evicts (silently) what
+    /// left its scope; after a rescope a mark follows, so listeners learn when it is delivered.
+    fn commit(&mut self, items: Vec<SharedObject>, cycle: Option<Cycle>) {
+        let Some(c) = cycle else {
+            self.fifo.replace(items);
+            return;
+        };
+        let rescope = std::mem::take(&mut self.rescope_pending);
+        self.fifo
+            .replace_scoped(items, &|o: &KubeObject| c.owns(o), rescope);
+        if rescope {
+            self.fifo.mark_rescoped();
+        }
+        self.counters.shard_ranges.set(c.held.len() as i64);
+        self.cycle = Some(c);
+    }
+
     /// Paged list; a continuation that expired falls back to one full list at the same RV.
     /// Each page becomes cached objects as it arrives, so only one page is ever held twice.
     async fn list_pages(
         &self,
         rv: &str,
         mut limit: Option<u32>,
-    ) -> Result<(Vec<SharedObject>, String, bool), SourceError> {
+        selector: Option<&str>,
+    ) -> Result<Listed, SourceError> {
         let mut items = Vec::new();
         let mut cont: Option<String> = None;
         let mut paginated = false;
+        let mut server_filtered = true;
         // One list however many pages (and a fallback after an expired continuation) it takes.
         self.counters.lists.inc();
         loop {
@@ -419,10 +531,15 @@ impl Reflector {
                 },
                 limit,
                 continue_token: cont.clone(),
+                shard_selector: selector.map(str::to_string),
             };
             self.counters.list_pages.inc();
             match self.lw.list_objects(&opts).await {
                 Ok(page) => {
+                    // Each page on its own: a skewed server behind a load balancer may filter
+                    // one page and not the next.
+                    server_filtered &=
+                        selector.is_some() && page.shard_selector.as_deref() == selector;
                     items.extend(
                         page.items
                             .into_iter()
@@ -433,7 +550,14 @@ impl Reflector {
                             paginated = true;
                             cont = Some(c);
                         }
-                        None => return Ok((items, page.resource_version, paginated)),
+                        None => {
+                            return Ok(Listed {
+                                items,
+                                resource_version: page.resource_version,
+                                paginated,
+                                server_filtered,
+                            });
+                        }
                     }
                 }
                 Err(e) if cont.is_some() && e.kind == SourceErrorKind::Expired => {
@@ -442,6 +566,7 @@ impl Reflector {
                     items.clear();
                     cont = None;
                     limit = None;
+                    server_filtered = true;
                 }
                 Err(e) => return Err(e),
             }
@@ -454,6 +579,7 @@ impl Reflector {
             timeout_seconds: self.watch_timeout(),
             allow_bookmarks: true,
             send_initial_events: false,
+            shard_selector: self.cycle.as_ref().and_then(|c| c.selector.clone()),
         };
         let res = tokio::select! {
             _ = self.cancel.cancelled() => return State::Stopped,
@@ -506,6 +632,14 @@ impl Reflector {
                 let Some(obj) = self.to_object(v, what) else {
                     return false;
                 };
+                // Watch events carry no echo, and a watch may reach a server that ignored the
+                // selector: every event is checked against this cycle's ranges.
+                if let Some(c) = &self.cycle
+                    && !c.owns(&obj)
+                {
+                    self.counters.shard_foreign_events.inc();
+                    return false;
+                }
                 let rv = obj.resource_version().to_string();
                 if is("ADDED") {
                     self.fifo.add(obj);
@@ -601,7 +735,7 @@ impl Reflector {
 
     /// Streaming initial list: the watch's initial events fill a temporary store that replaces
     /// the FIFO at the `initial-events-end` bookmark; the same stream then continues.
-    async fn watch_list(&mut self) -> Result<State, SourceError> {
+    async fn watch_list(&mut self, cycle: Option<&Cycle>) -> Result<State, SourceError> {
         // A list too, though no LIST request: no pages.
         self.counters.lists.inc();
         loop {
@@ -615,6 +749,7 @@ impl Reflector {
                 timeout_seconds: self.watch_timeout(),
                 allow_bookmarks: true,
                 send_initial_events: true,
+                shard_selector: cycle.and_then(|c| c.selector.clone()),
             };
             let res = tokio::select! {
                 _ = self.cancel.cancelled() => return Ok(State::Stopped),
@@ -659,7 +794,11 @@ impl Reflector {
                         if initial_events_end {
                             let objs: Vec<SharedObject> =
                                 order.iter().filter_map(|k| temp.remove(k)).collect();
-                            self.fifo.replace(objs);
+                            if cycle.is_some() {
+                                // Initial events carry no echo: always filtered here.
+                                self.counters.shard_list(false);
+                            }
+                            self.commit(objs, cycle.cloned());
                             self.set_last_sync(&resource_version);
                             self.rv_unavailable = false;
                             return Ok(State::Watching {
@@ -680,6 +819,12 @@ impl Reflector {
                         let Some(obj) = self.to_object(v, what) else {
                             continue;
                         };
+                        if let Some(c) = cycle
+                            && !c.owns(&obj)
+                        {
+                            self.counters.shard_foreign_events.inc();
+                            continue;
+                        }
                         let key = obj.key().to_string();
                         if what == "DELETED" {
                             temp.remove(&key);

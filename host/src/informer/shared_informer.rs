@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::delta_fifo::{Delta, DeltaFifo, DeltaObject, DeltaType};
+use super::delta_fifo::{Delta, DeltaFifo, DeltaObject, DeltaType, Popped};
 use super::indexer::Indexer;
 use super::list_watch::ListerWatcher;
 use super::listener::{Listener, Notification, ResourceEventHandler};
@@ -17,6 +17,7 @@ use super::metrics::{InformerCounters, InformerMetrics};
 use super::processor::{Processor, ProcessorState};
 use super::reflector::{Reflector, ReflectorConfig, ReflectorParts, TransformFunc};
 use super::resync::determine_resync_period;
+use super::shard::{ShardRanges, ShardScope};
 use super::{InformerError, InformerKey};
 
 /// Process-wide listener ids (also the `handler` metric label).
@@ -40,6 +41,8 @@ pub struct SharedIndexInformer {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     last_sync_rv: Arc<Mutex<String>>,
     transform: Mutex<Option<TransformFunc>>,
+    /// Held ranges a sharded key follows (see [`set_shard_scope`](Self::set_shard_scope)).
+    shard_scope: Mutex<Option<tokio::sync::watch::Receiver<ShardRanges>>>,
 }
 
 impl std::fmt::Debug for SharedIndexInformer {
@@ -77,6 +80,7 @@ impl SharedIndexInformer {
             tasks: Mutex::new(Vec::new()),
             last_sync_rv: Arc::new(Mutex::new(String::new())),
             transform: Mutex::new(None),
+            shard_scope: Mutex::new(None),
         })
     }
 
@@ -153,6 +157,21 @@ impl SharedIndexInformer {
         Ok(())
     }
 
+    /// The held ranges `[start, end)` a sharded key ([`InformerKey::sharded`]) follows: every
+    /// list asks for their union, and a change relists. Only before `run`; a sharded informer
+    /// run without a scope holds nothing (it never lists), so a missing scope cannot make a
+    /// replica handle another's objects. Ignored for unsharded keys.
+    pub fn set_shard_scope(
+        &self,
+        scope: tokio::sync::watch::Receiver<ShardRanges>,
+    ) -> Result<(), InformerError> {
+        if self.started.load(Ordering::Acquire) || self.is_stopped() {
+            return Err(InformerError::AlreadyStarted(self.name.clone()));
+        }
+        *self.shard_scope.lock() = Some(scope);
+        Ok(())
+    }
+
     /// Registers a handler. After start, the cache is replayed to it as initial adds, atomically
     /// with respect to delta processing (queued deltas reach it later as normal notifications).
     pub fn add_event_handler(
@@ -209,6 +228,14 @@ impl SharedIndexInformer {
             config: self.config.clone(),
             cancel: self.cancel.clone(),
             last_sync_rv: self.last_sync_rv.clone(),
+            shard: self.key.shard.map(|field| ShardScope {
+                field,
+                ranges: self
+                    .shard_scope
+                    .lock()
+                    .clone()
+                    .unwrap_or_else(|| tokio::sync::watch::channel(Vec::new()).1),
+            }),
         });
         reflector.transform = self.transform.lock().clone();
         let refl = tokio::spawn(reflector.run());
@@ -217,7 +244,10 @@ impl SharedIndexInformer {
             loop {
                 let processed = me
                     .fifo
-                    .pop(|deltas, init| me.process_deltas(deltas, init))
+                    .pop_marked(|p| match p {
+                        Popped::Deltas(deltas, init) => me.process_deltas(deltas, init),
+                        Popped::Rescoped => me.processor.lock().rescoped(),
+                    })
                     .await;
                 if processed.is_none() {
                     return;
@@ -254,6 +284,29 @@ impl SharedIndexInformer {
                         },
                         false,
                     );
+                }
+                DeltaType::Evicted => {
+                    // Moved to another replica: not a deletion, nobody is told.
+                    self.indexer.delete(d.object.key());
+                }
+                DeltaType::Rescoped => {
+                    let DeltaObject::Object(obj) = d.object else {
+                        continue;
+                    };
+                    match self.indexer.upsert(obj.clone()) {
+                        // Held before and after: only a real change is news.
+                        Some(old) if old.resource_version() == obj.resource_version() => {}
+                        Some(old) => st.distribute(
+                            Notification::Update {
+                                old,
+                                new: obj,
+                                is_sync: false,
+                            },
+                            false,
+                        ),
+                        // A gained slot replays like an initial list.
+                        None => st.distribute(Notification::Add { obj, initial: true }, false),
+                    }
                 }
                 DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
                     let DeltaObject::Object(obj) = d.object else {

@@ -68,6 +68,9 @@ pub struct PluginMetrics {
     pub queue_depth: Family<PluginLabels, Gauge>,
     /// Notifications folded into another at the queue cap (`max-queued`).
     pub coalesced: Family<PluginLabels, Counter>,
+    /// Queued work a sharded plugin did not get because its object's slot was no longer this
+    /// replica's when the call would have started (moved away, or the replica fenced).
+    pub shard_refused: Family<PluginLabels, Counter>,
     /// Worker threads restarted after a panic.
     pub worker_restarts: Family<PluginLabels, Counter>,
     /// Calls in flight (at most the plugin's `concurrency`).
@@ -205,6 +208,11 @@ impl PluginMetrics {
             m.coalesced.clone(),
         );
         r.register(
+            "shard_refused",
+            "Queued notifications dropped because their object's shard slot was no longer this replica's",
+            m.shard_refused.clone(),
+        );
+        r.register(
             "worker_restarts",
             "Plugin worker threads restarted after a panic",
             m.worker_restarts.clone(),
@@ -284,6 +292,7 @@ impl PluginMetrics {
             }),
             queue_depth: Family::default(),
             coalesced: Family::default(),
+            shard_refused: Family::default(),
             worker_restarts: Family::default(),
             calls_in_flight: Family::default(),
             instances: Family::default(),

@@ -43,6 +43,7 @@ pub(crate) use capabilities::kube_client::plugin_account;
 pub use delivery::dispatch::{Dispatcher, Guest};
 pub use delivery::quarantine::QuarantinePolicy;
 pub use delivery::queue::DEFAULT_MAX_QUEUED;
+pub use delivery::shard_gate::{GateDrain, ShardGate};
 pub use delivery::state::{PluginState, StateEvent};
 pub use grants::NEVER_GRANTED_SUBRESOURCES;
 pub(crate) use grants::{DEFAULT_PLUGINS_CONFIGMAP, PLUGIN_ACCOUNT_PREFIX};

@@ -72,5 +72,7 @@ pub(crate) mod v3 {
 
 /// `kubewasm:handler@0.3.0`, world `controller`: reconciles keys of a primary kind.
 pub(crate) mod v3c {
-    v3_bindgen!("controller", "kubewasm:handler/settings@0.3.0" => crate::runtime::bindings::v3::kubewasm::handler0_3_0::settings);
+    v3_bindgen!("controller",
+        "kubewasm:handler/settings@0.3.0" => crate::runtime::bindings::v3::kubewasm::handler0_3_0::settings,
+        "kubewasm:handler/shard@0.3.0" => crate::runtime::bindings::v3::kubewasm::handler0_3_0::shard);
 }

@@ -437,6 +437,10 @@ fn link_v2_imports(linker: &mut Linker<StoreState>) -> anyhow::Result<()> {
         linker,
         |s| s,
     )?;
+    super::bindings::v3::kubewasm::handler0_3_0::shard::add_to_linker::<_, HasSelf<_>>(
+        linker,
+        |s| s,
+    )?;
     Ok(())
 }
 

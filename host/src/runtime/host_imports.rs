@@ -128,6 +128,16 @@ impl StoreState {
             KubeCall::Patch { patch, .. } => patch.len(),
             KubeCall::Get(_) | KubeCall::Delete { .. } => 0,
         };
+        // A fenced replica (it could not renew its shard Lease in time) writes nothing: a
+        // process resumed after a pause must not act on objects another replica now holds.
+        if !matches!(call, KubeCall::Get(_)) && !self.shard.may_act() {
+            return Err(convert::v2::api_error(ApiError {
+                code: 503,
+                reason: "ServiceUnavailable".into(),
+                message: "this replica is fenced: it could not renew its shard Lease in time"
+                    .into(),
+            }));
+        }
         if body > MAX_WRITE_BYTES {
             if tracing::enabled!(target: RUNTIME_TARGET, tracing::Level::DEBUG)
                 && self.lines.admit()
@@ -335,6 +345,9 @@ impl events::Host for StoreState {
         action: String,
         note: String,
     ) {
+        if !self.shard.may_act() {
+            return;
+        }
         let event_type = match r#type {
             events::EventType::Normal => EventType::Normal,
             events::EventType::Warning => EventType::Warning,
@@ -406,5 +419,39 @@ impl settings::Host for StoreState {
             return "{}".into();
         }
         self.settings.json.clone()
+    }
+}
+
+use super::bindings::v3::kubewasm::handler0_3_0::shard;
+
+impl shard::Host for StoreState {
+    fn by(&mut self) -> shard::ShardBy {
+        match self.shard.by() {
+            super::shard::ShardBy::None => shard::ShardBy::None,
+            super::shard::ShardBy::Uid => shard::ShardBy::Uid,
+            super::shard::ShardBy::Namespace => shard::ShardBy::Namespace,
+        }
+    }
+
+    /// At most 64 ranges (a ring has at most 64 slots): charged before it is built.
+    fn ranges(&mut self) -> Vec<shard::HashRange> {
+        let memory = self.call_memory();
+        if memory.charge(64 * 24).is_err() {
+            return Vec::new();
+        }
+        self.shard
+            .ranges()
+            .into_iter()
+            .map(|(start, end)| shard::HashRange { start, end })
+            .collect()
+    }
+
+    /// The value was lifted into host memory for the call: charged, then only hashed.
+    fn owns(&mut self, value: String) -> bool {
+        let memory = self.call_memory();
+        if memory.charge(value.len() as u64).is_err() {
+            return false;
+        }
+        self.shard.owns(&value)
     }
 }

@@ -61,6 +61,8 @@ pub(crate) struct HttpHooks {
     /// Cancelled when the current call ends; replaced only after a call that sent a request.
     call: CancellationToken,
     sent_this_call: bool,
+    /// The replica's fence: no request leaves while it is closed.
+    shard: Arc<dyn super::shard::ShardView>,
 }
 
 impl HttpHooks {
@@ -82,6 +84,7 @@ impl HttpHooks {
             observer,
             call: CancellationToken::new(),
             sent_this_call: false,
+            shard: super::shard::not_sharded(),
         }
     }
 
@@ -471,6 +474,13 @@ async fn intercept(
     }
 }
 
+impl HttpHooks {
+    /// Fences every later request by `view` (see [`ShardView::may_act`](super::ShardView::may_act)).
+    pub(crate) fn set_shard(&mut self, view: Arc<dyn super::shard::ShardView>) {
+        self.shard = view;
+    }
+}
+
 impl WasiHttpHooks for HttpHooks {
     fn send_request(
         &mut self,
@@ -478,6 +488,13 @@ impl WasiHttpHooks for HttpHooks {
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> SendFuture {
+        if !self.shard.may_act() {
+            return Box::new(async {
+                Err(Error::InternalError(Some(
+                    "this replica is fenced: it could not renew its shard Lease in time".to_owned(),
+                )))
+            });
+        }
         let bounded = self.policy.bounded;
         self.sent_this_call = bounded;
         let call = self.call.clone();

@@ -56,6 +56,8 @@ pub struct HandlerInstance {
     cluster: Arc<dyn ClusterAccess>,
     /// The operator's settings, which 0.3.0 guests read.
     settings: Arc<PluginSettings>,
+    /// Which objects are this replica's; also fences side effects.
+    shard: Arc<dyn super::shard::ShardView>,
     http: HttpPolicy,
     log: GuestLog,
     lines: GuestCausedLog,
@@ -107,6 +109,7 @@ impl HandlerInstance {
             pool: None,
             cluster: Arc::new(NoClusterAccess::new(&plugin)),
             settings: Arc::new(PluginSettings::empty()),
+            shard: super::shard::not_sharded(),
             runtime,
             compiled,
             plugin,
@@ -223,6 +226,13 @@ impl HandlerInstance {
     /// instantiation.
     pub fn with_settings(mut self, settings: Arc<PluginSettings>) -> Self {
         self.settings = settings;
+        self
+    }
+
+    /// Answers the guest's `shard` import from `view` and fences its side effects by it (by
+    /// default: not sharded, never fenced). Applies from the next instantiation.
+    pub fn with_shard(mut self, view: Arc<dyn super::shard::ShardView>) -> Self {
+        self.shard = view;
         self
     }
 
@@ -427,6 +437,8 @@ impl HandlerInstance {
             self.cluster.clone(),
         );
         state.settings = self.settings.clone();
+        state.shard = self.shard.clone();
+        state.http_hooks.set_shard(self.shard.clone());
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
         if self.http.bounded {

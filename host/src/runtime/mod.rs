@@ -30,6 +30,7 @@ mod line_budget;
 mod metrics;
 mod observer;
 mod pool;
+mod shard;
 mod store;
 mod types;
 mod validate;
@@ -69,6 +70,7 @@ pub use observer::{
     Quarantined, SharedObserver, VersionLoaded,
 };
 pub use pool::{PoolFull, PoolReservation};
+pub use shard::{NotSharded, ShardBy, ShardView, not_sharded};
 pub use types::{
     ApiError, CacheError, CacheReader, GuestLogLevel, GuestObject, HandlerOutcome, HandlerWorld,
     KeyMapping, MAX_REQUEUE_AFTER, MIN_REQUEUE_AFTER, NoCache, ObjectKey, ObjectView, Permission,

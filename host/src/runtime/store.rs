@@ -35,6 +35,8 @@ pub(crate) struct StoreState {
     pub cluster: Arc<dyn ClusterAccess>,
     /// The operator's settings for the plugin (0.3.0's `settings`).
     pub settings: Arc<PluginSettings>,
+    /// Which objects are this replica's (0.3.0's `shard`), and whether it may act at all.
+    pub shard: Arc<dyn super::shard::ShardView>,
     /// Time this instance's host calls spend waiting on external systems.
     host_wait: HostWait,
     /// What the host call in progress holds for the guest; dropped (given back) once its
@@ -75,6 +77,7 @@ impl StoreState {
             cluster,
             // The instance sets the plugin's own (see `HandlerInstance::with_settings`).
             settings: Arc::new(PluginSettings::empty()),
+            shard: super::shard::not_sharded(),
             host_wait,
             call_memory: None,
         }

@@ -1,4 +1,4 @@
-// Unit tests of the JavaScript SDK's 0.3.0 parts, imports stubbed (test/loader.js): settings, the
+// Unit tests of the JavaScript SDK's 0.3.0 parts, imports stubbed (test/loader.js): settings, shard, the
 // handler world's validateSettings, the controller world (declarations, describe, reconcile with
 // the primary read from the cache, outcomes, keysFor, failures), the owner helpers a controller
 // uses, and that index.js imports nothing of 0.3.0 (a 0.2.0 component builds on it). sdk.test.js
@@ -11,7 +11,9 @@ import {
   kube, owner, KubeObject, Retry, Fatal, Trap, ApiError, SettingError,
 } from '../index.js';
 import * as settings from '../settings.js';
+import * as shard from '../shard.js';
 import { state as table } from './stub/settings.js';
+import { state as held } from './stub/shard.js';
 import * as hostKube from './stub/kube.js';
 import * as hostCache from './stub/cache.js';
 import { lines } from './stub/log.js';
@@ -310,7 +312,44 @@ test('owner: controllerOf, applyOwnedIfChanged from the cache, cachedOwned', () 
   assert.deepEqual(kube.cachedOwned(SITE, 'v1', 'ConfigMap').map((o) => o.name), ['web']);
 });
 
-test('index.js imports nothing of 0.3.0 (0.2.0 components build on it); settings.js is the one module that does', () => {
+const sharded = (by, owned, ranges = []) => Object.assign(held, { by, owned, ranges, asked: [] });
+
+test('shard: not sharded owns everything and asks nothing per object', () => {
+  sharded('none', undefined, [{ start: 0n, end: undefined }]);
+  assert.equal(shard.by(), 'none');
+  assert.deepEqual(shard.ranges(), [{ start: 0n, end: undefined }]);
+  const cm = KubeObject.of(wit({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { namespace: 'a', name: 'c', uid: 'u1' } }));
+  assert.equal(shard.ownsObject(cm), true);
+  assert.deepEqual(held.asked, []);
+  assert.equal(cm.decoded, false);
+});
+
+test('shard: by uid asks for the uid, by namespace for the namespace ("" when cluster-scoped)', () => {
+  sharded('uid', ['u1'], [{ start: 0n, end: 1n << 63n }]);
+  const [r] = shard.ranges();
+  assert.ok(shard.contains(r, 0n) && shard.contains(r, (1n << 63n) - 1n) && !shard.contains(r, 1n << 63n));
+  assert.ok(shard.contains({ start: 5n, end: undefined }, 2n ** 64n - 1n));
+  const cm = KubeObject.of(wit({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { namespace: 'a', name: 'c', uid: 'u1' } }));
+  assert.equal(shard.ownsObject(cm), true);
+  assert.equal(cm.decoded, false, 'the key is read from the metadata the host extracted');
+  assert.equal(shard.ownsObject({ metadata: { namespace: 'a', uid: 'u2' } }), false);
+  assert.equal(shard.ownsObject({ uid: 'u1' }), true); // a bare metadata object
+  assert.equal(shard.owns('u3'), false);
+  assert.deepEqual(held.asked, ['u1', 'u2', 'u1', 'u3']);
+
+  sharded('namespace', ['team-a', '']);
+  assert.deepEqual(shard.ranges(), []); // holds none (or fenced)
+  assert.equal(shard.ownsObject({ metadata: { namespace: 'team-a', uid: 'u1' } }), true);
+  assert.equal(shard.ownsObject(KubeObject.ref('v1', 'ConfigMap', 'c', 'team-b')), false);
+  const ns = KubeObject.of(wit({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'team-a', uid: 'u9' } }));
+  assert.equal(shard.ownsObject(ns), true);
+  assert.deepEqual(held.asked, ['team-a', 'team-b', '']);
+  assert.equal(shard.key('uid', { metadata: {} }), '');
+  assert.throws(() => shard.key('name', {}), TypeError);
+  sharded('none', undefined, [{ start: 0n, end: undefined }]);
+});
+
+test('index.js imports nothing of 0.3.0 (0.2.0 components build on it); settings.js and shard.js are the modules that do', () => {
   const seen = new Set();
   const hosts = new Set();
   const visit = (file) => {
@@ -324,6 +363,7 @@ test('index.js imports nothing of 0.3.0 (0.2.0 components build on it); settings
   };
   visit('index.js');
   assert.deepEqual([...hosts].filter((s) => s.includes('@0.3.0')), []);
-  assert.ok(!seen.has('settings.js'));
+  assert.ok(!seen.has('settings.js') && !seen.has('shard.js'));
   assert.ok(readFileSync(new URL('../settings.js', import.meta.url), 'utf8').includes("from 'kubewasm:handler/settings@0.3.0'"));
+  assert.ok(readFileSync(new URL('../shard.js', import.meta.url), 'utf8').includes("from 'kubewasm:handler/shard@0.3.0'"));
 });

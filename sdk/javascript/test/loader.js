@@ -7,6 +7,7 @@ const STUBS = {
   'kubewasm:handler/cache@0.2.0': 'cache.js',
   'kubewasm:handler/events@0.2.0': 'events.js',
   'kubewasm:handler/settings@0.3.0': 'settings.js',
+  'kubewasm:handler/shard@0.3.0': 'shard.js',
   'wasi:http/outgoing-handler@0.2.12': 'outgoing-handler.js',
   'wasi:http/types@0.2.12': 'http-types.js',
 };

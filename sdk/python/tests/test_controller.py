@@ -1,4 +1,4 @@
-"""Unit tests of the 0.3.0 parts of the Python SDK on stub bindings (tests/stub): settings, the
+"""Unit tests of the 0.3.0 parts of the Python SDK on stub bindings (tests/stub): settings, shard, the
 handler world's `validate-settings`, and the controller world (declarations, `describe`,
 `reconcile` with the primary read from the cache, outcomes, `keys-for`, failures)."""
 
@@ -18,9 +18,10 @@ from wit_world.imports import kube as wkube  # noqa: E402
 from wit_world.imports import kubewasm_handler_types as types  # noqa: E402
 from wit_world.imports import log as wlog  # noqa: E402
 from wit_world.imports import settings as wsettings  # noqa: E402
+from wit_world.imports import shard as wshard  # noqa: E402
 
 import kubewasm_sdk as sdk  # noqa: E402
-from kubewasm_sdk import settings  # noqa: E402
+from kubewasm_sdk import settings, shard  # noqa: E402
 
 
 def wit(obj: dict) -> types.Object:
@@ -411,6 +412,48 @@ class OwnedTest(unittest.TestCase):
         theirs = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "ns", "name": "b"}}
         wcache.objects, wcache.answer = [wit(mine), wit(theirs)], None
         self.assertEqual([o.name for o in sdk.kube.cached_owned(SITE, "v1", "ConfigMap")], ["a"])
+
+
+class ShardTest(unittest.TestCase):
+    def setUp(self):
+        wshard.shard_by, wshard.held, wshard.owned, wshard.asked = wshard.ShardBy.NONE, [wshard.HashRange(0, None)], None, []
+
+    def tearDown(self):
+        self.setUp()
+
+    def shard_by(self, by, owned, held=()):
+        wshard.shard_by, wshard.owned, wshard.held = by, owned, list(held)
+
+    def test_not_sharded_owns_everything_and_asks_nothing_per_object(self):
+        self.assertEqual(shard.by(), "none")
+        self.assertEqual(shard.ranges(), [(0, None)])
+        self.assertTrue(shard.owns_object(sdk.Object.of(wit({"metadata": {"namespace": "a", "uid": "u1"}}))))
+        self.assertEqual(wshard.asked, [])
+        self.assertIs(sdk.shard, shard)
+
+    def test_by_uid_asks_for_the_uid(self):
+        self.shard_by(wshard.ShardBy.UID, {"u1"}, [wshard.HashRange(0, 1 << 63)])
+        self.assertEqual(shard.by(), "uid")
+        (r,) = shard.ranges()
+        self.assertEqual((r.start, r.end), (0, 1 << 63))
+        self.assertTrue(0 in r and (1 << 63) - 1 in r and (1 << 63) not in r)
+        self.assertTrue(shard.owns_object(sdk.Object.of(wit({"metadata": {"namespace": "a", "uid": "u1"}}))))
+        self.assertFalse(shard.owns_object({"metadata": {"namespace": "a", "uid": "u2"}}))
+        self.assertTrue(shard.owns_object({"uid": "u1"}))  # a bare metadata dict
+        self.assertFalse(shard.owns("u3"))
+        self.assertEqual(wshard.asked, ["u1", "u2", "u1", "u3"])
+
+    def test_by_namespace_asks_for_the_namespace_and_cluster_scoped_is_empty(self):
+        self.shard_by(wshard.ShardBy.NAMESPACE, {"team-a", ""})
+        self.assertEqual(shard.by(), "namespace")
+        self.assertEqual(shard.ranges(), [])  # holds none (or fenced)
+        self.assertTrue(shard.owns_object(sdk.Object.of(wit({"metadata": {"namespace": "team-a", "uid": "u1"}}))))
+        self.assertFalse(shard.owns_object({"metadata": {"namespace": "team-b", "uid": "u1"}}))
+        self.assertTrue(shard.owns_object(sdk.Object.of(wit({"kind": "Namespace", "metadata": {"uid": "u9"}}))))
+        self.assertEqual(wshard.asked, ["team-a", "team-b", ""])
+        self.assertEqual(shard.key("uid", {"metadata": {}}), "")
+        with self.assertRaises(ValueError):
+            shard.key("name", {})
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The SDK in a component built against kubewasm:handler@0.2.0 (what the guest examples and
 `kubewasm new` projects build against): the stub bindings without the 0.3.0 imports (`settings`,
-`controller_types`). A handler builds as before (its `validate_settings` is not asked for),
-`settings` fails loudly when called, and a Controller is refused while the component is built."""
+`shard`, `controller_types`). A handler builds as before (its `validate_settings` is not asked
+for), `settings` and `shard` fail loudly when called, and a Controller is refused while the
+component is built."""
 
 import os
 import sys
@@ -9,7 +10,7 @@ import unittest
 
 here = os.path.dirname(os.path.abspath(__file__))
 OURS = ("wit_world", "kubewasm_sdk")
-MISSING = ("wit_world.imports.settings", "wit_world.imports.controller_types")
+MISSING = ("wit_world.imports.settings", "wit_world.imports.shard", "wit_world.imports.controller_types")
 
 
 def _ours(name: str) -> bool:
@@ -55,6 +56,14 @@ class World020Test(unittest.TestCase):
         with self.assertRaises(self.sdk.Fatal) as e:
             settings.get("replicas", int)
         self.assertIn("kubewasm:handler@0.3.0", str(e.exception))
+
+    def test_shard_says_what_it_needs_rather_than_owning_everything(self):
+        from kubewasm_sdk import shard
+        for call in (shard.by, shard.ranges, lambda: shard.owns("u1"),
+                     lambda: shard.owns_object({"metadata": {"uid": "u1"}})):
+            with self.assertRaises(self.sdk.Fatal) as e:
+                call()
+            self.assertIn("kubewasm:handler@0.3.0", str(e.exception))
 
     def test_a_controller_needs_the_controller_world(self):
         class C(self.sdk.Controller):

@@ -13,7 +13,8 @@
 //! [`http`] (over `wasi:http`), [`owner`] (owner references), [`cache`] and the logging macros ([`info!`] …). Every
 //! failure is an [`Error`] that `?` carries up and the host turns into `retry` or `fatal`.
 //! The operator's [`settings`] are readable everywhere and checked by
-//! [`Handler::validate_settings`] before the plugin loads.
+//! [`Handler::validate_settings`] before the plugin loads; [`shard`] says which objects are this
+//! replica's when the plugin shards, for state kept outside the cluster.
 //!
 //! A [`Controller`] reconciles keys of one primary kind instead of receiving events: the host
 //! maps every event of the primary kind, of the kinds it [`owns`](Controls::owns) and of those it
@@ -39,8 +40,8 @@
 /// The raw bindings of what the SDK imports in a `kubewasm:handler@0.3.0` component (either
 /// world), for what the typed layer does not cover: the interfaces 0.3.0 imports from 0.2.0
 /// under `kubewasm::handler0_2_0` (`types`, `log`, `cache`, `kube`, `events`), 0.3.0's own
-/// under `kubewasm::handler0_3_0` (`settings`, `controller-types`), and `wasi`. (wit-bindgen puts
-/// the version in the module name when it sees two versions of one package.) The world is the
+/// under `kubewasm::handler0_3_0` (`settings`, `shard`, `controller-types`), and `wasi`.
+/// (wit-bindgen puts the version in the module name when it sees two versions of one package.) The world is the
 /// SDK's own `kubewasm:sdk/imports` (`wit-sdk/sdk.wit`): imports only, no world-level types, so
 /// that nothing of it but the functions a component calls reaches the component; each export
 /// macro generates its world's export glue in the guest crate.
@@ -87,6 +88,7 @@ mod object;
 pub mod owner;
 pub mod patch;
 pub mod settings;
+pub mod shard;
 #[doc(hidden)]
 pub mod world;
 
@@ -125,6 +127,7 @@ macro_rules! handler {
                     "kubewasm:handler/kube@0.2.0": ::kubewasm_sdk::bindings::kubewasm::handler0_2_0::kube,
                     "kubewasm:handler/events@0.2.0": ::kubewasm_sdk::bindings::kubewasm::handler0_2_0::events,
                     "kubewasm:handler/settings@0.3.0": ::kubewasm_sdk::bindings::kubewasm::handler0_3_0::settings,
+                    "kubewasm:handler/shard@0.3.0": ::kubewasm_sdk::bindings::kubewasm::handler0_3_0::shard,
                     "wasi:http/types@0.2.12": ::kubewasm_sdk::bindings::wasi::http::types,
                     "wasi:http/outgoing-handler@0.2.12": ::kubewasm_sdk::bindings::wasi::http::outgoing_handler,
                     "wasi:io/error@0.2.12": ::kubewasm_sdk::bindings::wasi::io::error,
@@ -202,6 +205,7 @@ macro_rules! controller {
                     "kubewasm:handler/kube@0.2.0": ::kubewasm_sdk::bindings::kubewasm::handler0_2_0::kube,
                     "kubewasm:handler/events@0.2.0": ::kubewasm_sdk::bindings::kubewasm::handler0_2_0::events,
                     "kubewasm:handler/settings@0.3.0": ::kubewasm_sdk::bindings::kubewasm::handler0_3_0::settings,
+                    "kubewasm:handler/shard@0.3.0": ::kubewasm_sdk::bindings::kubewasm::handler0_3_0::shard,
                     "kubewasm:handler/controller-types@0.3.0": ::kubewasm_sdk::bindings::kubewasm::handler0_3_0::controller_types,
                     "wasi:http/types@0.2.12": ::kubewasm_sdk::bindings::wasi::http::types,
                     "wasi:http/outgoing-handler@0.2.12": ::kubewasm_sdk::bindings::wasi::http::outgoing_handler,
@@ -256,10 +260,10 @@ macro_rules! controller {
 
 /// Exports `$handler` as a `kubewasm:handler@0.1.0` component, for handlers that only watch,
 /// log and read the cache and must load on hosts (or in conformance suites) that speak 0.1.0.
-/// `on_synced` and `validate_settings` are never called; [`kube`], [`events`], [`http`] and
-/// [`settings`] are imports of later versions and must not be used (the host would refuse the
-/// component; settings answer [`SettingsError::Unavailable`]). Write it once, at the crate's top
-/// level.
+/// `on_synced` and `validate_settings` are never called; [`kube`], [`events`], [`http`],
+/// [`shard`] and [`settings`] are imports of later versions and must not be used (the host would
+/// refuse the component; settings answer [`SettingsError::Unavailable`]). Write it once, at the
+/// crate's top level.
 #[macro_export]
 macro_rules! handler_v0_1 {
     ($handler:ty) => {

@@ -1,4 +1,4 @@
-//! A load-balancer controller as a `kubewasm:handler@0.2.0` component on the Rust SDK: for every
+//! A load-balancer controller as a `kubewasm:handler@0.3.0` handler on the Rust SDK: for every
 //! Service of type `LoadBalancer` it keeps a load balancer in an external cloud API (over
 //! `wasi:http`), writes its address to `status.loadBalancer.ingress`, holds a finalizer so that no
 //! delete is missed, and records Events. See README.md for the why of each part.
@@ -6,6 +6,10 @@
 //! Level-triggered: every notification, resync replays included, compares the Service with the
 //! cloud and repairs whatever differs, so a load balancer deleted behind the controller's back
 //! comes back at the next `is-sync` replay, when no event would otherwise arrive.
+//!
+//! It may run sharded (`shard = "uid"` in the manifest) on several active replicas: the host
+//! hands each replica its own Services, and the orphan sweep deletes only load balancers of
+//! this replica's range (`shard::owns`).
 
 mod cloud;
 
@@ -16,12 +20,13 @@ use std::time::Duration;
 use kubewasm_sdk::api::core::v1::{ConfigMap, LoadBalancerIngress, Service};
 use kubewasm_sdk::patch::JsonPatch;
 use kubewasm_sdk::serde_json::{Value, json};
+use kubewasm_sdk::shard::{self, ShardBy};
 use kubewasm_sdk::{
     Describe, Error, FinalStateUnknown, Handler, Init, Lazy, Named, Result, Sync, cache, debug,
     events, info, kube, warn,
 };
 
-use cloud::{Cloud, valid_id};
+use cloud::{Cloud, LoadBalancer, valid_id};
 
 /// Where the operator configures the cloud endpoint (namespace, name, `data` key).
 const CONFIG_NAMESPACE: &str = "default";
@@ -351,14 +356,14 @@ fn forget(obj: &Lazy<Service>, unknown: FinalStateUnknown) -> Result<()> {
 
 /// After the replay every Service is in the cache: a load balancer that no cached
 /// LoadBalancer Service (or Service still holding the finalizer) accounts for lost its Service
-/// while nobody was watching, and is deleted.
+/// while nobody was watching, and is deleted, if it is this replica's (see [`is_mine`]).
 fn remove_orphans() -> Result<()> {
     let cloud = cloud()?;
     let lbs = cloud.list().map_err(Error::retry)?;
     let services = cache::list::<Service>(None, None)
         .map_err(|e| Error::retry(format!("listing the cached Services: {e}")))?;
-    // uid -> (namespace/name, whether it accounts for a load balancer)
-    let mut known: HashMap<String, (String, bool)> = HashMap::new();
+    // uid -> (namespace/name, namespace, whether it accounts for a load balancer)
+    let mut known: HashMap<String, (String, String, bool)> = HashMap::new();
     for s in &services {
         let accounts = match s.get() {
             Ok(svc) => {
@@ -368,28 +373,82 @@ fn remove_orphans() -> Result<()> {
             // Cannot tell: keep its load balancer rather than delete a live one.
             Err(_) => true,
         };
-        known.insert(s.uid().to_string(), (s.key(), accounts));
+        let namespace = s.namespace().unwrap_or_default().to_string();
+        known.insert(s.uid().to_string(), (s.key(), namespace, accounts));
     }
-    let mut removed = 0;
+    let by = shard::by();
+    let (mut removed, mut others) = (0, 0);
     for lb in &lbs {
-        let why = match known.get(&lb.id) {
-            Some((_, true)) => continue,
-            Some((name, false)) => format!("service {name} is no longer a LoadBalancer"),
+        let cached = known.get(&lb.id);
+        let why = match cached {
+            Some((_, _, true)) => continue,
+            Some((name, _, false)) => format!("service {name} is no longer a LoadBalancer"),
             None => format!("service {} gone", shown(&lb.service)),
         };
         if !valid_id(&lb.id) {
             warn!("skipping load balancer {}: not a uid", shown(&lb.id));
             continue;
         }
+        match is_mine(by, lb, cached.map(|c| c.1.as_str()), shard::owns) {
+            Ok(true) => {}
+            Ok(false) => {
+                others += 1;
+                continue;
+            }
+            Err(why) => {
+                warn!("skipping load balancer {}: {why}", lb.id);
+                continue;
+            }
+        }
         cloud.delete(&lb.id).map_err(Error::retry)?;
         info!("removed orphan lb={} ({why})", lb.id);
         removed += 1;
     }
+    // Unsharded, `others` is always 0 and the line reads as it always has.
+    let others = match others {
+        0 => String::new(),
+        n => format!(", {n} of other replicas left alone"),
+    };
     info!(
-        "synced: {} load balancers, {removed} orphans removed",
+        "synced: {} load balancers, {removed} orphans removed{others}",
         lbs.len()
     );
     Ok(())
+}
+
+/// Whether load balancer `lb` is this replica's to delete (`owns` is the `shard` import). With
+/// several active replicas (`shard = "uid"` or `"namespace"` in the manifest) each lists every
+/// load balancer in the cloud but is handed only its own Services, so without this check one
+/// whose cache lacks another replica's Service would delete that Service's load balancer. The
+/// id is the Service's uid, so under `uid` it is the key; under `namespace` the key is the
+/// cached Service's namespace, or the one the cloud recorded (`namespace/name`, written at every
+/// `PUT`) when the Service is gone. `Err` when that record names no namespace: kept, rather
+/// than deleted on a guess.
+fn is_mine(
+    by: ShardBy,
+    lb: &LoadBalancer,
+    cached_namespace: Option<&str>,
+    owns: impl FnOnce(&str) -> bool,
+) -> std::result::Result<bool, String> {
+    match by {
+        ShardBy::None => Ok(true),
+        ShardBy::Uid => Ok(owns(&lb.id)),
+        ShardBy::Namespace => match cached_namespace.or_else(|| recorded_namespace(&lb.service)) {
+            Some(ns) => Ok(owns(ns)),
+            None => Err(format!(
+                "its service {} names no namespace",
+                shown(&lb.service)
+            )),
+        },
+    }
+}
+
+/// The namespace of the cloud's `namespace/name` record of a Service.
+fn recorded_namespace(service: &str) -> Option<&str> {
+    match service.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Some(ns),
+        _ => None,
+    }
 }
 
 impl Handler for LbController {
@@ -476,6 +535,57 @@ mod tests {
             p,
             json!([{"op":"test","path":at,"value":FINALIZER},{"op":"remove","path":at}])
         );
+    }
+
+    fn lb_of(id: &str, service: &str) -> LoadBalancer {
+        LoadBalancer {
+            id: id.into(),
+            service: service.into(),
+            ports: json!([]),
+            address: "203.0.113.1".into(),
+        }
+    }
+
+    /// `is_mine` with a stand-in host owning the keys in `owned`, and what it was asked.
+    fn mine(
+        by: ShardBy,
+        lb: &LoadBalancer,
+        cached: Option<&str>,
+        owned: &[&str],
+    ) -> (std::result::Result<bool, String>, Option<String>) {
+        let mut asked = None;
+        let r = is_mine(by, lb, cached, |v| {
+            asked = Some(v.to_string());
+            owned.contains(&v)
+        });
+        (r, asked)
+    }
+
+    #[test]
+    fn the_sweep_deletes_only_load_balancers_of_this_replicas_range() {
+        let lb = lb_of("u-1", "team-a/web");
+        // Not sharded: every orphan is this replica's, and the host is not asked.
+        assert_eq!(mine(ShardBy::None, &lb, None, &[]), (Ok(true), None));
+        // By uid: the id is the Service's uid.
+        assert_eq!(
+            mine(ShardBy::Uid, &lb, None, &["u-1"]),
+            (Ok(true), Some("u-1".into()))
+        );
+        assert_eq!(mine(ShardBy::Uid, &lb, None, &[]).0, Ok(false));
+        // By namespace: the cached Service's, else the one the cloud recorded.
+        assert_eq!(
+            mine(ShardBy::Namespace, &lb, Some("team-b"), &["team-b"]),
+            (Ok(true), Some("team-b".into()))
+        );
+        assert_eq!(
+            mine(ShardBy::Namespace, &lb, None, &["team-b"]),
+            (Ok(false), Some("team-a".into()))
+        );
+        // A record without a namespace is kept, and nothing is asked.
+        let (r, asked) = mine(ShardBy::Namespace, &lb_of("u-2", "web"), None, &["web"]);
+        assert!(r.unwrap_err().contains("names no namespace") && asked.is_none());
+        assert_eq!(recorded_namespace("/web"), None);
+        assert_eq!(recorded_namespace("a/"), None);
     }
 
     #[test]

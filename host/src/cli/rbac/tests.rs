@@ -202,6 +202,7 @@ fn each_plugin_gets_an_account_with_its_grants_and_the_host_may_impersonate_only
         name: "kw".into(),
         default_grants: None,
         shared_identity: false,
+        leases: false,
     };
     let g = grants(
         "[grants]\nwatch = [{ api-version = \"v1\", kind = \"ConfigMap\" }]\n\
@@ -282,6 +283,7 @@ fn rbac_is_exactly_the_grants() {
         name: "kubewasm-plugins".into(),
         default_grants: None,
         shared_identity: true,
+        leases: false,
     };
     let plural = |kind: &str| resource_of("v1", kind).1;
     let manifests = [
@@ -341,4 +343,47 @@ fn rbac_is_exactly_the_grants() {
         "create".into()
     )));
     assert!(!allowed.iter().any(|t| t.0.is_none()), "{allowed:?}");
+}
+
+#[test]
+fn the_lease_rules_are_the_ones_the_kustomize_base_grants() {
+    let args = RbacArgs {
+        dir: PathBuf::new(),
+        service_account: "kubewasm".into(),
+        namespace: "kubewasm".into(),
+        name: "kubewasm-plugins".into(),
+        default_grants: None,
+        shared_identity: true,
+        leases: true,
+    };
+    let mut needs = Needs::default();
+    needs.add_leases(&args.namespace);
+    let yaml = render(&needs, &args).unwrap();
+    let printed: BTreeSet<String> = printed(yaml.split_once('\n').unwrap().1, &args)
+        .into_iter()
+        .map(|(scope, group, resource, verb)| {
+            assert_eq!(
+                (scope.as_deref(), group.as_str(), resource.as_str()),
+                (Some("kubewasm"), "coordination.k8s.io", "leases")
+            );
+            verb
+        })
+        .collect();
+    let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac.yaml"))
+        .unwrap();
+    let role: serde_yaml::Value =
+        serde_yaml::from_str(base.split("\n---\n").next().unwrap()).unwrap();
+    let in_base: BTreeSet<String> = role["rules"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter(|r| r["resources"][0].as_str() == Some("leases"))
+        .flat_map(|r| r["verbs"].as_sequence().unwrap().iter())
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(printed, in_base);
+    assert!(
+        printed.contains("watch") && printed.contains("delete"),
+        "{printed:?}"
+    );
 }

@@ -6,6 +6,7 @@ mod handlers;
 mod kube_source;
 mod logs;
 mod reflector;
+mod shard;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -43,6 +44,8 @@ pub(super) enum Ev {
     Add(String, bool),
     Update(String, String, bool),
     Delete(String, bool),
+    /// `rescoped()`.
+    Rescoped,
 }
 
 /// Records notifications with their (paused-clock) time.
@@ -102,6 +105,9 @@ impl ResourceEventHandler for Recorder {
     }
     fn on_delete(&self, obj: &SharedObject, fsu: bool) {
         self.push(Ev::Delete(at(obj), fsu));
+    }
+    fn rescoped(&self) {
+        self.push(Ev::Rescoped);
     }
 }
 
@@ -263,6 +269,7 @@ impl ListerWatcher for Fake {
                             items: items.clone(),
                             resource_version: rv.clone(),
                             continue_token: None,
+                            shard_selector: None,
                         }),
                         None => Err(SourceError::new(SourceErrorKind::Other, "no list scripted")),
                     },

@@ -7,6 +7,7 @@ fn list_opts(rv: &str, limit: Option<u32>) -> Call {
         resource_version: rv.into(),
         limit,
         continue_token: None,
+        shard_selector: None,
     })
 }
 
@@ -15,6 +16,7 @@ fn page(items: Vec<Value>, rv: &str, cont: Option<&str>) -> Result<ListPage, Sou
         items,
         resource_version: rv.into(),
         continue_token: cont.map(str::to_string),
+        shard_selector: None,
     })
 }
 

@@ -17,5 +17,6 @@ pub(crate) mod dispatch;
 pub(crate) mod keys;
 pub(crate) mod quarantine;
 pub(crate) mod queue;
+pub(crate) mod shard_gate;
 pub(crate) mod state;
 pub(crate) mod worker;

@@ -263,6 +263,15 @@ impl OwnObjects {
                 OwnScope::Namespace(lease.0.to_string()),
                 lease.1,
             ),
+            // The member Leases of a sharded host's ring (`<id>-<replica>`): a plugin that
+            // wrote one could claim slots, or free another replica's.
+            OwnObject {
+                api_version: "coordination.k8s.io/v1",
+                kind: "Lease",
+                scope: OwnScope::Namespace(lease.0.to_string()),
+                name: OwnName::Prefix(format!("{}-", lease.1)),
+                why: Some("a shard ring member's Lease"),
+            },
             e("v1", "ServiceAccount", here(), HOST_NAME),
             e("apps/v1", "Deployment", here(), HOST_NAME),
             generated("apps/v1", "ReplicaSet", HOST_NAME, 1),

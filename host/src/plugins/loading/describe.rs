@@ -57,6 +57,8 @@ pub(crate) struct DescribedPlugin {
     /// What one instance used of its memory budget right after `describe()` (linear memory
     /// and what the host held for it).
     pub instance_bytes: u64,
+    /// What it shards by (the manifest's `shard`), applied only on a sharded host.
+    pub shard_by: crate::runtime::ShardBy,
 }
 
 /// One plugin file to describe, as read: grouped so the describe functions take the file
@@ -181,6 +183,15 @@ fn describe_ungated(
         .map_err(|e: SubscriptionError| invalid(format!("describe() of plugin {name}: {e}")))?;
     let mut dispatch = manifest.dispatch_config();
     dispatch.controller = ControllerPlan::of(&info).map(Arc::new);
+    let shard_by = manifest.shard_by();
+    // A controller's reconcile of a key whose primary left the cache would read "deleted"; only
+    // the namespace, which the key names, tells a moved primary from a deleted one.
+    if dispatch.controller.is_some() && shard_by == crate::runtime::ShardBy::Uid {
+        return Err(invalid(format!(
+            "plugin {name}: a controller shards by namespace (shard = \"namespace\"), not by \
+             uid: a reconcile key names its namespace, not its uid"
+        )));
+    }
     let grants = manifest.grants_under(policy, &Manifest::path_for(path), &info);
     let instance_bytes = probe.memory_budget().used();
     Ok(DescribedPlugin {
@@ -192,6 +203,7 @@ fn describe_ungated(
         limits,
         dispatch,
         settings,
+        shard_by,
     })
 }
 
@@ -250,6 +262,7 @@ pub(crate) fn informer_key(sub: &crate::runtime::Subscription) -> InformerKey {
         namespace: norm(&sub.namespace),
         label_selector: norm(&sub.label_selector),
         field_selector: norm(&sub.field_selector),
+        shard: None,
     }
 }
 

@@ -55,6 +55,33 @@ pub struct Manifest {
     /// The operator's settings for the plugin, which 0.3.0 guests read through the `settings`
     /// import (and may refuse in `validate-settings`). Any TOML values.
     pub settings: Option<toml::Table>,
+    /// How the plugin's objects are spread over the replicas of a sharded host
+    /// (`kubewasm run --sharding`): by uid, by namespace, or not at all (the default: one
+    /// replica, the leader, handles every object).
+    pub shard: Option<ShardKey>,
+}
+
+/// The manifest's `shard` key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShardKey {
+    /// Every object on its own: FNV-1a 64 of `metadata.uid`.
+    Uid,
+    /// A namespace together: FNV-1a 64 of `metadata.namespace`.
+    Namespace,
+    /// Not sharded: the leader handles every object.
+    None,
+}
+
+impl Manifest {
+    /// What the plugin shards by.
+    pub fn shard_by(&self) -> crate::runtime::ShardBy {
+        match self.shard {
+            Some(ShardKey::Uid) => crate::runtime::ShardBy::Uid,
+            Some(ShardKey::Namespace) => crate::runtime::ShardBy::Namespace,
+            Some(ShardKey::None) | None => crate::runtime::ShardBy::None,
+        }
+    }
 }
 
 /// Most bytes a plugin's `[settings]` may take as JSON: every instance can copy all of it

@@ -34,6 +34,7 @@ use super::quarantine::QuarantinePolicy;
 use super::queue::{Finish, PluginQueue, QueueKey, QueueMetrics};
 use super::state::{SharedState, StateEvent};
 use crate::informer::{Indexer, SyncProbe};
+use crate::plugins::delivery::shard_gate::ShardGate;
 use crate::plugins::metrics::{CallLabels, ErrorKind, ErrorLabels, PluginLabels, PluginMetrics};
 use crate::runtime::{CallKind, PluginInfo, Role, SharedObserver};
 
@@ -68,6 +69,9 @@ pub struct DispatchConfig {
     pub concurrency: Option<usize>,
     /// For a controller: what each subscription is to it, so events become keys.
     pub(crate) controller: Option<Arc<ControllerPlan>>,
+    /// For a sharded plugin on a sharded host: what it shards by and the replica's gate, which
+    /// every call must pass.
+    pub(crate) shard: Option<(crate::runtime::ShardBy, Arc<ShardGate>)>,
 }
 
 /// What a controller's dispatcher needs to turn events into keys of its primary kind.
@@ -108,6 +112,7 @@ impl Default for DispatchConfig {
             quarantine: QuarantinePolicy::default(),
             concurrency: None,
             controller: None,
+            shard: None,
         }
     }
 }
@@ -130,6 +135,7 @@ struct Handles {
     call_seconds: Histogram,
     calls_in_flight: Gauge,
     instances: Gauge,
+    shard_refused: Counter,
 }
 
 impl Handles {
@@ -173,6 +179,7 @@ impl Handles {
             worker_restarts: m.worker_restarts.get_or_create(&p).clone(),
             call_seconds: m.call_seconds.get_or_create(&p).clone(),
             calls_in_flight: m.calls_in_flight.get_or_create(&p).clone(),
+            shard_refused: m.shard_refused.get_or_create(&p).clone(),
             instances: m.instances.get_or_create(&p).clone(),
         }
     }
@@ -209,6 +216,9 @@ pub struct Dispatcher {
     synced_pending: AtomicBool,
     /// An `on-synced` call is in flight (for [`Dispatcher::calls_in_flight`]).
     synced_in_flight: AtomicBool,
+    /// A subscription replayed more objects as initial adds since the worker last looked
+    /// (slots gained): `on-synced` is due again after them.
+    replayed: AtomicBool,
     /// Makes an idle worker look at its `on-synced` state now instead of at its next poll
     /// (see [`Dispatcher::is_idle`]).
     wake: tokio::sync::Notify,
@@ -217,6 +227,8 @@ pub struct Dispatcher {
     observer: Option<SharedObserver>,
     /// A controller's plan and its primary cache; `None` for an event handler.
     controller: Option<Controller>,
+    /// What the plugin shards by and the replica's gate; `None` when it does not shard.
+    shard: Option<(crate::runtime::ShardBy, Arc<ShardGate>)>,
 }
 
 /// A controller's side of its dispatcher: the plan, and the primary kind's cache once its
@@ -289,13 +301,27 @@ impl Dispatcher {
             informers_synced: OnceLock::new(),
             synced_pending: AtomicBool::new(false),
             synced_in_flight: AtomicBool::new(false),
+            replayed: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
             observer,
             controller: config.controller.clone().map(|plan| Controller {
                 plan,
                 cache: OnceLock::new(),
             }),
+            shard: config.shard.clone(),
         })
+    }
+
+    /// A subscription's informer replayed the objects of gained slots as initial adds:
+    /// `on-synced` is called again once they are handled (if the guest exports it).
+    pub(crate) fn replayed(&self) {
+        self.replayed.store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
+
+    /// Whether this plugin's deliveries follow the replica's slots rather than leadership.
+    pub(crate) fn is_sharded(&self) -> bool {
+        self.shard.is_some()
     }
 
     /// The plugin name.

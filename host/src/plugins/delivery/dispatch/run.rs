@@ -10,7 +10,8 @@ use futures::stream::FuturesUnordered;
 use super::synced::{SyncedEvent, SyncedState};
 use super::verdict::call_kind;
 use super::{Dispatcher, Guest, IDLE_RELEASE};
-use crate::plugins::delivery::queue::{Item, QueueKey, Work};
+use crate::plugins::delivery::queue::{Finish, Item, QueueKey, Work};
+use crate::plugins::delivery::shard_gate::{SlotGuard, in_slot, shard_hash};
 use crate::plugins::delivery::state::StateEvent;
 use crate::runtime::{CallError, CallKind, HandlerOutcome, MemoryBudget, ObjectKey};
 
@@ -35,7 +36,8 @@ impl Dispatcher {
         let mut created = 1usize;
         self.set_instances(created);
         let mut failures = 0u32;
-        let mut synced = if idle[0].wants_synced() {
+        let wants_synced = idle[0].wants_synced();
+        let mut synced = if wants_synced {
             SyncedState::Waiting
         } else {
             SyncedState::Done
@@ -51,6 +53,9 @@ impl Dispatcher {
             let stopping = self.stop.is_cancelled();
             if stopping && calls.is_empty() {
                 break;
+            }
+            if self.replayed.swap(false, Ordering::AcqRel) && wants_synced {
+                synced = synced.step(SyncedEvent::Replayed);
             }
             self.synced_pending
                 .store(synced.pending(), Ordering::Release);
@@ -75,7 +80,7 @@ impl Dispatcher {
                 if let Some(o) = &self.observer {
                     o.call_started(&self.plugin, CallKind::Synced);
                 }
-                calls.push(call(guest, Job::Synced));
+                calls.push(call(guest, Job::Synced, None));
                 continue;
             }
             let release_at = idle_since.first().map(|&t| t + IDLE_RELEASE);
@@ -120,6 +125,13 @@ impl Dispatcher {
                 }
                 next = self.queue.next(), if take => {
                     let Some((qk, item)) = next else { continue };
+                    // A sharded plugin's call starts only while its slot is this replica's;
+                    // what is not (moved away, or the replica is fenced) is dropped, not retried.
+                    let Ok(guard) = self.shard_admit(&qk, &item) else {
+                        self.handles.shard_refused.inc();
+                        self.queue.finish(&qk, Finish::Done(item));
+                        continue;
+                    };
                     let guest = self.instance(&mut idle, &mut idle_since, &mut created, make_guest);
                     self.in_flight
                         .lock()
@@ -128,7 +140,7 @@ impl Dispatcher {
                     if let Some(o) = &self.observer {
                         o.call_started(&self.plugin, call_kind(&item.work));
                     }
-                    calls.push(call(guest, Job::Object(qk, item)));
+                    calls.push(call(guest, Job::Object(qk, item), guard));
                 }
                 _ = sleep_until(wake) => continue,
                 _ = self.wake.notified() => continue,
@@ -184,20 +196,57 @@ enum Job {
 
 /// One call on its own instance; hands the instance back with the result so the next call
 /// reuses it. Dropping the future abandons the call (and drops the instance).
-async fn call<G: Guest>(mut guest: G, job: Job) -> (G, Job, Answer, Duration) {
+async fn call<G: Guest>(
+    mut guest: G,
+    job: Job,
+    guard: Option<SlotGuard>,
+) -> (G, Job, Answer, Duration) {
     let started = Instant::now();
-    let result = match &job {
-        Job::Object(qk, item) => match &item.work {
-            Work::Notify(n) => Answer::Outcome(guest.deliver(n).await),
-            Work::Reconcile { .. } => {
-                let key = ObjectKey::from_cache_key(&qk.key);
-                Answer::Outcome(guest.reconcile(&key).await)
-            }
-            Work::MapKeys(n) => Answer::Keys(guest.keys_for(n.object()).await),
-        },
-        Job::Synced => Answer::Outcome(guest.synced().await),
+    let slot = guard.as_ref().map(SlotGuard::slot);
+    let run = async {
+        match &job {
+            Job::Object(qk, item) => match &item.work {
+                Work::Notify(n) => Answer::Outcome(guest.deliver(n).await),
+                Work::Reconcile { .. } => {
+                    let key = ObjectKey::from_cache_key(&qk.key);
+                    Answer::Outcome(guest.reconcile(&key).await)
+                }
+                Work::MapKeys(n) => Answer::Keys(guest.keys_for(n.object()).await),
+            },
+            Job::Synced => Answer::Outcome(guest.synced().await),
+        }
     };
+    let result = in_slot(slot, run).await;
+    drop(guard);
     (guest, job, result, started.elapsed())
+}
+
+impl Dispatcher {
+    /// Admits a call of a sharded plugin (`Ok(None)` for one that does not shard, and for work
+    /// that names no object of a sharded kind), or refuses it.
+    fn shard_admit(&self, qk: &QueueKey, item: &Item) -> Result<Option<SlotGuard>, ()> {
+        let Some((by, gate)) = &self.shard else {
+            return Ok(None);
+        };
+        let hash = match &item.work {
+            Work::Notify(n) => {
+                let m = n.object().meta();
+                shard_hash(*by, &m.uid, m.namespace.as_deref())
+            }
+            // A controller shards by namespace: its key says which.
+            Work::Reconcile { .. } => {
+                let ns = qk.key.split_once('/').map(|(ns, _)| ns);
+                shard_hash(*by, "", ns)
+            }
+            // Owned and watched kinds are not sharded; the keys they name are checked when
+            // they are reconciled.
+            Work::MapKeys(_) => None,
+        };
+        match hash {
+            None => Ok(None),
+            Some(h) => gate.enter(h).map(Some).ok_or(()),
+        }
+    }
 }
 
 /// Sleeps until `at`, or forever without one.

@@ -151,4 +151,11 @@ impl ResourceEventHandler for SubscriptionHandler {
     fn drained(&self) {
         self.flush();
     }
+
+    /// The informer followed a change of this replica's slots: what it gained arrived as
+    /// initial adds, so `on-synced` is due again once they are handled.
+    fn rescoped(&self) {
+        self.flush();
+        self.dispatcher.replayed();
+    }
 }

@@ -34,6 +34,9 @@ pub(super) enum SyncedEvent<'a> {
     Started,
     /// The call ended with the outcome, at the instant.
     Ended(&'a CallOutcome, tokio::time::Instant),
+    /// The informers replayed more objects as initial adds (a sharded plugin's replica gained
+    /// slots): `on-synced` is due again once they are handled.
+    Replayed,
 }
 
 impl SyncedState {
@@ -63,6 +66,7 @@ impl SyncedState {
                     }
                 }
             }
+            (SyncedState::Done, SyncedEvent::Replayed) => SyncedState::Waiting,
             // A call starts only when due and ends only when started: nothing else happens.
             (state, _) => state,
         }

@@ -27,6 +27,7 @@ mod prepare;
 mod standby;
 mod status;
 
+use crate::plugins::delivery::shard_gate::ShardGate;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -182,6 +183,9 @@ pub(in crate::plugins) struct Inner {
     delivery: DeliveryMode,
     /// Sees every plugin's lifecycle and every call begin and end (the runtime's observer).
     observer: Option<SharedObserver>,
+    /// The replica's slot gate on a sharded host: sharded plugins deliver through it and
+    /// follow the slots instead of leadership.
+    shard_gate: Option<Arc<ShardGate>>,
 }
 
 /// What a [`PluginManager`] is made of; see `crate::host::HostBuilder`, which assembles it.
@@ -205,6 +209,9 @@ pub struct ManagerConfig {
     pub leadership: Option<watch::Receiver<bool>>,
     /// Where calls run.
     pub delivery: DeliveryMode,
+    /// The replica's slot gate when the host runs sharded (`--sharding`); `None` delivers
+    /// every plugin as if it did not shard.
+    pub shard_gate: Option<Arc<ShardGate>>,
 }
 
 /// Owns every loaded plugin and attaches each to the shared informers.
@@ -235,6 +242,7 @@ impl PluginManager {
                 leadership: config.leadership,
                 delivery: config.delivery,
                 observer,
+                shard_gate: config.shard_gate,
             }),
         }
     }
@@ -500,7 +508,7 @@ impl PluginManager {
             .await
             .map_err(remember)?;
         // The replay queues up behind the closed gate of the new dispatcher.
-        let delivery = if self.leading() {
+        let delivery = if self.delivers(&plan) {
             match self.attach(name, version, slot, &plan).await {
                 Ok(d) => Some(d),
                 Err(e) => {
@@ -649,6 +657,17 @@ impl PluginManager {
         .await
     }
 
+    /// Whether this replica delivers `plan`: a sharded plugin always (its gate decides per
+    /// object), any other while it leads.
+    fn delivers(&self, plan: &DeliveryPlan) -> bool {
+        plan.dispatch.shard.is_some() || self.leading()
+    }
+
+    /// The replica's slot gate, when the host runs sharded.
+    pub(in crate::plugins) fn shard_gate(&self) -> Option<&Arc<ShardGate>> {
+        self.inner.shard_gate.as_ref()
+    }
+
     /// Whether this replica delivers: always without leader election.
     fn leading(&self) -> bool {
         self.inner.leadership.as_ref().is_none_or(|rx| *rx.borrow())
@@ -665,7 +684,7 @@ impl PluginManager {
     /// never opened after a loss was acted on.
     fn install(&self, slot: &Slot, delivery: Option<Arc<Dispatcher>>) {
         let mut v = slot.view.lock();
-        let leading = self.leading();
+        let leading = self.leading() || delivery.as_ref().is_some_and(|d| d.is_sharded());
         let event = match &delivery {
             Some(d) if leading => {
                 d.open();

@@ -5,14 +5,29 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::PluginManager;
+use crate::informer::InformerKey;
 use crate::plugins::capabilities::cache_reader::SubscribedCache;
 use crate::plugins::capabilities::kube_client::PluginClient;
 use crate::plugins::delivery::attachment::Attachable;
 use crate::plugins::delivery::dispatch::DispatchConfig;
+use crate::plugins::delivery::shard_gate::PluginShardView;
 use crate::plugins::grants::Grants;
 use crate::plugins::loading::describe::{PluginInput, describe_plugin};
 use crate::plugins::loading::error::LoadError;
-use crate::runtime::{GuestCausedLog, HandlerInstance, HttpPolicy, PluginInfo, PluginSettings};
+use crate::runtime::{
+    GuestCausedLog, HandlerInstance, HttpPolicy, PluginInfo, PluginSettings, ShardBy,
+};
+
+/// The informer of a sharded subscription: one that lists and watches only the replica's
+/// slots, never shared with an unsharded one.
+fn sharded_key(key: InformerKey, by: ShardBy) -> InformerKey {
+    use kubewasm_apimachinery::ShardField;
+    match by {
+        ShardBy::Uid => key.sharded(ShardField::Uid),
+        ShardBy::Namespace => key.sharded(ShardField::Namespace),
+        ShardBy::None => key,
+    }
+}
 
 impl PluginManager {
     /// Compiles, instantiates and describes a plugin on a blocking thread under its deadline,
@@ -48,15 +63,31 @@ impl PluginManager {
             path: path.to_path_buf(),
             message: format!("loader task failed: {e}"),
         })??;
+        // On a sharded host a sharded plugin's informers hold only this replica's slots: every
+        // subscription of a handler, a controller's primary (its owned and watched kinds stay
+        // whole; the keys they name are of cached primaries only).
+        let shard = self
+            .shard_gate()
+            .filter(|_| described.shard_by != ShardBy::None)
+            .map(|gate| (described.shard_by, gate.clone()));
+        if shard.is_none() && described.shard_by != ShardBy::None {
+            tracing::info!(plugin = %name, "the manifest's shard key applies only on a sharded host (--sharding); delivering every object");
+        }
+        let controller = described.dispatch.controller.is_some();
         let subscriptions: Vec<Attachable> = described
             .subscriptions
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(i, p)| {
                 let cache = p
                     .projection
                     .as_ref()
                     .map(|pr| self.inner.projections.cache_for(pr));
-                (p.key.clone(), p.resync, cache)
+                let key = match &shard {
+                    Some((by, _)) if i == 0 || !controller => sharded_key(p.key.clone(), *by),
+                    _ => p.key.clone(),
+                };
+                (key, p.resync, cache)
             })
             .collect();
         let cache = Arc::new(SubscribedCache::new(
@@ -77,6 +108,13 @@ impl PluginManager {
                 message: e.to_string(),
             })?
             .with_settings(described.settings.clone());
+        let instance = match &shard {
+            Some((by, gate)) => instance.with_shard(Arc::new(PluginShardView {
+                gate: gate.clone(),
+                by: *by,
+            })),
+            None => instance,
+        };
         for c in described.grants.confined(&described.info) {
             tracing::warn!(plugin = %name, "grant narrower than asked: {c}");
         }
@@ -96,6 +134,7 @@ impl PluginManager {
                     .concurrency
                     .unwrap_or(self.inner.default_concurrency),
             ),
+            shard,
             ..described.dispatch
         };
         // Its share of the engine's instance pool, one slot per call it may run at once.

@@ -33,6 +33,10 @@ impl PluginManager {
         let mut stopped = 0;
         for (_, slot) in self.slots() {
             let mut v = slot.view.lock();
+            // A sharded plugin follows the slots, not leadership.
+            if v.dispatcher.as_ref().is_some_and(|d| d.is_sharded()) {
+                continue;
+            }
             if let Some(d) = v.dispatcher.take() {
                 d.kill();
                 stopped += 1;
@@ -60,7 +64,7 @@ impl PluginManager {
     async fn follow_in_slot(&self, name: &str, slot: &Slot) {
         let mut op = slot.op.lock().await;
         let Some(active) = op.as_mut() else { return };
-        let leading = self.leading();
+        let leading = self.delivers(&active.plan);
         let live = active
             .delivery
             .as_ref()

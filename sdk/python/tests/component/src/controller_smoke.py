@@ -2,12 +2,12 @@
 `-w controller` (wit/0.3.0). A ConfigMap labelled `kubewasm.io/smoke=primary` in `default` is a
 primary; its `data.mode` picks one act: none copies its data into an owned Secret
 `<name>-copy` (with the `greeting` setting), `requeue` asks to come back in 2 s, `bug` is a
-KeyError the SDK turns into a retry. A deleted primary logs `gone <key>`. The setting `copies`
+KeyError the SDK turns into a retry, `shard` logs what the `shard` import answers. A deleted primary logs `gone <key>`. The setting `copies`
 must be an integer (validate_settings refuses the load otherwise)."""
 
 import base64
 
-from kubewasm_sdk import Controller, Object, done, kube, log, permission, requeue_after, same_name, settings
+from kubewasm_sdk import Controller, Object, done, kube, log, permission, requeue_after, same_name, settings, shard
 from kubewasm_sdk import subscription, watch, world
 
 
@@ -34,6 +34,9 @@ class Smoke(Controller):
         if mode == "requeue":
             log.info(f"requeue {key}")
             return requeue_after(2)
+        if mode == "shard":
+            log.info(f"shard {shard.by()} ranges={shard.ranges()} owns={shard.owns_object(cm)}")
+            return done()
         if mode == "bug":
             data["missing"]  # noqa: B018 - a KeyError the SDK must turn into a retry
         secret = Object.ref("v1", "Secret", f"{cm.name}-copy", cm.namespace)
