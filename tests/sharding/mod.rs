@@ -13,6 +13,11 @@
 //! stub's requests, the Leases and the replicas' log lines, bounded by [`PATIENCE`]; the only
 //! timed pause is the SIGSTOP itself (two lease durations, the scenario's length).
 //!
+//! Part of the real-cluster suite, except the two tests that need the embedded server's switch
+//! or fault: with `KUBEWASM_E2E_KUBECONFIG` set, the replicas run against that cluster, in
+//! namespaces of their own (the member Leases too); a cluster before 1.36, or with the
+//! `ShardedListAndWatch` gate off, ignores `shardSelector` and the hosts filter.
+//!
 //! Run alone: `target/release/deps/leader-<hash> sharding`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,21 +30,15 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kubewasm_e2e::ring::{
-    Churn, LeaseLog, Plugin, Record, Replica, Ring, Stub, Timings, create_configmaps,
-    ensure_namespace, eventually, handover_violations, server_state, slot_of,
+    Churn, LeaseLog, Plugin, Record, Replica, Ring, Stub, Timings, create_configmaps, eventually,
+    handover_violations, server_state, slot_of,
 };
-use kubewasm_e2e::{PATIENCE, client, start_server_with};
+use kubewasm_e2e::{PATIENCE, Target, TestNamespace, start_server_with};
 use serde_json::json;
 use tokio::sync::Notify;
 
 /// Slots of the ring (the default).
 const SLOTS: u32 = 16;
-/// The ConfigMaps the shard plugin handles.
-const OBJECTS: &str = "objects";
-/// What the warm plugin watches: nothing, so that a sharded plugin runs while the ring forms.
-const EMPTY: &str = "empty";
-/// Where the member Leases are.
-const LEASES: &str = "default";
 /// The plugin under test.
 const SHARD: &str = "shard";
 /// The plugin loaded from the start, watching an empty namespace.
@@ -51,9 +50,22 @@ const CHURN: u32 = 100;
 /// Objects of the churn tests.
 const CHURNED: usize = 300;
 
+/// Where a world's API server comes from.
+enum Server {
+    /// [`Target::from_env`]: the embedded server, or the cluster `KUBEWASM_E2E_KUBECONFIG`
+    /// names.
+    Target,
+    /// The embedded server, configured so: a switch or a fault only it has.
+    Embedded(fn(apiserver::Config) -> apiserver::Config),
+}
+
 /// A server, the stub, the ring's Leases and its replicas.
 struct World {
-    server: apiserver::ApiServer,
+    /// The namespace of the ConfigMaps the shard plugin handles, and of the member Leases.
+    objects_ns: TestNamespace,
+    /// What the warm plugin watches: nothing, so that a sharded plugin runs while the ring forms.
+    empty_ns: TestNamespace,
+    target: Target,
     api: Api<ConfigMap>,
     /// uid → name of the ConfigMaps made at the start.
     objects: BTreeMap<String, String>,
@@ -66,30 +78,28 @@ struct World {
 }
 
 impl World {
-    /// A server configured by `customise` with `objects` ConfigMaps in [`OBJECTS`], a stub, and
-    /// a watch on ring `ring`'s Leases; no replica yet.
-    async fn new(
-        customise: impl FnOnce(apiserver::Config) -> apiserver::Config,
-        objects: usize,
-    ) -> World {
-        let server = start_server_with(customise).await;
-        let c = client(&server);
-        for ns in [OBJECTS, EMPTY] {
-            ensure_namespace(&c, ns).await;
-        }
-        let api: Api<ConfigMap> = Api::namespaced(c.clone(), OBJECTS);
+    /// A server (from `server`) with `objects` ConfigMaps in a namespace of their own, a stub,
+    /// and a watch on ring `ring`'s Leases; no replica yet.
+    async fn new(server: Server, objects: usize) -> World {
+        let target = match server {
+            Server::Target => Target::from_env().await,
+            Server::Embedded(customise) => Target::Embedded(start_server_with(customise).await),
+        };
+        let c = target.client();
+        let objects_ns = target.namespace("e2e-shard").await;
+        let empty_ns = target.namespace("e2e-shard-empty").await;
+        let api: Api<ConfigMap> = Api::namespaced(c.clone(), &objects_ns.name);
         let objects = create_configmaps(&api, objects, 0).await;
         let changed = Arc::new(Notify::new());
         let stub = Stub::start(HOLD, changed.clone());
         let ring_id = "ring";
-        let leases = LeaseLog::start(c, LEASES, ring_id, SLOTS, changed.clone());
+        let leases = LeaseLog::start(c, &objects_ns.name, ring_id, SLOTS, changed.clone());
         let tmp = tempfile::tempdir().unwrap();
-        let kubeconfig = tmp.path().join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig).unwrap();
+        let kubeconfig = target.kubeconfig(tmp.path());
         let ring = Ring {
             binary: env!("CARGO_BIN_EXE_kubewasm-replica").into(),
             kubeconfig,
-            namespace: LEASES.into(),
+            namespace: objects_ns.name.clone(),
             id: ring_id.into(),
             slots: SLOTS,
             timings: Timings::default(),
@@ -99,7 +109,9 @@ impl World {
             changed: changed.clone(),
         };
         World {
-            server,
+            objects_ns,
+            empty_ns,
+            target,
             api,
             objects,
             stub,
@@ -113,9 +125,9 @@ impl World {
 
     /// Starts replica `name` with the warm plugin, and the shard plugin too when `shard`.
     fn spawn(&mut self, name: &str, shard: bool) {
-        let mut plugins = vec![Plugin::sharded(WARM, EMPTY)];
+        let mut plugins = vec![Plugin::sharded(WARM, &self.empty_ns.name)];
         if shard {
-            plugins.push(Plugin::sharded(SHARD, OBJECTS));
+            plugins.push(Plugin::sharded(SHARD, &self.objects_ns.name));
         }
         let r = self.ring.spawn(name, &plugins);
         self.replicas.push(r);
@@ -128,11 +140,35 @@ impl World {
             .unwrap_or_else(|| panic!("no replica {name}"))
     }
 
+    /// The embedded server, for the switch and the faults only it has.
+    fn server(&self) -> &apiserver::ApiServer {
+        self.target
+            .embedded()
+            .expect("a test of the embedded server's faults runs on it")
+    }
+
+    /// Deletes the test's namespaces (a real cluster's), then stops an embedded server.
+    async fn shutdown(self) {
+        let World {
+            objects_ns,
+            empty_ns,
+            target,
+            leases,
+            ..
+        } = self;
+        drop(leases);
+        drop((objects_ns, empty_ns));
+        target.shutdown().await;
+    }
+
     /// Installs the shard plugin in every running replica's plugins directory.
     fn load_shard(&self) {
         for r in self.replicas.iter().filter(|r| r.running()) {
-            self.ring
-                .install(&r.plugins, &r.name, &Plugin::sharded(SHARD, OBJECTS));
+            self.ring.install(
+                &r.plugins,
+                &r.name,
+                &Plugin::sharded(SHARD, &self.objects_ns.name),
+            );
         }
     }
 
@@ -293,7 +329,7 @@ impl World {
 
     /// Three replicas with both plugins, settled and converged, and churn running and handled.
     async fn churning(objects: usize) -> (World, Churn) {
-        let mut w = World::new(|c| c, objects).await;
+        let mut w = World::new(Server::Target, objects).await;
         for name in ["r1", "r2", "r3"] {
             w.spawn(name, true);
         }
@@ -342,11 +378,8 @@ impl World {
 /// the one whose own member Lease lists the object's slot, the three together covering every
 /// object, each replica's `on-synced` after its replay, and no Lease changing meanwhile.
 /// Returns the uids each replica handled.
-async fn initial_list_split(
-    customise: impl FnOnce(apiserver::Config) -> apiserver::Config,
-    objects: usize,
-) -> BTreeMap<String, BTreeSet<String>> {
-    let mut w = World::new(customise, objects).await;
+async fn initial_list_split(server: Server, objects: usize) -> BTreeMap<String, BTreeSet<String>> {
+    let mut w = World::new(server, objects).await;
     let pods = ["r1", "r2", "r3"];
     for name in pods {
         w.spawn(name, false);
@@ -465,7 +498,7 @@ async fn initial_list_split(
     for r in &mut w.replicas {
         r.signal_and_wait(libc::SIGTERM).await;
     }
-    w.server.shutdown().await;
+    w.shutdown().await;
     handled
 }
 
@@ -473,14 +506,14 @@ async fn initial_list_split(
 /// handling replica's own Lease, all 1,000 together (the server filtering by `shardSelector`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_split_the_initial_list() {
-    initial_list_split(|c| c, 1_000).await;
+    initial_list_split(Server::Target, 1_000).await;
 }
 
 /// (a) at the acceptance's size: 10,000 ConfigMaps (slow: run with `--ignored`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "10,000 objects: minutes on two cores; the regular suite runs 1,000"]
 async fn three_replicas_split_ten_thousand_objects() {
-    initial_list_split(|c| c, 10_000).await;
+    initial_list_split(Server::Target, 10_000).await;
 }
 
 /// (e) The same ring against a server that honours `shardSelector` and one that ignores it (a
@@ -489,19 +522,19 @@ async fn three_replicas_split_ten_thousand_objects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_filtering_gives_the_server_filtered_outcome() {
     let filtered = initial_list_split(
-        |c| apiserver::Config {
+        Server::Embedded(|c| apiserver::Config {
             deterministic_uids: true,
             ..c
-        },
+        }),
         1_000,
     )
     .await;
     let unfiltered = initial_list_split(
-        |c| apiserver::Config {
+        Server::Embedded(|c| apiserver::Config {
             deterministic_uids: true,
             shard_selector: false,
             ..c
-        },
+        }),
         1_000,
     )
     .await;
@@ -524,7 +557,7 @@ async fn host_filtering_gives_the_server_filtered_outcome() {
 /// still syncs its own objects to their final versions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_that_ignore_the_selector_are_filtered_by_the_hosts() {
-    let mut w = World::new(|c| c, CHURNED).await;
+    let mut w = World::new(Server::Embedded(|c| c), CHURNED).await;
     let pods = ["r1", "r2", "r3"];
     for name in pods {
         w.spawn(name, true);
@@ -536,15 +569,15 @@ async fn watches_that_ignore_the_selector_are_filtered_by_the_hosts() {
 
     // Two sharded watches per replica (the shard and warm plugins): all of them restart and
     // are served every object.
-    let watches = w.server.stats().watches_of("configmaps");
+    let watches = w.server().stats().watches_of("configmaps");
     let unfiltered = 2 * pods.len();
-    w.server.faults().ignore_shard_selector(unfiltered);
-    w.server.faults().end_watches();
+    w.server().faults().ignore_shard_selector(unfiltered);
+    w.server().faults().end_watches();
     eventually(
         &w.changed,
         PATIENCE,
         "every replica watches ConfigMaps again",
-        || w.server.stats().watches_of("configmaps") >= watches + unfiltered as u64,
+        || w.server().stats().watches_of("configmaps") >= watches + unfiltered as u64,
         || w.report(),
     )
     .await;
@@ -628,7 +661,7 @@ async fn watches_that_ignore_the_selector_are_filtered_by_the_hosts() {
     for r in &mut w.replicas {
         r.signal_and_wait(libc::SIGTERM).await;
     }
-    w.server.shutdown().await;
+    w.shutdown().await;
 }
 
 /// (b) With churn and the overlap detector on, kill -9 of a replica: its Lease is waited out,
@@ -698,7 +731,7 @@ async fn a_killed_replicas_slots_are_taken_over_in_time() {
     );
     w.wait_updates(50, "the survivors handle churn").await;
     w.finish(churn).await;
-    w.server.shutdown().await;
+    w.shutdown().await;
 }
 
 /// (c) With churn, SIGSTOP of a replica for two lease durations, then SIGCONT: the survivors take
@@ -759,7 +792,7 @@ async fn a_paused_replica_acts_only_after_it_reclaims() {
             .unwrap_or_default()
     );
     w.finish(churn).await;
-    w.server.shutdown().await;
+    w.shutdown().await;
 }
 
 /// (d) With churn, scaling 3 → 4 → 2: a fourth replica joins (slots move, most to it), then two leave
@@ -859,7 +892,7 @@ async fn scaling_up_and_down_hands_slots_over_in_order() {
         w.wait_updates(30, "churn is handled after the leave").await;
     }
     w.finish(churn).await;
-    w.server.shutdown().await;
+    w.shutdown().await;
 }
 
 /// The checkers themselves, without replicas: they must be able to fail.
