@@ -258,8 +258,11 @@ impl Membership {
                 if !self.fenced && self.valid_until.is_some_and(|t| now >= t) {
                     self.fenced = true;
                     self.published = 0;
+                    // Past the deadline our slots may be a rival's by now: the next write lists
+                    // none, so our Lease never names a slot beside its new owner's.
+                    self.claimed = 0;
                 }
-                // Re-claim from scratch: renew now, then confirm every claim by the LIST after.
+                // Re-claim from scratch: renew now, then claim and confirm by the LISTs after.
                 self.when_waiting(at, cfg, &mut out)
             }
             Input::Drained(slots) => {
@@ -1034,6 +1037,10 @@ mod tests {
         let now = w.now;
         assert!(w.members[0].once(&mut w.server, now));
         assert_eq!(w.members[0].events.last().unwrap().1, Event::Publish(0));
+        assert_eq!(
+            w.members[0].state.claimed, 0,
+            "a fenced member's next write lists no slot"
+        );
         w.run_for(Duration::from_secs(2));
         assert_eq!(w.held("a"), plan(&["a", "b"], "a"));
     }

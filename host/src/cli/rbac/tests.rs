@@ -274,17 +274,22 @@ fn each_plugin_gets_an_account_with_its_grants_and_the_host_may_impersonate_only
     );
 }
 
-#[test]
-fn rbac_is_exactly_the_grants() {
-    let args = RbacArgs {
+/// The arguments `deploy/` is printed with: one identity, the base's names.
+fn base_args(leases: bool) -> RbacArgs {
+    RbacArgs {
         dir: PathBuf::new(),
         service_account: "kubewasm".into(),
         namespace: "kubewasm".into(),
         name: "kubewasm-plugins".into(),
         default_grants: None,
         shared_identity: true,
-        leases: false,
-    };
+        leases,
+    }
+}
+
+#[test]
+fn rbac_is_exactly_the_grants() {
+    let args = base_args(false);
     let plural = |kind: &str| resource_of("v1", kind).1;
     let manifests = [
         // Plain watch and a write in one namespace, Events scoped to it.
@@ -347,15 +352,7 @@ fn rbac_is_exactly_the_grants() {
 
 #[test]
 fn the_lease_rules_are_the_ones_the_kustomize_base_grants() {
-    let args = RbacArgs {
-        dir: PathBuf::new(),
-        service_account: "kubewasm".into(),
-        namespace: "kubewasm".into(),
-        name: "kubewasm-plugins".into(),
-        default_grants: None,
-        shared_identity: true,
-        leases: true,
-    };
+    let args = base_args(true);
     let mut needs = Needs::default();
     needs.add_leases(&args.namespace);
     let yaml = render(&needs, &args).unwrap();

@@ -158,6 +158,18 @@ impl Env {
         out
     }
 
+    /// A recorder on the sharded key, once the informer has synced (keep the registration).
+    async fn subscribe(&self) -> (Arc<Recorder>, HandlerRegistration) {
+        let rec = Recorder::new();
+        let reg = self
+            .factory
+            .add_handler(&key(), rec.clone(), None)
+            .await
+            .unwrap();
+        reg.wait_synced().await;
+        (rec, reg)
+    }
+
     /// A new object in the wanted half (by trial); returns its name and rv.
     async fn create_in(&self, prefix: &str, low: bool) -> (String, String) {
         for i in 0.. {
@@ -222,13 +234,7 @@ fn key_str() -> String {
 async fn server_filtered_list_carries_the_selector_and_caches_only_the_shard() {
     let e = env(true, vec![(0, HALF)]).await;
     let objs = e.populate(5).await;
-    let rec = Recorder::new();
-    let reg = e
-        .factory
-        .add_handler(&key(), rec.clone(), None)
-        .await
-        .unwrap();
-    reg.wait_synced().await;
+    let (rec, _reg) = e.subscribe().await;
     let want = keys_where(&objs, low);
     assert_eq!(e.cached(), want);
     let sel = selector(&[(0, HALF)]);
@@ -260,13 +266,7 @@ async fn server_filtered_list_carries_the_selector_and_caches_only_the_shard() {
 async fn old_server_is_filtered_in_the_host_with_the_same_cache() {
     let e = env(false, vec![(0, HALF)]).await;
     let objs = e.populate(5).await;
-    let rec = Recorder::new();
-    let reg = e
-        .factory
-        .add_handler(&key(), rec.clone(), None)
-        .await
-        .unwrap();
-    reg.wait_synced().await;
+    let (rec, _reg) = e.subscribe().await;
     let want = keys_where(&objs, low);
     assert_eq!(e.cached(), want);
     assert_eq!(rec.len(), want.len());
@@ -289,13 +289,7 @@ async fn a_watch_that_ignores_the_selector_has_its_foreign_events_dropped() {
     let e = env(true, vec![(0, HALF)]).await;
     let objs = e.populate(3).await;
     e.server.faults().ignore_shard_selector(1);
-    let rec = Recorder::new();
-    let reg = e
-        .factory
-        .add_handler(&key(), rec.clone(), None)
-        .await
-        .unwrap();
-    reg.wait_synced().await;
+    let (rec, _reg) = e.subscribe().await;
     let want = keys_where(&objs, low);
     let (foreign, _) = e.create_in("foreign", false).await;
     // A bookmark passes the filter: it advances the resume point.
@@ -320,13 +314,7 @@ async fn a_watch_that_ignores_the_selector_has_its_foreign_events_dropped() {
 async fn rescope_adds_gained_drops_lost_silently_and_reports_rescoped() {
     let e = env(true, vec![(0, HALF)]).await;
     let objs = e.populate(4).await;
-    let rec = Recorder::new();
-    let reg = e
-        .factory
-        .add_handler(&key(), rec.clone(), None)
-        .await
-        .unwrap();
-    reg.wait_synced().await;
+    let (rec, _reg) = e.subscribe().await;
     let before = keys_where(&objs, low);
     rec.wait_len(before.len()).await;
     // Changes the watch must not show: one kept object changes, another is deleted.
@@ -408,13 +396,7 @@ async fn rescope_adds_gained_drops_lost_silently_and_reports_rescoped() {
 async fn empty_scope_lists_nothing_until_a_range_is_held() {
     let e = env(true, vec![]).await;
     let objs = e.populate(2).await;
-    let rec = Recorder::new();
-    let reg = e
-        .factory
-        .add_handler(&key(), rec.clone(), None)
-        .await
-        .unwrap();
-    reg.wait_synced().await;
+    let (rec, _reg) = e.subscribe().await;
     assert!(e.cached().is_empty());
     assert_eq!(e.server.stats().lists_of("configmaps"), 0);
     e.scope.send_replace(vec![(0, ALL)]);
@@ -434,13 +416,7 @@ async fn empty_scope_lists_nothing_until_a_range_is_held() {
 async fn a_relist_after_410_checks_the_echo_again() {
     let e = env(true, vec![(0, HALF)]).await;
     let objs = e.populate(3).await;
-    let rec = Recorder::new();
-    let reg = e
-        .factory
-        .add_handler(&key(), rec.clone(), None)
-        .await
-        .unwrap();
-    reg.wait_synced().await;
+    let (rec, _reg) = e.subscribe().await;
     let want = keys_where(&objs, low);
     rec.wait_len(want.len()).await;
     assert_eq!(e.metrics.shard_lists(&key_str(), "server_filtered"), 1);
