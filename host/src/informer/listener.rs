@@ -29,9 +29,10 @@ pub trait ResourceEventHandler: Send + Sync + 'static {
     fn drained(&self) {}
     /// A sharded informer's held ranges changed and everything its relist implied has been
     /// delivered: gained objects as initial adds, changes and deletions as usual (objects that
-    /// left the scope leave the cache silently). The place to report a gained slot's replay as
-    /// synced. Never called on unsharded informers.
-    fn rescoped(&self) {}
+    /// left the scope leave the cache silently). With `gained` (the rescope added objects),
+    /// the place to report a gained slot's replay as synced; a rescope that only gave slots up
+    /// replayed nothing. Never called on unsharded informers.
+    fn rescoped(&self, _gained: bool) {}
 }
 
 /// Lets a shared handler be registered directly (and wrapped by adapters).
@@ -48,8 +49,8 @@ impl<H: ResourceEventHandler + ?Sized> ResourceEventHandler for Arc<H> {
     fn drained(&self) {
         (**self).drained()
     }
-    fn rescoped(&self) {
-        (**self).rescoped()
+    fn rescoped(&self, gained: bool) {
+        (**self).rescoped(gained)
     }
 }
 
@@ -111,7 +112,7 @@ impl Notification {
 /// What a listener's buffer holds: notifications, and the end of a rescope's delivery.
 enum Item {
     Note(Notification),
-    Rescoped,
+    Rescoped(bool),
 }
 
 /// A registered handler's delivery machinery.
@@ -145,8 +146,8 @@ impl Listener {
                 d.dec();
                 let n = match item {
                     Item::Note(n) => n,
-                    Item::Rescoped => {
-                        if std::panic::catch_unwind(AssertUnwindSafe(|| handler.rescoped()))
+                    Item::Rescoped(gained) => {
+                        if std::panic::catch_unwind(AssertUnwindSafe(|| handler.rescoped(gained)))
                             .is_err()
                         {
                             tracing::error!(informer = %informer, handler = id,
@@ -212,11 +213,11 @@ impl Listener {
     }
 
     /// Buffers the end of a rescope's delivery, after everything buffered so far.
-    pub(super) fn rescoped(&self) {
+    pub(super) fn rescoped(&self, gained: bool) {
         let g = self.tx.lock();
         let Some(tx) = g.as_ref() else { return };
         self.depth.inc();
-        if tx.send(Item::Rescoped).is_err() {
+        if tx.send(Item::Rescoped(gained)).is_err() {
             self.depth.dec();
         }
     }
@@ -283,7 +284,7 @@ impl<H: ResourceEventHandler> ResourceEventHandler for FilteringHandler<H> {
         self.inner.drained();
     }
 
-    fn rescoped(&self) {
-        self.inner.rescoped();
+    fn rescoped(&self, gained: bool) {
+        self.inner.rescoped(gained);
     }
 }

@@ -40,10 +40,11 @@ impl ProcessorState {
         }
     }
 
-    /// Tells every listener, after what it was given so far, that a rescope is delivered.
-    pub(super) fn rescoped(&self) {
+    /// Tells every listener, after what it was given so far, that a rescope is delivered
+    /// (`gained`: it added objects).
+    pub(super) fn rescoped(&self, gained: bool) {
         for e in &self.entries {
-            e.listener.rescoped();
+            e.listener.rescoped(gained);
         }
     }
 }

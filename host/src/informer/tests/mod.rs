@@ -52,6 +52,8 @@ pub(super) enum Ev {
 #[derive(Default)]
 pub(super) struct Recorder {
     pub events: Mutex<Vec<(Instant, Ev)>>,
+    /// Each `rescoped` call's `gained`, in order.
+    pub gained: Mutex<Vec<bool>>,
     notify: Notify,
 }
 
@@ -106,7 +108,8 @@ impl ResourceEventHandler for Recorder {
     fn on_delete(&self, obj: &SharedObject, fsu: bool) {
         self.push(Ev::Delete(at(obj), fsu));
     }
-    fn rescoped(&self) {
+    fn rescoped(&self, gained: bool) {
+        self.gained.lock().push(gained);
         self.push(Ev::Rescoped);
     }
 }

@@ -366,6 +366,7 @@ async fn rescope_adds_gained_drops_lost_silently_and_reports_rescoped() {
     if kept_range(find(deleted).1) {
         want.push(del(&format!("default/{deleted}"), &find(deleted).2, true));
     }
+    assert_eq!(rec.gained.lock().last(), Some(&true));
     let mut got = evs[..evs.len() - 1].to_vec();
     let sort = |v: &mut Vec<Ev>| v.sort_by_key(|e| format!("{e:?}"));
     sort(&mut got);
@@ -385,6 +386,11 @@ async fn rescope_adds_gained_drops_lost_silently_and_reports_rescoped() {
     e.scope.send_replace(vec![]);
     let evs = rec.wait_len(n1 + 1).await;
     assert_eq!(evs[n1..], [Ev::Rescoped]);
+    assert_eq!(
+        rec.gained.lock().last(),
+        Some(&false),
+        "a rescope that only gave ranges up replayed nothing"
+    );
     assert!(e.cached().is_empty());
     assert_eq!(e.server.stats().lists_of("configmaps"), lists);
     assert_eq!(e.metrics.shard_ranges(&key_str()), 0);
@@ -402,6 +408,7 @@ async fn empty_scope_lists_nothing_until_a_range_is_held() {
     e.scope.send_replace(vec![(0, ALL)]);
     let evs = rec.wait_len(objs.len() + 1).await;
     assert_eq!(evs.last(), Some(&Ev::Rescoped));
+    assert_eq!(*rec.gained.lock(), [true]);
     assert!(
         evs[..objs.len()]
             .iter()

@@ -153,9 +153,12 @@ impl ResourceEventHandler for SubscriptionHandler {
     }
 
     /// The informer followed a change of this replica's slots: what it gained arrived as
-    /// initial adds, so `on-synced` is due again once they are handled.
-    fn rescoped(&self) {
+    /// initial adds, so `on-synced` is due again once they are handled. A rescope that only
+    /// gave slots up replayed nothing, and a replica holding nothing calls nothing.
+    fn rescoped(&self, gained: bool) {
         self.flush();
-        self.dispatcher.replayed();
+        if gained {
+            self.dispatcher.replayed();
+        }
     }
 }
