@@ -117,8 +117,9 @@ const RESCOPE_MARK: &str = "\0rescoped";
 pub(crate) enum Popped {
     /// One key's deltas and whether they belong to the initial list.
     Deltas(Vec<Delta>, bool),
-    /// Every key of the last rescope relist has been popped.
-    Rescoped,
+    /// Every key of the last rescope relist has been popped; `true` when one of the rescopes
+    /// the mark covers widened the held ranges (a gained slot's replay is delivered).
+    Rescoped(bool),
 }
 
 /// Keys are the objects' own shared strings, so queueing a version allocates no key.
@@ -129,6 +130,8 @@ struct State {
     populated: bool,
     initial_population_count: usize,
     closed: bool,
+    /// Whether a rescope the queued mark covers widened the held ranges.
+    mark_grew: bool,
 }
 
 fn is_mark(key: &str) -> bool {
@@ -333,10 +336,11 @@ impl DeltaFifo {
     }
 
     /// Queues the mark that tells the informer, once popped, that everything queued so far (a
-    /// rescope relist) has been processed. A mark still queued moves to the back: one mark
-    /// covers the relists it follows.
-    pub fn mark_rescoped(&self) {
+    /// rescope relist) has been processed; `grew`: the rescope widened the held ranges. A mark
+    /// still queued moves to the back: one mark covers the relists it follows.
+    pub fn mark_rescoped(&self, grew: bool) {
         let mut s = self.state.lock();
+        s.mark_grew |= grew;
         s.queue.retain(|k| !is_mark(k));
         s.queue.push_back(RESCOPE_MARK.into());
         drop(s);
@@ -382,7 +386,7 @@ impl DeltaFifo {
         loop {
             match Self::pop_locked(s)? {
                 Popped::Deltas(d, init) => return Some((d, init)),
-                Popped::Rescoped => continue,
+                Popped::Rescoped(_) => continue,
             }
         }
     }
@@ -393,7 +397,7 @@ impl DeltaFifo {
         }
         let key = s.queue.pop_front()?;
         if is_mark(&key) {
-            return Some(Popped::Rescoped);
+            return Some(Popped::Rescoped(std::mem::take(&mut s.mark_grew)));
         }
         // Computed before the decrement: the last initial item is still "initial".
         let is_in_initial_list = !s.has_synced();
@@ -414,7 +418,7 @@ impl DeltaFifo {
     pub async fn pop<R>(&self, process: impl FnOnce(Vec<Delta>, bool) -> R) -> Option<R> {
         self.pop_any(true, |p| match p {
             Popped::Deltas(d, init) => process(d, init),
-            Popped::Rescoped => unreachable!("marks are skipped"),
+            Popped::Rescoped(_) => unreachable!("marks are skipped"),
         })
         .await
     }

@@ -29,9 +29,9 @@ pub trait ResourceEventHandler: Send + Sync + 'static {
     fn drained(&self) {}
     /// A sharded informer's held ranges changed and everything its relist implied has been
     /// delivered: gained objects as initial adds, changes and deletions as usual (objects that
-    /// left the scope leave the cache silently). With `gained` (the rescope added objects),
-    /// the place to report a gained slot's replay as synced; a rescope that only gave slots up
-    /// replayed nothing. Never called on unsharded informers.
+    /// left the scope leave the cache silently). With `gained` (the held ranges widened), the
+    /// place to report a gained slot's replay as synced, even of a slot without objects; a
+    /// rescope that only gave ranges up replayed nothing. Never called on unsharded informers.
     fn rescoped(&self, _gained: bool) {}
 }
 

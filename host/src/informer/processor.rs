@@ -41,7 +41,7 @@ impl ProcessorState {
     }
 
     /// Tells every listener, after what it was given so far, that a rescope is delivered
-    /// (`gained`: it added objects).
+    /// (`gained`: the held ranges widened).
     pub(super) fn rescoped(&self, gained: bool) {
         for e in &self.entries {
             e.listener.rescoped(gained);

@@ -502,7 +502,11 @@ impl Reflector {
         self.fifo
             .replace_scoped(items, &|o: &KubeObject| c.owns(o), rescope);
         if rescope {
-            self.fifo.mark_rescoped();
+            let grew = self
+                .cycle
+                .as_ref()
+                .is_none_or(|old| !old.held.covers(&c.held));
+            self.fifo.mark_rescoped(grew);
         }
         self.counters.shard_ranges.set(c.held.len() as i64);
         self.cycle = Some(c);

@@ -64,6 +64,14 @@ impl Held {
         self.0.len()
     }
 
+    /// Whether every range of `other` lies within these (both normalized: sorted, merged).
+    pub(crate) fn covers(&self, other: &Held) -> bool {
+        other.0.iter().all(|&(s, e)| {
+            let i = self.0.partition_point(|&(start, _)| start <= s);
+            i > 0 && e <= self.0[i - 1].1
+        })
+    }
+
     pub(crate) fn contains(&self, hash: u64) -> bool {
         let h = u128::from(hash);
         // Sorted and disjoint: the candidate is the last range starting at or below `hash`.
@@ -126,6 +134,26 @@ impl Cycle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn covers_tells_a_widened_scope_from_a_narrowed_one() {
+        let h = Held::normalize(&[(0, 8), (10, 30)]);
+        assert!(h.covers(&Held::normalize(&[(0, 8)])));
+        assert!(h.covers(&Held::normalize(&[(2, 4), (12, 30)])));
+        assert!(
+            h.covers(&Held::default()),
+            "giving everything up widens nothing"
+        );
+        assert!(!h.covers(&Held::normalize(&[(0, 9)])), "8..9 is new");
+        assert!(!h.covers(&Held::normalize(&[(30, 31)])));
+        assert!(
+            !h.covers(&Held::normalize(&[(5, 12)])),
+            "a range across the gap"
+        );
+        assert!(!Held::default().covers(&h));
+        let all = Held::normalize(&[(0, FULL_END)]);
+        assert!(all.covers(&h) && !h.covers(&all));
+    }
 
     #[test]
     fn ranges_are_merged_sorted_and_checked() {

@@ -43,8 +43,6 @@ pub struct SharedIndexInformer {
     transform: Mutex<Option<TransformFunc>>,
     /// Held ranges a sharded key follows (see [`set_shard_scope`](Self::set_shard_scope)).
     shard_scope: Mutex<Option<tokio::sync::watch::Receiver<ShardRanges>>>,
-    /// Whether the rescope being delivered added an object (a gained slot's replay).
-    rescope_gained: AtomicBool,
 }
 
 impl std::fmt::Debug for SharedIndexInformer {
@@ -83,7 +81,6 @@ impl SharedIndexInformer {
             last_sync_rv: Arc::new(Mutex::new(String::new())),
             transform: Mutex::new(None),
             shard_scope: Mutex::new(None),
-            rescope_gained: AtomicBool::new(false),
         })
     }
 
@@ -249,10 +246,7 @@ impl SharedIndexInformer {
                     .fifo
                     .pop_marked(|p| match p {
                         Popped::Deltas(deltas, init) => me.process_deltas(deltas, init),
-                        Popped::Rescoped => {
-                            let gained = me.rescope_gained.swap(false, Ordering::AcqRel);
-                            me.processor.lock().rescoped(gained)
-                        }
+                        Popped::Rescoped(grew) => me.processor.lock().rescoped(grew),
                     })
                     .await;
                 if processed.is_none() {
@@ -311,10 +305,7 @@ impl SharedIndexInformer {
                             false,
                         ),
                         // A gained slot replays like an initial list.
-                        None => {
-                            self.rescope_gained.store(true, Ordering::Release);
-                            st.distribute(Notification::Add { obj, initial: true }, false)
-                        }
+                        None => st.distribute(Notification::Add { obj, initial: true }, false),
                     }
                 }
                 DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {

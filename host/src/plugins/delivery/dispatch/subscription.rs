@@ -153,8 +153,9 @@ impl ResourceEventHandler for SubscriptionHandler {
     }
 
     /// The informer followed a change of this replica's slots: what it gained arrived as
-    /// initial adds, so `on-synced` is due again once they are handled. A rescope that only
-    /// gave slots up replayed nothing, and a replica holding nothing calls nothing.
+    /// initial adds, so `on-synced` is due again once they are handled (also for a gained slot
+    /// without objects: a sweep of external state runs over it). A rescope that only gave
+    /// slots up replayed nothing, and a replica that holds nothing calls nothing.
     fn rescoped(&self, gained: bool) {
         self.flush();
         if gained {
