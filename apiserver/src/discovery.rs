@@ -93,14 +93,9 @@ fn is_service_accounts(t: &ResourceType) -> bool {
     t.group.is_empty() && t.plural == "serviceaccounts"
 }
 
-/// Small stable hash for discovery/openapi fingerprints.
+/// Small stable hash for discovery/openapi fingerprints (FNV-1a 64, the one the shards use).
 pub fn hash(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in s.bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
+    kubewasm_apimachinery::fnv1a64(s.as_bytes())
 }
 
 /// `GET /api` (legacy).

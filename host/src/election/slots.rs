@@ -25,11 +25,10 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// FNV-1a 64 of a member's name (the weight only needs to be stable and spread).
+/// FNV-1a 64 of a member's name, KEP-5866's hash (the weight only needs to be stable and
+/// spread).
 fn name_hash(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    kubewasm_apimachinery::fnv1a64(name.as_bytes())
 }
 
 /// The weight of a (slot, member) pair.
