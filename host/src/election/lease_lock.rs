@@ -132,19 +132,34 @@ impl LeaseLock {
             },
         };
         record.write_to(lease.spec.get_or_insert_with(LeaseSpec::default));
-        let pp = PostParams {
-            field_manager: Some(crate::identity::FIELD_MANAGER.to_string()),
-            ..PostParams::default()
-        };
-        let written = match base {
-            Some(_) => self.api.replace(&self.name, &pp, &lease).await,
-            None => self.api.create(&pp, &lease).await,
-        };
-        match written {
-            Ok(l) => Ok(Versioned::from_lease(l)),
-            Err(kube::Error::Api(s)) if s.code == 409 => Err(WriteError::Conflict),
-            Err(e) => Err(WriteError::Api(e)),
-        }
+        store_lease(&self.api, &self.name, base.is_some(), &lease)
+            .await
+            .map(Versioned::from_lease)
+    }
+}
+
+/// Writes `lease` as the host's field manager: a replace of `name` when it is `existing` (its
+/// resourceVersion makes it conditional), else a create; a 409 is a [`WriteError::Conflict`].
+/// The leader's Lease and the ring's member Leases are written the same way.
+pub(super) async fn store_lease(
+    api: &Api<Lease>,
+    name: &str,
+    existing: bool,
+    lease: &Lease,
+) -> Result<Lease, WriteError> {
+    let pp = PostParams {
+        field_manager: Some(crate::identity::FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    let written = if existing {
+        api.replace(name, &pp, lease).await
+    } else {
+        api.create(&pp, lease).await
+    };
+    match written {
+        Ok(l) => Ok(l),
+        Err(kube::Error::Api(s)) if s.code == 409 => Err(WriteError::Conflict),
+        Err(e) => Err(WriteError::Api(e)),
     }
 }
 

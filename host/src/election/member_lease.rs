@@ -13,9 +13,9 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, ListParams, Preconditions};
 
-use super::lease_lock::WriteError;
+use super::lease_lock::{WriteError, store_lease};
 
 /// Label naming the ring a member Lease belongs to.
 pub(super) const RING_LABEL: &str = "kubewasm.dev/ring";
@@ -181,19 +181,9 @@ impl MemberLeases {
         wall: Timestamp,
     ) -> Result<MemberLease, WriteError> {
         let lease = render(&self.ring, &self.own, self.slots, record, base, wall);
-        let pp = PostParams {
-            field_manager: Some(crate::identity::FIELD_MANAGER.to_string()),
-            ..PostParams::default()
-        };
-        let written = match base {
-            Some(_) => self.api.replace(&self.own, &pp, &lease).await,
-            None => self.api.create(&pp, &lease).await,
-        };
-        match written {
-            Ok(l) => Ok(MemberLease::from_lease(l, self.slots)),
-            Err(kube::Error::Api(s)) if s.code == 409 => Err(WriteError::Conflict),
-            Err(e) => Err(WriteError::Api(e)),
-        }
+        store_lease(&self.api, &self.own, base.is_some(), &lease)
+            .await
+            .map(|l| MemberLease::from_lease(l, self.slots))
     }
 
     /// Deletes our Lease if it is still at `base`'s resourceVersion (gone already counts as done).
